@@ -1,0 +1,3 @@
+from pearl.cli import main
+
+main()

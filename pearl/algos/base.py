@@ -1,0 +1,95 @@
+"""What every off-policy algorithm shares: the hyperparameters that shape the replay loop.
+
+Configs are plain dataclasses with no torch import, so the cost model and the planner can read batch sizes,
+network shapes and the replay ratio on a machine without torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pearl.errors import ConfigError
+
+@dataclass
+class OffPolicyConfig:
+    """Hyperparameters of the collect → replay → learn loop, common to DQN and DDPG."""
+
+    algo: ClassVar[str] = ""
+
+    total_steps: int = 100_000
+    """Environment steps to train for (summed over every environment of every actor)."""
+    learning_rate: float = 1e-3
+    """Adam step size (for DDPG, of both the actor and the critic)."""
+    gamma: float = 0.99
+    """Discount factor of the TD target."""
+    batch_size: int = 256
+    """Transitions per gradient update."""
+    buffer_size: int = 100_000
+    """Replay capacity in transitions; the oldest are overwritten first."""
+    learning_starts: int = 1_000
+    """Env steps collected with uniformly random actions before the first update."""
+    train_freq: int = 1
+    """Env steps between two rounds of updates."""
+    gradient_steps: int = 1
+    """Updates per round; the replay ratio is gradient_steps / train_freq updates per env step."""
+    hidden: tuple[int, ...] = (256, 256)
+    """Hidden layer widths of every MLP (ReLU between layers)."""
+    n_envs: int = 1
+    """Environments each actor steps in lockstep; `act` runs batched over them."""
+    weight_sync_interval: int = 1
+    """K: actors act with weights at most K updates old; the learner publishes a snapshot every K updates."""
+    prioritized: bool = False
+    """Proportional prioritized replay (sum tree) instead of uniform sampling."""
+    alpha: float = 0.6
+    """Priority exponent: P(i) ∝ (|δ_i| + eps)^alpha."""
+    beta0: float = 0.4
+    """Initial importance-sampling exponent, annealed linearly to 1 over the run."""
+    priority_eps: float = 1e-6
+    """Added to |δ| so no transition's priority is zero."""
+
+    @property
+    def replay_ratio(self) -> float:
+        """Updates per env step (ρ), which the runtime holds fixed."""
+        return self.gradient_steps / self.train_freq
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the first field that is out of range."""
+        positive_ints = ("total_steps", "batch_size", "buffer_size", "train_freq", "gradient_steps", "n_envs",
+                         "weight_sync_interval")
+        for name in positive_ints:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.learning_starts < 0:
+            raise ConfigError(f"learning_starts must be >= 0, got {self.learning_starts}")
+        if not 0.0 < self.learning_rate:
+            raise ConfigError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
+        if not self.hidden or any(h < 1 for h in self.hidden):
+            raise ConfigError(f"hidden must list positive layer widths, got {self.hidden!r}")
+        if self.alpha < 0 or not 0.0 <= self.beta0 <= 1.0 or self.priority_eps <= 0:
+            raise ConfigError("prioritized replay needs alpha >= 0, 0 <= beta0 <= 1 and priority_eps > 0")
+
+    def replace(self, **changes: Any) -> "OffPolicyConfig":
+        """A copy with some fields changed (unknown field names are a ConfigError)."""
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise ConfigError(f"unknown {self.algo} hyperparameter(s): {', '.join(unknown)}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["hidden"] = list(self.hidden)
+        out["algo"] = self.algo
+        return out
+
+def config_from_dict(cls: type[OffPolicyConfig], data: dict[str, Any]) -> OffPolicyConfig:
+    """Rebuild a config written by `to_dict` (the algo key is dropped, lists become tuples)."""
+    values = {k: v for k, v in data.items() if k != "algo"}
+    if "hidden" in values:
+        values["hidden"] = tuple(values["hidden"])
+    return cls().replace(**values)

@@ -1,0 +1,50 @@
+"""DDPG (Lillicrap et al., 2016): a deterministic actor and a Q critic, both with Polyak-averaged targets.
+
+Maths of one `learn` call on a batch (s, a, r, s', d, w), actions in the policy's [-1, 1] space:
+    y          = r + γ (1 − d) Q_target(s', μ_target(s'))
+    δ          = y − Q(s, a)
+    critic     : minimise mean_i w_i · δ_i²            (one Adam step)
+    actor      : minimise −mean_i Q(s_i, μ(s_i))       (one Adam step; the gradient reaches μ through the
+                                                        critic's action input)
+    targets   ← τ · online + (1 − τ) · target          (both networks, every update)
+and returns δ. `act` is μ(s) = tanh(MLP(s)) plus Gaussian noise N(0, σ²), clipped to [-1, 1]; the actor
+role rescales it to the environment's bounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pearl.algos.base import OffPolicyConfig
+from pearl.errors import ConfigError
+
+
+@dataclass
+class DDPGConfig(OffPolicyConfig):
+    """DDPG hyperparameters. Defaults follow common continuous-control settings; presets hold tuned values."""
+
+    algo = "ddpg"
+
+    total_steps: int = 100_000
+    """Environment steps to train for."""
+    learning_rate: float = 1e-3
+    """Adam step size of the actor and of the critic."""
+    batch_size: int = 256
+    """Transitions per gradient update."""
+    buffer_size: int = 1_000_000
+    """Replay capacity in transitions."""
+    learning_starts: int = 1_000
+    """Env steps of uniformly random actions before the first update."""
+    hidden: tuple[int, ...] = (400, 300)
+    """Hidden layer widths of the actor and of the critic."""
+    tau: float = 0.005
+    """Polyak coefficient of the target networks (1 would copy them outright)."""
+    action_noise: float = 0.1
+    """σ of the Gaussian exploration noise, in the policy's [-1, 1] action space."""
+
+    def validate(self) -> None:
+        super().validate()
+        if not 0.0 < self.tau <= 1.0:
+            raise ConfigError(f"tau must be in (0, 1], got {self.tau}")
+        if self.action_noise < 0:
+            raise ConfigError(f"action_noise must be >= 0, got {self.action_noise}")

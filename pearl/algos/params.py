@@ -1,0 +1,69 @@
+"""Network shapes and seeded initial parameters, in numpy.
+
+Every adapter starts from the arrays made here, so the torch and OpenCL adapters (and a test's plain
+re-statement of the maths) can be compared from identical weights. Names are ``<net>.<layer>.weight`` of
+shape (out, in) and ``<net>.<layer>.bias`` of shape (out,), as torch's Linear stores them.
+
+Initialisation matches torch.nn.Linear's default: weight and bias ~ U(−1/√fan_in, 1/√fan_in).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pearl.algos.base import OffPolicyConfig
+from pearl.types import EnvSpec, Params
+
+
+def network_sizes(config: OffPolicyConfig, spec: EnvSpec) -> dict[str, list[int]]:
+    """Layer widths, input first, of each trained network."""
+    hidden = list(config.hidden)
+    if config.algo == "dqn":
+        return {"q": [spec.obs_dim, *hidden, spec.action_dim]}
+    return {"actor": [spec.obs_dim, *hidden, spec.action_dim],
+            "critic": [spec.obs_dim + spec.action_dim, *hidden, 1]}
+
+
+def policy_net(algo: str) -> str:
+    """The network `act` needs (and weight_sync copies)."""
+    return "q" if algo == "dqn" else "actor"
+
+
+def target_name(net: str) -> str:
+    return f"{net}_target"
+
+
+def layer_names(net: str, sizes: list[int]) -> list[tuple[str, str]]:
+    return [(f"{net}.{i}.weight", f"{net}.{i}.bias") for i in range(len(sizes) - 1)]
+
+
+def init_mlp(rng: np.random.Generator, net: str, sizes: list[int]) -> Params:
+    params: Params = {}
+    for (w_name, b_name), fan_in, fan_out in zip(layer_names(net, sizes), sizes[:-1], sizes[1:]):
+        bound = 1.0 / np.sqrt(fan_in)
+        params[w_name] = rng.uniform(-bound, bound, size=(fan_out, fan_in)).astype(np.float32)
+        params[b_name] = rng.uniform(-bound, bound, size=(fan_out,)).astype(np.float32)
+    return params
+
+
+def init_params(config: OffPolicyConfig, spec: EnvSpec, seed: int) -> Params:
+    """Seeded parameters of every network and of its target (a copy), in a fixed order."""
+    rng = np.random.default_rng(seed)
+    params: Params = {}
+    for net, sizes in network_sizes(config, spec).items():
+        online = init_mlp(rng, net, sizes)
+        params.update(online)
+        params.update({name.replace(f"{net}.", f"{target_name(net)}.", 1): value.copy()
+                       for name, value in online.items()})
+    return params
+
+
+def subset(params: Params, net: str) -> Params:
+    """The parameters of one network."""
+    prefix = f"{net}."
+    return {k: v for k, v in params.items() if k.startswith(prefix)}
+
+
+def param_count(config: OffPolicyConfig, spec: EnvSpec) -> int:
+    """Trainable parameters (targets excluded)."""
+    return sum(a * b + b for sizes in network_sizes(config, spec).values() for a, b in zip(sizes[:-1], sizes[1:]))

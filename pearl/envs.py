@@ -1,0 +1,61 @@
+"""Gymnasium environments: creating them with clear errors and describing their spaces."""
+
+from __future__ import annotations
+
+import difflib
+
+import gymnasium as gym
+import numpy as np
+
+from pearl.errors import EnvError
+from pearl.types import EnvSpec
+
+
+def make_env(env_id: str) -> gym.Env:
+    """Create a gymnasium env; an unknown id becomes an EnvError that suggests close registered ids."""
+    try:
+        return gym.make(env_id)
+    except gym.error.Error as exc:  # NameNotFound, VersionNotFound, DeprecatedEnv, ...
+        close = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; `python -c 'import gymnasium; gymnasium.pprint_registry()'` lists them"
+        raise EnvError(f"unknown gymnasium environment {env_id!r}{hint}") from exc
+
+
+def env_spec(env_id: str, env: gym.Env | None = None) -> EnvSpec:
+    """Describe an env's spaces; only flat Box observations and Discrete or Box actions are supported."""
+    own = env is None
+    env = env if env is not None else make_env(env_id)
+    try:
+        obs_space, act_space = env.observation_space, env.action_space
+        if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
+            raise EnvError(f"{env_id} has observation space {obs_space}; pearl needs a flat Box (a vector)")
+        if isinstance(act_space, gym.spaces.Discrete):
+            return EnvSpec(env_id, int(obs_space.shape[0]), "discrete", int(act_space.n))
+        if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
+            low, high = act_space.low.astype(np.float64), act_space.high.astype(np.float64)
+            if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+                raise EnvError(f"{env_id} has unbounded actions {act_space}; DDPG needs finite action bounds")
+            return EnvSpec(env_id, int(obs_space.shape[0]), "continuous", int(act_space.shape[0]),
+                           tuple(float(x) for x in low), tuple(float(x) for x in high))
+        raise EnvError(f"{env_id} has action space {act_space}; pearl supports Discrete or a flat Box")
+    finally:
+        if own:
+            env.close()
+
+
+def check_algo_fits(algo: str, spec: EnvSpec) -> None:
+    """DQN needs discrete actions and DDPG continuous ones; say which algorithm fits otherwise."""
+    if algo == "dqn" and not spec.discrete:
+        raise EnvError(f"DQN needs a discrete action space but {spec.env_id} has continuous actions; "
+                       "use --algo ddpg")
+    if algo == "ddpg" and spec.discrete:
+        raise EnvError(f"DDPG needs a continuous action space but {spec.env_id} has discrete actions; "
+                       "use --algo dqn")
+
+
+def to_env_action(spec: EnvSpec, action: np.ndarray) -> np.ndarray:
+    """Policy actions in [-1, 1] rescaled to the env's bounds; discrete actions pass through."""
+    if spec.discrete:
+        return action
+    low, high = np.asarray(spec.action_low), np.asarray(spec.action_high)
+    return low + 0.5 * (action.astype(np.float64) + 1.0) * (high - low)

@@ -1,0 +1,73 @@
+"""The kernel catalogue: the units of deep-RL work that pearl can place on a device.
+
+Profiles, cost models, plans and run records all refer to kernels by these names, so this module is plain
+data and imports nothing heavier than the standard library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Role(str, Enum):
+    ACTOR = "actor"
+    REPLAY = "replay"
+    LEARNER = "learner"
+    TRANSFER = "transfer"
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    role: Role
+    work: str
+    #: Runs only on the host CPU (environments are Python code); otherwise any adapter implementing it.
+    cpu_only: bool = False
+    #: A transfer rather than a computation: it has a source and destination device, not one device.
+    is_transfer: bool = False
+
+
+ENV_STEP = Kernel("env_step", Role.ACTOR, "step N gymnasium environments", cpu_only=True)
+ACT = Kernel("act", Role.ACTOR, "policy forward + exploration on N observations")
+REPLAY_INSERT = Kernel("replay_insert", Role.REPLAY, "write M transitions with the current max priority")
+REPLAY_SAMPLE = Kernel("replay_sample", Role.REPLAY, "draw B indices, gather the batch, importance weights")
+LEARN = Kernel("learn", Role.LEARNER, "one gradient update with target update; returns TD errors")
+PRIORITY_UPDATE = Kernel("priority_update", Role.REPLAY, "priorities of the B sampled indices <- (|d|+eps)^a")
+WEIGHT_SYNC = Kernel("weight_sync", Role.TRANSFER, "copy policy parameters learner -> act devices", is_transfer=True)
+
+#: The whole catalogue, in pipeline order.
+KERNELS: tuple[Kernel, ...] = (ENV_STEP, ACT, REPLAY_INSERT, REPLAY_SAMPLE, LEARN, PRIORITY_UPDATE, WEIGHT_SYNC)
+KERNEL_NAMES: tuple[str, ...] = tuple(k.name for k in KERNELS)
+BY_NAME: dict[str, Kernel] = {k.name: k for k in KERNELS}
+
+#: Kernels a device adapter implements (env_step runs in the actor process on the host CPU; weight_sync is
+#: a transfer between adapters).
+DEVICE_KERNELS: tuple[str, ...] = ("act", "replay_insert", "replay_sample", "learn", "priority_update")
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Data that flows between two kernels; it costs a transfer when the ends sit on different devices."""
+
+    src: str
+    dst: str
+    carries: str
+    every_step: bool
+
+
+EDGES: tuple[Edge, ...] = (
+    Edge("env_step", "act", "observations (and actions back)", every_step=True),
+    Edge("env_step", "replay_insert", "transitions", every_step=True),
+    Edge("replay_sample", "learn", "the sampled batch", every_step=False),
+    Edge("learn", "priority_update", "TD errors", every_step=False),
+    Edge("learn", "act", "policy weights, every K updates", every_step=False),
+)
+
+
+def kernel(name: str) -> Kernel:
+    """Look a kernel up by name; a KeyError names the valid ones."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown kernel {name!r}; kernels are {', '.join(KERNEL_NAMES)}") from None

@@ -1,0 +1,99 @@
+"""Shared types: the messages the roles exchange and the description of an environment.
+
+One home for them, so adapters, runtime and tests agree on field names. Arrays in a message are either
+numpy arrays (at the host boundary) or the native arrays of the adapter named in ``device`` (for instance
+torch tensors on ``cuda:0``), so a batch sampled on the learner's device never makes a host round trip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Params = dict[str, np.ndarray]
+"""Network parameters by name, as host numpy arrays: how weights move between adapters."""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What an algorithm needs to know about an environment's spaces."""
+
+    env_id: str
+    obs_dim: int
+    #: "discrete" or "continuous"
+    action_kind: str
+    #: number of discrete actions (discrete) or action dimensions (continuous)
+    action_dim: int
+    action_low: tuple[float, ...] = ()
+    action_high: tuple[float, ...] = ()
+
+    @property
+    def discrete(self) -> bool:
+        return self.action_kind == "discrete"
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        return () if self.discrete else (self.action_dim,)
+
+    @property
+    def action_dtype(self) -> np.dtype:
+        return np.dtype(np.int64) if self.discrete else np.dtype(np.float32)
+
+
+@dataclass
+class TransitionBatch:
+    """M transitions from one actor, in the order they were collected (host numpy arrays)."""
+
+    obs: np.ndarray  # (M, obs_dim) float32
+    action: np.ndarray  # (M,) int64 or (M, act_dim) float32
+    reward: np.ndarray  # (M,) float32
+    next_obs: np.ndarray  # (M, obs_dim) float32, the true next observation even at episode ends
+    terminated: np.ndarray  # (M,) float32, 1.0 where the episode ended by termination (not truncation)
+    actor_id: int = 0
+    policy_version: int = 0
+
+    def __len__(self) -> int:
+        return int(self.reward.shape[0])
+
+
+@dataclass
+class SampleBatch:
+    """B transitions drawn by the replay manager, with their slots and importance-sampling weights."""
+
+    indices: np.ndarray  # (B,) int64 replay slots (host)
+    obs: Any
+    action: Any
+    reward: Any
+    next_obs: Any
+    terminated: Any
+    weights: Any  # (B,) float32 importance-sampling weights; all ones for uniform replay
+    device: str = "host"
+
+    def __len__(self) -> int:
+        return int(self.indices.shape[0])
+
+
+@dataclass
+class PriorityUpdate:
+    """New TD errors for the slots of one sampled batch."""
+
+    indices: np.ndarray  # (B,) int64
+    td_errors: np.ndarray  # (B,) float32, signed or absolute: priorities use |td|
+
+
+@dataclass
+class WeightSnapshot:
+    """A versioned copy of the policy parameters published by the learner."""
+
+    version: int
+    params: Params
+
+
+@dataclass
+class LearnResult:
+    """What one `learn` call reports besides the updated parameters."""
+
+    td_errors: Any  # (B,) on the learner's device
+    metrics: dict[str, float] = field(default_factory=dict)
