@@ -1,0 +1,148 @@
+"""The adapter contract: how pearl runs kernels on one device.
+
+An adapter owns one device (``cpu``, ``cuda:0``, ``opencl:0:0``) and builds three groups of kernels for an
+algorithm and its shapes, one per role:
+
+- `ActKernel`      — ``act``: policy forward + exploration on a batch of observations;
+- `ReplayKernels`  — ``replay_insert``, ``replay_sample``, ``priority_update`` on storage that lives on the
+                     device;
+- `LearnKernel`    — ``learn``: one gradient update, target update included, returning TD errors.
+
+Numpy arrays are the boundary: parameters move in and out as ``dict[str, np.ndarray]`` (so every adapter
+can start from the same seeded weights), observations enter and actions leave as numpy. Within a role,
+arrays stay native to the device; a `SampleBatch` names the device its arrays live on, and `host_array`
+brings any adapter's array back to numpy.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from pearl.algos.base import OffPolicyConfig
+from pearl.types import EnvSpec, LearnResult, Params, PriorityUpdate, SampleBatch, TransitionBatch
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """A device an adapter can run on, as `pearl devices` lists it."""
+
+    id: str
+    kind: str  # "cpu", "cuda" or "opencl"
+    adapter: str  # "torch" or "opencl"
+    name: str
+    lanes: int  # cores for a CPU; 1 for a GPU or an FPGA
+    memory_bytes: int
+    usable: bool = True
+    note: str = ""
+
+
+def host_array(x: Any) -> np.ndarray:
+    """Any adapter's array as a host numpy array (duck-typed, so this module imports no backend)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "detach"):  # torch.Tensor
+        return x.detach().cpu().numpy()
+    if hasattr(x, "get"):  # pyopencl.array.Array
+        return x.get()
+    return np.asarray(x)
+
+
+class ActKernel(ABC):
+    """``act``: choose actions for a batch of observations."""
+
+    @abstractmethod
+    def act(self, obs: np.ndarray, explore: float) -> np.ndarray:
+        """Actions for obs (N, obs_dim). explore is ε (DQN) or σ (DDPG); 0 acts deterministically.
+
+        DQN returns int64 action indices (N,); DDPG returns float32 actions in [-1, 1], shape (N, act_dim).
+        """
+
+    @abstractmethod
+    def set_params(self, params: Params) -> None:
+        """Load the policy network's parameters (the names `init_params` gives)."""
+
+
+class LearnKernel(ABC):
+    """``learn``: one gradient update on a sampled batch."""
+
+    updates: int
+
+    @abstractmethod
+    def learn(self, batch: SampleBatch) -> LearnResult:
+        """Update the networks on batch (arrays native to this device) and return the TD errors."""
+
+    @abstractmethod
+    def get_params(self) -> Params:
+        """Every network's parameters, targets included, as host arrays."""
+
+    @abstractmethod
+    def policy_params(self) -> Params:
+        """The parameters `act` needs (what weight_sync copies)."""
+
+
+class ReplayKernels(ABC):
+    """``replay_insert``, ``replay_sample`` and ``priority_update`` on storage resident on the device."""
+
+    @property
+    @abstractmethod
+    def size(self) -> int:
+        """Transitions stored."""
+
+    @abstractmethod
+    def insert(self, batch: TransitionBatch) -> None:
+        """Write the transitions (overwriting the oldest) with the current max priority."""
+
+    @abstractmethod
+    def sample(self, batch_size: int, beta: float) -> SampleBatch:
+        """Draw batch_size transitions (proportional to priority when prioritized) with IS weights."""
+
+    @abstractmethod
+    def update_priorities(self, update: PriorityUpdate) -> None:
+        """Priorities of the sampled slots ← (|δ| + eps)^α (a no-op for uniform replay)."""
+
+
+class Adapter(ABC):
+    """Runs kernels on one device."""
+
+    #: Backend name: "torch" or "opencl".
+    backend: ClassVar[str]
+    #: Kernels of the catalogue this adapter implements.
+    implements: ClassVar[frozenset[str]]
+
+    def __init__(self, device_id: str) -> None:
+        self.device_id = device_id
+
+    @abstractmethod
+    def make_act(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int) -> ActKernel:
+        """An `act` kernel holding the policy network, with its own seeded exploration randomness."""
+
+    @abstractmethod
+    def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params) -> LearnKernel:
+        """A `learn` kernel holding every network, its target and its optimizer state."""
+
+    @abstractmethod
+    def make_replay(self, config: OffPolicyConfig, spec: EnvSpec, seed: int) -> ReplayKernels:
+        """Replay storage of config.buffer_size transitions on this device, with its sampler."""
+
+    @abstractmethod
+    def from_host(self, x: np.ndarray) -> Any:
+        """A host array as this device's native array."""
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Wait until queued work on the device is done (timing needs it)."""
+
+    def to_host(self, x: Any) -> np.ndarray:
+        return host_array(x)
+
+    def adopt(self, batch: SampleBatch) -> SampleBatch:
+        """The batch with its arrays on this device (a no-op when they already are)."""
+        if batch.device == self.device_id:
+            return batch
+        move = lambda a: self.from_host(host_array(a))  # noqa: E731 - a one-line converter
+        return SampleBatch(batch.indices, move(batch.obs), move(batch.action), move(batch.reward),
+                           move(batch.next_obs), move(batch.terminated), move(batch.weights), self.device_id)

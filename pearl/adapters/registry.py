@@ -1,0 +1,75 @@
+"""Which devices this machine has, and opening an adapter for a device id.
+
+Backends are imported lazily and a missing one is reported with its reason, never fatal: a machine without
+CUDA or without an OpenCL platform still lists and uses what it has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pearl.adapters.base import Adapter, DeviceInfo
+from pearl.errors import BackendMissing, DeviceError
+
+DEVICE_ID_HELP = "device ids look like cpu, cuda:0 or opencl:0:0; `pearl devices` lists this machine's"
+
+
+@dataclass
+class Discovery:
+    devices: list[DeviceInfo] = field(default_factory=list)
+    #: (backend, why it is unavailable)
+    missing: list[tuple[str, str]] = field(default_factory=list)
+
+
+def discover() -> Discovery:
+    found = Discovery()
+    try:
+        from pearl.adapters.torch import discover as torch_discover
+    except ImportError as exc:
+        found.missing.append(("torch", f"torch cannot be imported ({exc}); `pip install torch`"))
+    else:
+        devices, missing = torch_discover()
+        found.devices += devices
+        found.missing += missing
+    devices, missing = discover_opencl()
+    found.devices += devices
+    found.missing += missing
+    return found
+
+
+def discover_opencl() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
+    """OpenCL platforms and devices, listed with ids opencl:<platform>:<device>."""
+    try:
+        import pyopencl as cl
+    except ImportError as exc:
+        return [], [("opencl", f"pyopencl cannot be imported ({exc}); `pip install pyopencl pocl-binary-distribution`")]
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as exc:  # raised as "platform not found" when no ICD is installed
+        return [], [("opencl", f"no OpenCL platform found ({exc}); `pip install pocl-binary-distribution` adds a CPU one")]
+    devices = []
+    for p, platform in enumerate(platforms):
+        for d, dev in enumerate(platform.get_devices()):
+            kind = cl.device_type.to_string(dev.type).lower()
+            devices.append(DeviceInfo(
+                f"opencl:{p}:{d}", "opencl", "opencl", f"{dev.name.strip()} ({platform.name.strip()})",
+                1, int(dev.global_mem_size), usable=False,
+                note=f"{kind}, {dev.max_compute_units} compute units; the OpenCL adapter is not implemented yet"))
+    if not devices:
+        return [], [("opencl", "OpenCL platforms exist but expose no device")]
+    return devices, []
+
+
+def open_adapter(device_id: str) -> Adapter:
+    """An adapter for device_id, or a DeviceError / BackendMissing that says what to do."""
+    head = device_id.split(":", 1)[0]
+    if head in ("cpu", "cuda"):
+        try:
+            from pearl.adapters.torch import TorchAdapter
+        except ImportError as exc:
+            raise BackendMissing(f"{device_id} needs torch, which cannot be imported ({exc}); `pip install torch`") from None
+        return TorchAdapter(device_id)
+    if head == "opencl":
+        raise BackendMissing(f"{device_id}: the OpenCL adapter is not implemented yet in this version of pearl; "
+                             "use --device cpu or a cuda device")
+    raise DeviceError(f"unknown device {device_id!r}; {DEVICE_ID_HELP}")

@@ -1,0 +1,117 @@
+"""The torch adapter: `cpu` and `cuda:N`, the reference implementation of every device kernel."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+import numpy as np
+import torch
+
+from pearl.adapters.base import ActKernel, Adapter, DeviceInfo, LearnKernel, ReplayKernels
+from pearl.adapters.torch.ddpg import DDPGAct, DDPGLearn
+from pearl.adapters.torch.dqn import DQNAct, DQNLearn
+from pearl.adapters.torch.replay import TorchReplay
+from pearl.algos.base import OffPolicyConfig
+from pearl.algos.params import network_sizes
+from pearl.errors import BackendMissing, DeviceError
+from pearl.kernels import DEVICE_KERNELS
+from pearl.types import EnvSpec, Params
+
+
+class TorchAdapter(Adapter):
+    backend = "torch"
+    implements = frozenset(DEVICE_KERNELS)
+
+    def __init__(self, device_id: str) -> None:
+        super().__init__(device_id)
+        self.device = torch.device(_check_device(device_id))
+
+    def make_act(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int) -> ActKernel:
+        sizes = network_sizes(config, spec)
+        if config.algo == "dqn":
+            return DQNAct(sizes["q"], params, self.device, seed)
+        return DDPGAct(sizes["actor"], params, self.device, seed)
+
+    def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params) -> LearnKernel:
+        sizes = network_sizes(config, spec)
+        if config.algo == "dqn":
+            return DQNLearn(config, sizes["q"], params, self.device)  # type: ignore[arg-type]
+        return DDPGLearn(config, sizes["actor"], sizes["critic"], params, self.device)  # type: ignore[arg-type]
+
+    def make_replay(self, config: OffPolicyConfig, spec: EnvSpec, seed: int) -> ReplayKernels:
+        return TorchReplay(config, spec, self.device, self.device_id, seed)
+
+    def from_host(self, x: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(x, device=self.device)
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def _check_device(device_id: str) -> str:
+    """Normalise `cuda` to `cuda:0`; refuse ids torch cannot run here, saying why."""
+    if device_id == "cpu":
+        return "cpu"
+    if device_id == "cuda":
+        device_id = "cuda:0"
+    head, _, tail = device_id.partition(":")
+    if head != "cuda" or not tail.isdigit():
+        raise DeviceError(f"the torch adapter runs on cpu or cuda:N, not {device_id!r}")
+    reason = cuda_unavailable_reason()
+    if reason:
+        raise BackendMissing(f"{device_id} is not available: {reason}; use --device cpu "
+                             "(`pearl devices` lists this machine's devices)")
+    count = torch.cuda.device_count()
+    if int(tail) >= count:
+        raise DeviceError(f"{device_id} does not exist: this machine has {count} CUDA device(s), cuda:0..cuda:{count - 1}")
+    return device_id
+
+
+def cuda_unavailable_reason() -> str:
+    """Why CUDA cannot be used, or '' when it can."""
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} was built without CUDA"
+    if not torch.cuda.is_available():
+        return "no NVIDIA GPU is visible to torch (driver missing or CUDA_VISIBLE_DEVICES empty)"
+    return ""
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_lanes() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def host_memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def discover() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
+    """The torch devices of this machine, and (backend, reason) for those that are missing."""
+    devices = [DeviceInfo("cpu", "cpu", "torch", cpu_name(), cpu_lanes(), host_memory_bytes(),
+                          note=f"torch {torch.__version__}, {torch.get_num_threads()} threads")]
+    reason = cuda_unavailable_reason()
+    if reason:
+        return devices, [("cuda", reason)]
+    for i in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        devices.append(DeviceInfo(f"cuda:{i}", "cuda", "torch", props.name, 1, int(props.total_memory),
+                                  note=f"CUDA {torch.version.cuda}, compute capability {props.major}.{props.minor}"))
+    return devices, []

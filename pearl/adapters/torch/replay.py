@@ -1,0 +1,69 @@
+"""Replay storage in torch tensors on the adapter's device, with the host-side `ReplayIndex` choosing slots.
+
+The index (ring position, sum tree, priorities) is small bookkeeping and stays on the host in numpy; the
+transitions live on the device, so a sampled batch is gathered where `learn` will read it. Only B slot
+indices go host → device per sample, and only B TD errors come back for a priority update (none at all for
+uniform replay). On the CPU the tensors are views of numpy arrays, so inserts are plain numpy writes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from pearl.adapters.base import ReplayKernels, host_array
+from pearl.algos.base import OffPolicyConfig
+from pearl.replay import ReplayIndex
+from pearl.types import EnvSpec, PriorityUpdate, SampleBatch, TransitionBatch
+
+FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
+
+
+class TorchReplay(ReplayKernels):
+    def __init__(self, config: OffPolicyConfig, spec: EnvSpec, device: torch.device, device_id: str,
+                 seed: int) -> None:
+        cap = config.buffer_size
+        self.device, self.device_id = device, device_id
+        self.index = ReplayIndex(cap, prioritized=config.prioritized, alpha=config.alpha, eps=config.priority_eps)
+        self.rng = np.random.default_rng(seed)
+        shapes = {"obs": ((cap, spec.obs_dim), np.float32), "action": ((cap, *spec.action_shape), spec.action_dtype),
+                  "reward": ((cap,), np.float32), "next_obs": ((cap, spec.obs_dim), np.float32),
+                  "terminated": ((cap,), np.float32)}
+        if device.type == "cpu":
+            self._host = {k: np.zeros(shape, dtype=dt) for k, (shape, dt) in shapes.items()}
+            self.store = {k: torch.from_numpy(v) for k, v in self._host.items()}
+        else:
+            self._host = None
+            self.store = {k: torch.zeros(shape, dtype=_torch_dtype(dt), device=device) for k, (shape, dt) in shapes.items()}
+
+    @property
+    def size(self) -> int:
+        return self.index.size
+
+    def insert(self, batch: TransitionBatch) -> None:
+        slots = self.index.reserve(len(batch))
+        keep = slice(max(0, len(slots) - self.index.capacity), None)  # only the newest `capacity` survive
+        slots = slots[keep]
+        if self._host is not None:
+            for name in FIELDS:
+                self._host[name][slots] = getattr(batch, name)[keep]
+            return
+        where = torch.from_numpy(slots).to(self.device)
+        for name in FIELDS:
+            self.store[name][where] = torch.as_tensor(getattr(batch, name)[keep], device=self.device)
+
+    def sample(self, batch_size: int, beta: float) -> SampleBatch:
+        picked = self.index.sample(batch_size, self.rng, beta)
+        where = torch.from_numpy(picked.indices).to(self.device, non_blocking=True)
+        got = {name: self.store[name].index_select(0, where) for name in FIELDS}
+        weights = torch.from_numpy(picked.weights).to(self.device, non_blocking=True)
+        return SampleBatch(picked.indices, got["obs"], got["action"], got["reward"], got["next_obs"],
+                           got["terminated"], weights, self.device_id)
+
+    def update_priorities(self, update: PriorityUpdate) -> None:
+        if self.index.prioritized:  # uniform replay: skip the device → host copy entirely
+            self.index.update_priorities(update.indices, host_array(update.td_errors))
+
+
+def _torch_dtype(dt: np.dtype) -> torch.dtype:
+    return torch.from_numpy(np.zeros(0, dtype=dt)).dtype

@@ -1,0 +1,63 @@
+"""CUDA: the same kernels on cuda:0 as on cpu. Skipped cleanly on machines without an NVIDIA GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import pearl
+from pearl.adapters.torch import TorchAdapter
+from pearl.algos import DDPGConfig, DQNConfig
+from pearl.algos.params import init_params
+from pearl.types import EnvSpec, SampleBatch, TransitionBatch
+
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")]
+
+
+def batch_for(adapter: TorchAdapter, spec: EnvSpec, size: int, rng: np.random.Generator) -> SampleBatch:
+    action = (rng.integers(0, spec.action_dim, size) if spec.discrete
+              else rng.uniform(-1, 1, (size, spec.action_dim)).astype(np.float32))
+    arrays = [rng.normal(size=(size, spec.obs_dim)).astype(np.float32), action,
+              rng.normal(size=size).astype(np.float32), rng.normal(size=(size, spec.obs_dim)).astype(np.float32),
+              (rng.random(size) < 0.1).astype(np.float32), np.ones(size, dtype=np.float32)]
+    return SampleBatch(np.arange(size), *[adapter.from_host(a) for a in arrays], adapter.device_id)
+
+
+@pytest.mark.parametrize("algo", ["dqn", "ddpg"])
+def test_learn_on_cuda_matches_cpu(algo: str) -> None:
+    if algo == "dqn":
+        spec, config = EnvSpec("t", 4, "discrete", 2), DQNConfig(hidden=(64, 64), batch_size=64)
+    else:
+        spec = EnvSpec("t", 3, "continuous", 1, (-2.0,), (2.0,))
+        config = DDPGConfig(hidden=(64, 64), batch_size=64)
+    params = init_params(config, spec, seed=0)
+    results = []
+    for device in ("cpu", "cuda:0"):
+        adapter = TorchAdapter(device)
+        learner = adapter.make_learn(config, spec, params)
+        rng = np.random.default_rng(1)
+        for _ in range(5):
+            learner.learn(batch_for(adapter, spec, config.batch_size, rng))
+        results.append(learner.get_params())
+    for name in results[0]:
+        np.testing.assert_allclose(results[1][name], results[0][name], rtol=1e-3, atol=1e-4, err_msg=name)
+
+
+def test_replay_on_cuda_stays_on_the_device() -> None:
+    spec = EnvSpec("t", 4, "discrete", 2)
+    replay = TorchAdapter("cuda:0").make_replay(DQNConfig(buffer_size=100, batch_size=32), spec, seed=0)
+    n = np.arange(64, dtype=np.float32)
+    replay.insert(TransitionBatch(np.repeat(n[:, None], 4, 1), n.astype(np.int64) % 2, n, np.repeat(n[:, None], 4, 1),
+                                  np.zeros(64, dtype=np.float32)))
+    batch = replay.sample(32, 0.4)
+    assert batch.obs.is_cuda and batch.device == "cuda:0"
+    np.testing.assert_array_equal(batch.obs[:, 0].cpu().numpy(), batch.reward.cpu().numpy())
+
+
+def test_short_training_on_cuda(tmp_path) -> None:
+    config = pearl.preset("dqn", "CartPole-v1").replace(learning_starts=200, train_freq=50, gradient_steps=10)
+    result = pearl.train("dqn", "CartPole-v1", device="cuda:0", steps=600, seed=0, eval_episodes=1, config=config,
+                         runs_dir=str(tmp_path))
+    assert result.device == "cuda:0" and result.updates == 80
