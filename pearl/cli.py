@@ -1,0 +1,157 @@
+"""The `pearl` command line.
+
+User errors (bad option, unknown env or device, missing backend) print one `error:` line and exit 2; a
+traceback appears only with `pearl --debug ...`. `--json` prints exactly one JSON object on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import traceback
+from typing import Any
+
+import click
+
+from pearl import __version__
+from pearl.errors import PearlError
+
+EXIT_USER_ERROR = 2
+# click >= 8.2 raises this for a bare `pearl`; older clicks print the help themselves.
+_NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show the traceback of any error.")
+@click.version_option(__version__, prog_name="pearl")
+def cli(debug: bool) -> None:
+    """pearl: profile a heterogeneous machine, plan where each deep-RL kernel runs, train DQN/DDPG."""
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+def devices(as_json: bool) -> None:
+    """List the devices pearl can run kernels on, and why the missing backends are missing."""
+    from dataclasses import asdict
+
+    from pearl.adapters import discover
+
+    found = discover()
+    if as_json:
+        _print_json({"devices": [asdict(d) for d in found.devices],
+                     "missing": [{"backend": b, "reason": r} for b, r in found.missing]})
+        return
+    click.echo("found:")
+    for d in found.devices:
+        memory = f"{d.memory_bytes / 2**30:.1f} GiB" if d.memory_bytes else "?"
+        usable = "" if d.usable else "  [not usable yet]"
+        click.echo(f"  {d.id:<12} {d.adapter:<7} {d.name}  ({d.lanes} lanes, {memory}){usable}")
+        if d.note:
+            click.echo(f"  {'':<12} {'':<7} {d.note}")
+    if found.missing:
+        click.echo("missing:")
+        for backend, reason in found.missing:
+            click.echo(f"  {backend:<12} {reason}")
+
+
+@cli.command()
+@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), required=True, help="Algorithm to train.")
+@click.option("--env", "env_id", required=True, help="Gymnasium environment id, e.g. CartPole-v1.")
+@click.option("--device", default="cpu", show_default=True, help="Device of every kernel: cpu or cuda:N.")
+@click.option("--steps", type=int, default=None, help="Env steps to train (default: the preset's).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of weights, envs and sampling.")
+@click.option("--eval-episodes", type=int, default=10, show_default=True, help="Greedy evaluation episodes.")
+@click.option("--runs-dir", default="runs", show_default=True, help="Where runs/<id>/ records are written.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the results.")
+def train(algo: str, env_id: str, device: str, steps: int | None, seed: int, eval_episodes: int, runs_dir: str,
+          as_json: bool) -> None:
+    """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/."""
+    from pearl.algos import preset
+    from pearl.training import train as run_training
+
+    total = steps if steps is not None else preset(algo, env_id).total_steps
+    with _progress(total, enabled=not as_json, label=f"{algo} {env_id}") as bar:
+        result = run_training(algo, env_id, device=device, steps=steps, seed=seed, eval_episodes=eval_episodes,
+                              runs_dir=runs_dir, progress=bar)
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    click.echo(f"{result.algo} on {result.env}, device {result.device}, seed {result.seed}"
+               f"{' (preset hyperparameters)' if result.preset else ''}")
+    click.echo(f"  trained {result.steps} env steps in {result.train_wall_s:.1f} s: "
+               f"{result.env_steps_per_s:,.0f} env steps/s, {result.updates_per_s:,.0f} updates/s, "
+               f"{result.learner_samples_per_s:,.0f} learner samples/s (replay ratio {result.replay_ratio:.3f})")
+    if result.eval_episodes:
+        click.echo(f"  evaluation over {result.eval_episodes} episodes: return "
+                   f"{result.eval_return_mean:.1f} ± {result.eval_return_std:.1f}")
+    click.echo(f"  run record: {result.run_dir}")
+
+
+class _progress:
+    """A tqdm bar on a terminal (stderr), nothing otherwise; called with the steps done so far."""
+
+    def __init__(self, total: int, enabled: bool, label: str) -> None:
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="step", desc=label, file=sys.stderr, dynamic_ncols=True)
+
+    def __enter__(self) -> "_progress":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def __call__(self, done: int) -> None:
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
+
+
+def _print_json(obj: dict) -> None:
+    # NaN is not JSON: print null for a figure that does not exist (e.g. no evaluation episodes).
+    clean = json.loads(json.dumps(obj, default=str), parse_constant=lambda _: None)
+    click.echo(json.dumps(_nan_to_none(clean)))
+
+
+def _nan_to_none(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _nan_to_none(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_nan_to_none(v) for v in x]
+    return x
+
+
+def _fail(message: str, debug: bool) -> None:
+    if debug:
+        traceback.print_exc()
+    click.echo(f"error: {message}", err=True)
+    sys.exit(EXIT_USER_ERROR)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI and turn user errors into one `error:` line and exit status 2."""
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        code = cli.main(args=args, prog_name="pearl", standalone_mode=False)
+    except _NO_ARGS as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        sys.exit(0)
+    except click.ClickException as exc:  # usage errors: bad or missing option, wrong type
+        hint = f" (see `{exc.ctx.command_path} --help`)" if getattr(exc, "ctx", None) is not None else ""
+        _fail(exc.format_message() + hint, debug)
+    except PearlError as exc:
+        _fail(str(exc), debug)
+    except click.Abort:
+        click.echo("error: interrupted", err=True)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Running training: the roles (protocol), launchers, evaluation and the run record."""

@@ -1,0 +1,138 @@
+"""The in-process launcher: one actor, one replay manager, one learner, driven in turn.
+
+It reproduces the sequential schedule of the published presets exactly: collect `train_freq` env steps,
+then run `gradient_steps` updates (once more than `learning_starts` steps have been collected), so the
+replay ratio is gradient_steps / train_freq. Each role runs on the device the placement gives it; a batch
+that crosses devices is moved by the learner's adapter.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from pearl.adapters import open_adapter
+from pearl.algos.base import OffPolicyConfig
+from pearl.algos.params import init_params
+from pearl.replay import linear_beta
+from pearl.runtime.protocol import Actor, Episode, Learner, ReplayManager
+from pearl.runtime.record import RunRecord
+from pearl.types import EnvSpec, Params
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Device of each role's kernels. The replay kernels share one device: their storage lives there."""
+
+    act: str
+    replay: str
+    learn: str
+
+    @classmethod
+    def single(cls, device: str) -> "Placement":
+        return cls(device, device, device)
+
+    def devices(self) -> list[str]:
+        return sorted({self.act, self.replay, self.learn})
+
+    def to_dict(self) -> dict[str, str]:
+        return {"act": self.act, "replay_insert": self.replay, "replay_sample": self.replay,
+                "priority_update": self.replay, "learn": self.learn, "env_step": "cpu"}
+
+
+@dataclass
+class LoopStats:
+    steps: int = 0
+    updates: int = 0
+    wall_s: float = 0.0
+    learn_start_s: float | None = None
+    episodes: list[Episode] = field(default_factory=list)
+    kernel_seconds: dict[str, float] = field(default_factory=dict)
+    kernel_calls: dict[str, int] = field(default_factory=dict)
+    final_params: Params = field(default_factory=dict)
+
+
+def exploration(config: OffPolicyConfig, step: int) -> float:
+    """ε for DQN; the Gaussian σ for DDPG (constant)."""
+    return config.epsilon(step) if config.algo == "dqn" else config.action_noise  # type: ignore[attr-defined]
+
+
+class LocalLauncher:
+    def __init__(self, config: OffPolicyConfig, spec: EnvSpec, placement: Placement, seed: int) -> None:
+        self.config, self.spec, self.placement, self.seed = config, spec, placement, seed
+        adapters = {d: open_adapter(d) for d in placement.devices()}
+        params = init_params(config, spec, seed)
+        self.actor = Actor(0, spec.env_id, spec, config.n_envs,
+                           adapters[placement.act].make_act(config, spec, params, seed + 1), seed)
+        self.replay = ReplayManager(adapters[placement.replay].make_replay(config, spec, seed + 2), config.batch_size)
+        self.learner = Learner(adapters[placement.learn].make_learn(config, spec, params),
+                               adapters[placement.learn], config)
+
+    def run(self, record: RunRecord | None = None, progress: Callable[[int], None] | None = None) -> LoopStats:
+        cfg, actor, replay, learner = self.config, self.actor, self.replay, self.learner
+        stats = LoopStats()
+        next_train = cfg.train_freq
+        start = last_log = time.perf_counter()
+        logged = _LogState()
+        while stats.steps < cfg.total_steps:
+            batch = actor.step(exploration(cfg, stats.steps), random=stats.steps < cfg.learning_starts)
+            replay.insert(batch)
+            stats.steps += len(batch)
+            while stats.steps >= next_train:  # a round of updates every train_freq env steps
+                next_train += cfg.train_freq
+                if stats.steps > cfg.learning_starts:
+                    if stats.learn_start_s is None:
+                        stats.learn_start_s = time.perf_counter() - start
+                    beta = linear_beta(cfg.beta0, stats.steps, cfg.total_steps)
+                    for _ in range(cfg.gradient_steps):
+                        replay.update_priorities(learner.update(replay.sample(beta)))
+            if learner.snapshot_due():
+                actor.load_weights(learner.snapshot())
+            stats.episodes += (done := actor.drain_episodes())
+            logged.episodes += done
+            now = time.perf_counter()
+            if now - last_log >= 1.0 or stats.steps >= cfg.total_steps:
+                if record is not None:
+                    record.log(logged.line(cfg, stats.steps, learner, replay.size, now - start, now - last_log))
+                last_log = now
+                if progress is not None:
+                    progress(stats.steps)
+        stats.wall_s = time.perf_counter() - start
+        stats.updates = learner.updates
+        for clock in (actor.clock, replay.clock, learner.clock):
+            stats.kernel_seconds.update(clock.seconds)
+            stats.kernel_calls.update(clock.calls)
+        stats.final_params = learner.kernel.policy_params()
+        actor.close()
+        return stats
+
+
+@dataclass
+class _LogState:
+    """Counters since the previous metrics line, so each line reports rates over its own second."""
+
+    steps: int = 0
+    updates: int = 0
+    episodes: list[Episode] = field(default_factory=list)
+
+    def line(self, cfg: OffPolicyConfig, steps: int, learner: Learner, replay_size: int, elapsed: float,
+             interval: float) -> dict:
+        interval = max(interval, 1e-9)
+        line = {"global_step": steps, "time": round(elapsed, 3),
+                "charts/SPS": (steps - self.steps) / interval,
+                "charts/updates_per_s": (learner.updates - self.updates) / interval,
+                "charts/learner_samples_per_s": (learner.updates - self.updates) * cfg.batch_size / interval,
+                "charts/exploration": exploration(cfg, steps), "charts/updates": learner.updates,
+                "replay/size": replay_size}
+        if self.episodes:
+            returns = [e.ret for e in self.episodes]
+            line["charts/episodic_return"] = float(np.mean(returns))
+            line["charts/episodic_length"] = float(np.mean([e.length for e in self.episodes]))
+            line["charts/episodes"] = len(self.episodes)
+        if learner.last_metrics:
+            line.update(learner.read_metrics())
+        self.steps, self.updates, self.episodes = steps, learner.updates, []
+        return line

@@ -1,0 +1,168 @@
+"""The roles of off-policy training and the messages between them.
+
+    Actor ──TransitionBatch──► ReplayManager ──SampleBatch──► Learner
+      ▲                              ▲                          │
+      └──────── WeightSnapshot ──────┼──────────────────────────┤
+                                     └────── PriorityUpdate ◄───┘
+
+Each role wraps the kernels an adapter built for it and knows nothing of processes, queues or schedules:
+a launcher decides when each role runs and how messages travel (in one process, across processes, or on
+Ray). Roles only time their own kernels, so a run record can say where the time went.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from pearl.adapters.base import ActKernel, Adapter, LearnKernel, ReplayKernels
+from pearl.algos.base import OffPolicyConfig
+from pearl.envs import make_env, to_env_action
+from pearl.types import EnvSpec, PriorityUpdate, SampleBatch, TransitionBatch, WeightSnapshot
+
+
+class KernelClock:
+    """Seconds and calls per kernel, as seen from the host (async device work lands on whoever waits)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+
+    def add(self, kernel: str, seconds: float) -> None:
+        self.seconds[kernel] += seconds
+        self.calls[kernel] += 1
+
+
+@dataclass
+class Episode:
+    ret: float
+    length: int
+
+
+class Actor:
+    """env_step + act over n_envs environments stepped in lockstep; act runs batched over them."""
+
+    def __init__(self, actor_id: int, env_id: str, spec: EnvSpec, n_envs: int, act: ActKernel, seed: int) -> None:
+        self.actor_id, self.spec, self.act_kernel = actor_id, spec, act
+        self.envs = [make_env(env_id) for _ in range(n_envs)]
+        self.rng = np.random.default_rng(seed)
+        self.obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(self.envs)]).astype(np.float32)
+        for i, env in enumerate(self.envs):
+            env.action_space.seed(seed + i)
+        self.ep_return = np.zeros(n_envs)
+        self.ep_length = np.zeros(n_envs, dtype=np.int64)
+        self.finished: list[Episode] = []
+        self.policy_version = 0
+        self.clock = KernelClock()
+
+    def load_weights(self, snapshot: WeightSnapshot) -> None:
+        self.act_kernel.set_params(snapshot.params)
+        self.policy_version = snapshot.version
+
+    def random_actions(self, n: int) -> np.ndarray:
+        """Uniform actions in the policy's action space (used before learning starts)."""
+        if self.spec.discrete:
+            return self.rng.integers(0, self.spec.action_dim, n)
+        return self.rng.uniform(-1.0, 1.0, size=(n, self.spec.action_dim)).astype(np.float32)
+
+    def step(self, explore: float, random: bool = False) -> TransitionBatch:
+        """One step of every env; returns their transitions and records finished episodes."""
+        t0 = time.perf_counter()
+        action = self.random_actions(len(self.envs)) if random else self.act_kernel.act(self.obs, explore)
+        t1 = time.perf_counter()
+        env_action = to_env_action(self.spec, action)
+        n = len(self.envs)
+        next_obs = np.empty_like(self.obs)
+        reward = np.empty(n, dtype=np.float32)
+        terminated = np.zeros(n, dtype=np.float32)
+        obs = self.obs.copy()
+        for i, env in enumerate(self.envs):
+            o, r, term, trunc, _ = env.step(env_action[i])
+            next_obs[i], reward[i], terminated[i] = o, r, float(term)
+            self.ep_return[i] += r
+            self.ep_length[i] += 1
+            if term or trunc:
+                self.finished.append(Episode(float(self.ep_return[i]), int(self.ep_length[i])))
+                self.ep_return[i], self.ep_length[i] = 0.0, 0
+                o, _ = env.reset()
+            self.obs[i] = o
+        self.clock.add("act", t1 - t0)
+        self.clock.add("env_step", time.perf_counter() - t1)
+        return TransitionBatch(obs, action, reward, next_obs, terminated, self.actor_id, self.policy_version)
+
+    def drain_episodes(self) -> list[Episode]:
+        done, self.finished = self.finished, []
+        return done
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+class ReplayManager:
+    """Owns replay storage on its device: insert, sample with IS weights, priority update."""
+
+    def __init__(self, kernels: ReplayKernels, batch_size: int) -> None:
+        self.kernels, self.batch_size = kernels, batch_size
+        self.inserted = 0
+        self.clock = KernelClock()
+
+    @property
+    def size(self) -> int:
+        return self.kernels.size
+
+    def insert(self, batch: TransitionBatch) -> None:
+        t0 = time.perf_counter()
+        self.kernels.insert(batch)
+        self.inserted += len(batch)
+        self.clock.add("replay_insert", time.perf_counter() - t0)
+
+    def sample(self, beta: float) -> SampleBatch:
+        t0 = time.perf_counter()
+        batch = self.kernels.sample(self.batch_size, beta)
+        self.clock.add("replay_sample", time.perf_counter() - t0)
+        return batch
+
+    def update_priorities(self, update: PriorityUpdate) -> None:
+        t0 = time.perf_counter()
+        self.kernels.update_priorities(update)
+        self.clock.add("priority_update", time.perf_counter() - t0)
+
+
+class Learner:
+    """Runs `learn` on sampled batches and publishes versioned policy weights every K updates."""
+
+    def __init__(self, kernel: LearnKernel, adapter: Adapter, config: OffPolicyConfig) -> None:
+        self.kernel, self.adapter, self.config = kernel, adapter, config
+        self.published_version = 0
+        self.last_metrics: dict = {}
+        self.clock = KernelClock()
+
+    @property
+    def updates(self) -> int:
+        return self.kernel.updates
+
+    def update(self, batch: SampleBatch) -> PriorityUpdate:
+        t0 = time.perf_counter()
+        batch = self.adapter.adopt(batch)  # moves the batch only when replay sits on another device
+        result = self.kernel.learn(batch)
+        self.last_metrics = result.metrics
+        self.clock.add("learn", time.perf_counter() - t0)
+        return PriorityUpdate(batch.indices, result.td_errors)
+
+    def snapshot_due(self) -> bool:
+        return self.updates - self.published_version >= self.config.weight_sync_interval
+
+    def snapshot(self) -> WeightSnapshot:
+        t0 = time.perf_counter()
+        snap = WeightSnapshot(self.updates, self.kernel.policy_params())
+        self.published_version = snap.version
+        self.clock.add("weight_sync", time.perf_counter() - t0)
+        return snap
+
+    def read_metrics(self) -> dict[str, float]:
+        """The last update's losses as floats (this waits for the device, so call it rarely)."""
+        return {name: float(value) for name, value in self.last_metrics.items()}

@@ -1,0 +1,117 @@
+"""`pearl.train`: train one algorithm on one environment with each role on a chosen device, then evaluate.
+
+Rates are measured over the training loop only (evaluation excluded):
+    env_steps_per_s        = env steps / training wall time
+    updates_per_s          = gradient updates / training wall time
+    learner_samples_per_s  = updates_per_s × batch size
+    replay_ratio           = updates / env steps collected after learning_starts
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from pearl import __version__
+from pearl.adapters import open_adapter
+from pearl.algos import OffPolicyConfig, algo_config_class, has_preset, preset
+from pearl.envs import check_algo_fits, env_spec
+from pearl.errors import ConfigError
+from pearl.runtime.evaluate import evaluate
+from pearl.runtime.local import LocalLauncher, Placement
+from pearl.runtime.record import RunRecord
+
+EVAL_SEED_OFFSET = 100_000  # evaluation envs never share seeds with training envs
+
+
+@dataclass
+class TrainResult:
+    algo: str
+    env: str
+    steps: int
+    seed: int
+    device: str
+    env_steps_per_s: float
+    updates_per_s: float
+    learner_samples_per_s: float
+    replay_ratio: float
+    eval_return_mean: float
+    eval_return_std: float
+    eval_episodes: int
+    wall_s: float
+    run_dir: str
+    updates: int = 0
+    train_wall_s: float = 0.0
+    preset: bool = False
+    placement: dict[str, str] = field(default_factory=dict)
+    eval_returns: list[float] = field(default_factory=list)
+    kernel_seconds: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def check_positive_int(name: str, value: int, minimum: int = 1) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def train(algo: str, env_id: str, *, device: str = "cpu", steps: int | None = None, seed: int = 0,
+          eval_episodes: int = 10, config: OffPolicyConfig | None = None, runs_dir: str = "runs",
+          progress: Callable[[int], None] | None = None) -> TrainResult:
+    """Train `algo` on `env_id` with every kernel on `device`, evaluate greedily, and write runs/<id>/.
+
+    config defaults to pearl's preset for (algo, env_id) when there is one, else the algorithm's defaults;
+    steps, when given, overrides config.total_steps.
+    """
+    wall0 = time.perf_counter()
+    algo_config_class(algo)  # unknown algo → ConfigError
+    if steps is not None:
+        check_positive_int("--steps", steps)
+    check_positive_int("--seed", seed, minimum=0)
+    check_positive_int("--eval-episodes", eval_episodes, minimum=0)
+    spec = env_spec(env_id)
+    check_algo_fits(algo, spec)
+    config = config if config is not None else preset(algo, env_id)
+    if config.algo != algo:
+        raise ConfigError(f"a {config.algo} config cannot train {algo}")
+    if steps is not None:
+        config = config.replace(total_steps=steps)
+    config.validate()
+
+    placement = Placement.single(device)
+    launcher = LocalLauncher(config, spec, placement, seed)  # opens the devices: a bad one fails here
+    record = RunRecord(runs_dir, algo, env_id, seed)
+    record.write("config.json", {
+        "kind": "config", "algo": algo, "env": env_id, "seed": seed, "device": device,
+        "placement": placement.to_dict(), "preset": has_preset(algo, env_id), "hyperparameters": config.to_dict(),
+        "env_spec": asdict(spec), "pearl_version": __version__,
+        "host": {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0]},
+    })
+    try:
+        stats = launcher.run(record, progress)
+    finally:
+        record.close()
+    act = open_adapter(placement.act).make_act(config, spec, stats.final_params, seed)
+    returns = evaluate(act, spec, eval_episodes, seed + EVAL_SEED_OFFSET) if eval_episodes else []
+
+    learning_steps = max(1, stats.steps - config.learning_starts)
+    result = TrainResult(
+        algo=algo, env=env_id, steps=stats.steps, seed=seed, device=device,
+        env_steps_per_s=stats.steps / stats.wall_s,
+        updates_per_s=stats.updates / stats.wall_s,
+        learner_samples_per_s=stats.updates * config.batch_size / stats.wall_s,
+        replay_ratio=stats.updates / learning_steps,
+        eval_return_mean=float(np.mean(returns)) if returns else float("nan"),
+        eval_return_std=float(np.std(returns)) if returns else float("nan"),
+        eval_episodes=eval_episodes, wall_s=time.perf_counter() - wall0, run_dir=str(record.dir),
+        updates=stats.updates, train_wall_s=stats.wall_s, preset=has_preset(algo, env_id),
+        placement=placement.to_dict(), eval_returns=returns, kernel_seconds=dict(stats.kernel_seconds),
+    )
+    record.write("summary.json", {"kind": "summary", **result.to_dict()})
+    return result

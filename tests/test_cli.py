@@ -1,0 +1,146 @@
+"""The command line: help, devices, a short training, and one `error:` line with exit 2 for user errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from pearl.cli import main
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+def assert_user_error(code: int, out: str, err: str, *fragments: str) -> None:
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_help_lists_commands(capsys) -> None:
+    code, out, _ = run_cli(capsys, "--help")
+    assert code == 0
+    assert "devices" in out and "train" in out
+
+
+def test_bare_pearl_prints_help(capsys) -> None:
+    code, out, _ = run_cli(capsys)
+    assert code == 0 and "Usage" in out
+
+
+def test_devices_json_lists_cpu_and_explains_missing_backends(capsys) -> None:
+    code, out, _ = run_cli(capsys, "devices", "--json")
+    assert code == 0
+    found = json.loads(out)
+    ids = [d["id"] for d in found["devices"]]
+    assert "cpu" in ids
+    cpu = next(d for d in found["devices"] if d["id"] == "cpu")
+    assert cpu["lanes"] >= 1 and cpu["memory_bytes"] > 0
+    if not torch.cuda.is_available():
+        cuda = [m for m in found["missing"] if m["backend"] == "cuda"]
+        assert cuda and cuda[0]["reason"]
+
+
+def test_devices_table(capsys) -> None:
+    code, out, _ = run_cli(capsys, "devices")
+    assert code == 0
+    assert out.startswith("found:") and "cpu" in out
+
+
+@pytest.mark.parametrize(("args", "fragments"), [
+    (["train", "--algo", "dqn", "--env", "NoSuchEnv-v9"], ["NoSuchEnv-v9"]),
+    (["train", "--algo", "dqn", "--env", "CartPol-v1"], ["did you mean", "CartPole-v1"]),
+    (["train", "--algo", "dqn", "--env", "Pendulum-v1"], ["continuous", "--algo ddpg"]),
+    (["train", "--algo", "ddpg", "--env", "CartPole-v1"], ["discrete", "--algo dqn"]),
+    (["train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "0"], ["--steps"]),
+    (["train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "-5"], ["--steps"]),
+    (["train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "ten"], ["--steps"]),
+    (["train", "--algo", "dqn", "--env", "CartPole-v1", "--seed", "-1"], ["--seed"]),
+    (["train", "--algo", "dqn", "--env", "CartPole-v1", "--device", "tpu:0"], ["tpu:0", "pearl devices"]),
+    (["train", "--algo", "dqn", "--env", "CartPole-v1", "--device", "cuda:99"], ["cuda:99"]),
+    (["train", "--algo", "ppo", "--env", "CartPole-v1"], ["--algo"]),
+    (["train", "--algo", "dqn"], ["--env"]),
+    (["train", "--nope"], ["--nope"]),
+    (["frobnicate"], ["frobnicate"]),
+])
+def test_user_errors_are_one_line_exit_2(capsys, tmp_path: Path, args: list[str], fragments: list[str]) -> None:
+    code, out, err = run_cli(capsys, *args, "--runs-dir", str(tmp_path)) if args[0] == "train" and "--nope" not in args \
+        else run_cli(capsys, *args)
+    assert_user_error(code, out, err, *fragments)
+    assert not any(tmp_path.iterdir()), "a failed command must not leave a run record"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_without_cuda_says_why(capsys, tmp_path: Path) -> None:
+    code, out, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--device", "cuda:0",
+                             "--runs-dir", str(tmp_path))
+    assert_user_error(code, out, err, "cuda:0", "--device cpu")
+
+
+def test_debug_shows_the_traceback(capsys) -> None:
+    code, _, err = run_cli(capsys, "--debug", "train", "--algo", "dqn", "--env", "NoSuchEnv-v9")
+    assert code == 2
+    assert "Traceback" in err and err.strip().splitlines()[-1].startswith("error: ")
+
+
+def test_unwritable_runs_dir_is_a_user_error(capsys, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    code, out, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "10",
+                             "--runs-dir", str(blocker / "runs"))
+    assert_user_error(code, out, err, "--runs-dir")
+
+
+def test_short_training_json_and_run_record(capsys, tmp_path: Path) -> None:
+    code, out, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "2000",
+                             "--seed", "3", "--eval-episodes", "2", "--json", "--runs-dir", str(tmp_path))
+    assert code == 0, err
+    result = json.loads(out)  # exactly one JSON object on stdout
+    for key in ("algo", "env", "steps", "seed", "device", "env_steps_per_s", "updates_per_s",
+                "learner_samples_per_s", "replay_ratio", "eval_return_mean", "eval_return_std", "eval_episodes",
+                "wall_s", "run_dir"):
+        assert key in result, key
+    assert (result["algo"], result["env"], result["steps"], result["seed"]) == ("dqn", "CartPole-v1", 2000, 3)
+    # the preset trains 128 updates every 256 steps once past 1000 steps: at 1024, 1280, 1536, 1792
+    assert result["updates"] == 4 * 128
+    assert result["learner_samples_per_s"] == pytest.approx(result["updates_per_s"] * 64)
+    run_dir = Path(result["run_dir"])
+    assert run_dir.parent == tmp_path
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["schema"] == "pearl.run/1" and config["hyperparameters"]["batch_size"] == 64
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["eval_returns"] == result["eval_returns"] and len(summary["eval_returns"]) == 2
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert lines and lines[-1]["global_step"] == 2000
+    assert all("charts/SPS" in line for line in lines)
+    assert any("charts/episodic_return" in line for line in lines)
+    assert "losses/td_loss" in lines[-1]
+
+
+def test_human_output(capsys, tmp_path: Path) -> None:
+    code, out, _ = run_cli(capsys, "train", "--algo", "ddpg", "--env", "Pendulum-v1", "--steps", "300",
+                           "--eval-episodes", "1", "--runs-dir", str(tmp_path))
+    assert code == 0
+    assert "env steps/s" in out and "run record:" in out and "return" in out
+
+
+def test_installed_entry_point_exit_code() -> None:
+    """The real process: status 2 and a single stderr line, as a shell script would see it."""
+    proc = subprocess.run([sys.executable, "-m", "pearl", "train", "--algo", "ddpg", "--env", "CartPole-v1"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert proc.stderr.startswith("error: ")

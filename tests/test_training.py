@@ -1,0 +1,68 @@
+"""Short trainings through the public API: seeding, replay ratio, the roles wired together."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pearl
+from pearl.algos import preset
+from pearl.errors import ConfigError
+
+
+def test_same_seed_same_run(tmp_path) -> None:
+    config = preset("dqn", "CartPole-v1").replace(learning_starts=200, train_freq=50, gradient_steps=10)
+    runs = [pearl.train("dqn", "CartPole-v1", steps=800, seed=5, eval_episodes=2, config=config,
+                        runs_dir=str(tmp_path)) for _ in range(2)]
+    assert runs[0].eval_returns == runs[1].eval_returns
+    assert runs[0].updates == runs[1].updates == (800 - 200) // 50 * 10
+    other = pearl.train("dqn", "CartPole-v1", steps=800, seed=6, eval_episodes=2, config=config,
+                        runs_dir=str(tmp_path))
+    assert other.run_dir != runs[0].run_dir
+
+
+def test_ddpg_replay_ratio_and_rates(tmp_path) -> None:
+    config = preset("ddpg", "Pendulum-v1").replace(learning_starts=100, hidden=(32, 32), batch_size=32)
+    result = pearl.train("ddpg", "Pendulum-v1", steps=400, seed=0, eval_episodes=1, config=config,
+                         runs_dir=str(tmp_path))
+    assert result.updates == 300  # one update per step after the first 100
+    assert result.replay_ratio == pytest.approx(1.0)
+    assert result.env_steps_per_s > 0 and result.updates_per_s > 0
+    assert -2000 < result.eval_return_mean <= 0  # Pendulum's returns are negative, bounded by ~16.3 per step
+    assert set(result.kernel_seconds) >= {"env_step", "act", "replay_insert", "replay_sample", "learn",
+                                          "priority_update", "weight_sync"}
+
+
+def test_prioritized_replay_trains(tmp_path) -> None:
+    config = preset("dqn", "CartPole-v1").replace(learning_starts=200, train_freq=50, gradient_steps=10,
+                                                  prioritized=True)
+    result = pearl.train("dqn", "CartPole-v1", steps=600, seed=1, eval_episodes=1, config=config,
+                         runs_dir=str(tmp_path))
+    assert result.updates == 80 and np.isfinite(result.eval_return_mean)
+
+
+def test_config_for_other_algo_is_refused(tmp_path) -> None:
+    with pytest.raises(ConfigError):
+        pearl.train("dqn", "CartPole-v1", steps=10, config=preset("ddpg", "Pendulum-v1"), runs_dir=str(tmp_path))
+
+
+def test_bad_hyperparameters_are_named() -> None:
+    with pytest.raises(ConfigError, match="batch_size"):
+        preset("dqn", "CartPole-v1").replace(batch_size=0).validate()
+    with pytest.raises(ConfigError, match="unknown dqn hyperparameter"):
+        preset("dqn", "CartPole-v1").replace(tau=0.1)
+
+
+def test_presets_are_the_published_settings() -> None:
+    dqn = preset("dqn", "CartPole-v1")
+    assert (dqn.total_steps, dqn.learning_rate, dqn.batch_size, dqn.buffer_size, dqn.learning_starts) == \
+        (50_000, 2.3e-3, 64, 100_000, 1_000)
+    assert (dqn.gamma, dqn.target_update_interval, dqn.train_freq, dqn.gradient_steps, dqn.hidden) == \
+        (0.99, 10, 256, 128, (256, 256))
+    assert dqn.replay_ratio == 0.5 and dqn.epsilon(0) == 1.0 and dqn.epsilon(8_000) == pytest.approx(0.04)
+    ddpg = preset("ddpg", "Pendulum-v1")
+    assert (ddpg.total_steps, ddpg.learning_rate, ddpg.batch_size, ddpg.buffer_size, ddpg.learning_starts) == \
+        (20_000, 1e-3, 256, 200_000, 10_000)
+    assert (ddpg.gamma, ddpg.tau, ddpg.action_noise, ddpg.hidden, ddpg.replay_ratio) == \
+        (0.98, 0.005, 0.1, (400, 300), 1.0)
+    assert preset("dqn", "Acrobot-v1").total_steps == pearl.DQNConfig().total_steps  # defaults elsewhere
