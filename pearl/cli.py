@@ -46,7 +46,8 @@ def devices(as_json: bool) -> None:
     for d in found.devices:
         memory = f"{d.memory_bytes / 2**30:.1f} GiB" if d.memory_bytes else "?"
         usable = "" if d.usable else "  [not usable yet]"
-        click.echo(f"  {d.id:<12} {d.adapter:<7} {d.name}  ({d.lanes} lanes, {memory}){usable}")
+        lanes = f"{d.lanes} lane{'s' if d.lanes != 1 else ''}"
+        click.echo(f"  {d.id:<12} {d.adapter:<7} {d.name}  ({lanes}, {memory}){usable}")
         if d.note:
             click.echo(f"  {'':<12} {'':<7} {d.note}")
     if found.missing:
@@ -63,9 +64,10 @@ def devices(as_json: bool) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of weights, envs and sampling.")
 @click.option("--eval-episodes", type=int, default=10, show_default=True, help="Greedy evaluation episodes.")
 @click.option("--runs-dir", default="runs", show_default=True, help="Where runs/<id>/ records are written.")
+@click.option("--threads", type=int, default=1, show_default=True, help="CPU threads one kernel may use.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the results.")
 def train(algo: str, env_id: str, device: str, steps: int | None, seed: int, eval_episodes: int, runs_dir: str,
-          as_json: bool) -> None:
+          threads: int, as_json: bool) -> None:
     """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/."""
     from pearl.algos import preset
     from pearl.training import train as run_training
@@ -73,7 +75,7 @@ def train(algo: str, env_id: str, device: str, steps: int | None, seed: int, eva
     total = steps if steps is not None else preset(algo, env_id).total_steps
     with _progress(total, enabled=not as_json, label=f"{algo} {env_id}") as bar:
         result = run_training(algo, env_id, device=device, steps=steps, seed=seed, eval_episodes=eval_episodes,
-                              runs_dir=runs_dir, progress=bar)
+                              runs_dir=runs_dir, threads=threads, progress=bar)
     if as_json:
         _print_json(result.to_dict())
         return

@@ -27,6 +27,10 @@ from pearl.runtime.local import LocalLauncher, Placement
 from pearl.runtime.record import RunRecord
 
 EVAL_SEED_OFFSET = 100_000  # evaluation envs never share seeds with training envs
+# One intra-op thread: the presets' small MLPs run faster single-threaded (DQN CartPole on a 2-core EPYC:
+# about 1,190 env steps/s with 1 thread against 850 with 2, same results), and a seed then gives the same run
+# whatever the core count.
+DEFAULT_THREADS = 1
 
 
 @dataclass
@@ -63,11 +67,11 @@ def check_positive_int(name: str, value: int, minimum: int = 1) -> None:
 
 def train(algo: str, env_id: str, *, device: str = "cpu", steps: int | None = None, seed: int = 0,
           eval_episodes: int = 10, config: OffPolicyConfig | None = None, runs_dir: str = "runs",
-          progress: Callable[[int], None] | None = None) -> TrainResult:
+          threads: int = DEFAULT_THREADS, progress: Callable[[int], None] | None = None) -> TrainResult:
     """Train `algo` on `env_id` with every kernel on `device`, evaluate greedily, and write runs/<id>/.
 
     config defaults to pearl's preset for (algo, env_id) when there is one, else the algorithm's defaults;
-    steps, when given, overrides config.total_steps.
+    steps, when given, overrides config.total_steps. threads is the CPU threads one kernel may use.
     """
     wall0 = time.perf_counter()
     algo_config_class(algo)  # unknown algo → ConfigError
@@ -75,6 +79,7 @@ def train(algo: str, env_id: str, *, device: str = "cpu", steps: int | None = No
         check_positive_int("--steps", steps)
     check_positive_int("--seed", seed, minimum=0)
     check_positive_int("--eval-episodes", eval_episodes, minimum=0)
+    check_positive_int("--threads", threads)
     spec = env_spec(env_id)
     check_algo_fits(algo, spec)
     config = config if config is not None else preset(algo, env_id)
@@ -85,11 +90,12 @@ def train(algo: str, env_id: str, *, device: str = "cpu", steps: int | None = No
     config.validate()
 
     placement = Placement.single(device)
-    launcher = LocalLauncher(config, spec, placement, seed)  # opens the devices: a bad one fails here
+    launcher = LocalLauncher(config, spec, placement, seed, threads)  # opens the devices: a bad one fails here
     record = RunRecord(runs_dir, algo, env_id, seed)
     record.write("config.json", {
         "kind": "config", "algo": algo, "env": env_id, "seed": seed, "device": device,
-        "placement": placement.to_dict(), "preset": has_preset(algo, env_id), "hyperparameters": config.to_dict(),
+        "placement": placement.to_dict(), "threads": threads, "preset": has_preset(algo, env_id),
+        "hyperparameters": config.to_dict(),
         "env_spec": asdict(spec), "pearl_version": __version__,
         "host": {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0]},
     })

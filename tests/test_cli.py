@@ -69,6 +69,8 @@ def test_devices_table(capsys) -> None:
     (["train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "-5"], ["--steps"]),
     (["train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "ten"], ["--steps"]),
     (["train", "--algo", "dqn", "--env", "CartPole-v1", "--seed", "-1"], ["--seed"]),
+    (["train", "--algo", "dqn", "--env", "CartPole-v1", "--threads", "0"], ["--threads"]),
+    (["train", "--algo", "dqn", "--env", "CartPole-v1", "--eval-episodes", "-1"], ["--eval-episodes"]),
     (["train", "--algo", "dqn", "--env", "CartPole-v1", "--device", "tpu:0"], ["tpu:0", "pearl devices"]),
     (["train", "--algo", "dqn", "--env", "CartPole-v1", "--device", "cuda:99"], ["cuda:99"]),
     (["train", "--algo", "ppo", "--env", "CartPole-v1"], ["--algo"]),

@@ -50,7 +50,7 @@ def discover_opencl() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
     devices = []
     for p, platform in enumerate(platforms):
         for d, dev in enumerate(platform.get_devices()):
-            kind = cl.device_type.to_string(dev.type).lower()
+            kind = _opencl_kind(cl, dev.type)
             devices.append(DeviceInfo(
                 f"opencl:{p}:{d}", "opencl", "opencl", f"{dev.name.strip()} ({platform.name.strip()})",
                 1, int(dev.global_mem_size), usable=False,
@@ -60,15 +60,27 @@ def discover_opencl() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
     return devices, []
 
 
-def open_adapter(device_id: str) -> Adapter:
-    """An adapter for device_id, or a DeviceError / BackendMissing that says what to do."""
+def _opencl_kind(cl, type_bits: int) -> str:
+    """gpu, accelerator (FPGA boards report this) or cpu; PoCL's CPU device also sets the DEFAULT bit."""
+    for name, bit in (("gpu", cl.device_type.GPU), ("accelerator", cl.device_type.ACCELERATOR),
+                      ("cpu", cl.device_type.CPU)):
+        if type_bits & bit:
+            return name
+    return "other"
+
+
+def open_adapter(device_id: str, threads: int | None = None) -> Adapter:
+    """An adapter for device_id, or a DeviceError / BackendMissing that says what to do.
+
+    threads sets the CPU threads a backend may use for one kernel (torch's intra-op threads).
+    """
     head = device_id.split(":", 1)[0]
     if head in ("cpu", "cuda"):
         try:
             from pearl.adapters.torch import TorchAdapter
         except ImportError as exc:
             raise BackendMissing(f"{device_id} needs torch, which cannot be imported ({exc}); `pip install torch`") from None
-        return TorchAdapter(device_id)
+        return TorchAdapter(device_id, threads)
     if head == "opencl":
         raise BackendMissing(f"{device_id}: the OpenCL adapter is not implemented yet in this version of pearl; "
                              "use --device cpu or a cuda device")

@@ -61,9 +61,10 @@ def exploration(config: OffPolicyConfig, step: int) -> float:
 
 
 class LocalLauncher:
-    def __init__(self, config: OffPolicyConfig, spec: EnvSpec, placement: Placement, seed: int) -> None:
+    def __init__(self, config: OffPolicyConfig, spec: EnvSpec, placement: Placement, seed: int,
+                 threads: int | None = None) -> None:
         self.config, self.spec, self.placement, self.seed = config, spec, placement, seed
-        adapters = {d: open_adapter(d) for d in placement.devices()}
+        adapters = {d: open_adapter(d, threads) for d in placement.devices()}
         params = init_params(config, spec, seed)
         self.actor = Actor(0, spec.env_id, spec, config.n_envs,
                            adapters[placement.act].make_act(config, spec, params, seed + 1), seed)
@@ -102,9 +103,10 @@ class LocalLauncher:
                     progress(stats.steps)
         stats.wall_s = time.perf_counter() - start
         stats.updates = learner.updates
-        for clock in (actor.clock, replay.clock, learner.clock):
-            stats.kernel_seconds.update(clock.seconds)
-            stats.kernel_calls.update(clock.calls)
+        for clock in (actor.clock, replay.clock, learner.clock):  # weight_sync is timed on both ends
+            for kernel, seconds in clock.seconds.items():
+                stats.kernel_seconds[kernel] = stats.kernel_seconds.get(kernel, 0.0) + seconds
+                stats.kernel_calls[kernel] = stats.kernel_calls.get(kernel, 0) + clock.calls[kernel]
         stats.final_params = learner.kernel.policy_params()
         actor.close()
         return stats

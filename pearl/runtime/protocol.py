@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +36,14 @@ class KernelClock:
     def add(self, kernel: str, seconds: float) -> None:
         self.seconds[kernel] += seconds
         self.calls[kernel] += 1
+
+    @contextmanager
+    def time(self, kernel: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(kernel, time.perf_counter() - t0)
 
 
 @dataclass
@@ -59,7 +69,8 @@ class Actor:
         self.clock = KernelClock()
 
     def load_weights(self, snapshot: WeightSnapshot) -> None:
-        self.act_kernel.set_params(snapshot.params)
+        with self.clock.time("weight_sync"):
+            self.act_kernel.set_params(snapshot.params)
         self.policy_version = snapshot.version
 
     def random_actions(self, n: int) -> np.ndarray:
@@ -115,21 +126,17 @@ class ReplayManager:
         return self.kernels.size
 
     def insert(self, batch: TransitionBatch) -> None:
-        t0 = time.perf_counter()
-        self.kernels.insert(batch)
+        with self.clock.time("replay_insert"):
+            self.kernels.insert(batch)
         self.inserted += len(batch)
-        self.clock.add("replay_insert", time.perf_counter() - t0)
 
     def sample(self, beta: float) -> SampleBatch:
-        t0 = time.perf_counter()
-        batch = self.kernels.sample(self.batch_size, beta)
-        self.clock.add("replay_sample", time.perf_counter() - t0)
-        return batch
+        with self.clock.time("replay_sample"):
+            return self.kernels.sample(self.batch_size, beta)
 
     def update_priorities(self, update: PriorityUpdate) -> None:
-        t0 = time.perf_counter()
-        self.kernels.update_priorities(update)
-        self.clock.add("priority_update", time.perf_counter() - t0)
+        with self.clock.time("priority_update"):
+            self.kernels.update_priorities(update)
 
 
 class Learner:
@@ -146,21 +153,19 @@ class Learner:
         return self.kernel.updates
 
     def update(self, batch: SampleBatch) -> PriorityUpdate:
-        t0 = time.perf_counter()
-        batch = self.adapter.adopt(batch)  # moves the batch only when replay sits on another device
-        result = self.kernel.learn(batch)
+        with self.clock.time("learn"):
+            batch = self.adapter.adopt(batch)  # moves the batch only when replay sits on another device
+            result = self.kernel.learn(batch)
         self.last_metrics = result.metrics
-        self.clock.add("learn", time.perf_counter() - t0)
         return PriorityUpdate(batch.indices, result.td_errors)
 
     def snapshot_due(self) -> bool:
         return self.updates - self.published_version >= self.config.weight_sync_interval
 
     def snapshot(self) -> WeightSnapshot:
-        t0 = time.perf_counter()
-        snap = WeightSnapshot(self.updates, self.kernel.policy_params())
+        with self.clock.time("weight_sync"):
+            snap = WeightSnapshot(self.updates, self.kernel.policy_params())
         self.published_version = snap.version
-        self.clock.add("weight_sync", time.perf_counter() - t0)
         return snap
 
     def read_metrics(self) -> dict[str, float]:

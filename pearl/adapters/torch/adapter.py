@@ -23,9 +23,12 @@ class TorchAdapter(Adapter):
     backend = "torch"
     implements = frozenset(DEVICE_KERNELS)
 
-    def __init__(self, device_id: str) -> None:
+    def __init__(self, device_id: str, threads: int | None = None) -> None:
+        """threads, when given, sets torch's intra-op CPU threads (process-wide, as torch keeps it)."""
         super().__init__(device_id)
         self.device = torch.device(_check_device(device_id))
+        if threads is not None:
+            torch.set_num_threads(threads)
 
     def make_act(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int) -> ActKernel:
         sizes = network_sizes(config, spec)
@@ -106,7 +109,7 @@ def host_memory_bytes() -> int:
 def discover() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
     """The torch devices of this machine, and (backend, reason) for those that are missing."""
     devices = [DeviceInfo("cpu", "cpu", "torch", cpu_name(), cpu_lanes(), host_memory_bytes(),
-                          note=f"torch {torch.__version__}, {torch.get_num_threads()} threads")]
+                          note=f"torch {torch.__version__}")]
     reason = cuda_unavailable_reason()
     if reason:
         return devices, [("cuda", reason)]
