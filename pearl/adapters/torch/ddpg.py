@@ -8,14 +8,17 @@ import torch
 from pearl.adapters.base import ActKernel, LearnKernel
 from pearl.adapters.torch.nets import build, dump_net, load_net
 from pearl.algos.ddpg import DDPGConfig
+from pearl.rng import CounterDraws, normal
 from pearl.types import LearnResult, Params, SampleBatch
 
 
 class DDPGAct(ActKernel):
+    """μ(s) plus Gaussian noise drawn from Philox (key = seed, counter = (flat index, call)), as on OpenCL."""
+
     def __init__(self, sizes: list[int], params: Params, device: torch.device, seed: int) -> None:
         self.device = device
         self.actor = build(sizes, params, "actor", device, tanh_out=True)
-        self.rng = np.random.default_rng(seed)
+        self.draws = CounterDraws(seed)
 
     def set_params(self, params: Params) -> None:
         load_net(self.actor, params, "actor")
@@ -24,8 +27,9 @@ class DDPGAct(ActKernel):
     def act(self, obs: np.ndarray, explore: float) -> np.ndarray:
         x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
         actions = self.actor(x).cpu().numpy()
+        r0, r1 = self.draws.next(actions.size)  # element (i, j) uses counter i·d + j, as on OpenCL
         if explore > 0:
-            actions = actions + self.rng.normal(0.0, explore, size=actions.shape).astype(np.float32)
+            actions = actions + np.float32(explore) * normal(r0, r1).reshape(actions.shape)
         return np.clip(actions, -1.0, 1.0, out=actions)
 
 

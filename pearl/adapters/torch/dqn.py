@@ -9,15 +9,19 @@ import torch.nn.functional as F
 from pearl.adapters.base import ActKernel, LearnKernel
 from pearl.adapters.torch.nets import build, dump_net, load_net
 from pearl.algos.dqn import DQNConfig
+from pearl.rng import CounterDraws, below, uniform
 from pearl.types import LearnResult, Params, SampleBatch
 
 
 class DQNAct(ActKernel):
+    """Greedy actions from the Q-network; ε-greedy draws from Philox (key = seed, counter = (row, call)),
+    the same draws the OpenCL adapter makes."""
+
     def __init__(self, sizes: list[int], params: Params, device: torch.device, seed: int) -> None:
         self.device = device
         self.n_actions = sizes[-1]
         self.q = build(sizes, params, "q", device)
-        self.rng = np.random.default_rng(seed)
+        self.draws = CounterDraws(seed)
 
     def set_params(self, params: Params) -> None:
         load_net(self.q, params, "q")
@@ -25,10 +29,9 @@ class DQNAct(ActKernel):
     @torch.no_grad()
     def act(self, obs: np.ndarray, explore: float) -> np.ndarray:
         n = obs.shape[0]
-        random = self.rng.random(n) < explore if explore > 0 else np.zeros(n, dtype=bool)
-        actions = np.empty(n, dtype=np.int64)
-        if random.any():
-            actions[random] = self.rng.integers(0, self.n_actions, int(random.sum()))
+        r0, r1 = self.draws.next(n)
+        random = uniform(r0) < np.float32(explore)
+        actions = below(r1, self.n_actions)
         if not random.all():  # the forward pass only for the greedy ones
             greedy = ~random
             x = torch.as_tensor(obs[greedy], dtype=torch.float32, device=self.device)
