@@ -59,15 +59,17 @@ def devices(as_json: bool) -> None:
 @cli.command()
 @click.option("--algo", type=click.Choice(["dqn", "ddpg"]), required=True, help="Algorithm to train.")
 @click.option("--env", "env_id", required=True, help="Gymnasium environment id, e.g. CartPole-v1.")
-@click.option("--device", default="cpu", show_default=True, help="Device of every kernel: cpu or cuda:N.")
+@click.option("--device", default="cpu", show_default=True,
+              help="Device of every kernel: cpu, cuda:N or opencl:P:D.")
+@click.option("--descriptor", default=None, help="Device descriptor (TOML) whose kernel binary an OpenCL device loads.")
 @click.option("--steps", type=int, default=None, help="Env steps to train (default: the preset's).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of weights, envs and sampling.")
 @click.option("--eval-episodes", type=int, default=10, show_default=True, help="Greedy evaluation episodes.")
 @click.option("--runs-dir", default="runs", show_default=True, help="Where runs/<id>/ records are written.")
 @click.option("--threads", type=int, default=1, show_default=True, help="CPU threads one kernel may use.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the results.")
-def train(algo: str, env_id: str, device: str, steps: int | None, seed: int, eval_episodes: int, runs_dir: str,
-          threads: int, as_json: bool) -> None:
+def train(algo: str, env_id: str, device: str, descriptor: str | None, steps: int | None, seed: int,
+          eval_episodes: int, runs_dir: str, threads: int, as_json: bool) -> None:
     """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/."""
     from pearl.algos import preset
     from pearl.training import train as run_training
@@ -75,7 +77,7 @@ def train(algo: str, env_id: str, device: str, steps: int | None, seed: int, eva
     total = steps if steps is not None else preset(algo, env_id).total_steps
     with _progress(total, enabled=not as_json, label=f"{algo} {env_id}") as bar:
         result = run_training(algo, env_id, device=device, steps=steps, seed=seed, eval_episodes=eval_episodes,
-                              runs_dir=runs_dir, threads=threads, progress=bar)
+                              runs_dir=runs_dir, threads=threads, descriptor=descriptor, progress=bar)
     if as_json:
         _print_json(result.to_dict())
         return
@@ -88,6 +90,21 @@ def train(algo: str, env_id: str, device: str, steps: int | None, seed: int, eva
         click.echo(f"  evaluation over {result.eval_episodes} episodes: return "
                    f"{result.eval_return_mean:.1f} ± {result.eval_return_std:.1f}")
     click.echo(f"  run record: {result.run_dir}")
+
+
+@cli.command("build-binary")
+@click.option("--device", required=True, help="OpenCL device to compile for, e.g. opencl:0:0.")
+@click.option("--descriptor", required=True, help="Descriptor of the device model (its [device] and [figures]).")
+@click.option("--out", required=True, help="Where to write the binary; the new descriptor goes to OUT.toml.")
+def build_binary(device: str, descriptor: str, out: str) -> None:
+    """Compile pearl's OpenCL program for a device and write the binary plus a descriptor naming it."""
+    from pearl.adapters.registry import require_opencl
+
+    require_opencl(device)
+    from pearl.adapters.opencl.binary import build_binary as build
+
+    binary, written = build(device, descriptor, out)
+    click.echo(f"binary: {binary}\ndescriptor: {written}\ntrain with: pearl train --device {device} --descriptor {written} ...")
 
 
 class _progress:

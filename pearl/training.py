@@ -18,10 +18,9 @@ from typing import Callable
 import numpy as np
 
 from pearl import __version__
-from pearl.adapters import open_adapter
 from pearl.algos import OffPolicyConfig, algo_config_class, has_preset, preset
 from pearl.envs import check_algo_fits, env_spec
-from pearl.errors import ConfigError
+from pearl.errors import ConfigError, DeviceError
 from pearl.runtime.evaluate import evaluate
 from pearl.runtime.local import LocalLauncher, Placement
 from pearl.runtime.record import RunRecord
@@ -67,11 +66,13 @@ def check_positive_int(name: str, value: int, minimum: int = 1) -> None:
 
 def train(algo: str, env_id: str, *, device: str = "cpu", steps: int | None = None, seed: int = 0,
           eval_episodes: int = 10, config: OffPolicyConfig | None = None, runs_dir: str = "runs",
-          threads: int = DEFAULT_THREADS, progress: Callable[[int], None] | None = None) -> TrainResult:
+          threads: int = DEFAULT_THREADS, descriptor: str | None = None,
+          progress: Callable[[int], None] | None = None) -> TrainResult:
     """Train `algo` on `env_id` with every kernel on `device`, evaluate greedily, and write runs/<id>/.
 
     config defaults to pearl's preset for (algo, env_id) when there is one, else the algorithm's defaults;
-    steps, when given, overrides config.total_steps. threads is the CPU threads one kernel may use.
+    steps, when given, overrides config.total_steps. threads is the CPU threads one kernel may use;
+    descriptor names a device descriptor whose precompiled kernel binary an OpenCL device loads.
     """
     wall0 = time.perf_counter()
     algo_config_class(algo)  # unknown algo → ConfigError
@@ -89,12 +90,15 @@ def train(algo: str, env_id: str, *, device: str = "cpu", steps: int | None = No
         config = config.replace(total_steps=steps)
     config.validate()
 
+    if descriptor is not None and not device.startswith("opencl"):
+        raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
+                          "(drop --descriptor, or train on an opencl:P:D device)")
     placement = Placement.single(device)
-    launcher = LocalLauncher(config, spec, placement, seed, threads)  # opens the devices: a bad one fails here
+    launcher = LocalLauncher(config, spec, placement, seed, threads, descriptor)  # a bad device fails here
     record = RunRecord(runs_dir, algo, env_id, seed)
     record.write("config.json", {
         "kind": "config", "algo": algo, "env": env_id, "seed": seed, "device": device,
-        "placement": placement.to_dict(), "threads": threads, "preset": has_preset(algo, env_id),
+        "placement": placement.to_dict(), "threads": threads, "descriptor": descriptor, "preset": has_preset(algo, env_id),
         "hyperparameters": config.to_dict(),
         "env_spec": asdict(spec), "pearl_version": __version__,
         "host": {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0]},
@@ -103,7 +107,7 @@ def train(algo: str, env_id: str, *, device: str = "cpu", steps: int | None = No
         stats = launcher.run(record, progress)
     finally:
         record.close()
-    act = open_adapter(placement.act).make_act(config, spec, stats.final_params, seed)
+    act = launcher.adapters[placement.act].make_act(config, spec, stats.final_params, seed)
     returns = evaluate(act, spec, eval_episodes, seed + EVAL_SEED_OFFSET) if eval_episodes else []
 
     learning_steps = max(1, stats.steps - config.learning_starts)

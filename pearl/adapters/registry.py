@@ -7,6 +7,7 @@ CUDA or without an OpenCL platform still lists and uses what it has.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pearl.adapters.base import Adapter, DeviceInfo
 from pearl.errors import BackendMissing, DeviceError
@@ -53,8 +54,9 @@ def discover_opencl() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
             kind = _opencl_kind(cl, dev.type)
             devices.append(DeviceInfo(
                 f"opencl:{p}:{d}", "opencl", "opencl", f"{dev.name.strip()} ({platform.name.strip()})",
-                1, int(dev.global_mem_size), usable=False,
-                note=f"{kind}, {dev.max_compute_units} compute units; the OpenCL adapter is not implemented yet"))
+                1, int(dev.global_mem_size),
+                note=f"{kind}, {dev.max_compute_units} compute units, {dev.opencl_c_version.strip()}"
+                     + ("; runs precompiled binaries: pass --descriptor" if kind == "accelerator" else "")))
     if not devices:
         return [], [("opencl", "OpenCL platforms exist but expose no device")]
     return devices, []
@@ -69,10 +71,20 @@ def _opencl_kind(cl, type_bits: int) -> str:
     return "other"
 
 
-def open_adapter(device_id: str, threads: int | None = None) -> Adapter:
+def require_opencl(device_id: str) -> None:
+    """BackendMissing, saying how to install it, when pyopencl cannot be imported."""
+    try:
+        import pyopencl  # noqa: F401
+    except ImportError as exc:
+        raise BackendMissing(f"{device_id} needs pyopencl, which cannot be imported ({exc}); "
+                             "`pip install pyopencl pocl-binary-distribution`") from None
+
+
+def open_adapter(device_id: str, threads: int | None = None, descriptor: str | Path | None = None) -> Adapter:
     """An adapter for device_id, or a DeviceError / BackendMissing that says what to do.
 
-    threads sets the CPU threads a backend may use for one kernel (torch's intra-op threads).
+    threads sets the CPU threads a backend may use for one kernel (torch's intra-op threads); descriptor names
+    a device descriptor whose precompiled kernel binary an OpenCL device loads instead of building from source.
     """
     head = device_id.split(":", 1)[0]
     if head in ("cpu", "cuda"):
@@ -80,8 +92,14 @@ def open_adapter(device_id: str, threads: int | None = None) -> Adapter:
             from pearl.adapters.torch import TorchAdapter
         except ImportError as exc:
             raise BackendMissing(f"{device_id} needs torch, which cannot be imported ({exc}); `pip install torch`") from None
+        if descriptor is not None:
+            raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device_id} builds nothing")
         return TorchAdapter(device_id, threads)
     if head == "opencl":
-        raise BackendMissing(f"{device_id}: the OpenCL adapter is not implemented yet in this version of pearl; "
-                             "use --device cpu or a cuda device")
+        require_opencl(device_id)
+        from pearl.adapters.opencl import OpenCLAdapter
+        from pearl.descriptors import load_descriptor
+
+
+        return OpenCLAdapter(device_id, load_descriptor(descriptor) if descriptor is not None else None)
     raise DeviceError(f"unknown device {device_id!r}; {DEVICE_ID_HELP}")

@@ -62,9 +62,12 @@ def exploration(config: OffPolicyConfig, step: int) -> float:
 
 class LocalLauncher:
     def __init__(self, config: OffPolicyConfig, spec: EnvSpec, placement: Placement, seed: int,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, descriptor: str | None = None) -> None:
+        """descriptor: a device descriptor whose kernel binary the placement's OpenCL device loads."""
         self.config, self.spec, self.placement, self.seed = config, spec, placement, seed
-        adapters = {d: open_adapter(d, threads) for d in placement.devices()}
+        self.adapters = {d: open_adapter(d, threads, descriptor if d.startswith("opencl") else None)
+                         for d in placement.devices()}
+        adapters = self.adapters
         params = init_params(config, spec, seed)
         self.actor = Actor(0, spec.env_id, spec, config.n_envs,
                            adapters[placement.act].make_act(config, spec, params, seed + 1), seed)

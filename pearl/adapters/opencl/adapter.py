@@ -1,0 +1,73 @@
+"""The OpenCL adapter: every device kernel on any OpenCL device (PoCL's CPU device, a GPU, an FPGA board).
+
+CPU and GPU devices build the program from the `.cl` sources. An FPGA board (OpenCL device type ACCELERATOR)
+only runs a precompiled binary named by a device descriptor; the adapter never compiles for it at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+from pearl.adapters.base import ActKernel, Adapter, LearnKernel, ReplayKernels
+from pearl.adapters.opencl.algos import CLDDPGAct, CLDDPGLearn, CLDQNAct, CLDQNLearn
+from pearl.adapters.opencl.runtime import BinaryMismatch, CLRuntime, find_device
+from pearl.algos.base import OffPolicyConfig
+from pearl.algos.params import network_sizes
+from pearl.descriptors import DeviceDescriptor
+from pearl.errors import DeviceError
+from pearl.kernels import DEVICE_KERNELS
+from pearl.types import EnvSpec, Params
+
+
+class OpenCLAdapter(Adapter):
+    backend = "opencl"
+    implements = frozenset(DEVICE_KERNELS)
+
+    def __init__(self, device_id: str, descriptor: DeviceDescriptor | None = None) -> None:
+        super().__init__(device_id)
+        device = find_device(device_id)
+        spec = descriptor.binary if descriptor is not None else None
+        if spec is None and device.type & cl.device_type.ACCELERATOR:
+            raise DeviceError(f"{device_id} ({device.name.strip()}) is an accelerator board: it runs a precompiled "
+                              "kernel binary; pass --descriptor devices/<board>.toml naming it")
+        self.descriptor = descriptor
+        self.rt = CLRuntime.open(device_id, (spec.path, spec.sha256, spec.target) if spec else None)
+        self.available = frozenset(spec.kernels) if spec else self.implements
+
+    def _need(self, kernel: str) -> None:
+        if kernel not in self.available:
+            raise BinaryMismatch(f"the kernel binary for {self.device_id} does not implement {kernel!r} "
+                                 f"(its descriptor lists {', '.join(sorted(self.available))})")
+
+    def make_act(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int) -> ActKernel:
+        self._need("act")
+        sizes = network_sizes(config, spec)
+        if config.algo == "dqn":
+            return CLDQNAct(self.rt, sizes["q"], params, seed)
+        return CLDDPGAct(self.rt, sizes["actor"], params, seed)
+
+    def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params) -> LearnKernel:
+        self._need("learn")
+        sizes = network_sizes(config, spec)
+        if config.algo == "dqn":
+            return CLDQNLearn(self.rt, config, sizes["q"], params)  # type: ignore[arg-type]
+        return CLDDPGLearn(self.rt, config, sizes["actor"], sizes["critic"], params)  # type: ignore[arg-type]
+
+    def make_replay(self, config: OffPolicyConfig, spec: EnvSpec, seed: int) -> ReplayKernels:
+        for kernel in ("replay_insert", "replay_sample", "priority_update"):
+            self._need(kernel)
+        from pearl.adapters.opencl.replay import OpenCLReplay
+
+        return OpenCLReplay(self.rt, config, spec, seed)
+
+    def from_host(self, x: np.ndarray) -> Any:
+        """Device copy in the kernels' types: float32, and int32 for integer arrays (discrete actions)."""
+        x = np.asarray(x)
+        dtype = np.int32 if x.dtype.kind in "iub" else np.float32
+        return self.rt.to_device(x.astype(dtype, copy=False))
+
+    def synchronize(self) -> None:
+        self.rt.finish()

@@ -1,0 +1,164 @@
+"""DQN and DDPG `act` and `learn` on an OpenCL device: the maths of pearl/algos/{dqn,ddpg}.py, step for step
+as the torch adapter does it, on buffers that stay on the device.
+
+A `learn` call enqueues its kernels and returns without waiting: the TD errors it returns are a device buffer
+valid until the next `learn` call (the in-order queue runs the priority update that reads them first).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from pearl.adapters.base import ActKernel, LearnKernel
+from pearl.adapters.opencl.nets import DeviceAdam, DeviceMean, DeviceMLP, polyak
+from pearl.adapters.opencl.runtime import CLRuntime
+from pearl.algos.ddpg import DDPGConfig
+from pearl.algos.dqn import DQNConfig
+from pearl.types import LearnResult, Params, SampleBatch
+
+
+class _Buffers:
+    """Scratch buffers by (name, batch size), allocated on first use."""
+
+    def __init__(self, rt: CLRuntime) -> None:
+        self.rt, self._bufs = rt, {}
+
+    def get(self, name: str, shape: tuple[int, ...], dtype=np.float32) -> cla.Array:
+        key = (name, shape)
+        if key not in self._bufs:
+            self._bufs[key] = self.rt.zeros(shape, dtype)
+        return self._bufs[key]
+
+
+def _u32(x: int) -> np.uint32:
+    return np.uint32(x & 0xFFFFFFFF)
+
+
+class CLDQNAct(ActKernel):
+    def __init__(self, rt: CLRuntime, sizes: list[int], params: Params, seed: int) -> None:
+        self.rt, self.n_actions, self.key, self.call = rt, sizes[-1], seed, 0
+        self.q = DeviceMLP(rt, sizes, params, "q")
+        self.bufs = _Buffers(rt)
+
+    def set_params(self, params: Params) -> None:
+        self.q.load(params)
+
+    def act(self, obs: np.ndarray, explore: float) -> np.ndarray:
+        n = obs.shape[0]
+        x = self.bufs.get("obs", obs.shape)
+        x.set(np.ascontiguousarray(obs, dtype=np.float32), queue=self.rt.queue)
+        q = self.q.forward(x, n)[-1]
+        actions = self.bufs.get("actions", (n,), np.int32)
+        self.rt.launch("dqn_act", n, q, self.n_actions, float(explore), _u32(self.key), _u32(self.call), actions)
+        self.call += 1
+        return actions.get(queue=self.rt.queue).astype(np.int64)
+
+
+class CLDQNLearn(LearnKernel):
+    def __init__(self, rt: CLRuntime, config: DQNConfig, sizes: list[int], params: Params) -> None:
+        self.rt, self.config, self.n_actions = rt, config, sizes[-1]
+        self.q = DeviceMLP(rt, sizes, params, "q")
+        self.q_target = DeviceMLP(rt, sizes, params, "q_target")
+        self.opt = DeviceAdam(rt, self.q.buffers(), self.q.gradients(), config.learning_rate, config.max_grad_norm)
+        self.bufs = _Buffers(rt)
+        self.updates = 0
+
+    def learn(self, batch: SampleBatch) -> LearnResult:
+        cfg, b, a = self.config, len(batch), self.n_actions
+        grad, td = self.bufs.get("grad", (b, a)), self.bufs.get("td", (b,))
+        loss, q_taken = self.bufs.get("loss", (b,)), self.bufs.get("q_taken", (b,))
+        next_q = self.q_target.forward(batch.next_obs, b)[-1]
+        acts = self.q.forward(batch.obs, b)
+        self.rt.launch("dqn_td", b, acts[-1], next_q, batch.action, batch.reward, batch.terminated, batch.weights,
+                       cfg.gamma, a, b, int(cfg.huber), grad, td, loss, q_taken)
+        self.q.backward(acts, grad, b)
+        self.opt.step()
+        self.updates += 1
+        if self.updates % cfg.target_update_interval == 0:
+            self.q_target.copy_from(self.q)
+        return LearnResult(td, {"losses/td_loss": DeviceMean(self.rt, loss), "losses/q_values": DeviceMean(self.rt, q_taken)})
+
+    def get_params(self) -> Params:
+        return {**self.q.dump(), **self.q_target.dump()}
+
+    def policy_params(self) -> Params:
+        return self.q.dump()
+
+
+class CLDDPGAct(ActKernel):
+    def __init__(self, rt: CLRuntime, sizes: list[int], params: Params, seed: int) -> None:
+        self.rt, self.key, self.call = rt, seed, 0
+        self.actor = DeviceMLP(rt, sizes, params, "actor", tanh_out=True)
+        self.bufs = _Buffers(rt)
+
+    def set_params(self, params: Params) -> None:
+        self.actor.load(params)
+
+    def act(self, obs: np.ndarray, explore: float) -> np.ndarray:
+        n = obs.shape[0]
+        x = self.bufs.get("obs", obs.shape)
+        x.set(np.ascontiguousarray(obs, dtype=np.float32), queue=self.rt.queue)
+        actions = self.actor.forward(x, n)[-1]
+        self.rt.launch("ddpg_act", actions.size, actions, float(explore), _u32(self.key), _u32(self.call))
+        self.call += 1
+        return actions.get(queue=self.rt.queue)
+
+
+class CLDDPGLearn(LearnKernel):
+    def __init__(self, rt: CLRuntime, config: DDPGConfig, actor_sizes: list[int], critic_sizes: list[int],
+                 params: Params) -> None:
+        self.rt, self.config = rt, config
+        self.obs_dim, self.act_dim = actor_sizes[0], actor_sizes[-1]
+        self.actor = DeviceMLP(rt, actor_sizes, params, "actor", tanh_out=True)
+        self.actor_target = DeviceMLP(rt, actor_sizes, params, "actor_target", tanh_out=True)
+        self.critic = DeviceMLP(rt, critic_sizes, params, "critic")
+        self.critic_target = DeviceMLP(rt, critic_sizes, params, "critic_target")
+        self.actor_opt = DeviceAdam(rt, self.actor.buffers(), self.actor.gradients(), config.learning_rate)
+        self.critic_opt = DeviceAdam(rt, self.critic.buffers(), self.critic.gradients(), config.learning_rate)
+        self.bufs = _Buffers(rt)
+        self.updates = 0
+
+    def _concat(self, name: str, obs: cla.Array, action: cla.Array, b: int) -> cla.Array:
+        out = self.bufs.get(name, (b, self.obs_dim + self.act_dim))
+        self.rt.launch("concat_cols", out.size, obs, action, out, self.obs_dim, self.act_dim)
+        return out
+
+    def learn(self, batch: SampleBatch) -> LearnResult:
+        cfg, b, rt = self.config, len(batch), self.rt
+        g_q, td, loss = self.bufs.get("g_q", (b, 1)), self.bufs.get("td", (b,)), self.bufs.get("loss", (b,))
+        q_taken, actor_q = self.bufs.get("q_taken", (b,)), self.bufs.get("actor_q", (b, 1))
+        # critic: y = r + γ(1−d) Q'(s', μ'(s')), one Adam step on mean w·δ²
+        next_action = self.actor_target.forward(batch.next_obs, b)[-1]
+        next_q = self.critic_target.forward(self._concat("x_next", batch.next_obs, next_action, b), b)[-1]
+        critic_acts = self.critic.forward(self._concat("x", batch.obs, batch.action, b), b)
+        rt.launch("ddpg_critic_td", b, critic_acts[-1], next_q, batch.reward, batch.terminated, batch.weights,
+                  cfg.gamma, b, g_q, td, loss, q_taken)
+        self.critic.backward(critic_acts, g_q, b)
+        self.critic_opt.step()
+        # actor: minimise −mean Q(s, μ(s)); the gradient reaches μ through the (updated) critic's action input.
+        # The critic's activation buffers are reused here: the in-order queue has finished with them above.
+        actor_acts = self.actor.forward(batch.obs, b)
+        critic_pi = self.critic.forward(self._concat("x_pi", batch.obs, actor_acts[-1], b), b)
+        cl.enqueue_copy(rt.queue, actor_q.data, critic_pi[-1].data)
+        g_pi = self.bufs.get("g_pi", (b, 1))
+        rt.launch("fill", b, g_pi, -1.0 / b)
+        d_input = self.critic.backward(critic_pi, g_pi, b, input_grad=True)
+        g_action = self.bufs.get("g_action", (b, self.act_dim))
+        rt.launch("slice_cols", g_action.size, d_input, g_action, self.obs_dim + self.act_dim, self.obs_dim,
+                  self.act_dim)
+        self.actor.backward(actor_acts, g_action, b)
+        self.actor_opt.step()
+        polyak(rt, self.actor_target, self.actor, cfg.tau)
+        polyak(rt, self.critic_target, self.critic, cfg.tau)
+        self.updates += 1
+        return LearnResult(td, {"losses/td_loss": DeviceMean(rt, loss),
+                                "losses/actor_loss": DeviceMean(rt, actor_q, sign=-1.0),
+                                "losses/q_values": DeviceMean(rt, q_taken)})
+
+    def get_params(self) -> Params:
+        return {**self.actor.dump(), **self.actor_target.dump(), **self.critic.dump(), **self.critic_target.dump()}
+
+    def policy_params(self) -> Params:
+        return self.actor.dump()

@@ -1,0 +1,129 @@
+"""Device descriptors: TOML files in top-level devices/ describing a device model.
+
+They feed the power model and what-if planning for devices that are absent, and for FPGA boards they name the
+precompiled kernel binary the board runs. Layout (every figure carries its public source in a comment):
+
+    schema = "pearl.device/1"
+    [device]   kind ("cpu" | "gpu" | "fpga"), vendor, model, match (substrings of the device name it describes)
+    [figures]  idle_w, peak_w, fp32_peak_flops, memory_bandwidth_bytes_per_s, memory_bytes,
+               host_link_bandwidth_bytes_per_s, host_link_latency_s, launch_latency_s
+    [binary]   (optional) path (relative to the descriptor), sha256, target (substring of the device name the
+               binary was built for), kernels (catalogue kernels the binary implements)
+
+This module imports no hardware library.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pearl.errors import PearlError
+from pearl.kernels import DEVICE_KERNELS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+SCHEMA = "pearl.device/1"
+KINDS = ("cpu", "gpu", "fpga")
+FIGURES = ("idle_w", "peak_w", "fp32_peak_flops", "memory_bandwidth_bytes_per_s", "memory_bytes",
+           "host_link_bandwidth_bytes_per_s", "host_link_latency_s", "launch_latency_s")
+DEVICES_DIR = Path(__file__).resolve().parent.parent / "devices"
+
+
+class DescriptorError(PearlError):
+    """A descriptor file that is missing, not TOML, or has a missing or invalid field."""
+
+
+@dataclass(frozen=True)
+class BinarySpec:
+    path: Path
+    sha256: str
+    target: str
+    kernels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeviceDescriptor:
+    source: Path
+    kind: str
+    vendor: str
+    model: str
+    match: tuple[str, ...]
+    figures: dict[str, float]
+    binary: BinarySpec | None = None
+
+    def matches(self, device_name: str) -> bool:
+        return any(m.lower() in device_name.lower() for m in self.match)
+
+
+def load_descriptor(path: str | Path) -> DeviceDescriptor:
+    """Parse and validate a descriptor; every problem names the file and the field."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DescriptorError(f"{path}: no such device descriptor") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DescriptorError(f"{path}: cannot read it ({exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise DescriptorError(f"{path}: not valid TOML ({exc})") from None
+    where = str(path)
+    if data.get("schema") != SCHEMA:
+        raise DescriptorError(f"{where}: field 'schema' must be {SCHEMA!r}, got {data.get('schema')!r}")
+    device = _table(data, "device", where)
+    kind = _text(device, "kind", where, "device")
+    if kind not in KINDS:
+        raise DescriptorError(f"{where}: field 'device.kind' must be one of {', '.join(KINDS)}, got {kind!r}")
+    match = device.get("match", [])
+    if not isinstance(match, list) or not all(isinstance(m, str) and m for m in match):
+        raise DescriptorError(f"{where}: field 'device.match' must be a list of non-empty strings")
+    figures_table = _table(data, "figures", where)
+    figures = {}
+    for name in FIGURES:
+        value = figures_table.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise DescriptorError(f"{where}: field 'figures.{name}' is missing or not a number")
+        if value < 0:
+            raise DescriptorError(f"{where}: field 'figures.{name}' must be >= 0, got {value}")
+        figures[name] = float(value)
+    if figures["peak_w"] < figures["idle_w"]:
+        raise DescriptorError(f"{where}: field 'figures.peak_w' ({figures['peak_w']}) is below idle_w ({figures['idle_w']})")
+    binary = _binary(data["binary"], path) if "binary" in data else None
+    return DeviceDescriptor(path, kind, _text(device, "vendor", where, "device"), _text(device, "model", where, "device"),
+                            tuple(match), figures, binary)
+
+
+def _binary(table: object, path: Path) -> BinarySpec:
+    where = str(path)
+    if not isinstance(table, dict):
+        raise DescriptorError(f"{where}: field 'binary' must be a table")
+    kernels = table.get("kernels")
+    if not isinstance(kernels, list) or not kernels:
+        raise DescriptorError(f"{where}: field 'binary.kernels' must list the kernels the binary implements")
+    unknown = [k for k in kernels if k not in DEVICE_KERNELS]
+    if unknown:
+        raise DescriptorError(f"{where}: field 'binary.kernels' names unknown kernel(s) {unknown}; "
+                              f"device kernels are {', '.join(DEVICE_KERNELS)}")
+    sha = _text(table, "sha256", where, "binary")
+    if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha.lower()):
+        raise DescriptorError(f"{where}: field 'binary.sha256' must be 64 hex digits")
+    return BinarySpec((path.parent / _text(table, "path", where, "binary")).resolve(), sha.lower(),
+                      str(table.get("target", "")), tuple(kernels))
+
+
+def _table(data: dict, name: str, where: str) -> dict:
+    value = data.get(name)
+    if not isinstance(value, dict):
+        raise DescriptorError(f"{where}: table [{name}] is missing")
+    return value
+
+
+def _text(table: dict, name: str, where: str, prefix: str) -> str:
+    value = table.get(name)
+    if not isinstance(value, str) or not value:
+        raise DescriptorError(f"{where}: field '{prefix}.{name}' is missing or not a non-empty string")
+    return value
