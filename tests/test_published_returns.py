@@ -22,3 +22,13 @@ def test_dqn_cartpole_reaches_475_on_two_of_three_seeds(tmp_path) -> None:
 def test_ddpg_pendulum_reaches_minus_250(tmp_path) -> None:
     r = pearl.train("ddpg", "Pendulum-v1", steps=20_000, seed=0, eval_episodes=10, runs_dir=str(tmp_path))
     assert r.eval_return_mean >= -250, r.eval_returns
+
+
+def test_dqn_cartpole_on_opencl_reaches_475(tmp_path) -> None:
+    """The same preset with every kernel on an OpenCL device (PoCL in CI): about 5 minutes on 2 cores."""
+    from opencl_support import first_opencl_device
+
+    device = first_opencl_device()
+    r = pearl.train("dqn", "CartPole-v1", device=device, steps=50_000, seed=0, eval_episodes=20,
+                    runs_dir=str(tmp_path))
+    assert r.eval_return_mean >= 475, r.eval_returns

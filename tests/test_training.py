@@ -58,7 +58,7 @@ def test_presets_are_the_published_settings() -> None:
     assert (dqn.total_steps, dqn.learning_rate, dqn.batch_size, dqn.buffer_size, dqn.learning_starts) == \
         (50_000, 2.3e-3, 64, 100_000, 1_000)
     assert (dqn.gamma, dqn.target_update_interval, dqn.train_freq, dqn.gradient_steps, dqn.hidden) == \
-        (0.99, 256, 256, 128, (256, 256))
+        (0.99, 128, 256, 128, (256, 256))
     assert dqn.replay_ratio == 0.5 and dqn.epsilon(0) == 1.0 and dqn.epsilon(8_000) == pytest.approx(0.04)
     ddpg = preset("ddpg", "Pendulum-v1")
     assert (ddpg.total_steps, ddpg.learning_rate, ddpg.batch_size, ddpg.buffer_size, ddpg.learning_starts) == \
