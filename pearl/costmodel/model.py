@@ -1,0 +1,234 @@
+"""The cost model: a `Profile` turned into the figures the planner uses (DESIGN.md §6).
+
+- `kernel_time(k, d, w, b)`: seconds of kernel k on device d for workload w at batch b. From the profile's
+  medians over the measured batch sizes b_1 < ... < b_n of that (workload, kernel, device):
+
+      m'_i = max(m_1, ..., m_i)                      monotone: more work never takes less time
+      t(b) = m'_i                                    b = b_i (exactly the adjusted median)
+      t(b) = m'_i + (m'_{i+1} - m'_i) (b - b_i) / (b_{i+1} - b_i)      b_i < b < b_{i+1}  (linear: launch
+                                                     overhead + per-item work is affine in b)
+      t(b) = m'_n + s (b - b_n),  s = max(0, (m'_n - m'_{n-1}) / (b_n - b_{n-1}))   b > b_n   extrapolated
+      t(b) = m'_1                                    b < b_1 (launch overhead dominates)   extrapolated
+
+  With a single measured batch, t is that median everywhere, extrapolated away from it.
+- `transfer_time(src, dst, nbytes)`: 0 on the same device or between two devices on the host (`cpu` and
+  every device whose `shares` equals cpu's); host→device is the device's h2d `latency + nbytes/bandwidth`,
+  device→host its d2h; device→device goes through the host (d2h of src + h2d of dst).
+- `power(d)`: idle and busy watts, with their source and method.
+
+Every estimate carries `source`: "measured" when every profile figure it was computed from (and the device
+entries those figures belong to) is measured, else "modelled". Modelled figures are never passed off as
+measured.
+
+Pure Python + numpy: this module imports no torch and no pyopencl.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from pearl.profiling.format import KernelTiming, Power, Profile, Transfer
+
+__all__ = ["HOST", "CostModel", "Estimate", "PowerEstimate"]
+
+#: The id of the host CPU device.
+HOST = "cpu"
+
+MEASURED, MODELLED = "measured", "modelled"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A time in seconds; `extrapolated` when the batch lies outside the measured range."""
+
+    seconds: float
+    extrapolated: bool
+    source: str
+
+
+@dataclass(frozen=True)
+class PowerEstimate:
+    idle_w: float
+    busy_w: float
+    source: str
+    method: str
+
+
+def _combine(*sources: str) -> str:
+    return MEASURED if all(s == MEASURED for s in sources) else MODELLED
+
+
+@dataclass(frozen=True)
+class _Series:
+    """The timings of one (workload, kernel, device), sorted by batch, with their monotone envelope."""
+
+    batches: tuple[int, ...]
+    raw: tuple[float, ...]
+    adjusted: tuple[float, ...]
+    #: source of adjusted[i]: that of the raw point whose median it is (the running max's argmax)
+    sources: tuple[str, ...]
+
+    @classmethod
+    def of(cls, timings: list[KernelTiming], device_source: str) -> _Series:
+        timings = sorted(timings, key=lambda t: t.batch)
+        adjusted, sources = [], []
+        best, best_source = float("-inf"), MEASURED
+        for t in timings:
+            if t.median_s >= best:  # a tie keeps the point's own measurement
+                best, best_source = t.median_s, _combine(t.source, device_source)
+            adjusted.append(best)
+            sources.append(best_source)
+        return cls(tuple(t.batch for t in timings), tuple(t.median_s for t in timings), tuple(adjusted),
+                   tuple(sources))
+
+    def at(self, batch: int) -> Estimate:
+        b, y, src = self.batches, self.adjusted, self.sources
+        i = bisect.bisect_left(b, batch)
+        if i < len(b) and b[i] == batch:
+            return Estimate(y[i], False, src[i])
+        if i == 0:
+            return Estimate(y[0], True, src[0])
+        if i == len(b):
+            if len(b) == 1:
+                return Estimate(y[0], True, src[0])
+            slope = max(0.0, (y[-1] - y[-2]) / (b[-1] - b[-2]))
+            return Estimate(y[-1] + slope * (batch - b[-1]), True, _combine(src[-1], src[-2]))
+        lo, hi = i - 1, i
+        t = y[lo] + (y[hi] - y[lo]) * ((batch - b[lo]) / (b[hi] - b[lo]))
+        return Estimate(min(max(t, y[lo]), y[hi]), False, _combine(src[lo], src[hi]))
+
+
+class CostModel:
+    """Kernel, env-step and transfer times and power figures from one `Profile`.
+
+    A profile with two timings of the same (workload, kernel, device, batch), two env-step timings of one env,
+    two transfers of one (device, direction) or two power entries of one device is ambiguous: ValueError.
+    """
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self._device_source = {d.id: d.source for d in profile.devices}
+        self._shares = {d.id: d.shares for d in profile.devices}
+
+        grouped: dict[tuple[str, str, str], list[KernelTiming]] = {}
+        for t in profile.kernels:
+            grouped.setdefault((t.workload, t.kernel, t.device), []).append(t)
+        self._series: dict[tuple[str, str, str], _Series] = {}
+        for key, timings in grouped.items():
+            batches = [t.batch for t in timings]
+            dup = sorted({b for b in batches if batches.count(b) > 1})
+            if dup:
+                raise ValueError(f"the profile times kernel {key[1]!r} on device {key[2]!r} for workload "
+                                 f"{key[0]!r} more than once at batch size(s) {dup}")
+            self._series[key] = _Series.of(timings, self._device_source.get(key[2], MEASURED))
+
+        self._env: dict[str, Estimate] = {}
+        for e in profile.env_step:
+            if e.env in self._env:
+                raise ValueError(f"the profile has more than one env_step timing of {e.env!r}")
+            self._env[e.env] = Estimate(e.median_s, False, e.source)
+
+        self._transfers: dict[tuple[str, str], Transfer] = {}
+        for tr in profile.transfers:
+            if (tr.device, tr.direction) in self._transfers:
+                raise ValueError(f"the profile has more than one {tr.direction} transfer of device {tr.device!r}")
+            self._transfers[(tr.device, tr.direction)] = tr
+
+        self._power: dict[str, Power] = {}
+        for p in profile.power:
+            if p.device in self._power:
+                raise ValueError(f"the profile has more than one power entry of device {p.device!r}")
+            self._power[p.device] = p
+
+    # ------------------------------------------------------------------ what the profile holds
+    def devices(self) -> list[str]:
+        """Device ids, in profile order."""
+        return [d.id for d in self.profile.devices]
+
+    def resource(self, device: str) -> str:
+        """The physical resource the device runs on: its `shares`, or its own id when it shares nothing."""
+        if device not in self._shares:
+            self.profile.device(device)  # raises a KeyError naming the devices there are
+        return self._shares[device] or device
+
+    def workloads(self) -> list[str]:
+        """Workload keys, in profile order."""
+        return [w.key for w in self.profile.workloads]
+
+    def batches(self, kernel: str, device: str, workload: str) -> list[int]:
+        """The measured batch sizes of that kernel on that device for that workload, ascending ([] if none)."""
+        series = self._series.get((workload, kernel, device))
+        return list(series.batches) if series else []
+
+    # ------------------------------------------------------------------ times
+    def kernel_time(self, kernel: str, device: str, workload: str, batch: int) -> Estimate:
+        """Seconds of one call of `kernel` on `device` for `workload` at `batch` (see the module docstring)."""
+        if isinstance(batch, bool) or int(batch) != batch or batch < 1:
+            raise ValueError(f"batch must be a positive integer, got {batch!r}")
+        series = self._series.get((workload, kernel, device))
+        if series is None:
+            raise KeyError(self._missing(kernel, device, workload))
+        return series.at(int(batch))
+
+    def _missing(self, kernel: str, device: str, workload: str) -> str:
+        what = f"the profile has no timing of kernel {kernel!r} on device {device!r} for workload {workload!r}"
+        have: dict[str, list[str]] = {}
+        for w, k, d in self._series:
+            if k == kernel:
+                have.setdefault(d, []).append(w)
+        if not have:
+            kernels = sorted({k for _, k, _ in self._series})
+            return f"{what}; it has no timing of {kernel!r} at all (it times: {', '.join(kernels) or 'nothing'})"
+        listed = "; ".join(f"{d}: {', '.join(sorted(ws))}" for d, ws in sorted(have.items()))
+        return f"{what}; for {kernel!r} it has (device: workloads) {listed}"
+
+    def env_step_time(self, env: str) -> Estimate:
+        """Seconds of one step of one `env` environment on the host."""
+        try:
+            return self._env[env]
+        except KeyError:
+            raise KeyError(f"the profile has no env_step timing of {env!r}; it has "
+                           f"{', '.join(sorted(self._env)) or 'none'}") from None
+
+    def on_host(self, device: str) -> bool:
+        """Whether the device runs on the host: `cpu`, or a device sharing cpu's resource."""
+        if device == HOST:
+            return True
+        host = self._shares.get(HOST) or HOST
+        return self.resource(device) == host
+
+    def transfer_time(self, src: str, dst: str, nbytes: int) -> Estimate:
+        """Seconds to move `nbytes` from device `src` to device `dst` (see the module docstring)."""
+        if nbytes < 0:
+            raise ValueError(f"nbytes must be >= 0, got {nbytes!r}")
+        if src == dst:
+            return Estimate(0.0, False, MEASURED)
+        src_host, dst_host = self.on_host(src), self.on_host(dst)
+        legs = []
+        if not src_host:
+            legs.append(self._transfer(src, "d2h"))
+        if not dst_host:
+            legs.append(self._transfer(dst, "h2d"))
+        seconds = sum(tr.latency_s + nbytes / tr.bandwidth_bytes_per_s for tr in legs)
+        sources = [_combine(tr.source, self._device_source.get(tr.device, MEASURED)) for tr in legs]
+        return Estimate(float(seconds), False, _combine(*sources))
+
+    def _transfer(self, device: str, direction: str) -> Transfer:
+        try:
+            return self._transfers[(device, direction)]
+        except KeyError:
+            have = sorted(d for (dev, d) in self._transfers if dev == device)
+            raise KeyError(f"the profile has no {direction} transfer figure of device {device!r} (it has "
+                           f"{', '.join(have) if have else 'no transfer figures of that device'})") from None
+
+    # ------------------------------------------------------------------ power
+    def power(self, device: str) -> PowerEstimate:
+        """Idle and busy watts of the device, with their source and how they were obtained."""
+        try:
+            p = self._power[device]
+        except KeyError:
+            raise KeyError(f"the profile has no power figures of device {device!r}; it has them for "
+                           f"{', '.join(self._power) or 'no device'}") from None
+        return PowerEstimate(p.idle_w, p.busy_w, _combine(p.source, self._device_source.get(device, MEASURED)),
+                             p.method)

@@ -1,0 +1,316 @@
+"""The cost model on synthetic profiles (no profiler, no hardware) and the roofline on hand-counted networks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pearl.costmodel import CostModel, Estimate, PowerEstimate, Work, kernel_work, roofline_time
+from pearl.costmodel.roofline import transition_floats, tree_depth
+from pearl.profiling.format import (SCHEMA, DeviceEntry, KernelTiming, Profile, ProfileError, Workload, parse_profile,
+                                    workload_key)
+
+ROOT = Path(__file__).resolve().parent.parent
+DQN = workload_key("dqn", "CartPole-v1", 4, 2, (64, 64))
+DDPG = workload_key("ddpg", "Pendulum-v1", 3, 1, (64, 64))
+
+
+def _device(id_: str, kind: str, shares: str | None = None, source: str = "measured") -> dict:
+    return {"id": id_, "kind": kind, "adapter": "torch", "name": id_, "lanes": 1, "memory_bytes": 1 << 30,
+            "shares": shares, "descriptor": None, "descriptor_matched": False, "source": source}
+
+
+def _timing(workload: str, kernel: str, device: str, batch: int, median: float, source: str = "measured") -> dict:
+    return {"workload": workload, "kernel": kernel, "device": device, "batch": batch, "median_s": median,
+            "p10_s": median, "p90_s": median, "samples": 5, "source": source}
+
+
+def make_profile(kernels: list[dict] = (), *, devices: list[dict] | None = None, transfers: list[dict] = (),
+                 power: list[dict] = (), env_step: list[dict] = ()) -> Profile:
+    """A synthetic profile, through the real parser (so it is a valid pearl.profile/1)."""
+    if devices is None:
+        devices = [_device("cpu", "cpu", "host-cpu"), _device("opencl:0:0", "opencl", "host-cpu"),
+                   _device("cuda:0", "cuda"), _device("cuda:1", "cuda"), _device("cuda:2", "cuda"),
+                   _device("fpga:0", "opencl", source="modelled")]
+    workloads = [{"key": DQN, "algo": "dqn", "env": "CartPole-v1", "obs_dim": 4, "action_dim": 2,
+                  "hidden": [64, 64], "batch_size": 128, "buffer_size": 50_000},
+                 {"key": DDPG, "algo": "ddpg", "env": "Pendulum-v1", "obs_dim": 3, "action_dim": 1,
+                  "hidden": [64, 64], "batch_size": 256, "buffer_size": 1_000_000}]
+    data = {"schema": SCHEMA, "pearl_version": "0.1.0", "created": "2026-01-01T00:00:00+00:00", "mode": "quick",
+            "host": {"node": "test"}, "devices": devices, "workloads": workloads, "kernels": list(kernels),
+            "env_step": list(env_step), "transfers": list(transfers), "power": list(power)}
+    return parse_profile(json.loads(json.dumps(data)), "<synthetic>")
+
+
+def series(batches: list[int], medians: list[float], *, kernel: str = "learn", device: str = "cpu",
+           workload: str = DQN, sources: list[str] | None = None) -> list[dict]:
+    sources = sources or ["measured"] * len(batches)
+    return [_timing(workload, kernel, device, b, m, s) for b, m, s in zip(batches, medians, sources)]
+
+
+# ---------------------------------------------------------------------------------------------- kernel_time
+def test_exact_at_measured_batches():
+    model = CostModel(make_profile(series([32, 64, 128, 256], [1e-3, 1.5e-3, 2.5e-3, 4.5e-3])))
+    for b, m in zip([32, 64, 128, 256], [1e-3, 1.5e-3, 2.5e-3, 4.5e-3]):
+        assert model.kernel_time("learn", "cpu", DQN, b) == Estimate(m, False, "measured")
+    assert model.batches("learn", "cpu", DQN) == [32, 64, 128, 256]
+    assert model.batches("learn", "cuda:0", DQN) == []
+
+
+def test_linear_between_neighbours():
+    model = CostModel(make_profile(series([10, 20, 40], [1e-3, 3e-3, 4e-3])))
+    assert model.kernel_time("learn", "cpu", DQN, 15).seconds == pytest.approx(2e-3)
+    assert model.kernel_time("learn", "cpu", DQN, 12).seconds == pytest.approx(1.4e-3)
+    assert model.kernel_time("learn", "cpu", DQN, 30).seconds == pytest.approx(3.5e-3)
+    assert not model.kernel_time("learn", "cpu", DQN, 30).extrapolated
+
+
+def test_noisy_dip_is_lifted():
+    # raw medians dip at batch 4 (noise); the running max lifts it to batch 2's time
+    model = CostModel(make_profile(series([1, 2, 4, 8], [1.0, 3.0, 2.0, 4.0])))
+    t = {b: model.kernel_time("learn", "cpu", DQN, b).seconds for b in range(1, 13)}
+    assert t[4] == 3.0 and t[3] == 3.0 and t[2] == 3.0
+    assert t[6] == pytest.approx(3.5)
+    assert all(t[b] <= t[b + 1] for b in range(1, 12))
+
+
+def test_extrapolation_above_and_below():
+    model = CostModel(make_profile(series([10, 20, 40], [1e-3, 2e-3, 4e-3])))
+    above = model.kernel_time("learn", "cpu", DQN, 60)  # slope of the last two: 1e-4 s per item
+    assert above.extrapolated and above.seconds == pytest.approx(6e-3)
+    below = model.kernel_time("learn", "cpu", DQN, 5)
+    assert below == Estimate(1e-3, True, "measured")
+    assert model.kernel_time("learn", "cpu", DQN, 1).seconds == 1e-3
+
+
+def test_extrapolation_slope_never_negative():
+    model = CostModel(make_profile(series([1, 2, 4], [1.0, 3.0, 2.0])))  # last two adjust to 3, 3: slope 0
+    assert model.kernel_time("learn", "cpu", DQN, 1000) == Estimate(3.0, True, "measured")
+
+
+def test_single_measured_batch_is_constant():
+    model = CostModel(make_profile(series([64], [2e-3])))
+    assert model.kernel_time("learn", "cpu", DQN, 64) == Estimate(2e-3, False, "measured")
+    assert model.kernel_time("learn", "cpu", DQN, 8) == Estimate(2e-3, True, "measured")
+    assert model.kernel_time("learn", "cpu", DQN, 4096) == Estimate(2e-3, True, "measured")
+
+
+def test_bad_batch():
+    model = CostModel(make_profile(series([64], [2e-3])))
+    for bad in (0, -3, 2.5):
+        with pytest.raises(ValueError, match="batch"):
+            model.kernel_time("learn", "cpu", DQN, bad)
+
+
+def test_missing_triple_names_what_is_missing_and_what_exists():
+    model = CostModel(make_profile(series([64], [1e-3]) + series([64], [2e-3], device="opencl:0:0", workload=DDPG)))
+    with pytest.raises(KeyError) as excinfo:
+        model.kernel_time("learn", "cuda:0", DQN, 64)
+    message = excinfo.value.args[0]
+    assert "'learn'" in message and "'cuda:0'" in message and DQN in message
+    assert "cpu: " + DQN in message and "opencl:0:0: " + DDPG in message
+    with pytest.raises(KeyError) as excinfo:
+        model.kernel_time("act", "cpu", DQN, 64)
+    assert "no timing of 'act' at all" in excinfo.value.args[0] and "learn" in excinfo.value.args[0]
+
+
+def test_duplicate_timings_are_refused():
+    with pytest.raises(ProfileError, match="repeats an earlier entry"):
+        CostModel(make_profile(series([64, 64], [1e-3, 2e-3])))
+
+
+def test_source_follows_the_inputs():
+    model = CostModel(make_profile(series([1, 2, 4, 8], [1.0, 2.0, 3.0, 4.0],
+                                          sources=["measured", "measured", "modelled", "measured"])))
+
+    def kt(b: float) -> Estimate:
+        return model.kernel_time("learn", "cpu", DQN, b)
+
+    assert kt(1).source == kt(2).source == kt(8).source == kt(1.0).source == "measured"
+    assert kt(4).source == "modelled"
+    assert kt(3).source == "modelled" and kt(6).source == "modelled"  # interpolated from the modelled point
+    assert kt(1000).source == "modelled"  # the slope of the last two points takes the modelled one at 4
+    model2 = CostModel(make_profile(series([1, 2, 4], [1.0, 2.0, 3.0], sources=["modelled", "measured", "measured"])))
+    assert model2.kernel_time("learn", "cpu", DQN, 1000).source == "measured"  # from 2 and 4, both measured
+    # a measured dip lifted to a modelled point's time is modelled
+    model = CostModel(make_profile(series([1, 2, 4], [1.0, 3.0, 2.0], sources=["measured", "modelled", "measured"])))
+    assert model.kernel_time("learn", "cpu", DQN, 4).source == "modelled"
+    # anything on a modelled (what-if) device is modelled
+    model = CostModel(make_profile(series([1, 2], [1.0, 2.0], device="fpga:0")))
+    assert model.kernel_time("learn", "fpga:0", DQN, 2).source == "modelled"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 5000), min_size=1, max_size=8, unique=True).flatmap(
+    lambda bs: st.tuples(st.just(sorted(bs)),
+                         st.lists(st.floats(1e-7, 10.0), min_size=len(bs), max_size=len(bs)))))
+def test_property_monotone_and_exact(grid_and_medians):
+    batches, medians = grid_and_medians
+    profile = Profile("0.1.0", "now", "quick", {},
+                      [DeviceEntry("cpu", "cpu", "torch", "cpu", 1, 1, "measured")],
+                      [Workload(DQN, "dqn", "CartPole-v1", 4, 2, (64, 64), 128, 50_000)],
+                      [KernelTiming(DQN, "learn", "cpu", b, m, m, m, 1, "measured") for b, m in zip(batches, medians)])
+    model = CostModel(profile)
+    adjusted = [max(medians[: i + 1]) for i in range(len(medians))]
+    for b, m in zip(batches, adjusted):
+        assert model.kernel_time("learn", "cpu", DQN, b).seconds == m
+    top = 2 * batches[-1] + 2
+    fine = sorted({1, top, *range(1, top, max(1, top // 300)), *batches, *(b + 1 for b in batches),
+                   *(b - 1 for b in batches if b > 1)})
+    times = [model.kernel_time("learn", "cpu", DQN, b).seconds for b in fine]
+    assert all(a <= b for a, b in pairwise(times))
+
+
+# ---------------------------------------------------------------------------------------------- env, transfers
+def test_env_step_time():
+    model = CostModel(make_profile(env_step=[{"env": "CartPole-v1", "median_s": 2e-5, "p10_s": 1e-5,
+                                              "p90_s": 3e-5, "samples": 9, "source": "measured"}]))
+    assert model.env_step_time("CartPole-v1") == Estimate(2e-5, False, "measured")
+    with pytest.raises(KeyError, match="Pendulum-v1"):
+        model.env_step_time("Pendulum-v1")
+
+
+TRANSFERS = [
+    {"device": "cuda:0", "direction": "h2d", "latency_s": 1e-5, "bandwidth_bytes_per_s": 1e10, "source": "measured"},
+    {"device": "cuda:0", "direction": "d2h", "latency_s": 2e-5, "bandwidth_bytes_per_s": 5e9, "source": "measured"},
+    {"device": "cuda:1", "direction": "h2d", "latency_s": 3e-5, "bandwidth_bytes_per_s": 2e10, "source": "measured"},
+    {"device": "cuda:1", "direction": "d2h", "latency_s": 4e-5, "bandwidth_bytes_per_s": 4e9, "source": "modelled"},
+]
+
+
+def test_transfer_times():
+    model = CostModel(make_profile(transfers=TRANSFERS))
+    mb = 1_000_000
+    assert model.transfer_time("cpu", "cuda:0", mb) == Estimate(pytest.approx(1e-5 + 1e-4), False, "measured")
+    assert model.transfer_time("cuda:0", "cpu", mb).seconds == pytest.approx(2e-5 + 2e-4)
+    # device -> device goes through the host: d2h of the source, then h2d of the destination
+    assert model.transfer_time("cuda:0", "cuda:1", mb).seconds == pytest.approx((2e-5 + 2e-4) + (3e-5 + 5e-5))
+    assert model.transfer_time("cuda:0", "cuda:1", mb).source == "measured"
+    assert model.transfer_time("cuda:1", "cuda:0", mb).seconds == pytest.approx((4e-5 + 2.5e-4) + (1e-5 + 1e-4))
+    assert model.transfer_time("cuda:1", "cuda:0", mb).source == "modelled"  # the modelled d2h of cuda:1
+    assert model.transfer_time("cpu", "cuda:0", 0).seconds == pytest.approx(1e-5)  # latency only
+
+
+def test_transfers_on_one_resource_are_free():
+    model = CostModel(make_profile(transfers=TRANSFERS))
+    for src, dst in [("cuda:0", "cuda:0"), ("cpu", "cpu"), ("cpu", "opencl:0:0"), ("opencl:0:0", "cpu")]:
+        assert model.transfer_time(src, dst, 10**9) == Estimate(0.0, False, "measured")
+    # PoCL's device shares "host-cpu" with cpu, so to a GPU it costs what the host does
+    assert model.transfer_time("opencl:0:0", "cuda:0", 10**6) == model.transfer_time("cpu", "cuda:0", 10**6)
+    assert model.resource("opencl:0:0") == model.resource("cpu") == "host-cpu"
+    assert model.resource("cuda:0") == "cuda:0"
+    assert model.devices() == ["cpu", "opencl:0:0", "cuda:0", "cuda:1", "cuda:2", "fpga:0"]
+    assert model.workloads() == [DQN, DDPG]
+
+
+def test_missing_transfer_names_the_device():
+    model = CostModel(make_profile(transfers=TRANSFERS))
+    with pytest.raises(KeyError, match="h2d transfer figure of device 'cuda:2'"):
+        model.transfer_time("cpu", "cuda:2", 100)
+    with pytest.raises(KeyError, match="d2h transfer figure of device 'cuda:2'"):
+        model.transfer_time("cuda:2", "cuda:0", 100)
+    with pytest.raises(KeyError, match="no device 'tpu:0'"):
+        model.transfer_time("cpu", "tpu:0", 100)
+
+
+# ---------------------------------------------------------------------------------------------- power
+def test_power():
+    power = [{"device": "cpu", "idle_w": 20.0, "busy_w": 60.0, "source": "measured", "method": "rapl"},
+             {"device": "cuda:0", "idle_w": 30.0, "busy_w": 250.0, "source": "modelled", "method": "descriptor"},
+             {"device": "fpga:0", "idle_w": 40.0, "busy_w": 70.0, "source": "measured", "method": "nvml"}]
+    model = CostModel(make_profile(power=power))
+    assert model.power("cpu") == PowerEstimate(20.0, 60.0, "measured", "rapl")
+    assert model.power("cuda:0") == PowerEstimate(30.0, 250.0, "modelled", "descriptor")
+    assert model.power("fpga:0").source == "modelled"  # a what-if device's figures are never measured
+    with pytest.raises(KeyError, match="no power figures of device 'cuda:1'"):
+        model.power("cuda:1")
+
+
+# ---------------------------------------------------------------------------------------------- roofline
+def _tiny(algo: str, buffer_size: int = 100) -> Workload:
+    return Workload(workload_key(algo, "Tiny-v0", 2, 2, (3,)), algo, "Tiny-v0", 2, 2, (3,), 4, buffer_size)
+
+
+def test_kernel_work_dqn_by_hand():
+    wl = _tiny("dqn")
+    # Q-net [2, 3, 2]: weights W = 2*3 + 3*2 = 12, params P = (6 + 3) + (6 + 2) = 17,
+    # activations read + written A = (2 + 3) + (3 + 2) = 10, layers L = 2
+    # act on 5 observations: 2 flops per multiply-add, 5 items x 12 = 120; bytes 4 * (17 + 5 * 10)
+    assert kernel_work("act", wl, 5) == Work(120, 268, 2)
+    # learn on 4: target fwd + online fwd + backward (2 fwd) = 4 fwd: 4 * 2*4*12 = 384 flops; Adam 10 * 17 = 170
+    # bytes: 4 fwd = 4 * 4 * (17 + 4*10) = 912; Adam 28 * 17 = 476 (reads θ g m v, writes θ m v)
+    # launches: 4 fwd x 2 layers + 1 Adam
+    assert kernel_work("learn", wl, 4) == Work(554, 1388, 9)
+    # a transition: obs 2 + next obs 2 + action index 1 + reward + done = 7 floats
+    assert transition_floats(wl) == 7
+    assert kernel_work("replay_insert", wl, 3) == Work(0, 4 * 3 * 7, 1)
+    # capacity 100: 16 < 100 <= 256 -> depth 2; per item per level: 16 floats read, 15 adds
+    # sample: gather 7 floats read + 7 written, descent 2 * 16 read = 46 floats per item
+    assert kernel_work("replay_sample", wl, 3) == Work(90, 4 * 3 * 46, 2)
+    # priority update: |δ| read + leaf written, then 2 levels of (16 read + 1 written) = 36 floats per item
+    assert kernel_work("priority_update", wl, 3) == Work(90, 4 * 3 * 36, 3)
+
+
+def test_kernel_work_ddpg_by_hand():
+    wl = _tiny("ddpg")
+    # actor [2, 3, 2]: W 12, P 17, A 10; critic [2+2, 3, 1]: W 4*3 + 3*1 = 15, P (12 + 3) + (3 + 1) = 19,
+    # A (4 + 3) + (3 + 1) = 11
+    assert kernel_work("act", wl, 1) == Work(24, 4 * (17 + 10), 2)
+    # learn on 1: actor fwd 4x (target, online, backward = 2), critic fwd 6x (target, online, backward = 2,
+    # online again in the actor update, input-backward = 1): flops 4*24 + 6*30 = 276
+    # two Adams 10 * (17 + 19) = 360, Polyak 3 * 36 = 108: total 744
+    # bytes: 4 * 4*(17 + 10) = 432, 6 * 4*(19 + 11) = 720, Adam 28 * 36 = 1008, Polyak 12 * 36 = 432: 2592
+    # launches: 4*2 + 6*2 + 2 Adam + 2 Polyak = 24
+    assert kernel_work("learn", wl, 1) == Work(744, 2592, 24)
+    assert transition_floats(wl) == 2 + 2 + 2 + 2  # the action is action_dim floats
+
+
+def test_kernel_work_edges():
+    assert [tree_depth(c) for c in (1, 16, 17, 256, 257, 2**24)] == [1, 1, 2, 2, 3, 6]
+    with pytest.raises(ValueError, match="no roofline"):
+        kernel_work("env_step", _tiny("dqn"), 1)
+    with pytest.raises(KeyError, match="unknown kernel"):
+        kernel_work("backprop", _tiny("dqn"), 1)
+    with pytest.raises(ValueError, match="unknown algo"):
+        kernel_work("act", Workload("x", "ppo", "Tiny-v0", 2, 2, (3,), 4, 100), 1)
+
+
+def test_roofline_picks_the_binding_term():
+    figures = {"launch_latency_s": 1e-5, "fp32_peak_flops": 1e9, "memory_bandwidth_bytes_per_s": 1e9}
+    assert roofline_time(Work(2e6, 1e3, 2), figures) == pytest.approx(2e-5 + 2e-3)  # compute-bound
+    assert roofline_time(Work(10, 5e6, 1), figures) == pytest.approx(1e-5 + 5e-3)  # memory-bound
+    assert roofline_time(Work(0, 0, 3), figures) == pytest.approx(3e-5)  # launch-bound
+    with pytest.raises(KeyError, match="fp32_peak_flops"):
+        roofline_time(Work(1, 1, 1), {"launch_latency_s": 0.0, "memory_bandwidth_bytes_per_s": 1.0})
+
+
+# ---------------------------------------------------------------------------------------------- imports, script
+def test_import_loads_no_torch_or_pyopencl():
+    code = ("import sys, pearl.costmodel, pearl.costmodel.roofline; "
+            "print(sorted(m for m in ('torch', 'pyopencl') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_holdout_script(tmp_path):
+    script = ROOT / "benchmarks" / "costmodel_holdout.py"
+    missing = subprocess.run([sys.executable, str(script), str(tmp_path / "none.json")], check=False, cwd=ROOT,
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and missing.stdout.startswith("error: ")
+    assert len(missing.stdout.strip().splitlines()) == 1
+    profile = make_profile(series([1, 2, 4, 8], [1.0, 2.0, 3.0, 5.0]) + series([8, 16], [1.0, 2.0], kernel="act"))
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(profile.to_dict()))
+    run = subprocess.run([sys.executable, str(script), str(path)], check=False, cwd=ROOT,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    # held out: 2 (predicted 2 from 1 and 4: 1 + 2 * 1/3 = 5/3), 4 (from 2 and 8: 2 + 3 * 2/6 = 3)
+    assert "learn" in run.stdout and "act " not in run.stdout
+    assert "overall median error 8.3% over 2 held-out points" in run.stdout
