@@ -92,6 +92,51 @@ def train(algo: str, env_id: str, device: str, descriptor: str | None, steps: in
     click.echo(f"  run record: {result.run_dir}")
 
 
+@cli.command()
+@click.option("--quick", is_flag=True, help="A small grid and short timings: under a minute on 2 cores.")
+@click.option("--out", default=None, help="Profile file to write [default: profiles/<host>-<mode>.json].")
+@click.option("--algo", type=click.Choice(["dqn", "ddpg", "all"]), default="all", show_default=True,
+              help="Which presets' kernels to measure.")
+@click.option("--device", "devices", multiple=True, help="Profile only this device (repeatable).")
+@click.option("--what-if", "what_if", multiple=True,
+              help="Add a device that is absent, costed by a roofline model from this descriptor (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object with a summary.")
+def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], what_if: tuple[str, ...],
+            as_json: bool) -> None:
+    """Measure every kernel on every device of this machine (and power, transfers) into a profile file."""
+    import platform
+    import time
+
+    from pearl.profiling.format import save_profile
+    from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
+
+    options = ProfileOptions(quick=quick, algos=("dqn", "ddpg") if algo == "all" else (algo,),
+                             devices=devices or None, what_if=what_if)
+    path = out or f"profiles/{platform.node() or 'host'}-{'quick' if quick else 'full'}.json"
+    t0 = time.perf_counter()
+    with _progress(count_measurements(options), enabled=not as_json, label="profile", unit="measurement") as bar:
+        done = [0]
+
+        def step(_label: str) -> None:
+            done[0] += 1
+            bar(done[0])
+
+        result = run_profile(options, step)
+    written = save_profile(result, path)
+    summary = {"profile": str(written), "mode": result.mode, "devices": [d.id for d in result.devices],
+               "workloads": [w.key for w in result.workloads], "kernel_measurements": len(result.kernels),
+               "power": {p.device: {"idle_w": p.idle_w, "busy_w": p.busy_w, "source": p.source} for p in result.power},
+               "wall_s": time.perf_counter() - t0}
+    if as_json:
+        _print_json(summary)
+        return
+    click.echo(f"profiled {', '.join(summary['devices'])} in {summary['wall_s']:.1f} s "
+               f"({summary['kernel_measurements']} kernel measurements, {result.mode} mode)")
+    for p in result.power:
+        click.echo(f"  power {p.device}: idle {p.idle_w:.0f} W, busy {p.busy_w:.0f} W ({p.source}, {p.method})")
+    click.echo(f"  wrote {written}")
+
+
 @cli.command("build-binary")
 @click.option("--device", required=True, help="OpenCL device to compile for, e.g. opencl:0:0.")
 @click.option("--descriptor", required=True, help="Descriptor of the device model (its [device] and [figures]).")
@@ -104,18 +149,19 @@ def build_binary(device: str, descriptor: str, out: str) -> None:
     from pearl.adapters.opencl.binary import build_binary as build
 
     binary, written = build(device, descriptor, out)
-    click.echo(f"binary: {binary}\ndescriptor: {written}\ntrain with: pearl train --device {device} --descriptor {written} ...")
+    click.echo(f"binary: {binary}\ndescriptor: {written}")
+    click.echo(f"train with: pearl train --device {device} --descriptor {written} ...")
 
 
 class _progress:
     """A tqdm bar on a terminal (stderr), nothing otherwise; called with the steps done so far."""
 
-    def __init__(self, total: int, enabled: bool, label: str) -> None:
+    def __init__(self, total: int, enabled: bool, label: str, unit: str = "step") -> None:
         self.bar = None
         if enabled and sys.stderr.isatty():
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, unit="step", desc=label, file=sys.stderr, dynamic_ncols=True)
+            self.bar = tqdm(total=total, unit=unit, desc=label, file=sys.stderr, dynamic_ncols=True)
 
     def __enter__(self) -> "_progress":
         return self

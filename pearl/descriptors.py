@@ -91,10 +91,11 @@ def load_descriptor(path: str | Path) -> DeviceDescriptor:
             raise DescriptorError(f"{where}: field 'figures.{name}' must be >= 0, got {value}")
         figures[name] = float(value)
     if figures["peak_w"] < figures["idle_w"]:
-        raise DescriptorError(f"{where}: field 'figures.peak_w' ({figures['peak_w']}) is below idle_w ({figures['idle_w']})")
+        raise DescriptorError(f"{where}: field 'figures.peak_w' ({figures['peak_w']}) is below "
+                              f"idle_w ({figures['idle_w']})")
     binary = _binary(data["binary"], path) if "binary" in data else None
-    return DeviceDescriptor(path, kind, _text(device, "vendor", where, "device"), _text(device, "model", where, "device"),
-                            tuple(match), figures, binary)
+    return DeviceDescriptor(path, kind, _text(device, "vendor", where, "device"),
+                            _text(device, "model", where, "device"), tuple(match), figures, binary)
 
 
 def _binary(table: object, path: Path) -> BinarySpec:

@@ -17,7 +17,8 @@ def make_env(env_id: str) -> gym.Env:
         return gym.make(env_id)
     except gym.error.Error as exc:  # NameNotFound, VersionNotFound, DeprecatedEnv, ...
         close = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; `python -c 'import gymnasium; gymnasium.pprint_registry()'` lists them"
+        hint = (f"; did you mean {', '.join(close)}?" if close
+                else "; `python -c 'import gymnasium; gymnasium.pprint_registry()'` lists them")
         raise EnvError(f"unknown gymnasium environment {env_id!r}{hint}") from exc
 
 

@@ -98,7 +98,8 @@ def train(algo: str, env_id: str, *, device: str = "cpu", steps: int | None = No
     record = RunRecord(runs_dir, algo, env_id, seed)
     record.write("config.json", {
         "kind": "config", "algo": algo, "env": env_id, "seed": seed, "device": device,
-        "placement": placement.to_dict(), "threads": threads, "descriptor": descriptor, "preset": has_preset(algo, env_id),
+        "placement": placement.to_dict(), "threads": threads, "descriptor": descriptor,
+        "preset": has_preset(algo, env_id),
         "hyperparameters": config.to_dict(),
         "env_spec": asdict(spec), "pearl_version": __version__,
         "host": {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0]},

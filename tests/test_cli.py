@@ -79,8 +79,8 @@ def test_devices_table(capsys) -> None:
     (["frobnicate"], ["frobnicate"]),
 ])
 def test_user_errors_are_one_line_exit_2(capsys, tmp_path: Path, args: list[str], fragments: list[str]) -> None:
-    code, out, err = run_cli(capsys, *args, "--runs-dir", str(tmp_path)) if args[0] == "train" and "--nope" not in args \
-        else run_cli(capsys, *args)
+    takes_runs_dir = args[0] == "train" and "--nope" not in args
+    code, out, err = run_cli(capsys, *args, "--runs-dir", str(tmp_path)) if takes_runs_dir else run_cli(capsys, *args)
     assert_user_error(code, out, err, *fragments)
     assert not any(tmp_path.iterdir()), "a failed command must not leave a run record"
 

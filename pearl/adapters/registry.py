@@ -47,7 +47,8 @@ def discover_opencl() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
     try:
         platforms = cl.get_platforms()
     except cl.Error as exc:  # raised as "platform not found" when no ICD is installed
-        return [], [("opencl", f"no OpenCL platform found ({exc}); `pip install pocl-binary-distribution` adds a CPU one")]
+        return [], [("opencl", f"no OpenCL platform found ({exc}); "
+                               "`pip install pocl-binary-distribution` adds a CPU one")]
     devices = []
     for p, platform in enumerate(platforms):
         for d, dev in enumerate(platform.get_devices()):
@@ -91,7 +92,8 @@ def open_adapter(device_id: str, threads: int | None = None, descriptor: str | P
         try:
             from pearl.adapters.torch import TorchAdapter
         except ImportError as exc:
-            raise BackendMissing(f"{device_id} needs torch, which cannot be imported ({exc}); `pip install torch`") from None
+            raise BackendMissing(f"{device_id} needs torch, which cannot be imported ({exc}); "
+                                 "`pip install torch`") from None
         if descriptor is not None:
             raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device_id} builds nothing")
         return TorchAdapter(device_id, threads)

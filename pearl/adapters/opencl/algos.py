@@ -78,7 +78,8 @@ class CLDQNLearn(LearnKernel):
         self.updates += 1
         if self.updates % cfg.target_update_interval == 0:
             self.q_target.copy_from(self.q)
-        return LearnResult(td, {"losses/td_loss": DeviceMean(self.rt, loss), "losses/q_values": DeviceMean(self.rt, q_taken)})
+        return LearnResult(td, {"losses/td_loss": DeviceMean(self.rt, loss),
+                                "losses/q_values": DeviceMean(self.rt, q_taken)})
 
     def get_params(self) -> Params:
         return {**self.q.dump(), **self.q_target.dump()}

@@ -84,17 +84,20 @@ class DeviceMLP:
             if batch >= TILE:  # Y = X Wᵀ + b
                 self._gemm(acts[i], n_in, 1, layer.w, 1, n_in, acts[i + 1], batch, n_out, n_in, bias=layer.b, act=act)
             else:
-                self.rt.launch("linear_forward", batch * n_out, acts[i], layer.w, layer.b, acts[i + 1], n_in, n_out, act)
+                self.rt.launch("linear_forward", batch * n_out, acts[i], layer.w, layer.b, acts[i + 1], n_in, n_out,
+                               act)
         return acts
 
     def _gemm(self, a: cla.Array, sam: int, sak: int, b: cla.Array, sbk: int, sbn: int, c: cla.Array, m: int,
-              n: int, k: int, bias: cla.Array | None = None, act: int = ACT_NONE, mask: cla.Array | None = None) -> None:
+              n: int, k: int, bias: cla.Array | None = None, act: int = ACT_NONE,
+              mask: cla.Array | None = None) -> None:
         rounded = (-(-n // TILE) * TILE, -(-m // TILE) * TILE)
         self.rt.launch("gemm_tiled", rounded, a, sam, sak, b, sbk, sbn, c, m, n, k,
                        bias if bias is not None else c, int(bias is not None), act,
                        mask if mask is not None else c, int(mask is not None), local_size=(TILE, TILE))
 
-    def backward(self, acts: list[cla.Array], grad_out: cla.Array, batch: int, input_grad: bool = False) -> cla.Array | None:
+    def backward(self, acts: list[cla.Array], grad_out: cla.Array, batch: int,
+                 input_grad: bool = False) -> cla.Array | None:
         """Fill every layer's dw/db from d(loss)/d(output); return d(loss)/d(input) when asked.
 
         grad_out is modified in place when the output is tanh (its derivative is applied there).

@@ -68,7 +68,8 @@ def _check_device(device_id: str) -> str:
                              "(`pearl devices` lists this machine's devices)")
     count = torch.cuda.device_count()
     if int(tail) >= count:
-        raise DeviceError(f"{device_id} does not exist: this machine has {count} CUDA device(s), cuda:0..cuda:{count - 1}")
+        raise DeviceError(f"{device_id} does not exist: this machine has {count} CUDA device(s), "
+                          f"cuda:0..cuda:{count - 1}")
     return device_id
 
 

@@ -34,7 +34,8 @@ class TorchReplay(ReplayKernels):
             self.store = {k: torch.from_numpy(v) for k, v in self._host.items()}
         else:
             self._host = None
-            self.store = {k: torch.zeros(shape, dtype=_torch_dtype(dt), device=device) for k, (shape, dt) in shapes.items()}
+            self.store = {k: torch.zeros(shape, dtype=_torch_dtype(dt), device=device)
+                          for k, (shape, dt) in shapes.items()}
 
     @property
     def size(self) -> int:

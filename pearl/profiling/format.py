@@ -1,0 +1,315 @@
+"""The profile file, schema `pearl.profile/1`: everything measured (or modelled) about one machine.
+
+    {
+      "schema": "pearl.profile/1", "pearl_version": "0.1.0", "created": "2026-11-21T05:40:00+00:00",
+      "mode": "quick" | "full",
+      "host": {"node", "platform", "python", "cpu", "cores", "memory_bytes"},
+      "devices": [{"id", "kind", "adapter", "name", "lanes", "memory_bytes", "shares", "descriptor",
+                   "descriptor_matched", "source"}],
+      "workloads": [{"key", "algo", "env", "obs_dim", "action_dim", "hidden", "batch_size", "buffer_size"}],
+      "kernels": [{"workload", "kernel", "device", "batch", "median_s", "p10_s", "p90_s", "samples", "source"}],
+      "env_step": [{"env", "median_s", "p10_s", "p90_s", "samples", "source"}],
+      "transfers": [{"device", "direction", "latency_s", "bandwidth_bytes_per_s", "source"}],
+      "power": [{"device", "idle_w", "busy_w", "source", "method"}]
+    }
+
+- A workload key names the algorithm, env and network shapes (`dqn-CartPole-v1-o4-a2-h256x256`), so a
+  profile is reused only for the same shapes.
+- `shares`: devices with the same value run on the same physical resource (PoCL's CPU device and `cpu`
+  share "host-cpu"; `cpu` always carries "host-cpu"); the planner counts such a resource once.
+- `source` is "measured" or "modelled" on every figure; anything derived from a figure keeps its source.
+- `direction` is "h2d" or "d2h"; `method` is how power was obtained: "nvml", "rapl" or "descriptor".
+
+Loading validates every field and names the file and the field that is wrong. This module imports no
+hardware library.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pearl.errors import PearlError
+from pearl.kernels import KERNEL_NAMES
+
+SCHEMA = "pearl.profile/1"
+SCHEMA_NAME, SCHEMA_VERSION = SCHEMA.split("/")
+SOURCES = ("measured", "modelled")
+
+
+class ProfileError(PearlError):
+    """A profile file that is missing, truncated, not JSON, of another schema or version, or has a bad field."""
+
+
+@dataclass(frozen=True)
+class DeviceEntry:
+    id: str
+    kind: str
+    adapter: str
+    name: str
+    lanes: int
+    memory_bytes: int
+    source: str
+    shares: str | None = None
+    descriptor: str | None = None
+    descriptor_matched: bool = False
+
+
+@dataclass(frozen=True)
+class Workload:
+    key: str
+    algo: str
+    env: str
+    obs_dim: int
+    action_dim: int
+    hidden: tuple[int, ...]
+    batch_size: int
+    buffer_size: int
+
+
+@dataclass(frozen=True)
+class KernelTiming:
+    workload: str
+    kernel: str
+    device: str
+    batch: int
+    median_s: float
+    p10_s: float
+    p90_s: float
+    samples: int
+    source: str
+
+
+@dataclass(frozen=True)
+class EnvStepTiming:
+    env: str
+    median_s: float
+    p10_s: float
+    p90_s: float
+    samples: int
+    source: str
+
+
+@dataclass(frozen=True)
+class Transfer:
+    device: str
+    direction: str
+    latency_s: float
+    bandwidth_bytes_per_s: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Power:
+    device: str
+    idle_w: float
+    busy_w: float
+    source: str
+    method: str
+
+
+@dataclass
+class Profile:
+    pearl_version: str
+    created: str
+    mode: str
+    host: dict[str, Any]
+    devices: list[DeviceEntry] = field(default_factory=list)
+    workloads: list[Workload] = field(default_factory=list)
+    kernels: list[KernelTiming] = field(default_factory=list)
+    env_step: list[EnvStepTiming] = field(default_factory=list)
+    transfers: list[Transfer] = field(default_factory=list)
+    power: list[Power] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"schema": SCHEMA, **asdict(self)}
+        for w in out["workloads"]:
+            w["hidden"] = list(w["hidden"])
+        return out
+
+    def workload(self, key: str) -> Workload:
+        for w in self.workloads:
+            if w.key == key:
+                return w
+        raise KeyError(f"the profile has no workload {key!r}; it has {', '.join(w.key for w in self.workloads)}")
+
+    def device(self, device_id: str) -> DeviceEntry:
+        for d in self.devices:
+            if d.id == device_id:
+                return d
+        raise KeyError(f"the profile has no device {device_id!r}; it has {', '.join(d.id for d in self.devices)}")
+
+
+def workload_key(algo: str, env: str, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> str:
+    return f"{algo}-{env}-o{obs_dim}-a{action_dim}-h{'x'.join(str(h) for h in hidden)}"
+
+
+def save_profile(profile: Profile, path: str | Path) -> Path:
+    """Write atomically (temp file + rename): an interrupted run leaves no half-written profile."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(profile.to_dict(), f, indent=1)
+            f.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_profile(path: str | Path) -> Profile:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProfileError(f"{path}: no such profile; `pearl profile --out {path}` makes one") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"{path}: cannot read it ({exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProfileError(f"{path}: not valid JSON (truncated?) at line {exc.lineno}: {exc.msg}") from None
+    return parse_profile(data, str(path))
+
+
+def parse_profile(data: Any, where: str) -> Profile:
+    v = _Validator(where)
+    if not isinstance(data, dict):
+        v.fail("", "a JSON object")
+    schema = data.get("schema")
+    if not isinstance(schema, str) or "/" not in schema or schema.split("/")[0] != SCHEMA_NAME:
+        v.fail("schema", f"{SCHEMA!r}", schema)
+    if schema != SCHEMA:
+        raise ProfileError(f"{where}: field 'schema' is {schema!r}, a version this pearl cannot read "
+                           f"(it reads {SCHEMA!r}); re-run `pearl profile` or upgrade pearl")
+    mode = v.text(data, "mode")
+    if mode not in ("quick", "full"):
+        v.fail("mode", "'quick' or 'full'", mode)
+    host = data.get("host")
+    if not isinstance(host, dict):
+        v.fail("host", "an object")
+    profile = Profile(v.text(data, "pearl_version"), v.text(data, "created"), mode, host)
+    profile.devices = [DeviceEntry(v.text(d, "id", p), v.text(d, "kind", p), v.text(d, "adapter", p),
+                                   v.text(d, "name", p), v.integer(d, "lanes", p, 1),
+                                   v.integer(d, "memory_bytes", p, 0), v.source(d, p), v.optional_text(d, "shares", p),
+                                   v.optional_text(d, "descriptor", p), bool(d.get("descriptor_matched", False)))
+                       for p, d in v.items(data, "devices")]
+    profile.workloads = [Workload(v.text(w, "key", p), v.text(w, "algo", p), v.text(w, "env", p),
+                                  v.integer(w, "obs_dim", p, 1), v.integer(w, "action_dim", p, 1),
+                                  tuple(v.int_list(w, "hidden", p)), v.integer(w, "batch_size", p, 1),
+                                  v.integer(w, "buffer_size", p, 1))
+                         for p, w in v.items(data, "workloads")]
+    device_ids = {d.id for d in profile.devices}
+    workload_keys = {w.key for w in profile.workloads}
+    for p, k in v.items(data, "kernels"):
+        timing = KernelTiming(v.member(k, "workload", p, workload_keys), v.member(k, "kernel", p, set(KERNEL_NAMES)),
+                              v.member(k, "device", p, device_ids), v.integer(k, "batch", p, 1),
+                              *v.stats(k, p), v.source(k, p))
+        profile.kernels.append(timing)
+    profile.env_step = [EnvStepTiming(v.text(e, "env", p), *v.stats(e, p), v.source(e, p))
+                        for p, e in v.items(data, "env_step")]
+    profile.transfers = [Transfer(v.member(t, "device", p, device_ids), v.member(t, "direction", p, {"h2d", "d2h"}),
+                                  v.number(t, "latency_s", p), v.number(t, "bandwidth_bytes_per_s", p, positive=True),
+                                  v.source(t, p))
+                         for p, t in v.items(data, "transfers")]
+    profile.power = [Power(v.member(w, "device", p, device_ids), v.number(w, "idle_w", p), v.number(w, "busy_w", p),
+                           v.source(w, p), v.member(w, "method", p, {"nvml", "rapl", "descriptor"}))
+                     for p, w in v.items(data, "power")]
+    _reject_duplicates(profile, where)
+    return profile
+
+
+def _reject_duplicates(profile: Profile, where: str) -> None:
+    """One entry per device, workload, measurement, env, transfer direction and power figure."""
+    keyed = {
+        "devices": [d.id for d in profile.devices],
+        "workloads": [w.key for w in profile.workloads],
+        "kernels": [(k.workload, k.kernel, k.device, k.batch) for k in profile.kernels],
+        "env_step": [e.env for e in profile.env_step],
+        "transfers": [(t.device, t.direction) for t in profile.transfers],
+        "power": [p.device for p in profile.power],
+    }
+    for name, keys in keyed.items():
+        seen: set = set()
+        for i, key in enumerate(keys):
+            if key in seen:
+                raise ProfileError(f"{where}: field '{name}[{i}]' repeats an earlier entry {key!r}")
+            seen.add(key)
+
+
+class _Validator:
+    """Field checks whose errors name the file and the JSON path of the field."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def fail(self, path: str, expected: str, got: Any = ...) -> None:
+        shown = "" if got is ... else f", got {got!r}"
+        raise ProfileError(f"{self.where}: field '{path or '<top>'}' must be {expected}{shown}")
+
+    def items(self, data: dict, name: str):
+        value = data.get(name, [])
+        if not isinstance(value, list):
+            self.fail(name, "a list")
+        for i, item in enumerate(value):
+            if not isinstance(item, dict):
+                self.fail(f"{name}[{i}]", "an object")
+            yield f"{name}[{i}]", item
+
+    def text(self, d: dict, key: str, prefix: str = "") -> str:
+        value = d.get(key)
+        if not isinstance(value, str) or not value:
+            self.fail(_join(prefix, key), "a non-empty string", value)
+        return value
+
+    def optional_text(self, d: dict, key: str, prefix: str) -> str | None:
+        value = d.get(key)
+        if value is not None and not isinstance(value, str):
+            self.fail(_join(prefix, key), "a string or null", value)
+        return value
+
+    def integer(self, d: dict, key: str, prefix: str, minimum: int) -> int:
+        value = d.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            self.fail(_join(prefix, key), f"an integer >= {minimum}", value)
+        return value
+
+    def int_list(self, d: dict, key: str, prefix: str) -> list[int]:
+        value = d.get(key)
+        if not isinstance(value, list) or not value or not all(isinstance(x, int) and x > 0 for x in value):
+            self.fail(_join(prefix, key), "a non-empty list of positive integers", value)
+        return value
+
+    def number(self, d: dict, key: str, prefix: str, positive: bool = False) -> float:
+        value = d.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0 \
+                or (positive and value == 0) or value == float("inf"):
+            self.fail(_join(prefix, key), "a positive number" if positive else "a number >= 0", value)
+        return float(value)
+
+    def stats(self, d: dict, prefix: str) -> tuple[float, float, float, int]:
+        median, p10, p90 = (self.number(d, k, prefix) for k in ("median_s", "p10_s", "p90_s"))
+        if not p10 <= median <= p90:
+            self.fail(_join(prefix, "median_s"), "between p10_s and p90_s", median)
+        return median, p10, p90, self.integer(d, "samples", prefix, 1)
+
+    def source(self, d: dict, prefix: str) -> str:
+        return self.member(d, "source", prefix, set(SOURCES))
+
+    def member(self, d: dict, key: str, prefix: str, allowed: set[str]) -> str:
+        value = d.get(key)
+        if value not in allowed:
+            self.fail(_join(prefix, key), f"one of {', '.join(sorted(allowed))}", value)
+        return value
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key

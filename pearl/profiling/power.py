@@ -1,0 +1,110 @@
+"""Power per device, in this order: NVML for NVIDIA GPUs, RAPL (/sys/class/powercap) for CPUs where it is
+readable, else the device descriptor's model idle + (peak − idle) × utilisation.
+
+Measured figures carry source "measured" and the method; descriptor figures carry "modelled". The profiler
+reports idle power and busy power (all lanes busy); the planner scales between them by utilisation.
+"""
+
+from __future__ import annotations
+
+import glob
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from pearl.descriptors import DeviceDescriptor
+
+
+@dataclass(frozen=True)
+class PowerReading:
+    idle_w: float
+    busy_w: float
+    source: str
+    method: str
+
+
+def from_descriptor(descriptor: DeviceDescriptor) -> PowerReading:
+    """The descriptor's model at utilisation 0 (idle) and 1 (busy)."""
+    return PowerReading(descriptor.figures["idle_w"], descriptor.figures["peak_w"], "modelled", "descriptor")
+
+
+def rapl_domains() -> list[Path]:
+    """Package-level RAPL energy counters that this process can read (root-only on Linux >= 5.10)."""
+    readable = []
+    for path in sorted(glob.glob("/sys/class/powercap/intel-rapl:*/energy_uj")):
+        if path.count(":") == 1:  # intel-rapl:N is a package; intel-rapl:N:M are its sub-domains
+            try:
+                int(Path(path).read_text())
+                readable.append(Path(path))
+            except (OSError, ValueError):
+                continue
+    return readable
+
+
+def _rapl_watts(domains: list[Path], work: Callable[[], None], seconds: float) -> float:
+    def energy() -> int:
+        return sum(int(p.read_text()) for p in domains)
+
+    e0, t0 = energy(), time.perf_counter()
+    deadline = t0 + seconds
+    while time.perf_counter() < deadline:
+        work()
+    e1, t1 = energy(), time.perf_counter()
+    if e1 < e0:  # the counter wrapped; one more window is cheaper than reading max_energy_range_uj
+        return _rapl_watts(domains, work, seconds)
+    return (e1 - e0) / 1e6 / (t1 - t0)
+
+
+def rapl(busy: Callable[[], None], seconds: float) -> PowerReading | None:
+    """CPU package power idle (sleeping) and busy (running busy() repeatedly), or None when unreadable."""
+    domains = rapl_domains()
+    if not domains:
+        return None
+    idle = _rapl_watts(domains, lambda: time.sleep(0.01), seconds)
+    loaded = _rapl_watts(domains, busy, seconds)
+    return PowerReading(idle, max(idle, loaded), "measured", "rapl")
+
+
+def nvml(index: int, busy: Callable[[], None], seconds: float) -> PowerReading | None:
+    """GPU board power idle and while busy() runs, sampled every 20 ms, or None without NVML."""
+    try:
+        import pynvml  # nvidia-ml-py
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        read = lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0  # noqa: E731 - milliwatts to watts
+        idle = _mean_while(read, lambda: time.sleep(0.01), seconds)
+        loaded = _mean_while(read, busy, seconds)
+        return PowerReading(idle, max(idle, loaded), "measured", "nvml")
+    except pynvml.NVMLError:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
+
+
+def _mean_while(read: Callable[[], float], work: Callable[[], None], seconds: float) -> float:
+    samples: list[float] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            samples.append(read())
+            stop.wait(0.02)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    deadline = time.perf_counter() + seconds
+    try:
+        while time.perf_counter() < deadline:
+            work()
+    finally:
+        stop.set()
+        thread.join()
+    return sum(samples) / max(1, len(samples))

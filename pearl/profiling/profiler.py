@@ -1,0 +1,314 @@
+"""`pearl profile`: measure every kernel × every adapter that implements it × a grid of batch sizes, for
+the DQN and DDPG presets, plus env stepping, host↔device transfers and power, into a `Profile`.
+
+What is measured, per workload (algorithm preset with its network shapes) and device:
+- act: n observations (n = environments an actor steps), the preset's exploration;
+- replay_insert: m transitions into the preset's buffer, pre-filled so inserts wrap nothing unusual;
+- replay_sample: b transitions (uniform, as the presets train);
+- learn: one update on a batch already resident on the device (sampled, untimed, before the call);
+- priority_update: the TD errors of one learn call into a *prioritized* replay (uniform replay makes it a
+  no-op, so its cost only exists with priorities).
+Each figure follows pearl.profiling.timing.measure. Transfers: a 4-byte copy gives the latency, a large one
+the bandwidth. Power: NVML, RAPL, else the device's descriptor (modelled). Devices that run on the same
+physical resource (PoCL's CPU device and `cpu`) are marked with the same `shares` value and get the same
+power figures, since they are one resource.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from dataclasses import dataclass
+from functools import partial
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import gymnasium as gym
+import numpy as np
+
+from pearl import __version__
+from pearl.adapters import Adapter, DeviceInfo, LearnKernel, ReplayKernels, discover, open_adapter
+from pearl.algos import OffPolicyConfig, preset
+from pearl.algos.params import init_params
+from pearl.descriptors import DEVICES_DIR, DeviceDescriptor, load_descriptor
+from pearl.envs import env_spec
+from pearl.errors import ConfigError, DeviceError
+from pearl.kernels import DEVICE_KERNELS
+from pearl.profiling import power
+from pearl.profiling.format import (DeviceEntry, EnvStepTiming, KernelTiming, Power, Profile, Transfer, Workload,
+                                    workload_key)
+from pearl.profiling.timing import Stats, measure
+from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
+
+#: The presets profiled for each --algo.
+PRESET_ENVS = {"dqn": "CartPole-v1", "ddpg": "Pendulum-v1"}
+HOST_RESOURCE = "host-cpu"
+GENERIC_CPU_DESCRIPTOR = "generic-x86-server-cpu.toml"
+
+
+@dataclass(frozen=True)
+class Grid:
+    act: tuple[int, ...]
+    insert: tuple[int, ...]
+    batch_factors: tuple[float, ...]  # sample / learn / priority_update batches, as multiples of the preset's
+    min_time: float
+    warmup: int
+    min_samples: int
+    prefill: int
+    transfer_bytes: int
+    power_seconds: float
+
+
+GRIDS = {
+    "quick": Grid(act=(1, 8, 32), insert=(1, 8, 32), batch_factors=(0.5, 1.0, 2.0), min_time=0.03, warmup=2,
+                  min_samples=3, prefill=2_000, transfer_bytes=1 << 22, power_seconds=0.5),
+    "full": Grid(act=(1, 2, 4, 8, 16, 32, 64), insert=(1, 4, 16, 64, 256), batch_factors=(0.25, 0.5, 1.0, 2.0, 4.0),
+                 min_time=0.3, warmup=5, min_samples=10, prefill=20_000, transfer_bytes=1 << 26, power_seconds=2.0),
+}
+
+
+@dataclass
+class ProfileOptions:
+    quick: bool = False
+    algos: tuple[str, ...] = ("dqn", "ddpg")
+    devices: tuple[str, ...] | None = None  # default: every usable device found
+    what_if: tuple[str, ...] = ()
+    descriptors_dir: Path = DEVICES_DIR
+
+
+@dataclass
+class _Target:
+    info: DeviceInfo
+    adapter: Adapter
+    entry: DeviceEntry
+    descriptor: DeviceDescriptor | None
+
+
+def plan_devices(options: ProfileOptions) -> list[DeviceInfo]:
+    found = {d.id: d for d in discover().devices if d.usable and "accelerator" not in d.note}
+    if options.devices is None:
+        return list(found.values())
+    missing = [d for d in options.devices if d not in found]
+    if missing:
+        raise DeviceError(f"cannot profile {', '.join(missing)}: not found on this machine "
+                          f"(found: {', '.join(found)}); `pearl devices` lists them")
+    return [found[d] for d in options.devices]
+
+
+def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None = None) -> Profile:
+    """Measure this machine; progress(label) is called once per measurement."""
+    grid = GRIDS["quick" if options.quick else "full"]
+    for algo in options.algos:
+        if algo not in PRESET_ENVS:
+            raise ConfigError(f"unknown --algo {algo!r}; choose dqn, ddpg or all")
+    what_if = [load_descriptor(p) for p in options.what_if]  # a bad descriptor fails before any measuring
+    descriptors = _known_descriptors(options.descriptors_dir)
+    note = progress or (lambda _label: None)
+    profile = Profile(__version__, datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                      "quick" if options.quick else "full", _host())
+    targets = [_target(info, descriptors) for info in plan_devices(options)]
+    profile.devices = [t.entry for t in targets]
+    for algo in options.algos:
+        config, spec = preset(algo, PRESET_ENVS[algo]), env_spec(PRESET_ENVS[algo])
+        workload = _workload(config, spec)
+        profile.workloads.append(workload)
+        profile.env_step.append(_env_step(spec.env_id, grid))
+        note(f"env_step {spec.env_id}")
+        for target in targets:
+            profile.kernels += _kernels(target, workload, config, spec, grid, note)
+    for target in targets:
+        profile.transfers += _transfers(target, grid)
+        note(f"transfers {target.info.id}")
+    profile.power = _power(targets, profile, grid)
+    for descriptor in what_if:
+        from pearl.profiling.whatif import add_what_if  # the roofline model, for devices that are absent
+
+        add_what_if(profile, descriptor, grid)
+        note(f"what-if {descriptor.model}")
+    return profile
+
+
+def count_measurements(options: ProfileOptions) -> int:
+    grid = GRIDS["quick" if options.quick else "full"]
+    per_device = len(grid.act) + len(grid.insert) + 3 * len(grid.batch_factors)
+    devices = len(plan_devices(options))
+    return len(options.algos) * (1 + devices * per_device) + devices + len(options.what_if)
+
+
+# --------------------------------------------------------------------------- devices and descriptors
+def _known_descriptors(folder: Path) -> list[DeviceDescriptor]:
+    return [load_descriptor(p) for p in sorted(Path(folder).glob("*.toml"))] if Path(folder).is_dir() else []
+
+
+def _match(info: DeviceInfo, descriptors: list[DeviceDescriptor]) -> tuple[DeviceDescriptor | None, bool]:
+    """The descriptor whose longest `match` string occurs in the device name (so "pthread-AMD EPYC 7763" is the
+    EPYC, not any PoCL device); else the generic CPU one for CPUs (matched=False)."""
+    best, best_len = None, 0
+    for d in descriptors:
+        if d.binary is not None:  # a board binary's descriptor describes a build, not a device model
+            continue
+        hits = [m for m in d.match if m.lower() in info.name.lower()]
+        if hits and max(map(len, hits)) > best_len:
+            best, best_len = d, max(map(len, hits))
+    if best is not None:
+        return best, True
+    if info.kind == "cpu" or "cpu," in info.note:
+        generic = [d for d in descriptors if d.source.name == GENERIC_CPU_DESCRIPTOR]
+        return (generic[0] if generic else None), False
+    return None, False
+
+
+def _target(info: DeviceInfo, descriptors: list[DeviceDescriptor]) -> _Target:
+    descriptor, matched = _match(info, descriptors)
+    on_host = info.kind == "cpu" or (info.kind == "opencl" and "cpu," in info.note)
+    entry = DeviceEntry(info.id, info.kind, info.adapter, info.name, info.lanes, info.memory_bytes, "measured",
+                        HOST_RESOURCE if on_host else None, descriptor.source.name if descriptor else None, matched)
+    return _Target(info, open_adapter(info.id, threads=1), entry, descriptor)
+
+
+def _host() -> dict:
+    from pearl.adapters.torch.adapter import cpu_lanes, cpu_name, host_memory_bytes
+
+    return {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0],
+            "cpu": cpu_name(), "cores": cpu_lanes(), "memory_bytes": host_memory_bytes()}
+
+
+def _workload(config: OffPolicyConfig, spec: EnvSpec) -> Workload:
+    key = workload_key(config.algo, spec.env_id, spec.obs_dim, spec.action_dim, tuple(config.hidden))
+    return Workload(key, config.algo, spec.env_id, spec.obs_dim, spec.action_dim, tuple(config.hidden),
+                    config.batch_size, config.buffer_size)
+
+
+# --------------------------------------------------------------------------- kernels
+def _random_transitions(spec: EnvSpec, m: int, rng: np.random.Generator) -> TransitionBatch:
+    action = (rng.integers(0, spec.action_dim, m) if spec.discrete
+              else rng.uniform(-1, 1, (m, spec.action_dim)).astype(np.float32))
+    obs = rng.normal(size=(m, spec.obs_dim)).astype(np.float32)
+    return TransitionBatch(obs, action, rng.normal(size=m).astype(np.float32),
+                           rng.normal(size=(m, spec.obs_dim)).astype(np.float32),
+                           (rng.random(m) < 0.05).astype(np.float32))
+
+
+def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec, grid: Grid,
+             note: Callable[[str], None]) -> list[KernelTiming]:
+    adapter, device, rng = target.adapter, target.info.id, np.random.default_rng(0)
+    sync = adapter.synchronize
+    out: list[KernelTiming] = []
+
+    def record(kernel: str, batch: int, stats: Stats) -> None:
+        out.append(KernelTiming(workload.key, kernel, device, batch, stats.median_s, stats.p10_s, stats.p90_s,
+                                stats.samples, "measured"))
+        note(f"{kernel} {device} b={batch}")
+
+    timing = {"min_time": grid.min_time, "warmup": grid.warmup, "min_samples": grid.min_samples}
+    params = init_params(config, spec, seed=0)
+    explore = config.epsilon(config.total_steps) if config.algo == "dqn" else config.action_noise
+    act = adapter.make_act(config, spec, params, seed=0)
+    for n in grid.act:
+        obs = rng.normal(size=(n, spec.obs_dim)).astype(np.float32)
+        record("act", n, measure(partial(act.act, obs, explore), sync, **timing))
+
+    replays = {p: adapter.make_replay(config.replace(prioritized=p), spec, seed=0) for p in (False, True)}
+    for replay in replays.values():
+        for start in range(0, grid.prefill, 1000):
+            replay.insert(_random_transitions(spec, min(1000, grid.prefill - start), rng))
+    uniform, prioritized = replays[False], replays[True]
+    for m in grid.insert:
+        transitions = _random_transitions(spec, m, rng)
+        record("replay_insert", m, measure(partial(uniform.insert, transitions), sync, **timing))
+
+    learner = adapter.make_learn(config, spec, params)
+    for b in sorted({max(2, int(round(config.batch_size * f))) for f in grid.batch_factors}):
+        record("replay_sample", b, measure(partial(uniform.sample, b, 0.4), sync, **timing))
+        batch = uniform.sample(b, 0.4)
+        record("learn", b, measure(partial(learner.learn, batch), sync, **timing))
+        record("priority_update", b, _time_priority_update(prioritized, learner, b, sync, timing))
+    assert {k.kernel for k in out} == set(DEVICE_KERNELS)
+    return out
+
+
+def _time_priority_update(replay: ReplayKernels, learner: LearnKernel, batch_size: int, sync: Callable[[], None],
+                          timing: dict) -> Stats:
+    """Time update_priorities alone; each call gets fresh TD errors from an untimed sample + learn."""
+    pending: list[PriorityUpdate] = []
+
+    def learn_on_a_fresh_batch() -> None:
+        sampled = replay.sample(batch_size, 0.4)
+        pending[:] = [PriorityUpdate(sampled.indices, learner.learn(sampled).td_errors)]
+
+    return measure(lambda: replay.update_priorities(pending[0]), sync, setup=learn_on_a_fresh_batch, **timing)
+
+
+def _env_step(env_id: str, grid: Grid) -> EnvStepTiming:
+    env = gym.make(env_id)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+
+    def step() -> None:
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            env.reset()
+
+    stats = measure(step, lambda: None, min_time=grid.min_time, warmup=grid.warmup, min_samples=grid.min_samples)
+    env.close()
+    return EnvStepTiming(env_id, stats.median_s, stats.p10_s, stats.p90_s, stats.samples, "measured")
+
+
+# --------------------------------------------------------------------------- transfers and power
+def _transfers(target: _Target, grid: Grid) -> list[Transfer]:
+    """Latency from a 4-byte copy, bandwidth from a large one (its time less the latency)."""
+    adapter = target.adapter
+    if target.info.id == "cpu":
+        return []  # the host itself
+    timing = {"min_time": grid.min_time, "warmup": grid.warmup, "min_samples": grid.min_samples}
+    small, large = np.zeros(1, np.float32), np.zeros(grid.transfer_bytes // 4, np.float32)
+    out = []
+    for direction in ("h2d", "d2h"):
+        if direction == "h2d":
+            lat = measure(partial(adapter.from_host, small), adapter.synchronize, **timing)
+            big = measure(partial(adapter.from_host, large), adapter.synchronize, **timing)
+        else:
+            lat = measure(partial(adapter.to_host, adapter.from_host(small)), adapter.synchronize, **timing)
+            big = measure(partial(adapter.to_host, adapter.from_host(large)), adapter.synchronize, **timing)
+        bandwidth = large.nbytes / max(big.median_s - lat.median_s, 1e-9)
+        out.append(Transfer(target.info.id, direction, lat.median_s, bandwidth, "measured"))
+    return out
+
+
+def _power(targets: list[_Target], profile: Profile, grid: Grid) -> list[Power]:
+    readings: dict[str, power.PowerReading] = {}
+    for t in targets:
+        shared = next((readings[o.info.id] for o in targets
+                       if o.info.id in readings and t.entry.shares and o.entry.shares == t.entry.shares), None)
+        reading = shared or _read_power(t, grid)
+        if reading is not None:
+            readings[t.info.id] = reading
+    return [Power(d, r.idle_w, r.busy_w, r.source, r.method) for d, r in readings.items()]
+
+
+def _read_power(target: _Target, grid: Grid) -> power.PowerReading | None:
+    busy = _busy_loop(target)
+    measured = None
+    if target.info.kind == "cuda":
+        measured = power.nvml(int(target.info.id.split(":")[1]), busy, grid.power_seconds)
+    elif target.info.kind == "cpu":
+        measured = power.rapl(busy, grid.power_seconds)
+    if measured is not None:
+        return measured
+    return power.from_descriptor(target.descriptor) if target.descriptor is not None else None
+
+
+def _busy_loop(target: _Target) -> Callable[[], None]:
+    """Keep the device busy with the DQN preset's learn (a representative dense load)."""
+    config, spec = preset("dqn", "CartPole-v1"), env_spec("CartPole-v1")
+    adapter, rng = target.adapter, np.random.default_rng(1)
+    replay = adapter.make_replay(config.replace(buffer_size=4096), spec, seed=1)
+    replay.insert(_random_transitions(spec, 4096, rng))
+    learner = adapter.make_learn(config, spec, init_params(config, spec, seed=1))
+
+    def busy() -> None:
+        learner.learn(replay.sample(config.batch_size, 0.4))
+        adapter.synchronize()
+
+    return busy

@@ -1,0 +1,200 @@
+"""pearl profile: what it measures, the file it writes, and every bad input it can be given."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pearl.cli import main
+from pearl.kernels import DEVICE_KERNELS
+from pearl.profiling.format import ProfileError, load_profile, save_profile
+from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+@pytest.fixture(scope="module")
+def cpu_profile():
+    return run_profile(ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",)))
+
+
+def test_every_device_kernel_is_measured_at_every_grid_point(cpu_profile) -> None:
+    kernels = {(k.kernel, k.batch) for k in cpu_profile.kernels if k.device == "cpu"}
+    assert {k for k, _ in kernels} == set(DEVICE_KERNELS)
+    assert {b for k, b in kernels if k == "learn"} == {32, 64, 128}  # the preset's 64 halved and doubled
+    for k in cpu_profile.kernels:
+        assert 0 < k.p10_s <= k.median_s <= k.p90_s and k.samples >= 3 and k.source == "measured"
+    assert cpu_profile.env_step[0].env == "CartPole-v1" and cpu_profile.env_step[0].median_s > 0
+    assert cpu_profile.workloads[0].key == "dqn-CartPole-v1-o4-a2-h256x256"
+
+
+def test_profile_file_round_trips(cpu_profile, tmp_path) -> None:
+    path = save_profile(cpu_profile, tmp_path / "p.json")
+    assert load_profile(path) == cpu_profile
+    assert json.loads(path.read_text())["schema"] == "pearl.profile/1"
+
+
+def test_count_matches_what_is_measured(cpu_profile) -> None:
+    labels: list[str] = []
+    options = ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",))
+    run_profile(options, labels.append)
+    assert len(labels) == count_measurements(options)
+
+
+def test_opencl_device_shares_the_host_cores(tmp_path) -> None:
+    from opencl_support import first_opencl_device
+
+    device = first_opencl_device()
+    profile = run_profile(ProfileOptions(quick=True, algos=("dqn",), devices=("cpu", device)))
+    entries = {d.id: d for d in profile.devices}
+    if "cpu" in entries[device].name.lower() or entries[device].shares:
+        assert entries[device].shares == entries["cpu"].shares == "host-cpu"
+    assert {(k.kernel, k.device) for k in profile.kernels} >= {(k, d) for k in DEVICE_KERNELS for d in ("cpu", device)}
+    directions = {t.direction for t in profile.transfers if t.device == device}
+    assert directions == {"h2d", "d2h"}
+    assert all(t.bandwidth_bytes_per_s > 0 for t in profile.transfers)
+
+
+def test_cli_writes_the_profile_and_a_json_summary(capsys, tmp_path) -> None:
+    out = tmp_path / "p.json"
+    code, stdout, err = run_cli(capsys, "profile", "--quick", "--algo", "dqn", "--device", "cpu", "--out", str(out),
+                                "--json")
+    assert code == 0, err
+    summary = json.loads(stdout)
+    assert summary["profile"] == str(out) and summary["kernel_measurements"] == 15
+    assert load_profile(out).mode == "quick"
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--algo", "ppo"], "--algo"),
+    (["--device", "tpu:0"], "tpu:0"),
+    (["--what-if", "no/such/descriptor.toml"], "no such device descriptor"),
+])
+def test_bad_arguments_are_one_line_and_write_nothing(capsys, tmp_path, args: list[str], fragment: str) -> None:
+    out = tmp_path / "p.json"
+    code, _, err = run_cli(capsys, "profile", "--quick", "--out", str(out), *args)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and fragment in err
+    assert not out.exists()
+
+
+def test_interrupted_write_leaves_no_file(cpu_profile, tmp_path, monkeypatch) -> None:
+    import pearl.profiling.format as fmt
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fmt.json, "dump", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        save_profile(cpu_profile, tmp_path / "p.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_interrupted_profiling_writes_nothing(capsys, tmp_path, monkeypatch) -> None:
+    import pearl.profiling.profiler as profiler
+
+    def interrupt(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(profiler, "_env_step", interrupt)
+    code, _, err = run_cli(capsys, "profile", "--quick", "--algo", "dqn", "--device", "cpu",
+                           "--out", str(tmp_path / "p.json"))
+    assert code == 130 and "interrupted" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- loading bad profile files
+@pytest.fixture()
+def good_file(cpu_profile, tmp_path) -> Path:
+    return save_profile(cpu_profile, tmp_path / "good.json")
+
+
+def rewrite(path: Path, change) -> Path:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_missing_profile(tmp_path) -> None:
+    with pytest.raises(ProfileError, match="no such profile"):
+        load_profile(tmp_path / "nope.json")
+
+
+def test_truncated_profile(good_file) -> None:
+    text = good_file.read_text()
+    good_file.write_text(text[: len(text) // 2])
+    with pytest.raises(ProfileError, match="not valid JSON"):
+        load_profile(good_file)
+
+
+def test_not_json(good_file) -> None:
+    good_file.write_bytes(b"\x89PNG\r\n")
+    with pytest.raises(ProfileError):
+        load_profile(good_file)
+
+
+def test_wrong_schema(good_file) -> None:
+    rewrite(good_file, lambda d: d.update(schema="pearl.plan/1"))
+    with pytest.raises(ProfileError, match="'schema'"):
+        load_profile(good_file)
+
+
+def test_future_version(good_file) -> None:
+    rewrite(good_file, lambda d: d.update(schema="pearl.profile/2"))
+    with pytest.raises(ProfileError, match="version this pearl cannot read"):
+        load_profile(good_file)
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    (lambda d: d["kernels"][0].update(median_s=-1.0), "kernels[0].median_s"),
+    (lambda d: d["kernels"][0].update(device="cuda:7"), "kernels[0].device"),
+    (lambda d: d["kernels"][0].update(kernel="teleport"), "kernels[0].kernel"),
+    (lambda d: d["kernels"][0].pop("samples"), "kernels[0].samples"),
+    (lambda d: d["devices"][0].update(lanes=0), "devices[0].lanes"),
+    (lambda d: d["kernels"][0].update(source="guessed"), "kernels[0].source"),
+    (lambda d: d.update(mode="slow"), "mode"),
+])
+def test_bad_fields_are_named(good_file, change, field: str) -> None:
+    rewrite(good_file, change)
+    with pytest.raises(ProfileError) as exc:
+        load_profile(good_file)
+    assert str(good_file) in str(exc.value) and f"'{field}'" in str(exc.value)
+
+
+def test_what_if_a100_adds_modelled_cuda_entries(capsys, tmp_path) -> None:
+    from pearl.adapters.torch import TorchAdapter
+
+    descriptor = Path(__file__).resolve().parent.parent / "devices" / "nvidia-a100-sxm4-80gb.toml"
+    out = tmp_path / "p.json"
+    code, _, err = run_cli(capsys, "profile", "--quick", "--algo", "dqn", "--device", "cpu", "--what-if",
+                           str(descriptor), "--out", str(out))
+    assert code == 0, err
+    profile = load_profile(out)
+    device = profile.device("whatif:nvidia-a100-sxm4-80gb")
+    assert (device.kind, device.adapter, device.source) == ("cuda", "torch", "modelled")
+    entries = [k for k in profile.kernels if k.device == device.id]
+    assert {k.kernel for k in entries} == set(TorchAdapter.implements)
+    assert all(k.source == "modelled" and k.median_s > 0 for k in entries)
+    measured_batches = {(k.kernel, k.batch) for k in profile.kernels if k.device == "cpu"}
+    assert {(k.kernel, k.batch) for k in entries} == measured_batches  # costed at the measured grid
+    assert {p.device: p.source for p in profile.power}[device.id] == "modelled"
+
+
+def test_cost_model_reads_a_measured_profile(cpu_profile) -> None:
+    from pearl.costmodel import CostModel
+
+    model = CostModel(cpu_profile)
+    workload = cpu_profile.workloads[0].key
+    for kernel in DEVICE_KERNELS:
+        batches = model.batches(kernel, "cpu", workload)
+        inside = model.kernel_time(kernel, "cpu", workload, batches[0] + 1)
+        assert not inside.extrapolated and inside.source == "measured" and inside.seconds > 0
+        beyond = model.kernel_time(kernel, "cpu", workload, batches[-1] * 4)
+        assert beyond.extrapolated and beyond.seconds >= model.kernel_time(kernel, "cpu", workload, batches[-1]).seconds
