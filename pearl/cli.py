@@ -137,6 +137,40 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], w
     click.echo(f"  wrote {written}")
 
 
+@cli.command()
+@click.option("--profile", "profile_path", required=True, help="Profile file written by `pearl profile`.")
+@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), required=True, help="Algorithm to plan for.")
+@click.option("--env", "env_id", required=True, help="Gymnasium environment id (the preset's shapes).")
+@click.option("--objective", type=click.Choice(["throughput", "perf-per-watt"]), default="throughput",
+              show_default=True, help="Maximise env steps per second, or env steps per joule.")
+@click.option("--out", default="plan.json", show_default=True, help="Plan file to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
+def plan(profile_path: str, algo: str, env_id: str, objective: str, out: str, as_json: bool) -> None:
+    """Solve the placement integer program on a profile and write a deployment plan."""
+    from pearl.planner.make import make_plan
+    from pearl.planner.plan import save_plan
+
+    result = make_plan(profile_path, algo, env_id, objective)
+    written = save_plan(result, out)
+    if as_json:
+        _print_json({"plan": str(written), **result.to_dict()})
+        return
+    p = result.predicted
+    joules = f"{p['env_steps_per_joule']:.1f} env steps/J" if p.get("env_steps_per_joule") else "energy unknown"
+    click.echo(f"{algo} on {env_id}, objective {objective}: plan written to {written}")
+    click.echo("  " + ", ".join(f"{k} → {v}" for k, v in result.mapping.items()) +
+               f"; {result.actors} actor(s) × {result.envs_per_actor} env(s)")
+    click.echo(f"  predicted {p['env_steps_per_s']:,.0f} env steps/s, {p['updates_per_s']:,.0f} updates/s, "
+               f"{p['power_w']:.0f} W, {joules} (timings {p['source']}, power {p['power_source']})")
+    click.echo(f"  bottleneck: {result.bottleneck}")
+    for b in result.baselines:
+        if b["feasible"]:
+            click.echo(f"  all on {b['device']}: {b['env_steps_per_s']:,.0f} env steps/s "
+                       f"(the plan is {b['speedup']:.2f}× that)")
+        else:
+            click.echo(f"  all on {b['device']}: not feasible")
+
+
 @cli.command("build-binary")
 @click.option("--device", required=True, help="OpenCL device to compile for, e.g. opencl:0:0.")
 @click.option("--descriptor", required=True, help="Descriptor of the device model (its [device] and [figures]).")

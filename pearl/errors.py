@@ -30,3 +30,11 @@ class BackendMissing(DeviceError):
 
 class RunDirError(PearlError):
     """The runs folder cannot be created or written."""
+
+
+class PlanError(PearlError):
+    """A plan that cannot be made: missing measurements, a solver that stopped without a plan, a bad problem."""
+
+
+class PlanInfeasible(PlanError):
+    """No plan meets the constraints; the message names the constraint family that cannot be met."""

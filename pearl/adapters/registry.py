@@ -53,9 +53,10 @@ def discover_opencl() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
     for p, platform in enumerate(platforms):
         for d, dev in enumerate(platform.get_devices()):
             kind = _opencl_kind(cl, dev.type)
+            lanes = int(dev.max_compute_units) if kind == "cpu" else 1  # a CPU device's lanes are its cores
             devices.append(DeviceInfo(
                 f"opencl:{p}:{d}", "opencl", "opencl", f"{dev.name.strip()} ({platform.name.strip()})",
-                1, int(dev.global_mem_size),
+                lanes, int(dev.global_mem_size),
                 note=f"{kind}, {dev.max_compute_units} compute units, {dev.opencl_c_version.strip()}"
                      + ("; runs precompiled binaries: pass --descriptor" if kind == "accelerator" else "")))
     if not devices:

@@ -1,0 +1,127 @@
+"""From a cost model and an algorithm preset to the numbers of the planning problem (pearl/planner/problem.py).
+
+One iteration = one update and S = 1/ρ env steps. Per iteration, with e environments per actor (the preset's
+n_envs) and B the batch size:
+    act           (S/e) calls at batch e, on the act device (all actors together)
+    env_step      S steps on the host
+    replay_insert (S/e) calls of e transitions
+    replay_sample 1 call at batch B;  learn 1 call at B;  priority_update 1 call at B (0 for uniform replay)
+    actor period  (S/(n·e)) · (e · env step + act at batch e)       for n actor processes
+Edges: observations to act and actions back ((S/e) transfers of e rows), transitions to replay, the sampled
+batch to learn, TD errors back to replay, and policy weights to act every K updates.
+Memory: replay storage on the replay device; parameters (+ target, + Adam's two moments) on the learner's;
+the policy's parameters on act's. This module imports no torch and no pyopencl.
+"""
+
+from __future__ import annotations
+
+from pearl.algos import OffPolicyConfig, preset
+from pearl.algos.params import param_count
+from pearl.costmodel import CostModel
+from pearl.errors import PlanError
+from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Problem, Resource
+from pearl.profiling.format import Profile, workload_key
+from pearl.types import EnvSpec
+
+FLOAT = 4
+
+
+def preset_workload(algo: str, spec: EnvSpec) -> tuple[OffPolicyConfig, str]:
+    config = preset(algo, spec.env_id)
+    return config, workload_key(algo, spec.env_id, spec.obs_dim, spec.action_dim, tuple(config.hidden))
+
+
+def transition_bytes(spec: EnvSpec) -> int:
+    action = 8 if spec.discrete else FLOAT * spec.action_dim
+    return FLOAT * (2 * spec.obs_dim + 2) + action
+
+
+def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec) -> tuple[Problem, dict]:
+    """The problem, and facts the plan reports (S, B, the workload key, the host device)."""
+    config, key = preset_workload(algo, spec)
+    if key not in model.workloads():
+        raise PlanError(f"the profile has no measurements of {key}; run `pearl profile --algo {algo}` on this "
+                        "machine (profiles hold the presets' network shapes)")
+    host_device = "cpu"
+    if host_device not in model.devices():
+        raise PlanError("the profile has no `cpu` device: environments step on the host CPU")
+    steps = 1.0 / config.replay_ratio
+    batch, envs = config.batch_size, config.n_envs
+    step_s = model.env_step_time(spec.env_id).seconds
+
+    def t(kernel: str, device: str, size: int) -> float:
+        return model.kernel_time(kernel, device, key, size).seconds
+
+    def can(kernel: str, device: str) -> bool:
+        return bool(model.batches(kernel, device, key))
+
+    def tau(src: str, dst: str, nbytes: float) -> float:
+        return model.transfer_time(src, dst, int(nbytes)).seconds
+
+    devices = [d for d in model.devices() if any(can(k, d) for k in ("act", "learn", *REPLAY))]
+    resources = {}
+    for d in devices:
+        entry = profile.device(d)
+        r = model.resource(d)
+        power = _power(model, d)
+        lanes = max(entry.lanes, resources[r].lanes if r in resources else 1)
+        resources[r] = Resource(r, lanes, power[0], power[1])
+    cost: dict[tuple[str, str], float] = {}
+    for d in devices:
+        if all(can(k, d) for k in REPLAY):
+            cost[("replay_insert", d)] = (steps / envs) * t("replay_insert", d, envs)
+            cost[("replay_sample", d)] = t("replay_sample", d, batch)
+            cost[("priority_update", d)] = t("priority_update", d, batch) if config.prioritized else 0.0
+        if can("learn", d):
+            cost[("learn", d)] = t("learn", d, batch)
+    host_lanes = resources[model.resource(host_device)].lanes
+    options = [ActorOption(n, envs) for n in range(1, host_lanes + 1)]
+    act_cost, actor_period = {}, {}
+    for d in devices:
+        if can("act", d):
+            per_call = t("act", d, envs)
+            for a in options:
+                act_cost[(a, d)] = (steps / envs) * per_call
+                actor_period[(a, d)] = steps / (a.n * envs) * (envs * step_s + per_call)
+    edges = [Edge("observations", "env_step", "act"), Edge("transitions", "env_step", "replay_insert"),
+             Edge("batch", "replay_sample", "learn"), Edge("td_errors", "learn", "priority_update"),
+             Edge("weights", "learn", "act")]
+    obs_b, act_b = FLOAT * spec.obs_dim * envs, (8 if spec.discrete else FLOAT * spec.action_dim) * envs
+    params = param_count(config, spec)
+    policy_params = params if algo == "dqn" else sum(
+        a * b + b for a, b in zip([spec.obs_dim, *config.hidden], [*config.hidden, spec.action_dim]))
+    per_edge = {
+        "observations": lambda s, d: (steps / envs) * (tau(s, d, obs_b) + tau(d, s, act_b)),
+        "transitions": lambda s, d: (steps / envs) * tau(s, d, envs * transition_bytes(spec)),
+        "batch": lambda s, d: tau(s, d, batch * (transition_bytes(spec) + FLOAT)),
+        "td_errors": lambda s, d: tau(s, d, batch * FLOAT) if config.prioritized else 0.0,
+        "weights": lambda s, d: tau(s, d, policy_params * FLOAT) / config.weight_sync_interval,
+    }
+    transfer = {}
+    for e in edges:
+        for s in ([host_device] if e.src == "env_step" else devices):
+            for d in devices:
+                if s != d:
+                    seconds = per_edge[e.name](s, d)
+                    if seconds > 0:
+                        transfer[(e.name, s, d)] = seconds
+    memory = {}
+    for d in devices:
+        memory[("replay_insert", d)] = config.buffer_size * transition_bytes(spec)
+        memory[("learn", d)] = params * FLOAT * 4  # online + target + Adam's two moments
+        memory[("act", d)] = policy_params * FLOAT
+    problem = Problem(list(resources.values()), [Device(d, model.resource(d), profile.device(d).memory_bytes)
+                                                 for d in devices],
+                      model.resource(host_device), host_device, cost, act_cost, steps * step_s, actor_period, edges,
+                      transfer, memory, prefetch=True)
+    facts = {"workload": key, "steps_per_iteration": steps, "batch_size": batch, "envs_per_actor": envs,
+             "config": config}
+    return problem, facts
+
+
+def _power(model: CostModel, device: str) -> tuple[float, float]:
+    try:
+        p = model.power(device)
+    except KeyError:
+        return 0.0, 0.0  # unknown power: energy terms vanish; the plan reports the power source as missing
+    return p.idle_w, p.busy_w

@@ -1,0 +1,567 @@
+"""The integer program of pearl/planner/problem.py, solved with PuLP (HiGHS where installed, else CBC).
+
+    solve(problem, objective="throughput" | "perf-per-watt", period_bound=None, solver=None, time_limit=30.0)
+    pareto(problem, epsilons=(0, 0.05, 0.1, 0.2, 0.5, 1.0))       the energy/period front
+    evaluate(problem, placement, actors) -> (period, energy, binding) | None   one fixed placement
+
+Exact accounting (the program and `evaluate` share it; tests/test_planner_ilp.py re-states it for its oracle):
+    busy[r]     Σ cost of the replay kernels and learn on r, + act_cost[a, d(act)] if d(act) is on r,
+                + env_cost on the host, + each positive edge transfer once on the resource of each end
+                (once only when both ends sit on one resource); "env_step" is at problem.host_device
+    load[r]     busy[r] ≤ lanes(r)·P
+    role[name]  Σ its kernels' costs + transfers of the edges with exactly one end in the role ≤ P
+    actors      n ≤ lanes(host): one lane per actor process (roles share lanes through load and role)
+    actor_period[a]  actor_period[a, d(act)] ≤ P
+    latency     (no prefetch) sample + learn + priority update + the transfers sample→learn, learn→priority ≤ P
+    memory[d]   Σ memory of the kernels on d ≤ memory_bytes(d);  replay_same: the replay kernels share one device
+    P = the largest of these lower bounds; E = Σ_r idle_w·P + (busy_w − idle_w)·busy[r]/lanes(r).
+
+Both objectives are solved lexicographically: throughput minimises P, then E among the plans with that P;
+perf-per-watt minimises E, then P among the plans with that E (so every point of the front is non-dominated).
+Times are divided by the largest time in the problem and memory rows by the device's memory before PuLP sees
+them, so the solver's absolute tolerances (1e-7) stay small against the numbers. PuLP rewrites the characters
+``-+[] ->/`` in names, so every PuLP name is built from indices (``x_k1_d2``, ``load_r0``) and `_Model.names`
+maps constraint names back to the human labels (``load[cpu]``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import pulp
+
+from pearl.errors import ConfigError, PlanError, PlanInfeasible
+from pearl.planner.problem import PLACED, REPLAY, ROLES, ActorOption, Edge, Problem, Solution
+
+ENV = "env_step"  # the edge end that is not placed: it runs at problem.host_device
+ACT = "act"
+LEARN = "learn"
+OBJECTIVES = ("throughput", "perf-per-watt")
+SOLVERS = ("highs", "cbc")
+#: edges of the no-prefetch chain sample → learn → priority update
+CHAIN = (("replay_sample", LEARN), (LEARN, "priority_update"))
+_MIP_GAP_REL = 1e-9  # ask the solvers for a proof of optimality, not their defaults (HiGHS stops at 1e-4)
+_MIP_GAP_ABS = 1e-10
+_LEX_SLACK = 1e-9  # relative slack on the first objective while the second one is minimised
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# accounting of one fixed placement
+
+
+def _check(problem: Problem) -> None:
+    """Structural checks: every id the numbers refer to exists. Raises PlanError."""
+    resources = {r.id: r for r in problem.resources}
+    devices = {d.id: d for d in problem.devices}
+    if len(resources) != len(problem.resources):
+        raise PlanError("problem: two resources share one id")
+    if len(devices) != len(problem.devices):
+        raise PlanError("problem: two devices share one id")
+    for r in problem.resources:
+        if r.lanes < 1:
+            raise PlanError(f"problem: resource {r.id} has {r.lanes} lanes (needs at least 1)")
+        if r.idle_w < 0 or r.busy_w < 0:
+            raise PlanError(f"problem: resource {r.id} has negative power")
+    for d in problem.devices:
+        if d.resource not in resources:
+            raise PlanError(f"problem: device {d.id} is on unknown resource {d.resource}")
+    if problem.host not in resources:
+        raise PlanError(f"problem: the host resource {problem.host} is not among the resources")
+    if problem.host_device not in devices:
+        raise PlanError(f"problem: the host device {problem.host_device} is not among the devices")
+    for (k, d) in problem.cost:
+        if d not in devices:
+            raise PlanError(f"problem: cost of {k} on unknown device {d}")
+    for (a, d) in problem.act_cost:
+        if d not in devices:
+            raise PlanError(f"problem: act cost on unknown device {d}")
+        if (a, d) not in problem.actor_period:
+            raise PlanError(f"problem: no actor_period for {a.n} actors × {a.envs} envs with act on {d}")
+    for (_, d) in problem.memory:
+        if d not in devices:
+            raise PlanError(f"problem: memory need on unknown device {d}")
+    names = set()
+    for e in problem.edges:
+        if e.name in names:
+            raise PlanError(f"problem: two edges are named {e.name}")
+        names.add(e.name)
+        for end in (e.src, e.dst):
+            if end != ENV and end not in PLACED:
+                raise PlanError(f"problem: edge {e.name} ends at {end}, which is neither env_step nor a placed kernel")
+    for (name, d, d2) in problem.transfer:
+        if d not in devices or d2 not in devices:
+            raise PlanError(f"problem: transfer of {name} between unknown devices {d} → {d2}")
+
+
+def _kernel_cost(problem: Problem, k: str, d: str, a: ActorOption) -> float:
+    return problem.act_cost[(a, d)] if k == ACT else problem.cost[(k, d)]
+
+
+def _edge_transfer(problem: Problem, e: Edge, where: dict[str, str]) -> float:
+    src = problem.host_device if e.src == ENV else where[e.src]
+    dst = problem.host_device if e.dst == ENV else where[e.dst]
+    return problem.transfer.get((e.name, src, dst), 0.0)
+
+
+def _role_crossing(e: Edge, kernels: tuple[str, ...]) -> bool:
+    return (e.src in kernels) != (e.dst in kernels)
+
+
+def evaluate(
+    problem: Problem, placement: dict[str, str], actors: ActorOption
+) -> tuple[float, float, str] | None:
+    """(period P, energy per iteration E, binding constraint) of one placement, or None if it is infeasible.
+
+    `placement` maps every kernel of PLACED to a device id (an "env_step" entry, if any, is ignored). Infeasible:
+    a kernel on a device that does not implement it (or `actors` not offered with act there), the replay kernels
+    on different devices, memory over a device's capacity, or more actor processes than host lanes.
+    """
+    _check(problem)
+    missing = [k for k in PLACED if k not in placement]
+    if missing:
+        raise PlanError(f"placement lacks {', '.join(missing)}")
+    where = {k: placement[k] for k in PLACED}
+    for k, d in where.items():
+        allowed = (actors, d) in problem.act_cost if k == ACT else (k, d) in problem.cost
+        if not allowed:
+            return None
+    if len({where[k] for k in REPLAY}) != 1:
+        return None
+    for dev in problem.devices:
+        need = sum(problem.memory.get((k, dev.id), 0.0) for k in PLACED if where[k] == dev.id)
+        if need > dev.memory_bytes * (1 + 1e-9):
+            return None
+    if actors.n > problem.resource(problem.host).lanes:
+        return None
+
+    res_of = {d.id: d.resource for d in problem.devices}
+    busy = {r.id: 0.0 for r in problem.resources}
+    for k in PLACED:
+        busy[res_of[where[k]]] += _kernel_cost(problem, k, where[k], actors)
+    busy[problem.host] += problem.env_cost
+    for e in problem.edges:
+        t = _edge_transfer(problem, e, where)
+        if t > 0:
+            rs = res_of[problem.host_device if e.src == ENV else where[e.src]]
+            rd = res_of[problem.host_device if e.dst == ENV else where[e.dst]]
+            busy[rs] += t
+            if rd != rs:
+                busy[rd] += t
+
+    bounds: dict[str, float] = {}
+    for r in problem.resources:
+        bounds[f"load[{r.id}]"] = busy[r.id] / r.lanes
+    for name, kernels in ROLES.items():
+        work = sum(_kernel_cost(problem, k, where[k], actors) for k in kernels)
+        work += sum(_edge_transfer(problem, e, where) for e in problem.edges if _role_crossing(e, kernels))
+        bounds[f"role[{name}]"] = work
+    bounds["actor_period"] = problem.actor_period[(actors, where[ACT])]
+    if not problem.prefetch:
+        chain = sum(problem.cost[(k, where[k])] for k in ("replay_sample", LEARN, "priority_update"))
+        chain += sum(_edge_transfer(problem, e, where) for e in problem.edges if (e.src, e.dst) in CHAIN)
+        bounds["latency"] = chain
+    period = max(bounds.values())
+    binding = next(name for name, value in bounds.items() if value == period)
+    energy = sum(
+        r.idle_w * period + (r.busy_w - r.idle_w) * busy[r.id] / r.lanes for r in problem.resources
+    )
+    return period, energy, binding
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the program
+
+
+@dataclass
+class _Model:
+    lp: pulp.LpProblem
+    period: pulp.LpVariable
+    energy: pulp.LpAffineExpression
+    x: dict[tuple[str, str], pulp.LpVariable]  # (kernel, device) for the kernels other than act
+    v: dict[tuple[ActorOption, str], pulp.LpVariable]  # (actor option, act's device)
+    scale: float  # seconds per model time unit
+    names: dict[str, str] = field(default_factory=dict)  # PuLP constraint name -> human label
+
+
+def _time_scale(problem: Problem) -> float:
+    times = [problem.env_cost, *problem.cost.values(), *problem.act_cost.values()]
+    times += [*problem.actor_period.values(), *problem.transfer.values()]
+    top = max((t for t in times if math.isfinite(t)), default=0.0)
+    return top if top > 0 else 1.0
+
+
+def _var(lp: pulp.LpProblem, name: str, low: float | None, up: float | None, cat: str) -> pulp.LpVariable:
+    """One variable, made the PuLP 4 way where this PuLP has it (a bare LpVariable is deprecated in PuLP 3.x)."""
+    if hasattr(lp, "add_variable"):
+        return lp.add_variable(name, lowBound=low, upBound=up, cat=cat)
+    return pulp.LpVariable(name, lowBound=low, upBound=up, cat=cat)
+
+
+def _expr(value: object) -> pulp.LpAffineExpression:
+    if isinstance(value, (int, float)):
+        return pulp.LpAffineExpression(constant=value)
+    return pulp.LpAffineExpression(value)
+
+
+def _build(problem: Problem, relax: frozenset[str] = frozenset()) -> _Model:
+    """The program with every family except those in `relax` ("memory", "actors"); no objective yet."""
+    s = _time_scale(problem)
+    didx = {d.id: j for j, d in enumerate(problem.devices)}
+    res_of = {d.id: d.resource for d in problem.devices}
+    lp = pulp.LpProblem("pearl_plan", pulp.LpMinimize)
+    period = _var(lp, "period", 0, None, pulp.LpContinuous)
+    names: dict[str, str] = {}
+
+    def add(constraint: pulp.LpConstraint, name: str, label: str) -> None:
+        lp.addConstraint(constraint, name)
+        names[name] = label
+
+    x: dict[tuple[str, str], pulp.LpVariable] = {}
+    for ki, k in enumerate(PLACED):
+        if k == ACT:
+            continue
+        for d in problem.devices:
+            if (k, d.id) in problem.cost:
+                x[(k, d.id)] = _var(lp, f"x_k{ki}_d{didx[d.id]}", 0, 1, pulp.LpBinary)
+    v: dict[tuple[ActorOption, str], pulp.LpVariable] = {}
+    options = problem.actor_options()
+    for ai, a in enumerate(options):
+        for d in problem.devices:
+            if (a, d.id) in problem.act_cost:
+                v[(a, d.id)] = _var(lp, f"v_a{ai}_d{didx[d.id]}", 0, 1, pulp.LpBinary)
+
+    def on(k: str, d: str) -> pulp.LpAffineExpression | int:
+        """x[k,d] as an expression, or the constant 0/1 (env_step, a device k is not allowed on)."""
+        if k == ENV:
+            return 1 if d == problem.host_device else 0
+        if k == ACT:
+            terms = [v[(a, d)] for a in options if (a, d) in v]
+            return pulp.lpSum(terms) if terms else 0
+        var = x.get((k, d))
+        return 0 if var is None else var
+
+    # (a) assign[k], replay_same[k,d]
+    for ki, k in enumerate(PLACED):
+        terms = list(v.values()) if k == ACT else [var for (kk, _), var in x.items() if kk == k]
+        add(pulp.lpSum(terms) == 1, f"assign_k{ki}", f"assign[{k}]")
+    for k in REPLAY[1:]:
+        ki = PLACED.index(k)
+        for d in problem.devices:
+            diff = _expr(on(k, d.id)) - _expr(on(REPLAY[0], d.id))
+            if diff.keys():
+                add(diff == 0, f"replay_same_k{ki}_d{didx[d.id]}", f"replay_same[{k},{d.id}]")
+
+    # (b) couple[e,d,d']: y = x[src,d]·x[dst,d'] for every positive transfer, exact for binary x
+    transfers: list[tuple[Edge, str, str, float, pulp.LpAffineExpression]] = []
+    for ei, e in enumerate(problem.edges):
+        for d in problem.devices:
+            for d2 in problem.devices:
+                t = problem.transfer.get((e.name, d.id, d2.id), 0.0)
+                if not t > 0:
+                    continue
+                a, b = on(e.src, d.id), on(e.dst, d2.id)
+                if (isinstance(a, int) and a == 0) or (isinstance(b, int) and b == 0):
+                    continue  # this pair of devices can never carry the edge
+                if isinstance(a, int) or isinstance(b, int):  # one end is env_step at the host device: 1
+                    product = _expr(a) * b if isinstance(b, int) else _expr(b) * a
+                else:
+                    tag = f"e{ei}_d{didx[d.id]}_d{didx[d2.id]}"
+                    y = _var(lp, f"y_{tag}", 0, 1, pulp.LpContinuous)
+                    label = f"couple[{e.name},{d.id},{d2.id}]"
+                    add(y >= a + b - 1, f"couple_{tag}", label)
+                    add(y <= a, f"couple_src_{tag}", label)
+                    add(y <= b, f"couple_dst_{tag}", label)
+                    product = _expr(y)
+                transfers.append((e, d.id, d2.id, t / s, product))
+
+    def kernel_time(k: str) -> pulp.LpAffineExpression:
+        if k == ACT:
+            return pulp.lpSum(problem.act_cost[key] / s * var for key, var in v.items())
+        return pulp.lpSum(problem.cost[key] / s * var for key, var in x.items() if key[0] == k)
+
+    def edge_time(keep) -> pulp.LpAffineExpression:
+        return pulp.lpSum(t * prod for (e, _, _, t, prod) in transfers if keep(e))
+
+    # (c) load[r] with (g) shared[r]: every device of r adds into one busy[r]
+    busy: dict[str, pulp.LpAffineExpression] = {}
+    for r in problem.resources:
+        terms = [problem.cost[key] / s * var for key, var in x.items() if res_of[key[1]] == r.id]
+        terms += [problem.act_cost[key] / s * var for key, var in v.items() if res_of[key[1]] == r.id]
+        for (_, d, d2, t, prod) in transfers:
+            if res_of[d] == r.id or res_of[d2] == r.id:
+                terms.append(t * prod)
+        expr = pulp.lpSum(terms)
+        if r.id == problem.host:
+            expr += problem.env_cost / s
+        busy[r.id] = expr
+    for ri, r in enumerate(problem.resources):
+        add(busy[r.id] - r.lanes * period <= 0, f"load_r{ri}", f"load[{r.id}]")
+
+    # (c') role[name]
+    for ni, (name, kernels) in enumerate(ROLES.items()):
+        work = pulp.lpSum(kernel_time(k) for k in kernels)
+        work += edge_time(lambda e, kernels=kernels: _role_crossing(e, kernels))
+        add(work - period <= 0, f"role_{ni}", f"role[{name}]")
+
+    # (d) memory[d]
+    if "memory" not in relax:
+        for d in problem.devices:
+            needs = [(problem.memory.get((k, d.id), 0.0), on(k, d.id)) for k in PLACED]
+            needs = [(m, ind) for m, ind in needs if m > 0 and not isinstance(ind, int)]
+            if not needs or math.isinf(d.memory_bytes):
+                continue
+            cap = d.memory_bytes if d.memory_bytes > 0 else 1.0
+            rhs = 1.0 if d.memory_bytes > 0 else 0.0
+            add(pulp.lpSum(m / cap * ind for m, ind in needs) <= rhs, f"memory_d{didx[d.id]}", f"memory[{d.id}]")
+
+    # (e) actors: every actor process has a host lane; the roles share lanes through load[r] and role[...]
+    if "actors" not in relax:
+        lanes_used = pulp.lpSum(a.n * var for (a, _), var in v.items())
+        add(lanes_used <= problem.resource(problem.host).lanes, "actors", "actors")
+
+    # (e') actor_period[a]
+    for ai, a in enumerate(options):
+        terms = [problem.actor_period[(a, d)] / s * var for (aa, d), var in v.items() if aa == a]
+        if terms:
+            add(pulp.lpSum(terms) - period <= 0, f"actor_period_a{ai}", "actor_period")
+
+    # (f) latency
+    if not problem.prefetch:
+        chain = pulp.lpSum(kernel_time(k) for k in ("replay_sample", LEARN, "priority_update"))
+        chain += edge_time(lambda e: (e.src, e.dst) in CHAIN)
+        add(chain - period <= 0, "latency", "latency")
+
+    energy = pulp.lpSum(
+        r.idle_w * period + (r.busy_w - r.idle_w) / r.lanes * busy[r.id] for r in problem.resources
+    )
+    return _Model(lp=lp, period=period, energy=energy, x=x, v=v, scale=s, names=names)
+
+
+def _pick_solver(solver: str | None) -> str:
+    highs = pulp.HiGHS(msg=False).available()
+    if solver is None:
+        return "highs" if highs else "cbc"
+    name = solver.lower()
+    if name not in SOLVERS:
+        raise ConfigError(f"unknown solver {solver!r}: use one of {', '.join(SOLVERS)}")
+    if name == "highs" and not highs:
+        raise ConfigError("the HiGHS solver is not available (install highspy) — use solver='cbc'")
+    if name == "cbc":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            cbc = pulp.PULP_CBC_CMD(msg=False).available()
+        if not cbc:
+            raise PlanError("no MIP solver is available: install highspy, or a PuLP that bundles CBC")
+    return name
+
+
+@dataclass
+class _Run:
+    feasible: bool
+    status: str = ""
+    gap: float = 0.0
+
+
+def _run(model: _Model, solver: str, time_limit: float) -> _Run:
+    limit = max(float(time_limit), 0.01)
+    if solver == "highs":
+        cmd = pulp.HiGHS(msg=False, timeLimit=limit, gapRel=_MIP_GAP_REL, gapAbs=_MIP_GAP_ABS)
+    else:
+        with warnings.catch_warnings():  # PuLP 3.x deprecates the bundled CBC; it is still the fallback we ship
+            warnings.simplefilter("ignore", DeprecationWarning)
+            cmd = pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, gapRel=_MIP_GAP_REL, gapAbs=_MIP_GAP_ABS)
+    status = model.lp.solve(cmd)
+    sol_status = model.lp.sol_status
+    if status == pulp.LpStatusInfeasible or sol_status == pulp.LpSolutionInfeasible:
+        return _Run(feasible=False, status="Infeasible")
+    if status == pulp.LpStatusOptimal and sol_status == pulp.LpSolutionOptimal:
+        return _Run(feasible=True, status="Optimal", gap=0.0)
+    if status == pulp.LpStatusOptimal and sol_status == pulp.LpSolutionIntegerFeasible:
+        gap = math.inf  # CBC through PuLP does not report its bound
+        if solver == "highs":
+            try:
+                reported = float(model.lp.solverModel.getInfo().mip_gap)
+                gap = reported if math.isfinite(reported) and reported >= 0 else math.inf
+            except Exception:  # an older highspy without getInfo
+                gap = math.inf
+        return _Run(feasible=True, status="Feasible (time limit)", gap=gap)
+    raise PlanError(
+        f"the {_solver_label(solver)} solver stopped without a plan: status {pulp.LpStatus.get(status, status)}, "
+        f"{pulp.LpSolution.get(sol_status, sol_status)} (raise time_limit or try the other solver)"
+    )
+
+
+def _solver_label(solver: str) -> str:
+    return "HiGHS" if solver == "highs" else "CBC"
+
+
+def _extract(model: _Model) -> tuple[dict[str, str], ActorOption]:
+    placement: dict[str, str] = {}
+    for k in PLACED:
+        if k == ACT:
+            continue
+        choices = [(var.value() or 0.0, d) for (kk, d), var in model.x.items() if kk == k]
+        placement[k] = max(choices)[1]
+    (a, d) = max(model.v, key=lambda key: model.v[key].value() or 0.0)
+    placement[ACT] = d
+    return {k: placement[k] for k in PLACED}, a
+
+
+def _precheck(problem: Problem) -> None:
+    """Families that fail on their own, found without a solver. Raises PlanInfeasible."""
+    for k in PLACED:
+        if not problem.allowed(k):
+            raise PlanInfeasible(f"assign[{k}]: no device implements {k} (the profile has no cost for it anywhere)")
+    replay_devs = sorted(set.intersection(*(set(problem.allowed(k)) for k in REPLAY)))
+    if not replay_devs:
+        raise PlanInfeasible(
+            "replay_same: no device implements all of " + ", ".join(REPLAY) + ", and they must share one device"
+        )
+
+    def fits(kernels: tuple[str, ...], d: str) -> bool:
+        need = sum(problem.memory.get((k, d), 0.0) for k in kernels)
+        return need <= problem.device(d).memory_bytes * (1 + 1e-9)
+
+    for kernels, devs in ((REPLAY, replay_devs), ((LEARN,), problem.allowed(LEARN)), ((ACT,), problem.allowed(ACT))):
+        if not any(fits(kernels, d) for d in devs):
+            what = "replay storage" if kernels == REPLAY else f"{kernels[0]}'s memory"
+            raise PlanInfeasible(
+                f"memory: the {what} fits on no device that implements it ({', '.join(devs)})"
+            )
+    lanes = problem.resource(problem.host).lanes
+    fewest = min(a.n for a in problem.actor_options())
+    if fewest > lanes:
+        raise PlanInfeasible(
+            f"actors: the host resource {problem.host} has {lanes} lanes, fewer than the smallest actor option "
+            f"({fewest} processes)"
+        )
+
+
+def _diagnose(problem: Problem, solver: str, period_bound: float | None, time_limit: float) -> PlanInfeasible:
+    """The first family whose relaxation makes the problem feasible, as a PlanInfeasible to raise."""
+    if period_bound is not None:
+        model = _build(problem)
+        model.lp.setObjective(model.period)
+        if _run(model, solver, time_limit).feasible:
+            placement, actors = _extract(model)
+            fastest = evaluate(problem, placement, actors)
+            detail = f"; the fastest plan takes {fastest[0]:.4g} s, bound by {fastest[2]}" if fastest else ""
+            return PlanInfeasible(f"period_bound: no plan reaches a period of {period_bound:.4g} s{detail}")
+    lanes = problem.resource(problem.host).lanes
+    why = {
+        "memory": "the kernels' memory needs cannot all fit on the devices that implement them at once",
+        "actors": f"the host resource {problem.host} has {lanes} lanes, too few for the actor processes plus the "
+        "replay/learner roles that must then run on it",
+    }
+    for relax in (("memory",), ("actors",), ("memory", "actors")):
+        model = _build(problem, relax=frozenset(relax))
+        model.lp.setObjective(model.period)
+        if _run(model, solver, time_limit).feasible:
+            return PlanInfeasible(" and ".join(f"{family}: {why[family]}" for family in relax))
+    return PlanInfeasible("assign/replay_same: no placement of the kernels satisfies the constraints")
+
+
+def solve(
+    problem: Problem,
+    objective: str = "throughput",
+    period_bound: float | None = None,
+    solver: str | None = None,
+    time_limit: float = 30.0,
+) -> Solution:
+    """The optimal plan: "throughput" minimises the period P, "perf-per-watt" the energy per iteration E.
+
+    Ties are broken by the other objective (a second solve). `period_bound` (seconds) caps P for either objective.
+    `solver` forces "highs" or "cbc"; the default is HiGHS when highspy is installed. Raises PlanInfeasible
+    (the message names the family that cannot be met), PlanError (the solver stopped without a plan) or
+    ConfigError (an unknown objective or solver).
+    """
+    if objective not in OBJECTIVES:
+        raise ConfigError(f"unknown objective {objective!r}: use one of {', '.join(OBJECTIVES)}")
+    if period_bound is not None and not period_bound > 0:
+        raise ConfigError(f"period_bound must be positive, got {period_bound}")
+    name = _pick_solver(solver)
+    _check(problem)
+    start = time.perf_counter()
+    _precheck(problem)
+    model = _build(problem)
+    s = model.scale
+    if period_bound is not None:
+        model.lp.addConstraint(model.period <= period_bound / s, "period_bound")
+        model.names["period_bound"] = "period_bound"
+    throughput = objective == "throughput"
+    first, second = (model.period, model.energy) if throughput else (model.energy, model.period)
+    model.lp.setObjective(first)
+    run = _run(model, name, time_limit)
+    if not run.feasible:
+        raise _diagnose(problem, name, period_bound, time_limit)
+    placement, actors = _extract(model)
+    result = evaluate(problem, placement, actors)
+    if result is None:
+        raise PlanError(f"the {_solver_label(name)} solution violates a constraint by more than the tolerance")
+
+    remaining = time_limit - (time.perf_counter() - start)
+    if run.status == "Optimal" and remaining > 0.05:
+        reached = (result[0] if throughput else result[1]) / s
+        model.lp.addConstraint(first <= reached * (1 + _LEX_SLACK) + 1e-12, "lexicographic")
+        model.lp.setObjective(second)
+        try:
+            tie = _run(model, name, remaining)
+        except PlanError:
+            tie = _Run(feasible=False)
+        if tie.feasible and tie.status == "Optimal":
+            placement2, actors2 = _extract(model)
+            result2 = evaluate(problem, placement2, actors2)
+            i = 0 if throughput else 1
+            if result2 is not None and result2[i] <= result[i] * (1 + 1e-7) + 1e-15:
+                placement, actors, result = placement2, actors2, result2
+
+    period, energy, binding = result
+    return Solution(
+        placement=placement,
+        actors=actors,
+        period_s=period,
+        energy_j=energy,
+        status=run.status,
+        solver=_solver_label(name),
+        gap=run.gap,
+        solve_s=time.perf_counter() - start,
+        binding=binding,
+    )
+
+
+def pareto(
+    problem: Problem,
+    epsilons=(0, 0.05, 0.1, 0.2, 0.5, 1.0),
+    *,
+    solver: str | None = None,
+    time_limit: float = 30.0,
+) -> list[Solution]:
+    """The period/energy front: P* from the throughput plan, then min E subject to P ≤ (1+ε)·P* for each ε.
+
+    The first point is the throughput plan (the least energy among the fastest plans, which is the ε = 0 point).
+    Points are in order of period; a point that repeats a placement, or that does not use strictly less energy
+    than the point before it (a tie, or a plan dominated by a faster one), is left out, so along the front
+    periods increase and energies decrease.
+    """
+    eps = sorted({float(e) for e in epsilons})
+    if any(e < 0 or not math.isfinite(e) for e in eps):
+        raise ConfigError(f"pareto epsilons must be finite and non-negative, got {list(epsilons)}")
+    fastest = solve(problem, "throughput", solver=solver, time_limit=time_limit)
+    points = [fastest]
+    for e in eps:
+        if e == 0:
+            continue
+        bound = (1 + e) * fastest.period_s * (1 + _LEX_SLACK)
+        points.append(solve(problem, "perf-per-watt", period_bound=bound, solver=solver, time_limit=time_limit))
+    front = [fastest]
+    seen = {(tuple(fastest.placement.items()), fastest.actors)}
+    for point in sorted(points[1:], key=lambda p: (p.period_s, p.energy_j)):
+        key = (tuple(point.placement.items()), point.actors)
+        if key in seen or point.energy_j >= front[-1].energy_j * (1 - 1e-9):
+            continue
+        seen.add(key)
+        front.append(point)
+    return front

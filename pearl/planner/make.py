@@ -1,0 +1,97 @@
+"""make_plan: profile file → cost model → planning problem → integer program → Plan."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pearl import __version__
+from pearl.costmodel import CostModel
+from pearl.envs import check_algo_fits, env_spec
+from pearl.planner.build import build_problem
+from pearl.planner.ilp import evaluate, pareto, solve
+from pearl.planner.plan import Plan
+from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
+from pearl.profiling.format import Profile, load_profile
+
+OBJECTIVES = ("throughput", "perf-per-watt")
+
+
+def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str = "throughput") -> Plan:
+    profile = load_profile(profile_path)
+    spec = env_spec(env_id)
+    check_algo_fits(algo, spec)
+    model = CostModel(profile)
+    problem, facts = build_problem(profile, model, algo, spec)
+    front = pareto(problem)
+    best = front[0] if objective == "throughput" else min(front, key=lambda s: (s.energy_j, s.period_s))
+    if objective == "perf-per-watt":  # the exact optimum, not only the sweep's best point
+        best = solve(problem, "perf-per-watt")
+    mapping = {"env_step": problem.host_device, **{k: best.placement[k] for k in PLACED}}
+    return Plan(
+        pearl_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        algo=algo, env=env_id, objective=objective,
+        profile={"path": str(profile_path), "node": profile.host.get("node"), "cpu": profile.host.get("cpu"),
+                 "created": profile.created, "mode": profile.mode},
+        mapping=mapping, actors=best.actors.n, envs_per_actor=best.actors.envs,
+        predicted=_figures(best.period_s, best.energy_j, facts, _sources(profile, model, mapping)),
+        bottleneck=best.binding, lanes=_lanes(problem, best),
+        baselines=_baselines(problem, facts, best, profile, model),
+        # a CBC run stopped by its time limit reports no bound: its gap is unknown (None), not infinite
+        solver={"name": best.solver, "status": best.status, "gap": best.gap if math.isfinite(best.gap) else None,
+                "solve_s": best.solve_s},
+        pareto=[{**_figures(s.period_s, s.energy_j, facts, {}), "mapping": dict(s.placement), "actors": s.actors.n}
+                for s in front],
+    )
+
+
+def _figures(period: float, energy: float, facts: dict, sources: dict) -> dict:
+    steps, batch = facts["steps_per_iteration"], facts["batch_size"]
+    return {"env_steps_per_s": steps / period, "updates_per_s": 1.0 / period,
+            "learner_samples_per_s": batch / period, "period_s": period, "energy_per_iteration_j": energy,
+            "power_w": energy / period, "env_steps_per_joule": steps / energy if energy > 0 else None, **sources}
+
+
+def _sources(profile: Profile, model: CostModel, mapping: dict[str, str]) -> dict:
+    devices = set(mapping.values())
+    timing = "modelled" if any(profile.device(d).source == "modelled" for d in devices) else "measured"
+    power = set()
+    for d in devices:
+        try:
+            power.add(model.power(d).source)
+        except KeyError:
+            power.add("missing")
+    return {"source": timing, "power_source": "+".join(sorted(power))}
+
+
+def _lanes(problem: Problem, solution: Solution) -> dict:
+    """Lanes of the host CPU the plan keeps busy (actors + roles there) against accelerator resources used."""
+    on_host = {r for r in (problem.device(solution.placement["learn"]).resource,
+                           problem.device(solution.placement[REPLAY[0]]).resource)}
+    roles_on_host = sum(problem.device(solution.placement[k]).resource == problem.host for k in ("learn", REPLAY[0]))
+    accelerators = {r for r in on_host | {problem.device(solution.placement["act"]).resource} if r != problem.host}
+    cpu = solution.actors.n + roles_on_host
+    return {"cpu": cpu, "accelerator": len(accelerators), "ratio": cpu / len(accelerators) if accelerators else None}
+
+
+def _baselines(problem: Problem, facts: dict, best: Solution, profile: Profile, model: CostModel) -> list[dict]:
+    """Every kernel on one device (the best actor count for it), as the cost model predicts it."""
+    out = []
+    for device in problem.devices:
+        placement = {k: device.id for k in PLACED}
+        results = [(r, a) for a in problem.actor_options()
+                   if (r := evaluate(problem, placement, a)) is not None]
+        if not results:
+            out.append({"device": device.id, "feasible": False})
+            continue
+        (period, energy, binding), actors = min(results, key=lambda ra: ra[0][0])
+        fig = _figures(period, energy, facts, _sources(profile, model, {"env_step": problem.host_device,
+                                                                        **placement}))
+        out.append({"device": device.id, "feasible": True, "actors": actors.n, "bottleneck": binding,
+                    "env_steps_per_s": fig["env_steps_per_s"], "env_steps_per_joule": fig["env_steps_per_joule"],
+                    "speedup": period / best.period_s})
+    return out
+
+
+__all__ = ["OBJECTIVES", "ActorOption", "make_plan"]

@@ -1,0 +1,129 @@
+"""The plan file, schema `pearl.plan/1`: where every kernel runs, how many actors, and what the cost model
+predicts for it and for the all-on-one-device mappings.
+
+    {
+      "schema": "pearl.plan/1", "pearl_version", "created", "algo", "env", "objective",
+      "profile": {"path", "node", "cpu", "created", "mode"},
+      "mapping": {"env_step": "cpu", "act": D, "replay_insert": D, "replay_sample": D, "priority_update": D,
+                  "learn": D},
+      "actors": n, "envs_per_actor": e,
+      "predicted": {"env_steps_per_s", "updates_per_s", "learner_samples_per_s", "period_s",
+                    "energy_per_iteration_j", "power_w", "env_steps_per_joule", "source", "power_source"},
+      "bottleneck": "load[host-cpu]" | "role[learner]" | ...,
+      "lanes": {"cpu": lanes the plan uses on the host, "accelerator": lanes on other resources, "ratio"},
+      "baselines": [{"device", "feasible", "env_steps_per_s", "env_steps_per_joule", "speedup"}],
+      "solver": {"name", "status", "gap", "solve_s"},
+      "pareto": [{"period_s", "energy_per_iteration_j", "env_steps_per_s", "env_steps_per_joule", "mapping"}]
+    }
+
+`source` is "modelled" when any figure behind a prediction was modelled (a what-if device, a descriptor's
+power); "power_source" says where the power figures came from. This module imports no hardware library.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pearl.errors import PearlError
+
+SCHEMA = "pearl.plan/1"
+MAPPED = ("env_step", "act", "replay_insert", "replay_sample", "priority_update", "learn")
+
+
+class PlanFileError(PearlError):
+    """A plan file that is missing, not JSON, of another schema, or has a bad field."""
+
+
+@dataclass
+class Plan:
+    pearl_version: str
+    created: str
+    algo: str
+    env: str
+    objective: str
+    profile: dict[str, Any]
+    mapping: dict[str, str]
+    actors: int
+    envs_per_actor: int
+    predicted: dict[str, Any]
+    bottleneck: str
+    lanes: dict[str, Any]
+    baselines: list[dict[str, Any]] = field(default_factory=list)
+    solver: dict[str, Any] = field(default_factory=dict)
+    pareto: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, **asdict(self)}
+
+
+def save_plan(plan: Plan, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(plan.to_dict(), f, indent=1)
+            f.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_plan(path: str | Path) -> Plan:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PlanFileError(f"{path}: no such plan; `pearl plan ... --out {path}` makes one") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanFileError(f"{path}: cannot read it ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise PlanFileError(f"{path}: not valid JSON (truncated?) at line {exc.lineno}: {exc.msg}") from None
+    return parse_plan(data, str(path))
+
+
+def parse_plan(data: Any, where: str) -> Plan:
+    def fail(field_name: str, expected: str, got: Any = ...) -> None:
+        shown = "" if got is ... else f", got {got!r}"
+        raise PlanFileError(f"{where}: field '{field_name}' must be {expected}{shown}")
+
+    if not isinstance(data, dict):
+        fail("<top>", "a JSON object")
+    schema = data.get("schema")
+    if not isinstance(schema, str) or schema.split("/")[0] != "pearl.plan":
+        fail("schema", repr(SCHEMA), schema)
+    if schema != SCHEMA:
+        raise PlanFileError(f"{where}: field 'schema' is {schema!r}, a version this pearl cannot read "
+                            f"(it reads {SCHEMA!r}); re-run `pearl plan` or upgrade pearl")
+    for name in ("pearl_version", "created", "algo", "env", "objective", "bottleneck"):
+        if not isinstance(data.get(name), str) or not data[name]:
+            fail(name, "a non-empty string", data.get(name))
+    if data["objective"] not in ("throughput", "perf-per-watt"):
+        fail("objective", "'throughput' or 'perf-per-watt'", data["objective"])
+    mapping = data.get("mapping")
+    if not isinstance(mapping, dict) or set(mapping) != set(MAPPED) or \
+            not all(isinstance(v, str) and v for v in mapping.values()):
+        fail("mapping", f"an object mapping each of {', '.join(MAPPED)} to a device id", mapping)
+    for name in ("actors", "envs_per_actor"):
+        value = data.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            fail(name, "an integer >= 1", value)
+    for name in ("profile", "predicted", "lanes"):
+        if not isinstance(data.get(name), dict):
+            fail(name, "an object", data.get(name))
+    for name in ("env_steps_per_s", "updates_per_s", "learner_samples_per_s", "period_s"):
+        value = data["predicted"].get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            fail(f"predicted.{name}", "a positive number", value)
+    return Plan(data["pearl_version"], data["created"], data["algo"], data["env"], data["objective"],
+                data["profile"], dict(mapping), data["actors"], data["envs_per_actor"], data["predicted"],
+                data["bottleneck"], data["lanes"], list(data.get("baselines", [])), dict(data.get("solver", {})),
+                list(data.get("pareto", [])))

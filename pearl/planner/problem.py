@@ -1,0 +1,119 @@
+"""The planning problem as plain numbers: what the integer program (pearl/planner/ilp.py) takes.
+
+One *iteration* is one learner update and S = 1/ρ env steps (ρ the replay ratio). Every cost below is in
+seconds per iteration; the program chooses a placement and an actor configuration and minimises the
+iteration period P (throughput) or the energy per iteration E (perf-per-watt).
+
+Decisions
+    x[k,d] ∈ {0,1}   kernel k ∈ PLACED on device d (only where allowed: an adapter implements it there)
+    v[a,d] ∈ {0,1}   actor option a (n actor processes × e envs each) with `act` on device d; x[act,d] = Σ_a v[a,d]
+    y[e,d,d'] ∈ {0,1} data edge e runs from d to d' (e's ends are kernels), y ≥ x[src,d] + x[dst,d'] − 1
+    P ≥ 0            iteration period
+
+Constraints (the names the code gives them)
+    (a) assign[k]         Σ_d x[k,d] = 1;  replay_same[k,d]: the replay kernels share one device (storage)
+    (b) couple[e,d,d']    the linearised product above
+    (c) load[r]           Σ_{k, d∈r} c[k,d]·x[k,d] + Σ_{a, d∈r} act_cost[a,d]·v[a,d] + actor CPU time on r
+                          + transfer time touching r  ≤  lanes(r) · P          (r: a physical resource)
+    (c') role[name]       a role is one thread: Σ of its kernels' costs (+ its transfers) ≤ P
+                          (replay manager: insert + sample + priority update; learner: learn + weight sync)
+    (d) memory[d]         Σ_k mem[k,d]·x[k,d] ≤ memory(d)
+    (e) actors            n ≤ lanes of the host: one lane per actor process (the roles' threads share lanes;
+                          load[r] and role[...] account for their time)
+    (e') actor_period[a]  one actor's share, (S/n)·(env step + act per env), ≤ P
+    (f) latency           without prefetch: sample + learn + priority update (+ their transfers) ≤ P
+    (g) shared[r]         devices on one resource r (PoCL and `cpu`; slices of a GPU) sum into one load[r]
+Energy per iteration, linear: E = Σ_r idle_w(r)·P + (busy_w(r) − idle_w(r))·busy_seconds(r) / lanes(r).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: Kernels the program places (env_step always runs in the actors on the host CPU; weight_sync is a transfer).
+PLACED: tuple[str, ...] = ("act", "replay_insert", "replay_sample", "priority_update", "learn")
+REPLAY: tuple[str, ...] = ("replay_insert", "replay_sample", "priority_update")
+ROLES: dict[str, tuple[str, ...]] = {"replay": REPLAY, "learner": ("learn",)}
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A physical resource: its lanes and its power (idle, and all lanes busy)."""
+
+    id: str
+    lanes: int
+    idle_w: float
+    busy_w: float
+
+
+@dataclass(frozen=True)
+class Device:
+    id: str
+    resource: str
+    memory_bytes: float
+
+
+@dataclass(frozen=True)
+class ActorOption:
+    """n actor processes, each stepping `envs` environments and calling act on all of them at once."""
+
+    n: int
+    envs: int
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Data from kernel src to kernel dst: bytes per iteration (transfer cost depends on the two devices)."""
+
+    name: str
+    src: str
+    dst: str
+
+
+@dataclass
+class Problem:
+    resources: list[Resource]
+    devices: list[Device]
+    host: str  # the resource the actors' env stepping runs on (the CPU)
+    host_device: str  # the device env_step runs on ("cpu"): the source of the actors' edges
+    #: seconds per iteration of each replay/learner kernel on each device that implements it
+    cost: dict[tuple[str, str], float]
+    #: for each actor option and act device: seconds per iteration of act on that device (all actors together)
+    act_cost: dict[tuple[ActorOption, str], float]
+    #: seconds per iteration of env stepping (all actors together, on the host)
+    env_cost: float
+    #: one actor's period for option a with act on device d: (S/n)·(env step + act per call)
+    actor_period: dict[tuple[ActorOption, str], float]
+    edges: list[Edge]
+    #: seconds per iteration for edge e from device d to d' (0 within one device/resource)
+    transfer: dict[tuple[str, str, str], float]
+    #: bytes kernel k needs on device d (replay storage, parameters)
+    memory: dict[tuple[str, str], float] = field(default_factory=dict)
+    prefetch: bool = True  # the learner samples the next batch while it learns: no latency chain
+
+    def device(self, device_id: str) -> Device:
+        return next(d for d in self.devices if d.id == device_id)
+
+    def resource(self, resource_id: str) -> Resource:
+        return next(r for r in self.resources if r.id == resource_id)
+
+    def allowed(self, kernel: str) -> list[str]:
+        if kernel == "act":
+            return sorted({d for (_, d) in self.act_cost})
+        return sorted({d for (k, d) in self.cost if k == kernel})
+
+    def actor_options(self) -> list[ActorOption]:
+        return sorted({a for (a, _) in self.act_cost}, key=lambda a: (a.n, a.envs))
+
+
+@dataclass(frozen=True)
+class Solution:
+    placement: dict[str, str]  # kernel -> device
+    actors: ActorOption
+    period_s: float
+    energy_j: float  # per iteration
+    status: str
+    solver: str
+    gap: float
+    solve_s: float
+    binding: str  # the constraint that sets P (a resource's load, a role, the actors, the chain)

@@ -1,0 +1,130 @@
+"""pearl plan: from the committed reference profile to plan files, and every bad input to one error line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pearl.cli import main
+from pearl.planner.plan import PlanFileError, load_plan, save_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "profiles" / "reference.json"
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+@pytest.fixture(scope="module")
+def plans():
+    from pearl.planner.make import make_plan
+
+    return {obj: make_plan(REFERENCE, "dqn", "CartPole-v1", obj) for obj in ("throughput", "perf-per-watt")}
+
+
+def test_plan_maps_every_kernel_to_a_profiled_device(plans) -> None:
+    profiled = {d["id"] for d in json.loads(REFERENCE.read_text())["devices"]}
+    for plan in plans.values():
+        assert set(plan.mapping) == {"env_step", "act", "replay_insert", "replay_sample", "priority_update", "learn"}
+        assert set(plan.mapping.values()) <= profiled and plan.mapping["env_step"] == "cpu"
+        assert len({plan.mapping[k] for k in ("replay_insert", "replay_sample", "priority_update")}) == 1
+        assert plan.actors >= 1 and plan.envs_per_actor == 1
+
+
+def test_predicted_figures_are_consistent(plans) -> None:
+    for plan in plans.values():
+        p = plan.predicted
+        assert p["updates_per_s"] == pytest.approx(1 / p["period_s"])
+        assert p["env_steps_per_s"] == pytest.approx(2 * p["updates_per_s"])  # DQN preset: ρ = 0.5
+        assert p["learner_samples_per_s"] == pytest.approx(64 * p["updates_per_s"])
+        assert p["source"] == "measured" and "modelled" in p["power_source"]  # this VM has no RAPL: descriptor power
+        assert plan.solver["status"] == "Optimal"
+
+
+def test_objectives_order_each_other(plans) -> None:
+    fast, frugal = plans["throughput"].predicted, plans["perf-per-watt"].predicted
+    assert fast["period_s"] <= frugal["period_s"] * (1 + 1e-9)
+    assert frugal["energy_per_iteration_j"] <= fast["energy_per_iteration_j"] * (1 + 1e-9)
+
+
+def test_plan_is_at_least_as_fast_as_every_single_device_mapping(plans) -> None:
+    plan = plans["throughput"]
+    assert {b["device"] for b in plan.baselines} >= {"cpu", "opencl:0:0"} or {b["device"] for b in plan.baselines}
+    for b in plan.baselines:
+        if b["feasible"]:
+            assert b["speedup"] >= 1 - 1e-9 and b["env_steps_per_s"] <= plan.predicted["env_steps_per_s"] * (1 + 1e-9)
+
+
+def test_pareto_front_is_ordered(plans) -> None:
+    front = plans["throughput"].pareto
+    periods = [p["period_s"] for p in front]
+    energies = [p["energy_per_iteration_j"] for p in front]
+    assert periods == sorted(periods) and energies == sorted(energies, reverse=True)
+
+
+def test_plan_file_round_trips(plans, tmp_path) -> None:
+    path = save_plan(plans["throughput"], tmp_path / "plan.json")
+    assert load_plan(path) == plans["throughput"]
+
+
+def test_cli_writes_the_plan(capsys, tmp_path) -> None:
+    out = tmp_path / "plan.json"
+    code, stdout, err = run_cli(capsys, "plan", "--profile", str(REFERENCE), "--algo", "dqn", "--env", "CartPole-v1",
+                                "--out", str(out))
+    assert code == 0, err
+    assert "bottleneck" in stdout and "env steps/s" in stdout and out.exists()
+    code, stdout, _ = run_cli(capsys, "plan", "--profile", str(REFERENCE), "--algo", "ddpg", "--env", "Pendulum-v1",
+                              "--objective", "perf-per-watt", "--out", str(out), "--json")
+    assert code == 0 and json.loads(stdout)["schema"] == "pearl.plan/1"
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--profile", "no/such.json", "--algo", "dqn", "--env", "CartPole-v1"], "no such profile"),
+    (["--profile", str(REFERENCE), "--algo", "dqn", "--env", "Pendulum-v1"], "discrete"),
+    (["--profile", str(REFERENCE), "--algo", "dqn", "--env", "Acrobot-v1"], "pearl profile"),
+    (["--profile", str(REFERENCE), "--algo", "dqn", "--env", "CartPole-v1", "--objective", "fastest"], "--objective"),
+])
+def test_bad_plan_requests(capsys, tmp_path, args: list[str], fragment: str) -> None:
+    out = tmp_path / "plan.json"
+    code, _, err = run_cli(capsys, "plan", *args, "--out", str(out))
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and fragment in err
+    assert not out.exists()
+
+
+def test_corrupt_profile_is_a_user_error(capsys, tmp_path) -> None:
+    broken = tmp_path / "p.json"
+    broken.write_text(REFERENCE.read_text()[:500])
+    code, _, err = run_cli(capsys, "plan", "--profile", str(broken), "--algo", "dqn", "--env", "CartPole-v1",
+                           "--out", str(tmp_path / "plan.json"))
+    assert code == 2 and "not valid JSON" in err
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    (lambda d: d.update(schema="pearl.plan/9"), "schema"),
+    (lambda d: d["mapping"].pop("learn"), "mapping"),
+    (lambda d: d.update(actors=0), "actors"),
+    (lambda d: d["predicted"].update(period_s=-1), "predicted.period_s"),
+])
+def test_bad_plan_files_name_the_field(plans, tmp_path, change, field: str) -> None:
+    path = save_plan(plans["throughput"], tmp_path / "plan.json")
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(PlanFileError) as exc:
+        load_plan(path)
+    assert f"'{field}'" in str(exc.value) and str(path) in str(exc.value)
+
+
+def test_planner_imports_no_hardware_library() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; import pearl.planner.make, pearl.costmodel; "
+            "bad = [m for m in ('torch', 'pyopencl') if m in sys.modules]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,413 @@
+"""The integer program against brute force on small random problems, plus its names, errors and Pareto front.
+
+The oracle below enumerates every allowed device of every placed kernel and every actor option, and states
+the accounting again on its own (it does not call pearl.planner.ilp.evaluate):
+    busy[r] = kernel costs on r + act cost + env cost on the host + each positive transfer on the resources of
+              its two ends (once when they coincide); load[r] = busy[r] / lanes(r)
+    role[name] = its kernels' costs + transfers of edges with exactly one end in it
+    actor_period, latency (no prefetch only); P = the largest; E = Σ idle·P + (busy_w − idle_w)·busy/lanes
+    infeasible: replay kernels apart, memory over capacity, n + host roles > host lanes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
+
+import pytest
+
+from pearl.errors import PearlError
+from pearl.planner.ilp import PlanError, PlanInfeasible, evaluate, pareto, solve
+from pearl.planner.problem import PLACED, REPLAY, ActorOption, Device, Edge, Problem, Resource
+
+REL = 1e-6
+#: ids with the characters PuLP rewrites; "cuda:0" and "cuda-0" both sanitise to "cuda_0"
+DEVICE_IDS = ["cpu", "opencl:0:0", "cuda:0", "cuda-0", "whatif:nvidia-a100", "gpu/mig 1g.10gb"]
+EDGES = [
+    Edge("obs", "env_step", "act"),
+    Edge("transitions", "act", "replay_insert"),
+    Edge("batch", "replay_sample", "learn"),
+    Edge("priorities", "learn", "priority_update"),
+    Edge("weights", "learn", "act"),
+]
+
+
+def random_problem(seed: int) -> Problem:
+    rng = random.Random(seed)
+    n_res = rng.randint(1, 3)
+    resources = [Resource("host-cpu", rng.randint(2, 8), rng.uniform(5, 40), 0.0)]
+    for i in range(1, n_res):
+        resources.append(Resource(f"gpu:{i}", rng.randint(1, 3), rng.uniform(5, 60), 0.0))
+    resources = [Resource(r.id, r.lanes, r.idle_w, r.idle_w + rng.uniform(0, 200)) for r in resources]
+    if n_res > 1 and rng.random() < 0.3:  # odd power numbers (busy below idle) must not fool the linearisation
+        r = resources[-1]
+        resources[-1] = Resource(r.id, r.lanes, r.idle_w + 50, r.idle_w * rng.uniform(0, 1))
+    n_dev = rng.randint(max(2, n_res), 4)
+    ids = ["cpu"] + rng.sample(DEVICE_IDS[1:], n_dev - 1)
+    devices = [Device("cpu", "host-cpu", rng.uniform(6, 16))]
+    for i, d in enumerate(ids[1:], start=1):
+        res = resources[i].id if i < n_res else rng.choice(resources).id  # every resource gets a device
+        devices.append(Device(d, res, rng.uniform(2, 12)))
+
+    def allowed(d: str) -> bool:
+        return d == "cpu" or rng.random() < 0.7
+
+    cost = {}
+    for d in devices:
+        if allowed(d.id):  # the replay trio is allowed or not as one (the usual case: one adapter implements all)
+            cost.update({(k, d.id): rng.uniform(0.01, 0.5) for k in REPLAY})
+        if allowed(d.id):
+            cost[("learn", d.id)] = rng.uniform(0.05, 1.5)
+    if rng.random() < 0.2 and len(devices) > 2:  # sometimes one replay kernel is missing somewhere
+        cost.pop((rng.choice(REPLAY), devices[-1].id), None)
+    host_lanes = resources[0].lanes
+    options = set()
+    n_options = rng.randint(2, 4)
+    while len(options) < n_options:
+        n = rng.randint(1, host_lanes + 1 if rng.random() < 0.2 else max(1, host_lanes - 1))
+        options.add(ActorOption(n, rng.choice([1, 2, 4, 8])))
+    act_devices = [d.id for d in devices if allowed(d.id)]
+    act_cost = {(a, d): rng.uniform(0.05, 2.0) for a in options for d in act_devices}
+    actor_period = {(a, d): rng.uniform(0.05, 1.5) * 2 / a.n for a in options for d in act_devices}
+    transfer = {}
+    for e in EDGES:
+        for d, d2 in itertools.product(devices, devices):
+            if d.id != d2.id and rng.random() < 0.8:
+                transfer[(e.name, d.id, d2.id)] = rng.uniform(0.0, 0.3)
+            elif d.id == d2.id and rng.random() < 0.1:
+                transfer[(e.name, d.id, d2.id)] = rng.uniform(0.0, 0.05)
+    memory = {}
+    for d in devices:
+        memory[("replay_insert", d.id)] = rng.uniform(0, 7)
+        memory[("learn", d.id)] = rng.uniform(0, 4)
+        memory[("act", d.id)] = rng.uniform(0, 2)
+    return Problem(
+        resources=resources,
+        devices=devices,
+        host="host-cpu",
+        host_device="cpu",
+        cost=cost,
+        act_cost=act_cost,
+        env_cost=rng.uniform(0.0, 3.0),
+        actor_period=actor_period,
+        edges=list(EDGES),
+        transfer=transfer,
+        memory=memory,
+        prefetch=rng.random() < 0.5,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ the oracle
+
+
+def account(p: Problem, where: dict[str, str], a: ActorOption):
+    """(P, E) of one placement, or None; written out independently of pearl.planner.ilp."""
+    for k, d in where.items():
+        if k == "act":
+            if (a, d) not in p.act_cost:
+                return None
+        elif (k, d) not in p.cost:
+            return None
+    if not (where["replay_insert"] == where["replay_sample"] == where["priority_update"]):
+        return None
+    for dev in p.devices:
+        if sum(p.memory.get((k, dev.id), 0.0) for k in where if where[k] == dev.id) > dev.memory_bytes:
+            return None
+    res = {d.id: d.resource for d in p.devices}
+    lanes = {r.id: r.lanes for r in p.resources}
+    if a.n > lanes[p.host]:  # one lane per actor process; roles share lanes through the load rows
+        return None
+
+    def dev(end):
+        return p.host_device if end == "env_step" else where[end]
+
+    def t(e):
+        return p.transfer.get((e.name, dev(e.src), dev(e.dst)), 0.0)
+
+    busy = {r.id: 0.0 for r in p.resources}
+    for k in ("replay_insert", "replay_sample", "priority_update", "learn"):
+        busy[res[where[k]]] += p.cost[(k, where[k])]
+    busy[res[where["act"]]] += p.act_cost[(a, where["act"])]
+    busy[p.host] += p.env_cost
+    for e in p.edges:
+        if t(e) > 0:
+            busy[res[dev(e.src)]] += t(e)
+            if res[dev(e.dst)] != res[dev(e.src)]:
+                busy[res[dev(e.dst)]] += t(e)
+    lower = [busy[r] / lanes[r] for r in busy]
+    replay = sum(p.cost[(k, where[k])] for k in REPLAY)
+    replay += sum(t(e) for e in p.edges if (e.src in REPLAY) != (e.dst in REPLAY))
+    learner = p.cost[("learn", where["learn"])]
+    learner += sum(t(e) for e in p.edges if (e.src == "learn") != (e.dst == "learn"))
+    lower += [replay, learner, p.actor_period[(a, where["act"])]]
+    if not p.prefetch:
+        chain = sum(p.cost[(k, where[k])] for k in ("replay_sample", "learn", "priority_update"))
+        chain += sum(
+            t(e) for e in p.edges if (e.src, e.dst) in (("replay_sample", "learn"), ("learn", "priority_update"))
+        )
+        lower.append(chain)
+    period = max(lower)
+    energy = sum(r.idle_w * period + (r.busy_w - r.idle_w) * busy[r.id] / r.lanes for r in p.resources)
+    return period, energy
+
+
+def brute_force(p: Problem) -> list[tuple[float, float]]:
+    """(P, E) of every feasible placement and actor option."""
+    out = []
+    choices = [sorted({d for (k2, d) in p.cost if k2 == k}) if k != "act" else None for k in PLACED]
+    act_devices = sorted({d for (_, d) in p.act_cost})
+    choices[PLACED.index("act")] = act_devices
+    options = sorted({a for (a, _) in p.act_cost}, key=lambda a: (a.n, a.envs))
+    for devs in itertools.product(*choices):
+        for a in options:
+            r = account(p, dict(zip(PLACED, devs)), a)
+            if r is not None:
+                out.append(r)
+    return out
+
+
+def close(a: float, b: float, rel: float = REL) -> bool:
+    return a == pytest.approx(b, rel=rel, abs=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------ tests
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_matches_brute_force(seed):
+    p = random_problem(seed)
+    points = brute_force(p)
+    if not points:
+        with pytest.raises(PlanInfeasible):
+            solve(p, "throughput")
+        return
+    best_p = min(P for P, _ in points)
+    best_e = min(E for _, E in points)
+    fast = solve(p, "throughput", solver="highs")
+    assert close(fast.period_s, best_p)
+    # ties on P are broken by E: the throughput plan is the cheapest of the fastest plans
+    assert close(fast.energy_j, min(E for P, E in points if P <= best_p * (1 + 1e-7)))
+    green = solve(p, "perf-per-watt", solver="highs")
+    assert close(green.energy_j, best_e)
+    assert green.energy_j <= fast.energy_j * (1 + REL)
+    assert fast.period_s <= green.period_s * (1 + REL)
+    for plan in (fast, green):
+        assert plan.status == "Optimal" and plan.gap == 0.0 and plan.solver == "HiGHS"
+        assert set(plan.placement) == set(PLACED)
+        assert len({plan.placement[k] for k in REPLAY}) == 1
+        again = evaluate(p, plan.placement, plan.actors)
+        assert again is not None
+        assert close(again[0], plan.period_s) and close(again[1], plan.energy_j)
+        assert again[2] == plan.binding
+        mine = account(p, plan.placement, plan.actors)
+        assert close(mine[0], plan.period_s) and close(mine[1], plan.energy_j)
+
+
+@pytest.mark.parametrize("seed", range(60, 72))
+def test_period_bound_matches_brute_force(seed):
+    p = random_problem(seed)
+    points = brute_force(p)
+    if not points:
+        with pytest.raises(PlanInfeasible):
+            solve(p, "perf-per-watt", period_bound=1.0)
+        return
+    periods = sorted(P for P, _ in points)
+    bound = periods[len(periods) // 3]
+    plan = solve(p, "perf-per-watt", period_bound=bound * (1 + 1e-9))
+    assert plan.period_s <= bound * (1 + REL)
+    assert close(plan.energy_j, min(E for P, E in points if P <= bound * (1 + 1e-9)))
+    with pytest.raises(PlanInfeasible, match="period_bound"):
+        solve(p, "perf-per-watt", period_bound=periods[0] * 0.5)
+
+
+@pytest.mark.parametrize("seed", [6, 12, 40, 41, 47, 71])  # instances whose front has 2 or 3 points
+def test_pareto_front(seed):
+    p = random_problem(seed)
+    points = brute_force(p)
+    front = pareto(p)
+    fast = solve(p, "throughput")
+    assert len(front) >= 2
+    assert front[0].placement == fast.placement and front[0].actors == fast.actors
+    assert close(front[0].period_s, fast.period_s) and close(front[0].period_s, min(P for P, _ in points))
+    for a, b in zip(front, front[1:]):
+        assert b.period_s >= a.period_s * (1 - REL)
+        assert b.energy_j <= a.energy_j * (1 + REL)
+    for plan in front:
+        assert plan.period_s <= 2.0 * fast.period_s * (1 + REL)  # the largest ε is 1
+        # no enumerated placement is at least as fast and clearly cheaper: every point is Pareto-optimal
+        assert not any(P <= plan.period_s * (1 + 1e-9) and E < plan.energy_j * (1 - REL) for P, E in points)
+    # the last point is the least energy within twice the fastest period
+    assert close(front[-1].energy_j, min(E for P, E in points if P <= 2.0 * fast.period_s * (1 + 1e-9)))
+    keys = [(tuple(s.placement.items()), s.actors) for s in front]
+    assert len(keys) == len(set(keys))
+    assert pareto(p, epsilons=(0,))[0].placement == fast.placement
+
+
+@pytest.mark.parametrize("seed", [6, 12, 41])
+def test_real_magnitudes(seed):
+    """Microsecond costs and gigabyte memories give the same plans: the solver's absolute tolerances do not bite."""
+    p = random_problem(seed)
+    points = brute_force(p)
+    f = 1e-5
+
+    def times(d):
+        return {key: value * f for key, value in d.items()}
+
+    q = dataclasses.replace(
+        p,
+        cost=times(p.cost),
+        act_cost=times(p.act_cost),
+        actor_period=times(p.actor_period),
+        transfer=times(p.transfer),
+        env_cost=p.env_cost * f,
+        memory={key: value * 1e9 for key, value in p.memory.items()},
+        devices=[dataclasses.replace(d, memory_bytes=d.memory_bytes * 1e9) for d in p.devices],
+    )
+    assert close(solve(q).period_s, f * min(P for P, _ in points))
+    assert close(solve(q, "perf-per-watt").energy_j, f * min(E for _, E in points))
+
+
+def test_evaluate_rejects_infeasible_placements():
+    p = random_problem(1)
+    ok = solve(p, "throughput")
+    assert evaluate(p, ok.placement, ok.actors) is not None
+    split = dict(ok.placement)
+    others = [d.id for d in p.devices if d.id != split["replay_sample"]]
+    split["replay_sample"] = others[0]
+    assert evaluate(p, split, ok.actors) is None
+    nowhere = dict(ok.placement, learn="no-such-device")
+    assert evaluate(p, nowhere, ok.actors) is None
+    crowd = ActorOption(p.resources[0].lanes + 1, 1)
+    assert evaluate(p, ok.placement, crowd) is None
+    with pytest.raises(PlanError):
+        evaluate(p, {"act": "cpu"}, ok.actors)
+
+
+def tiny_problem(ids=("cpu", "opencl:0:0", "cuda:0")) -> Problem:
+    """A host CPU, PoCL on the same cores, and one GPU (or whatever ids are given, in that order)."""
+    cpu, pocl, gpu = ids
+    resources = [Resource("cpu-cores", 4, 20.0, 100.0), Resource("gpu/0", 1, 30.0, 250.0)]
+    devices = [Device(cpu, "cpu-cores", 1e10), Device(pocl, "cpu-cores", 1e10), Device(gpu, "gpu/0", 8e9)]
+    cost = {}
+    for k in ("replay_insert", "replay_sample", "priority_update", "learn"):
+        cost[(k, cpu)] = 1.0 if k == "learn" else 0.2
+        cost[(k, pocl)] = 0.8 if k == "learn" else 0.15
+        cost[(k, gpu)] = 0.1 if k == "learn" else 0.05
+    a1, a2 = ActorOption(1, 8), ActorOption(2, 4)
+    act_cost = {(a, d): c for a in (a1, a2) for d, c in ((cpu, 0.3), (gpu, 0.05))}
+    actor_period = {(a1, cpu): 0.9, (a1, gpu): 0.6, (a2, cpu): 0.5, (a2, gpu): 0.35}
+    transfer = {}
+    for e in EDGES:
+        for d, d2 in itertools.permutations((cpu, pocl, gpu), 2):
+            transfer[(e.name, d, d2)] = 0.02 if gpu not in (d, d2) else 0.08
+    return Problem(
+        resources=resources,
+        devices=devices,
+        host="cpu-cores",
+        host_device=cpu,
+        cost=cost,
+        act_cost=act_cost,
+        env_cost=0.4,
+        actor_period=actor_period,
+        edges=list(EDGES),
+        transfer=transfer,
+        memory={("replay_insert", d): 1e9 for d in (cpu, pocl, gpu)},
+    )
+
+
+def best_by_brute_force(p: Problem):
+    points = brute_force(p)
+    return min(P for P, _ in points), min(E for _, E in points)
+
+
+def test_device_ids_with_special_characters():
+    p = tiny_problem(("cpu", "opencl:0:0", "whatif:nvidia-a100"))
+    plan = solve(p)
+    best_p, best_e = best_by_brute_force(p)
+    assert close(plan.period_s, best_p)
+    assert set(plan.placement.values()) <= {"cpu", "opencl:0:0", "whatif:nvidia-a100"}
+    assert close(solve(p, "perf-per-watt").energy_j, best_e)
+    if plan.binding.startswith("load["):
+        assert plan.binding[5:-1] in {"cpu-cores", "gpu/0"}
+
+
+def test_ids_that_sanitise_alike_do_not_collide():
+    # "cuda:0", "cuda-0" and "cuda_0" are one name to PuLP; here they are three devices with different costs
+    p = tiny_problem(("cuda_0", "cuda-0", "cuda:0"))
+    for objective in ("throughput", "perf-per-watt"):
+        plan = solve(p, objective)
+        best_p, best_e = best_by_brute_force(p)
+        if objective == "throughput":
+            assert close(plan.period_s, best_p)
+        else:
+            assert close(plan.energy_j, best_e)
+        assert evaluate(p, plan.placement, plan.actors)[:2] == pytest.approx((plan.period_s, plan.energy_j))
+    # the GPU ("cuda:0") is by far the fastest learner: the throughput plan must name it, not a look-alike
+    assert solve(p).placement["learn"] == "cuda:0"
+
+
+def test_infeasible_assign():
+    p = tiny_problem()
+    p.cost = {key: c for key, c in p.cost.items() if key[0] != "learn"}
+    with pytest.raises(PlanInfeasible, match="assign"):
+        solve(p)
+
+
+def test_infeasible_memory():
+    p = tiny_problem()
+    p.memory = {("replay_insert", d.id): 2 * max(x.memory_bytes for x in p.devices) for d in p.devices}
+    with pytest.raises(PlanInfeasible, match="memory") as info:
+        solve(p)
+    assert isinstance(info.value, PearlError)
+
+
+def test_infeasible_memory_only_together():
+    # replay runs only on cpu; learn fits cpu alone (not cuda:0); both on cpu exceed it: found by the solver
+    p = tiny_problem()
+    p.cost = {key: c for key, c in p.cost.items() if key[1] == "cpu" or key[0] == "learn"}
+    p.cost = {key: c for key, c in p.cost.items() if key[1] != "opencl:0:0"}
+    p.memory = {("replay_insert", "cpu"): 6e9, ("learn", "cpu"): 6e9, ("learn", "cuda:0"): 9e9}
+    with pytest.raises(PlanInfeasible, match="memory"):
+        solve(p)
+
+
+def test_infeasible_actors():
+    p = tiny_problem()
+    big = {ActorOption(5, 1), ActorOption(9, 2)}
+    p.act_cost = {(a, d): 0.1 for a in big for d in ("cpu", "cuda:0")}
+    p.actor_period = {(a, d): 0.5 for a in big for d in ("cpu", "cuda:0")}
+    with pytest.raises(PlanInfeasible, match="actors"):
+        solve(p)
+
+
+def test_roles_on_the_host_share_lanes_with_actors():
+    # 4 actors on 4 lanes with replay and learn also on the host: feasible, the load row shares the time
+    p = tiny_problem()
+    p.cost = {key: c for key, c in p.cost.items() if key[1] == "cpu"}
+    p.act_cost = {(ActorOption(4, 1), "cpu"): 0.1}
+    p.actor_period = {(ActorOption(4, 1), "cpu"): 0.5}
+    plan = solve(p)
+    busy = sum(c for (k, d), c in p.cost.items() if k in plan.placement and plan.placement[k] == d) + 0.1 + p.env_cost
+    assert plan.period_s >= busy / 4 - 1e-12
+
+
+@pytest.mark.parametrize("seed", [0, 6, 12, 40, 41])
+def test_highs_and_cbc_agree(seed):
+    p = random_problem(seed)
+    for objective in ("throughput", "perf-per-watt"):
+        highs = solve(p, objective, solver="highs")
+        cbc = solve(p, objective, solver="cbc")
+        assert cbc.solver == "CBC" and cbc.status == "Optimal" and highs.solver == "HiGHS"
+        if objective == "throughput":
+            assert close(highs.period_s, cbc.period_s)
+        else:
+            assert close(highs.energy_j, cbc.energy_j)
+
+
+def test_bad_arguments():
+    p = tiny_problem()
+    with pytest.raises(PearlError):
+        solve(p, "fastest")
+    with pytest.raises(PearlError):
+        solve(p, solver="gurobi")
