@@ -59,8 +59,8 @@ def devices(as_json: bool) -> None:
 @cli.command()
 @click.option("--algo", type=click.Choice(["dqn", "ddpg"]), required=True, help="Algorithm to train.")
 @click.option("--env", "env_id", required=True, help="Gymnasium environment id, e.g. CartPole-v1.")
-@click.option("--device", default="cpu", show_default=True,
-              help="Device of every kernel: cpu, cuda:N or opencl:P:D.")
+@click.option("--device", default=None, help="Device of every kernel: cpu (the default), cuda:N or opencl:P:D.")
+@click.option("--plan", "plan_path", default=None, help="Plan file from `pearl plan`: run its placement and actors.")
 @click.option("--descriptor", default=None, help="Device descriptor (TOML) whose kernel binary an OpenCL device loads.")
 @click.option("--steps", type=int, default=None, help="Env steps to train (default: the preset's).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of weights, envs and sampling.")
@@ -68,16 +68,17 @@ def devices(as_json: bool) -> None:
 @click.option("--runs-dir", default="runs", show_default=True, help="Where runs/<id>/ records are written.")
 @click.option("--threads", type=int, default=1, show_default=True, help="CPU threads one kernel may use.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the results.")
-def train(algo: str, env_id: str, device: str, descriptor: str | None, steps: int | None, seed: int,
-          eval_episodes: int, runs_dir: str, threads: int, as_json: bool) -> None:
+def train(algo: str, env_id: str, device: str | None, plan_path: str | None, descriptor: str | None,
+          steps: int | None, seed: int, eval_episodes: int, runs_dir: str, threads: int, as_json: bool) -> None:
     """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/."""
     from pearl.algos import preset
     from pearl.training import train as run_training
 
     total = steps if steps is not None else preset(algo, env_id).total_steps
     with _progress(total, enabled=not as_json, label=f"{algo} {env_id}") as bar:
-        result = run_training(algo, env_id, device=device, steps=steps, seed=seed, eval_episodes=eval_episodes,
-                              runs_dir=runs_dir, threads=threads, descriptor=descriptor, progress=bar)
+        result = run_training(algo, env_id, device=device, plan=plan_path, steps=steps, seed=seed,
+                              eval_episodes=eval_episodes, runs_dir=runs_dir, threads=threads, descriptor=descriptor,
+                              progress=bar)
     if as_json:
         _print_json(result.to_dict())
         return
@@ -89,6 +90,14 @@ def train(algo: str, env_id: str, device: str, descriptor: str | None, steps: in
     if result.eval_episodes:
         click.echo(f"  evaluation over {result.eval_episodes} episodes: return "
                    f"{result.eval_return_mean:.1f} ± {result.eval_return_std:.1f}")
+    if result.plan_check:
+        check = result.plan_check
+        click.echo(f"  plan: {result.actors} actor(s); predicted {check['predicted']['env_steps_per_s']:,.0f} env "
+                   f"steps/s, measured {check['measured']['env_steps_per_s']:,.0f} ({check['note']})")
+        for kernel, k in check["kernels"].items():
+            ratio = f"{k['ratio']:.2f}×" if k["ratio"] is not None else "n/a"
+            click.echo(f"    {kernel:16} on {k['device']:11} predicted {k['predicted_s'] * 1e6:9.1f} µs/iteration, "
+                       f"measured {k['measured_s'] * 1e6:9.1f} ({ratio})")
     click.echo(f"  run record: {result.run_dir}")
 
 

@@ -13,17 +13,20 @@ import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from pearl import __version__
 from pearl.algos import OffPolicyConfig, algo_config_class, has_preset, preset
 from pearl.envs import check_algo_fits, env_spec
-from pearl.errors import ConfigError, DeviceError
+from pearl.errors import ConfigError, DeviceError, PlanError
 from pearl.runtime.evaluate import evaluate
 from pearl.runtime.local import LocalLauncher, Placement
 from pearl.runtime.record import RunRecord
+
+if TYPE_CHECKING:
+    from pearl.planner.plan import Plan
 
 EVAL_SEED_OFFSET = 100_000  # evaluation envs never share seeds with training envs
 # One intra-op thread: the presets' small MLPs run faster single-threaded (DQN CartPole on a 2-core EPYC:
@@ -52,6 +55,8 @@ class TrainResult:
     train_wall_s: float = 0.0
     preset: bool = False
     placement: dict[str, str] = field(default_factory=dict)
+    actors: int = 1
+    plan_check: dict = field(default_factory=dict)
     eval_returns: list[float] = field(default_factory=list)
     kernel_seconds: dict[str, float] = field(default_factory=dict)
 
@@ -59,12 +64,54 @@ class TrainResult:
         return asdict(self)
 
 
+def _checked_plan(path: str, algo: str, env_id: str, device: str | None) -> "Plan":
+    """The plan, refused with the reason when it is for other work, another machine or absent devices."""
+    from pearl.adapters.torch.adapter import cpu_lanes, cpu_name
+    from pearl.planner.plan import load_plan
+
+    if device is not None:
+        raise ConfigError("--plan places every kernel itself; drop --device (or drop --plan)")
+    plan = load_plan(path)
+    if (plan.algo, plan.env) != (algo, env_id):
+        raise ConfigError(f"{path} is a plan for {plan.algo} on {plan.env}, not {algo} on {env_id}; "
+                          f"make one with `pearl plan --algo {algo} --env {env_id}`")
+    here = (cpu_name(), cpu_lanes())
+    there = (plan.profile.get("cpu"), plan.profile.get("cores"))
+    if here != there:
+        raise PlanError(f"{path} was planned from a profile of another machine ({there[0]}, {there[1]} cores); "
+                        f"this one is {here[0]}, {here[1]} cores: run `pearl profile` here and plan again")
+    absent = sorted(d for d in set(plan.mapping.values()) if d.startswith("whatif:"))
+    if absent:
+        raise PlanError(f"{path} places kernels on {', '.join(absent)}, a device modelled from its descriptor "
+                        "that this machine does not have; plan without --what-if devices to train")
+    return plan
+
+
+def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult) -> dict:
+    """Predicted against measured, overall and per kernel (seconds per iteration = one update)."""
+    steps_per_iteration = 1.0 / config.replay_ratio
+    measured = {}
+    for kernel, predicted in plan.kernels.items():
+        seconds = stats.kernel_seconds.get(kernel, 0.0)
+        actor_side = kernel in ("env_step", "act", "replay_insert")
+        per_iteration = (seconds / max(stats.steps, 1) * steps_per_iteration if actor_side
+                         else seconds / max(stats.updates, 1))
+        measured[kernel] = {"device": plan.mapping[kernel], "predicted_s": predicted, "measured_s": per_iteration,
+                            "ratio": per_iteration / predicted if predicted > 0 else None}
+    figures = ("env_steps_per_s", "updates_per_s", "learner_samples_per_s")
+    return {"predicted": {k: plan.predicted[k] for k in figures},
+            "measured": {k: getattr(result, k) for k in figures},
+            "kernels": measured,
+            "note": "the in-process launcher runs the roles in turn; the plan predicts them running concurrently"}
+
+
 def check_positive_int(name: str, value: int, minimum: int = 1) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
-def train(algo: str, env_id: str, *, device: str = "cpu", steps: int | None = None, seed: int = 0,
+def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None = None, steps: int | None = None,
+          seed: int = 0,
           eval_episodes: int = 10, config: OffPolicyConfig | None = None, runs_dir: str = "runs",
           threads: int = DEFAULT_THREADS, descriptor: str | None = None,
           progress: Callable[[int], None] | None = None) -> TrainResult:
@@ -72,7 +119,9 @@ def train(algo: str, env_id: str, *, device: str = "cpu", steps: int | None = No
 
     config defaults to pearl's preset for (algo, env_id) when there is one, else the algorithm's defaults;
     steps, when given, overrides config.total_steps. threads is the CPU threads one kernel may use;
-    descriptor names a device descriptor whose precompiled kernel binary an OpenCL device loads.
+    descriptor names a device descriptor whose precompiled kernel binary an OpenCL device loads. plan names a
+    plan file (`pearl plan`): each kernel then runs on its planned device with the planned actor count, and
+    the result holds predicted against measured figures (plan_check); device must then be None.
     """
     wall0 = time.perf_counter()
     algo_config_class(algo)  # unknown algo → ConfigError
@@ -90,12 +139,22 @@ def train(algo: str, env_id: str, *, device: str = "cpu", steps: int | None = No
         config = config.replace(total_steps=steps)
     config.validate()
 
-    if descriptor is not None and not device.startswith("opencl"):
+    loaded = _checked_plan(plan, algo, env_id, device) if plan is not None else None
+    device = device or "cpu"
+    if loaded is not None:
+        placement = Placement(loaded.mapping["act"], loaded.mapping["replay_insert"], loaded.mapping["learn"])
+        config = config.replace(n_envs=loaded.envs_per_actor)
+        device = "plan"
+    else:
+        placement = Placement.single(device)
+    if descriptor is not None and not any(d.startswith("opencl") for d in placement.devices()):
         raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
                           "(drop --descriptor, or train on an opencl:P:D device)")
-    placement = Placement.single(device)
-    launcher = LocalLauncher(config, spec, placement, seed, threads, descriptor)  # a bad device fails here
+    launcher = LocalLauncher(config, spec, placement, seed, threads, descriptor,
+                             actors=loaded.actors if loaded else 1)  # a bad or absent device fails here
     record = RunRecord(runs_dir, algo, env_id, seed)
+    if loaded is not None:
+        record.write("plan.json", loaded.to_dict())
     record.write("config.json", {
         "kind": "config", "algo": algo, "env": env_id, "seed": seed, "device": device,
         "placement": placement.to_dict(), "threads": threads, "descriptor": descriptor,
@@ -123,6 +182,9 @@ def train(algo: str, env_id: str, *, device: str = "cpu", steps: int | None = No
         eval_episodes=eval_episodes, wall_s=time.perf_counter() - wall0, run_dir=str(record.dir),
         updates=stats.updates, train_wall_s=stats.wall_s, preset=has_preset(algo, env_id),
         placement=placement.to_dict(), eval_returns=returns, kernel_seconds=dict(stats.kernel_seconds),
+        actors=len(launcher.actors),
     )
+    if loaded is not None:
+        result.plan_check = plan_check(loaded, stats, config, result)
     record.write("summary.json", {"kind": "summary", **result.to_dict()})
     return result

@@ -33,7 +33,7 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
         pearl_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         algo=algo, env=env_id, objective=objective,
         profile={"path": str(profile_path), "node": profile.host.get("node"), "cpu": profile.host.get("cpu"),
-                 "created": profile.created, "mode": profile.mode},
+                 "cores": profile.host.get("cores"), "created": profile.created, "mode": profile.mode},
         mapping=mapping, actors=best.actors.n, envs_per_actor=best.actors.envs,
         predicted=_figures(best.period_s, best.energy_j, facts, _sources(profile, model, mapping)),
         bottleneck=best.binding, lanes=_lanes(problem, best),
@@ -43,7 +43,17 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
                 "solve_s": best.solve_s},
         pareto=[{**_figures(s.period_s, s.energy_j, facts, {}), "mapping": dict(s.placement), "actors": s.actors.n}
                 for s in front],
+        kernels=_kernel_seconds(problem, best),
     )
+
+
+def _kernel_seconds(problem: Problem, solution: Solution) -> dict[str, float]:
+    """Predicted seconds per iteration of each kernel on its planned device (all actors together for act)."""
+    out = {"env_step": problem.env_cost, "act": problem.act_cost[(solution.actors, solution.placement["act"])]}
+    for k in PLACED:
+        if k != "act":
+            out[k] = problem.cost[(k, solution.placement[k])]
+    return out
 
 
 def _figures(period: float, energy: float, facts: dict, sources: dict) -> dict:

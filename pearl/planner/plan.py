@@ -10,6 +10,7 @@ predicts for it and for the all-on-one-device mappings.
       "predicted": {"env_steps_per_s", "updates_per_s", "learner_samples_per_s", "period_s",
                     "energy_per_iteration_j", "power_w", "env_steps_per_joule", "source", "power_source"},
       "bottleneck": "load[host-cpu]" | "role[learner]" | ...,
+      "kernels": {kernel: predicted seconds per iteration on its device (env_step included)},
       "lanes": {"cpu": lanes the plan uses on the host, "accelerator": lanes on other resources, "ratio"},
       "baselines": [{"device", "feasible", "env_steps_per_s", "env_steps_per_joule", "speedup"}],
       "solver": {"name", "status", "gap", "solve_s"},
@@ -56,6 +57,7 @@ class Plan:
     baselines: list[dict[str, Any]] = field(default_factory=list)
     solver: dict[str, Any] = field(default_factory=dict)
     pareto: list[dict[str, Any]] = field(default_factory=list)
+    kernels: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, **asdict(self)}
@@ -126,4 +128,4 @@ def parse_plan(data: Any, where: str) -> Plan:
     return Plan(data["pearl_version"], data["created"], data["algo"], data["env"], data["objective"],
                 data["profile"], dict(mapping), data["actors"], data["envs_per_actor"], data["predicted"],
                 data["bottleneck"], data["lanes"], list(data.get("baselines", [])), dict(data.get("solver", {})),
-                list(data.get("pareto", [])))
+                list(data.get("pareto", [])), dict(data.get("kernels", {})))

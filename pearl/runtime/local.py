@@ -1,9 +1,11 @@
-"""The in-process launcher: one actor, one replay manager, one learner, driven in turn.
+"""The in-process launcher: one or more actors, one replay manager, one learner, driven in turn.
 
 It reproduces the sequential schedule of the published presets exactly: collect `train_freq` env steps,
 then run `gradient_steps` updates (once more than `learning_starts` steps have been collected), so the
 replay ratio is gradient_steps / train_freq. Each role runs on the device the placement gives it; a batch
-that crosses devices is moved by the learner's adapter.
+that crosses devices is moved by the learner's adapter. With several actors (a plan's actor count) they
+step in turn, each with its own environments and `act` kernel: the same roles a concurrent launcher would
+run, one at a time.
 """
 
 from __future__ import annotations
@@ -62,26 +64,31 @@ def exploration(config: OffPolicyConfig, step: int) -> float:
 
 class LocalLauncher:
     def __init__(self, config: OffPolicyConfig, spec: EnvSpec, placement: Placement, seed: int,
-                 threads: int | None = None, descriptor: str | None = None) -> None:
+                 threads: int | None = None, descriptor: str | None = None, actors: int = 1) -> None:
         """descriptor: a device descriptor whose kernel binary the placement's OpenCL device loads."""
         self.config, self.spec, self.placement, self.seed = config, spec, placement, seed
         self.adapters = {d: open_adapter(d, threads, descriptor if d.startswith("opencl") else None)
                          for d in placement.devices()}
         adapters = self.adapters
         params = init_params(config, spec, seed)
-        self.actor = Actor(0, spec.env_id, spec, config.n_envs,
-                           adapters[placement.act].make_act(config, spec, params, seed + 1), seed)
+        # actor i: its own env seeds and exploration key, so actors explore differently
+        self.actors = [Actor(i, spec.env_id, spec, config.n_envs,
+                             adapters[placement.act].make_act(config, spec, params, seed + 1 + 7919 * i),
+                             seed + 7919 * i) for i in range(actors)]
         self.replay = ReplayManager(adapters[placement.replay].make_replay(config, spec, seed + 2), config.batch_size)
         self.learner = Learner(adapters[placement.learn].make_learn(config, spec, params),
                                adapters[placement.learn], config)
 
     def run(self, record: RunRecord | None = None, progress: Callable[[int], None] | None = None) -> LoopStats:
-        cfg, actor, replay, learner = self.config, self.actor, self.replay, self.learner
+        cfg, replay, learner = self.config, self.replay, self.learner
         stats = LoopStats()
         next_train = cfg.train_freq
         start = last_log = time.perf_counter()
         logged = _LogState()
+        turn = 0
         while stats.steps < cfg.total_steps:
+            actor = self.actors[turn % len(self.actors)]
+            turn += 1
             batch = actor.step(exploration(cfg, stats.steps), random=stats.steps < cfg.learning_starts)
             replay.insert(batch)
             stats.steps += len(batch)
@@ -94,7 +101,9 @@ class LocalLauncher:
                     for _ in range(cfg.gradient_steps):
                         replay.update_priorities(learner.update(replay.sample(beta)))
             if learner.snapshot_due():
-                actor.load_weights(learner.snapshot())
+                snapshot = learner.snapshot()
+                for each in self.actors:
+                    each.load_weights(snapshot)
             stats.episodes += (done := actor.drain_episodes())
             logged.episodes += done
             now = time.perf_counter()
@@ -106,12 +115,13 @@ class LocalLauncher:
                     progress(stats.steps)
         stats.wall_s = time.perf_counter() - start
         stats.updates = learner.updates
-        for clock in (actor.clock, replay.clock, learner.clock):  # weight_sync is timed on both ends
+        for clock in (*(a.clock for a in self.actors), replay.clock, learner.clock):  # weight_sync: both ends
             for kernel, seconds in clock.seconds.items():
                 stats.kernel_seconds[kernel] = stats.kernel_seconds.get(kernel, 0.0) + seconds
                 stats.kernel_calls[kernel] = stats.kernel_calls.get(kernel, 0) + clock.calls[kernel]
         stats.final_params = learner.kernel.policy_params()
-        actor.close()
+        for actor in self.actors:
+            actor.close()
         return stats
 
 

@@ -1,0 +1,91 @@
+"""pearl train --plan: runs the plan's placement and actor count, records predicted against measured, and
+refuses plans for other work, other machines or absent devices."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pearl.cli import main
+from pearl.planner.plan import load_plan, save_plan
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+@pytest.fixture(scope="module")
+def plan_file(tmp_path_factory) -> Path:
+    """A plan made from a quick profile of THIS machine (plans from other machines are refused)."""
+    from pearl.planner.make import make_plan
+    from pearl.profiling.format import save_profile
+    from pearl.profiling.profiler import ProfileOptions, run_profile
+
+    folder = tmp_path_factory.mktemp("plan")
+    profile = save_profile(run_profile(ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",))),
+                           folder / "profile.json")
+    return save_plan(make_plan(profile, "dqn", "CartPole-v1"), folder / "plan.json")
+
+
+def edited(plan_file: Path, tmp_path: Path, change) -> Path:
+    data = json.loads(plan_file.read_text())
+    change(data)
+    out = tmp_path / "edited.json"
+    out.write_text(json.dumps(data))
+    return out
+
+
+def test_train_follows_the_plan_and_records_the_comparison(capsys, plan_file, tmp_path) -> None:
+    plan = load_plan(plan_file)
+    code, out, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--plan", str(plan_file),
+                             "--steps", "1500", "--eval-episodes", "1", "--json", "--runs-dir", str(tmp_path))
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["actors"] == plan.actors
+    assert result["placement"]["learn"] == plan.mapping["learn"] and result["placement"]["act"] == plan.mapping["act"]
+    check = result["plan_check"]
+    assert set(check["kernels"]) == set(plan.kernels)
+    for k in ("learn", "act", "env_step"):
+        assert check["kernels"][k]["measured_s"] > 0 and check["kernels"][k]["predicted_s"] > 0
+    assert check["predicted"]["env_steps_per_s"] == pytest.approx(plan.predicted["env_steps_per_s"])
+    run_dir = Path(result["run_dir"])
+    assert json.loads((run_dir / "plan.json").read_text())["mapping"] == plan.mapping
+    assert json.loads((run_dir / "summary.json").read_text())["plan_check"] == check
+
+
+def test_several_actors_step_in_turn(capsys, plan_file, tmp_path) -> None:
+    two = edited(plan_file, tmp_path, lambda d: d.update(actors=2))
+    code, out, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--plan", str(two),
+                             "--steps", "600", "--eval-episodes", "1", "--json", "--runs-dir", str(tmp_path / "r"))
+    assert code == 0, err
+    assert json.loads(out)["actors"] == 2
+
+
+@pytest.mark.parametrize(("args", "change", "fragment"), [
+    (["--algo", "ddpg", "--env", "Pendulum-v1"], None, "is a plan for dqn on CartPole-v1"),
+    (["--algo", "dqn", "--env", "CartPole-v1", "--device", "cpu"], None, "drop --device"),
+    (["--algo", "dqn", "--env", "CartPole-v1"], lambda d: d["profile"].update(cpu="Some Other CPU"),
+     "another machine"),
+    (["--algo", "dqn", "--env", "CartPole-v1"], lambda d: d["mapping"].update(learn="whatif:nvidia-a100-sxm4-80gb"),
+     "does not have"),
+    (["--algo", "dqn", "--env", "CartPole-v1"], lambda d: d["mapping"].update(learn="cuda:7"), "cuda:7"),
+    (["--algo", "dqn", "--env", "CartPole-v1"], lambda d: d.update(schema="pearl.plan/7"), "cannot read"),
+])
+def test_refused_plans(capsys, plan_file, tmp_path, args, change, fragment: str) -> None:
+    path = edited(plan_file, tmp_path, change) if change else plan_file
+    code, _, err = run_cli(capsys, "train", *args, "--plan", str(path), "--runs-dir", str(tmp_path / "runs"))
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and fragment in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_truncated_plan(capsys, plan_file, tmp_path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text(plan_file.read_text()[:200])
+    code, _, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--plan", str(broken),
+                           "--runs-dir", str(tmp_path / "runs"))
+    assert code == 2 and "not valid JSON" in err
