@@ -180,6 +180,22 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, out: str, as
             click.echo(f"  all on {b['device']}: not feasible")
 
 
+@cli.command()
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the training run.")
+@click.option("--runs-dir", default="runs", show_default=True, help="Where the run record is written.")
+@click.option("--reprofile", is_flag=True, help="Profile again even when a fresh profile of this machine exists.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the profile, plan and run.")
+def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool) -> None:
+    """Profile this machine quickly (or reuse a fresh profile), plan DQN on CartPole-v1 for throughput, train
+    it with that plan, and print the report."""
+    from pearl.quickstart import run_quickstart
+
+    report = run_quickstart(seed=seed, runs_dir=runs_dir, reprofile=reprofile,
+                            say=(lambda _m: None) if as_json else click.echo, progress=not as_json)
+    if as_json:
+        _print_json(report)
+
+
 @cli.command("build-binary")
 @click.option("--device", required=True, help="OpenCL device to compile for, e.g. opencl:0:0.")
 @click.option("--descriptor", required=True, help="Descriptor of the device model (its [device] and [figures]).")

@@ -1,0 +1,95 @@
+"""pearl quickstart: the main job end to end on this machine, with no arguments.
+
+1. a quick profile of this machine: profiles/<host>-quick.json, reused when it is less than a week old, was
+   measured on this CPU with this many cores, and holds the DQN preset's shapes;
+2. a throughput plan for DQN on CartPole-v1 from it;
+3. DQN trained on CartPole-v1 with that plan (the preset: 50,000 steps), evaluated greedily;
+4. the report: where each kernel ran, predicted against measured, the evaluation return.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Callable
+
+from pearl.errors import PearlError
+
+ALGO, ENV = "dqn", "CartPole-v1"
+FRESH = timedelta(days=7)
+
+
+def profile_path() -> Path:
+    return Path("profiles") / f"{platform.node() or 'host'}-quick.json"
+
+
+def reusable(path: Path) -> bool:
+    """A profile of this machine (CPU model and cores), recent, with the DQN preset's measurements."""
+    from pearl.adapters.torch.adapter import cpu_lanes, cpu_name
+    from pearl.planner.build import preset_workload
+    from pearl.envs import env_spec
+    from pearl.profiling.format import load_profile
+
+    if not path.exists():
+        return False
+    try:
+        profile = load_profile(path)
+        created = datetime.fromisoformat(profile.created)
+    except (PearlError, ValueError):
+        return False  # unreadable: measure again rather than fail
+    _, key = preset_workload(ALGO, env_spec(ENV))
+    return (datetime.now(timezone.utc) - created < FRESH and profile.host.get("cpu") == cpu_name()
+            and profile.host.get("cores") == cpu_lanes() and any(w.key == key for w in profile.workloads))
+
+
+def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = False,
+                   say: Callable[[str], None] = print, progress: bool = True) -> dict:
+    from pearl.planner.make import make_plan
+    from pearl.planner.plan import save_plan
+    from pearl.profiling.format import save_profile
+    from pearl.profiling.profiler import ProfileOptions, run_profile
+    from pearl.training import train
+
+    t0 = time.perf_counter()
+    path = profile_path()
+    if reprofile or not reusable(path):
+        say(f"1/3 profiling this machine (quick) into {path} ...")
+        save_profile(run_profile(ProfileOptions(quick=True, algos=(ALGO,))), path)
+    else:
+        say(f"1/3 reusing the profile {path} (measured here less than a week ago; --reprofile measures again)")
+    plan = make_plan(path, ALGO, ENV, "throughput")
+    plan_file = save_plan(plan, Path(runs_dir) / "quickstart-plan.json")
+    placed = ", ".join(f"{k} → {v}" for k, v in plan.mapping.items())
+    say(f"2/3 plan for throughput: {placed}; {plan.actors} actor(s); predicted "
+        f"{plan.predicted['env_steps_per_s']:,.0f} env steps/s; bottleneck {plan.bottleneck}")
+    say(f"3/3 training {ALGO} on {ENV} with that plan (50,000 steps) ...")
+    bar = _bar(progress)
+    result = train(ALGO, ENV, plan=str(plan_file), seed=seed, eval_episodes=20, runs_dir=runs_dir,
+                   progress=bar)
+    if bar is not None:
+        bar.close()
+    measured = result.plan_check["measured"]["env_steps_per_s"]
+    say(f"done in {time.perf_counter() - t0:.0f} s: evaluation return {result.eval_return_mean:.1f} ± "
+        f"{result.eval_return_std:.1f} over 20 episodes; {measured:,.0f} env steps/s measured against "
+        f"{plan.predicted['env_steps_per_s']:,.0f} predicted; run record {result.run_dir}")
+    return {"profile": str(path), "plan": plan.to_dict(), "run": result.to_dict()}
+
+
+class _Bar:
+    def __init__(self) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=50_000, unit="step", desc="dqn CartPole-v1", file=sys.stderr, dynamic_ncols=True)
+
+    def __call__(self, done: int) -> None:
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _bar(enabled: bool) -> _Bar | None:
+    return _Bar() if enabled and sys.stderr.isatty() else None

@@ -1,0 +1,64 @@
+"""pearl quickstart: reuse of a fresh profile of this machine, and the whole main job (slow)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from pearl.cli import main
+from pearl.profiling.format import load_profile, save_profile
+from pearl.profiling.profiler import ProfileOptions, run_profile
+from pearl.quickstart import profile_path, reusable
+
+
+@pytest.fixture()
+def in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def quick_profile():
+    return run_profile(ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",)))
+
+
+def test_fresh_profile_of_this_machine_is_reused(in_tmp, quick_profile) -> None:
+    path = save_profile(quick_profile, in_tmp / profile_path())
+    assert reusable(path)
+
+
+@pytest.mark.parametrize("change", [
+    lambda p: setattr(p, "created", (datetime.now(timezone.utc) - timedelta(days=8)).isoformat()),
+    lambda p: p.host.update(cpu="Another CPU"),
+    lambda p: p.host.update(cores=999),
+    lambda p: setattr(p, "workloads", []) or setattr(p, "kernels", []),
+])
+def test_stale_or_foreign_profiles_are_not_reused(in_tmp, quick_profile, change) -> None:
+    import copy
+
+    profile = copy.deepcopy(quick_profile)
+    change(profile)
+    path = save_profile(profile, in_tmp / profile_path())
+    assert not reusable(path)
+
+
+def test_unreadable_profile_is_measured_again(in_tmp) -> None:
+    path = in_tmp / profile_path()
+    path.parent.mkdir(parents=True)
+    path.write_text("{ truncated")
+    assert not reusable(path)
+
+
+@pytest.mark.slow
+def test_quickstart_is_the_main_job(in_tmp, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["quickstart", "--json"])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 0, err
+    report = json.loads(out)
+    assert load_profile(in_tmp / report["profile"]).mode == "quick"
+    assert report["run"]["plan_check"]["kernels"]["learn"]["measured_s"] > 0
+    assert report["run"]["placement"]["learn"] == report["plan"]["mapping"]["learn"]
+    assert report["run"]["eval_return_mean"] >= 475, report["run"]["eval_returns"]
