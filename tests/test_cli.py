@@ -10,14 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pearl.cli import main
-
-
-def run_cli(capsys, *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
+from cli_support import run_cli
 
 
 def assert_user_error(code: int, out: str, err: str, *fragments: str) -> None:

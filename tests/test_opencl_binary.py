@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from opencl_support import first_opencl_device
-from pearl.cli import main
+from cli_support import run_cli
 from pearl.descriptors import DescriptorError, load_descriptor
 
 DEVICE = first_opencl_device()
@@ -26,13 +26,6 @@ POCL_DESCRIPTOR = ROOT / "devices" / "pocl-cpu.toml"
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[Path, Path]:
     return build_binary(DEVICE, POCL_DESCRIPTOR, tmp_path_factory.mktemp("bin") / "pearl.bin")
-
-
-def run_cli(capsys, *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 def edited(descriptor: Path, tmp_path: Path, **replace: str) -> Path:

@@ -7,17 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pearl.cli import main
+from cli_support import run_cli
 from pearl.kernels import DEVICE_KERNELS
 from pearl.profiling.format import ProfileError, load_profile, save_profile
 from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
-
-
-def run_cli(capsys, *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -85,12 +78,12 @@ def test_bad_arguments_are_one_line_and_write_nothing(capsys, tmp_path, args: li
 
 
 def test_interrupted_write_leaves_no_file(cpu_profile, tmp_path, monkeypatch) -> None:
-    import pearl.profiling.format as fmt
+    import pearl.fileio as fileio
 
-    def interrupted(*_args, **_kwargs):
+    def interrupted(*_args, **_kwargs):  # Ctrl-C after the data is written, before the rename
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(fmt.json, "dump", interrupted)
+    monkeypatch.setattr(fileio.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         save_profile(cpu_profile, tmp_path / "p.json")
     assert list(tmp_path.iterdir()) == []

@@ -8,15 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pearl.cli import main
+from cli_support import run_cli
 from pearl.planner.plan import load_plan, save_plan
-
-
-def run_cli(capsys, *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 @pytest.fixture(scope="module")

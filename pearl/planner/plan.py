@@ -23,14 +23,12 @@ power); "power_source" says where the power figures came from. This module impor
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pearl.errors import PearlError
+from pearl.fileio import read_json, write_json_atomic
 
 SCHEMA = "pearl.plan/1"
 MAPPED = ("env_step", "act", "replay_insert", "replay_sample", "priority_update", "learn")
@@ -64,32 +62,12 @@ class Plan:
 
 
 def save_plan(plan: Plan, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(plan.to_dict(), f, indent=1)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_json_atomic(path, plan.to_dict())
 
 
 def load_plan(path: str | Path) -> Plan:
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PlanFileError(f"{path}: no such plan; `pearl plan ... --out {path}` makes one") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PlanFileError(f"{path}: cannot read it ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise PlanFileError(f"{path}: not valid JSON (truncated?) at line {exc.lineno}: {exc.msg}") from None
-    return parse_plan(data, str(path))
+    return parse_plan(read_json(path, PlanFileError, f"no such plan; `pearl plan ... --out {path}` makes one"),
+                      str(path))
 
 
 def parse_plan(data: Any, where: str) -> Plan:

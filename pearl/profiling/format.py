@@ -26,14 +26,12 @@ hardware library.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pearl.errors import PearlError
+from pearl.fileio import read_json, write_json_atomic
 from pearl.kernels import KERNEL_NAMES
 
 SCHEMA = "pearl.profile/1"
@@ -150,33 +148,11 @@ def workload_key(algo: str, env: str, obs_dim: int, action_dim: int, hidden: tup
 
 def save_profile(profile: Profile, path: str | Path) -> Path:
     """Write atomically (temp file + rename): an interrupted run leaves no half-written profile."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(profile.to_dict(), f, indent=1)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_json_atomic(path, profile.to_dict())
 
 
 def load_profile(path: str | Path) -> Profile:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ProfileError(f"{path}: no such profile; `pearl profile --out {path}` makes one") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"{path}: cannot read it ({exc})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ProfileError(f"{path}: not valid JSON (truncated?) at line {exc.lineno}: {exc.msg}") from None
+    data = read_json(path, ProfileError, f"no such profile; `pearl profile --out {path}` makes one")
     return parse_profile(data, str(path))
 
 

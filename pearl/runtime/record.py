@@ -10,26 +10,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from pearl.errors import RunDirError
+from pearl.fileio import write_json_atomic
 
 SCHEMA = "pearl.run/1"
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, sort_keys=False)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class RunRecord:
@@ -48,9 +36,7 @@ class RunRecord:
         self.id = self.dir.name
 
     def write(self, name: str, obj: dict[str, Any]) -> Path:
-        path = self.dir / name
-        write_json_atomic(path, {"schema": SCHEMA, **obj})
-        return path
+        return write_json_atomic(self.dir / name, {"schema": SCHEMA, **obj}, indent=2)
 
     def log(self, metrics: dict[str, Any]) -> None:
         self._metrics.write(json.dumps(metrics) + "\n")

@@ -6,12 +6,11 @@ binary path (hash and target checks, no run-time compilation) be used and tested
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from pearl.adapters.opencl.runtime import build_from_source, find_device, program_binary, sha256_file
 from pearl.descriptors import FIGURES, DeviceDescriptor, load_descriptor
+from pearl.fileio import write_atomic
 from pearl.kernels import DEVICE_KERNELS
 
 
@@ -23,9 +22,9 @@ def build_binary(device_id: str, base: str | Path, out: str | Path) -> tuple[Pat
     program = build_from_source(cl.Context([device]))
     out = Path(out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(out, program_binary(program))
+    write_atomic(out, program_binary(program))
     descriptor_path = out.with_name(out.name + ".toml")
-    _write_atomic(descriptor_path, descriptor_text(load_descriptor(base), out, device.name.strip()).encode())
+    write_atomic(descriptor_path, descriptor_text(load_descriptor(base), out, device.name.strip()))
     return out, descriptor_path
 
 
@@ -38,15 +37,3 @@ def descriptor_text(base: DeviceDescriptor, binary: Path, target: str) -> str:
     lines += ["", "[binary]", f'path = "{binary.name}"', f'sha256 = "{sha256_file(binary)}"', f'target = "{target}"',
               "kernels = [" + ", ".join(f'"{k}"' for k in DEVICE_KERNELS) + "]", ""]
     return "\n".join(lines)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; the binary and descriptor are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
