@@ -57,6 +57,7 @@ class TrainResult:
     placement: dict[str, str] = field(default_factory=dict)
     actors: int = 1
     plan_check: dict = field(default_factory=dict)
+    learning_env_steps_per_s: float | None = None  # over the learning phase only (after learning_starts)
     eval_returns: list[float] = field(default_factory=list)
     kernel_seconds: dict[str, float] = field(default_factory=dict)
 
@@ -113,7 +114,7 @@ def check_positive_int(name: str, value: int, minimum: int = 1) -> None:
 def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None = None, steps: int | None = None,
           seed: int = 0,
           eval_episodes: int = 10, config: OffPolicyConfig | None = None, runs_dir: str = "runs",
-          threads: int = DEFAULT_THREADS, descriptor: str | None = None,
+          threads: int = DEFAULT_THREADS, descriptor: str | None = None, max_seconds: float | None = None,
           progress: Callable[[int], None] | None = None) -> TrainResult:
     """Train `algo` on `env_id` with every kernel on `device`, evaluate greedily, and write runs/<id>/.
 
@@ -164,7 +165,7 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
         "host": {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0]},
     })
     try:
-        stats = launcher.run(record, progress)
+        stats = launcher.run(record, progress, max_seconds)
     finally:
         record.close()
     act = launcher.adapters[placement.act].make_act(config, spec, stats.final_params, seed)
@@ -183,6 +184,8 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
         updates=stats.updates, train_wall_s=stats.wall_s, preset=has_preset(algo, env_id),
         placement=placement.to_dict(), eval_returns=returns, kernel_seconds=dict(stats.kernel_seconds),
         actors=len(launcher.actors),
+        learning_env_steps_per_s=((stats.steps - stats.learn_start_steps) / (stats.wall_s - stats.learn_start_s)
+                                  if stats.learn_start_s is not None and stats.wall_s > stats.learn_start_s else None),
     )
     if loaded is not None:
         result.plan_check = plan_check(loaded, stats, config, result)

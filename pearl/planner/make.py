@@ -19,15 +19,41 @@ OBJECTIVES = ("throughput", "perf-per-watt")
 
 
 def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str = "throughput") -> Plan:
+    profile, model, problem, facts = _setup(profile_path, algo, env_id)
+    front = pareto(problem)
+    best = front[0] if objective == "throughput" else solve(problem, "perf-per-watt")
+    return _plan(profile_path, profile, model, problem, facts, algo, env_id, objective, best, front)
+
+
+def fixed_plans(profile_path: str | Path, algo: str, env_id: str) -> dict[str, Plan]:
+    """Plans that put every kernel on one device (each device that can hold them all), plus the Pareto
+    front's lowest-energy end, keyed by a label: what `pearl compare` runs beside the optimised plans."""
+    profile, model, problem, facts = _setup(profile_path, algo, env_id)
+    front = pareto(problem)
+    out = {"pareto end (lowest energy)": _plan(profile_path, profile, model, problem, facts, algo, env_id,
+                                               "perf-per-watt", front[-1], front)}
+    for device in problem.devices:
+        placement = {k: device.id for k in PLACED}
+        results = [(r, a) for a in problem.actor_options() if (r := evaluate(problem, placement, a)) is not None]
+        if results:
+            (period, energy, binding), actors = min(results, key=lambda ra: ra[0][0])
+            fixed = Solution(placement, actors, period, energy, "fixed", "none", 0.0, 0.0, binding)
+            out[f"all on {device.id}"] = _plan(profile_path, profile, model, problem, facts, algo, env_id,
+                                               "throughput", fixed, front)
+    return out
+
+
+def _setup(profile_path: str | Path, algo: str, env_id: str) -> tuple[Profile, CostModel, Problem, dict]:
     profile = load_profile(profile_path)
     spec = env_spec(env_id)
     check_algo_fits(algo, spec)
     model = CostModel(profile)
     problem, facts = build_problem(profile, model, algo, spec)
-    front = pareto(problem)
-    best = front[0] if objective == "throughput" else min(front, key=lambda s: (s.energy_j, s.period_s))
-    if objective == "perf-per-watt":  # the exact optimum, not only the sweep's best point
-        best = solve(problem, "perf-per-watt")
+    return profile, model, problem, facts
+
+
+def _plan(profile_path: str | Path, profile: Profile, model: CostModel, problem: Problem, facts: dict, algo: str,
+          env_id: str, objective: str, best: Solution, front: list[Solution]) -> Plan:
     mapping = {"env_step": problem.host_device, **{k: best.placement[k] for k in PLACED}}
     return Plan(
         pearl_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),

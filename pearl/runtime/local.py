@@ -51,6 +51,7 @@ class LoopStats:
     updates: int = 0
     wall_s: float = 0.0
     learn_start_s: float | None = None
+    learn_start_steps: int = 0
     episodes: list[Episode] = field(default_factory=list)
     kernel_seconds: dict[str, float] = field(default_factory=dict)
     kernel_calls: dict[str, int] = field(default_factory=dict)
@@ -79,7 +80,9 @@ class LocalLauncher:
         self.learner = Learner(adapters[placement.learn].make_learn(config, spec, params),
                                adapters[placement.learn], config)
 
-    def run(self, record: RunRecord | None = None, progress: Callable[[int], None] | None = None) -> LoopStats:
+    def run(self, record: RunRecord | None = None, progress: Callable[[int], None] | None = None,
+            max_seconds: float | None = None) -> LoopStats:
+        """Train for config.total_steps env steps, or until max_seconds of wall time when given."""
         cfg, replay, learner = self.config, self.replay, self.learner
         stats = LoopStats()
         next_train = cfg.train_freq
@@ -97,6 +100,7 @@ class LocalLauncher:
                 if stats.steps > cfg.learning_starts:
                     if stats.learn_start_s is None:
                         stats.learn_start_s = time.perf_counter() - start
+                        stats.learn_start_steps = stats.steps
                     beta = linear_beta(cfg.beta0, stats.steps, cfg.total_steps)
                     for _ in range(cfg.gradient_steps):
                         replay.update_priorities(learner.update(replay.sample(beta)))
@@ -107,12 +111,15 @@ class LocalLauncher:
             stats.episodes += (done := actor.drain_episodes())
             logged.episodes += done
             now = time.perf_counter()
-            if now - last_log >= 1.0 or stats.steps >= cfg.total_steps:
+            out_of_time = max_seconds is not None and now - start >= max_seconds
+            if now - last_log >= 1.0 or stats.steps >= cfg.total_steps or out_of_time:
                 if record is not None:
                     record.log(logged.line(cfg, stats.steps, learner, replay.size, now - start, now - last_log))
                 last_log = now
                 if progress is not None:
                     progress(stats.steps)
+            if out_of_time:
+                break
         stats.wall_s = time.perf_counter() - start
         stats.updates = learner.updates
         for clock in (*(a.clock for a in self.actors), replay.clock, learner.clock):  # weight_sync: both ends

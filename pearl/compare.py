@@ -1,0 +1,149 @@
+"""pearl compare: run the plans the planner proposes beside the all-on-one-device mappings, and show how
+close each prediction came.
+
+Candidates: the throughput plan, the perf-per-watt plan, the low-energy end of the Pareto front, and every
+mapping that puts all kernels on one device (duplicates merged, their labels joined). Each runs for a fixed
+wall time with its placement and actor count; throughput is measured over the learning phase (after
+learning_starts). Energy per env step is predicted by the plan; "measured" energy per step is the plan's
+power multiplied by the measured time per step, so it carries the plan's power source (modelled on machines
+without NVML or RAPL) and says so. Output, in runs/compare-<time>/: compare.json, report.md, compare.png.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Callable
+
+from pearl.errors import ConfigError
+from pearl.fileio import write_atomic, write_json_atomic
+from pearl.planner.make import fixed_plans, make_plan
+from pearl.planner.plan import Plan, save_plan
+from pearl.training import train
+
+
+def candidates(profile_path: str, algo: str, env_id: str) -> list[tuple[str, Plan]]:
+    plans = [("throughput plan", make_plan(profile_path, algo, env_id, "throughput")),
+             ("perf-per-watt plan", make_plan(profile_path, algo, env_id, "perf-per-watt")),
+             *fixed_plans(profile_path, algo, env_id).items()]
+    merged: dict[tuple, tuple[list[str], Plan]] = {}
+    for label, plan in plans:
+        key = (tuple(sorted(plan.mapping.items())), plan.actors)
+        merged.setdefault(key, ([], plan))[0].append(label)
+    return [(" = ".join(labels), plan) for labels, plan in merged.values()]
+
+
+def run_compare(profile_path: str, algo: str, env_id: str, seconds: float = 20.0, runs_dir: str = "runs",
+                seed: int = 0, say: Callable[[str], None] = print) -> dict:
+    if not seconds > 0:
+        raise ConfigError(f"--seconds must be > 0, got {seconds}")
+    chosen = candidates(profile_path, algo, env_id)
+    out = Path(runs_dir) / f"compare-{time.strftime('%Y%m%d-%H%M%S')}-{algo}-{env_id}"
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for i, (label, plan) in enumerate(chosen, 1):
+        say(f"{i}/{len(chosen)} {label}: {_mapping_text(plan)}, {seconds:g} s ...")
+        path = save_plan(plan, out / f"{i}-{_slug(label)}.plan.json")
+        result = train(algo, env_id, plan=str(path), seed=seed, eval_episodes=0, runs_dir=str(out / "runs"),
+                       max_seconds=seconds)
+        measured = result.learning_env_steps_per_s or result.env_steps_per_s
+        p = plan.predicted
+        rows.append({"label": label, "mapping": plan.mapping, "actors": plan.actors,
+                     "predicted_env_steps_per_s": p["env_steps_per_s"], "measured_env_steps_per_s": measured,
+                     "error": (p["env_steps_per_s"] - measured) / measured,
+                     "predicted_j_per_step": 1.0 / p["env_steps_per_joule"] if p.get("env_steps_per_joule") else None,
+                     "measured_j_per_step": p["power_w"] / measured if p.get("power_w") else None,
+                     "power_source": p.get("power_source"), "run_dir": result.run_dir, "plan": str(path)})
+    front = chosen[0][1].pareto
+    report = {"algo": algo, "env": env_id, "profile": str(profile_path), "seconds": seconds, "rows": rows,
+              "pareto": front}
+    write_json_atomic(out / "compare.json", report)
+    write_atomic(out / "report.md", markdown(report))
+    plot(report, out / "compare.png")
+    report["dir"] = str(out)
+    return report
+
+
+def markdown(report: dict) -> str:
+    lines = [f"# pearl compare: {report['algo']} on {report['env']}", "",
+             f"Profile `{report['profile']}`; each mapping ran {report['seconds']:g} s; throughput over the learning "
+             "phase. Measured energy per step = the plan's power × measured time per step (power source in the "
+             "last column).", "",
+             "| mapping | actors | predicted env steps/s | measured env steps/s | error | predicted J/step | "
+             "measured J/step | power |", "|---|---|---|---|---|---|---|---|"]
+    for r in report["rows"]:
+        lines.append(f"| {r['label']}: {_mapping_text_from(r['mapping'])} | {r['actors']} | "
+                     f"{r['predicted_env_steps_per_s']:,.0f} | {r['measured_env_steps_per_s']:,.0f} | "
+                     f"{r['error']:+.0%} | {_num(r['predicted_j_per_step'])} | {_num(r['measured_j_per_step'])} | "
+                     f"{r['power_source']} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = report["rows"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 5.2 + 0.22 * len(rows)))
+    front = report["pareto"]
+    left.plot([p["env_steps_per_s"] for p in front], [p["env_steps_per_joule"] or 0 for p in front], "o-",
+              color="tab:blue", label="Pareto front (predicted)")
+    for i, r in enumerate(rows, 1):  # points are numbered; the key under the plots names them
+        predicted_jps = 1 / r["predicted_j_per_step"] if r["predicted_j_per_step"] else 0
+        measured_jps = 1 / r["measured_j_per_step"] if r["measured_j_per_step"] else 0
+        left.scatter(r["predicted_env_steps_per_s"], predicted_jps, marker="s", color="tab:orange")
+        left.scatter(r["measured_env_steps_per_s"], measured_jps, marker="x", color="tab:red")
+        left.annotate(str(i), (r["measured_env_steps_per_s"], measured_jps), xytext=(4, 4),
+                      textcoords="offset points", fontsize=9)
+    left.scatter([], [], marker="s", color="tab:orange", label="candidate, predicted")
+    left.scatter([], [], marker="x", color="tab:red", label="candidate, measured")
+    left.set_xlabel("env steps / s")
+    left.set_ylabel("env steps / J")
+    left.set_title("throughput against energy efficiency")
+    left.legend(fontsize=8)
+    xs = [r["predicted_env_steps_per_s"] for r in rows]
+    ys = [r["measured_env_steps_per_s"] for r in rows]
+    top = max(xs + ys) * 1.1
+    right.plot([0, top], [0, top], "--", color="grey", label="measured = predicted")
+    right.scatter(xs, ys, color="tab:red")
+    for i, (x, y) in enumerate(zip(xs, ys), 1):
+        right.annotate(str(i), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=9)
+    right.set_xlim(0, top)
+    right.set_ylim(0, top)
+    right.set_xlabel("predicted env steps / s")
+    right.set_ylabel("measured env steps / s")
+    right.set_title("predicted against measured")
+    right.legend(fontsize=8)
+    fig.suptitle(f"pearl compare: {report['algo']} on {report['env']} ({report['seconds']:g} s per mapping; "
+                 f"power {rows[0]['power_source']})")
+    key = "\n".join(f"{i}: {r['label']} ({_mapping_text_from(r['mapping'])}, {r['actors']} actor(s))"
+                     for i, r in enumerate(rows, 1))
+    fig.text(0.02, 0.02, key, fontsize=8, va="bottom", family="monospace")
+    fig.subplots_adjust(left=0.07, right=0.98, top=0.88, bottom=0.16 + 0.04 * len(rows), wspace=0.25)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _mapping_text(plan: Plan) -> str:
+    return _mapping_text_from(plan.mapping) + f", {plan.actors} actor(s)"
+
+
+def _mapping_text_from(mapping: dict[str, str]) -> str:
+    devices = sorted(set(v for k, v in mapping.items() if k != "env_step"))
+    if len(devices) == 1:
+        return f"all kernels on {devices[0]}"
+    return ", ".join(f"{k}→{v}" for k, v in mapping.items() if k != "env_step")
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60]
+
+
+__all__ = ["candidates", "run_compare"]
