@@ -43,6 +43,26 @@ def fixed_plans(profile_path: str | Path, algo: str, env_id: str) -> dict[str, P
     return out
 
 
+def every_plan(profile_path: str | Path, algo: str, env_id: str) -> list[Plan]:
+    """A plan for every feasible mapping (each placement × actor count): what an exhaustive search measures."""
+    import itertools
+
+    profile, model, problem, facts = _setup(profile_path, algo, env_id)
+    front = pareto(problem)
+    plans = []
+    choices = [problem.allowed("act"), sorted(set.intersection(*(set(problem.allowed(k)) for k in REPLAY))),
+               problem.allowed("learn")]
+    for act, replay, learn in itertools.product(*choices):
+        placement = {"act": act, **{k: replay for k in REPLAY}, "learn": learn}
+        for actors in problem.actor_options():
+            result = evaluate(problem, placement, actors)
+            if result is not None:
+                fixed = Solution(placement, actors, result[0], result[1], "fixed", "none", 0.0, 0.0, result[2])
+                plans.append(_plan(profile_path, profile, model, problem, facts, algo, env_id, "throughput", fixed,
+                                   front))
+    return plans
+
+
 def _setup(profile_path: str | Path, algo: str, env_id: str) -> tuple[Profile, CostModel, Problem, dict]:
     profile = load_profile(profile_path)
     spec = env_spec(env_id)
