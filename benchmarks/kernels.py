@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +48,9 @@ from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import init_params
 from pearl.envs import env_spec
 from pearl.errors import PearlError
+from pearl.hostinfo import cpu_name
 from pearl.kernels import DEVICE_KERNELS
+from pearl.profiling.timing import durations
 from pearl.types import EnvSpec, PriorityUpdate, SampleBatch, TransitionBatch
 
 #: The preset each algorithm is timed at.
@@ -82,23 +83,10 @@ class Timing:
 
 # ---------------------------------------------------------------------------------------------- timing
 def time_calls(prepare: Prepare, call: Call, sync: Callable[[], None], seconds: float, warmup: int) -> np.ndarray:
-    """Per-call durations (µs) of call(prepare()), each up to sync(); repeated until `seconds` of wall time."""
-    for _ in range(warmup):
-        call(prepare())
-        sync()
-    durations = []
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end or not durations:
-        arg = prepare()
-        sync()  # work the preparation queued must not land inside the timed call
-        t0 = time.perf_counter_ns()
-        call(arg)
-        sync()
-        durations.append(time.perf_counter_ns() - t0)
-    return np.asarray(durations, dtype=np.float64) / 1e3
+    """Per-call microseconds of call(prepare()), each up to sync(); at least one call."""
+    return np.asarray(durations(call, sync, prepare=prepare, min_time=seconds, warmup=warmup, min_samples=1)) * 1e6
 
 
-# ---------------------------------------------------------------------------------------------- data
 def random_transitions(rng: np.random.Generator, spec: EnvSpec, count: int) -> TransitionBatch:
     """count transitions with random contents (actions valid for spec; about 1 % terminal)."""
     action = (rng.integers(0, spec.action_dim, count) if spec.discrete
@@ -177,17 +165,9 @@ def bench_algo(algo: str, adapters: list[Adapter], args: argparse.Namespace) -> 
 
 
 # ---------------------------------------------------------------------------------------------- report
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "?")
-    except OSError:
-        return "?"
-
-
 def print_header(adapters: list[Adapter], args: argparse.Namespace) -> None:
     found = {d.id: d for d in discover().devices}  # what `pearl devices --json` lists
-    print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs, torch {torch.__version__}, numpy {np.__version__}")
+    print(f"machine: {cpu_name()}, {os.cpu_count()} CPUs, torch {torch.__version__}, numpy {np.__version__}")
     print(f"torch threads: {torch.get_num_threads()} (--threads {args.threads}; OpenCL CPU devices use their own)")
     for a in adapters:
         info = found.get(a.device_id)

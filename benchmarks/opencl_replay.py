@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,6 +29,7 @@ import numpy as np
 from pearl.adapters.opencl.replay import OpenCLReplay
 from pearl.adapters.opencl.runtime import CLRuntime
 from pearl.algos import DQNConfig
+from pearl.profiling.timing import durations
 from pearl.replay import ReplayIndex
 from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 
@@ -44,22 +44,9 @@ class Row:
     p90_us: float
 
 
-def time_op(prepare: Callable[[], object], op: Callable[[object], object], seconds: float,
-            warmup: int = 50) -> np.ndarray:
-    """Per-call durations (µs) of op(prepare()), repeated until `seconds` of wall time have passed.
-
-    op must itself wait for its device work (queue.finish) before returning, so the clock stops after it.
-    """
-    for _ in range(warmup):
-        op(prepare())
-    durations = []
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        arg = prepare()  # outside the timed region
-        t0 = time.perf_counter_ns()
-        op(arg)
-        durations.append(time.perf_counter_ns() - t0)
-    return np.asarray(durations, dtype=np.float64) / 1e3
+def time_op(prepare: Callable[[], object], op: Callable[[object], object], seconds: float) -> np.ndarray:
+    """Per-call microseconds of op(prepare()); op waits for its own device work (queue.finish)."""
+    return np.asarray(durations(op, lambda: None, prepare=prepare, min_time=seconds, warmup=50, min_samples=1)) * 1e6
 
 
 def row(part: str, op: str, backend: str, us: np.ndarray) -> Row:

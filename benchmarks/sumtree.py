@@ -14,37 +14,12 @@ import argparse
 import os
 import platform
 import time
-from collections.abc import Callable
 
 import numpy as np
 
+from pearl.hostinfo import cpu_name
+from pearl.profiling.timing import durations
 from pearl.replay import SumTree
-
-
-def time_op(prepare: Callable[[], object], op: Callable[[object], object], seconds: float,
-            warmup: int = 200) -> np.ndarray:
-    """Per-call durations (µs) of op(prepare()), repeated until `seconds` of wall time have passed."""
-    for _ in range(warmup):
-        op(prepare())
-    durations = []
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        arg = prepare()  # outside the timed region
-        t0 = time.perf_counter_ns()
-        op(arg)
-        durations.append(time.perf_counter_ns() - t0)
-    return np.asarray(durations, dtype=np.float64) / 1e3
-
-
-def cpu_name() -> str:
-    """platform.processor(), which is often empty on Linux; then the model name from /proc/cpuinfo."""
-    name = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        model = ""
-    return " / ".join(x for x in (name, model) if x) or platform.machine()
 
 
 def main() -> None:
@@ -73,7 +48,8 @@ def main() -> None:
           f"fill of all leaves {fill_s * 1e3:.1f} ms")
     print(f"{'op':<8} {'batch':>6} {'calls':>8} {'median µs':>10} {'p90 µs':>10}")
     for name, (prepare, op) in ops.items():
-        us = time_op(prepare, op, args.seconds)
+        us = np.asarray(durations(op, lambda: None, prepare=prepare, min_time=args.seconds, warmup=200,
+                                  min_samples=1)) * 1e6
         print(f"{name:<8} {args.batch:>6} {us.size:>8} {np.median(us):>10.1f} {np.percentile(us, 90):>10.1f}")
 
 

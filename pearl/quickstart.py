@@ -28,7 +28,7 @@ def profile_path() -> Path:
 
 def reusable(path: Path) -> bool:
     """A profile of this machine (CPU model and cores), recent, with the DQN preset's measurements."""
-    from pearl.adapters.torch.adapter import cpu_lanes, cpu_name
+    from pearl.hostinfo import cpu_lanes, cpu_name
     from pearl.planner.build import preset_workload
     from pearl.envs import env_spec
     from pearl.profiling.format import load_profile

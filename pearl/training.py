@@ -67,7 +67,7 @@ class TrainResult:
 
 def _checked_plan(path: str, algo: str, env_id: str, device: str | None) -> "Plan":
     """The plan, refused with the reason when it is for other work, another machine or absent devices."""
-    from pearl.adapters.torch.adapter import cpu_lanes, cpu_name
+    from pearl.hostinfo import cpu_lanes, cpu_name
     from pearl.planner.plan import load_plan
 
     if device is not None:

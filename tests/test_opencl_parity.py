@@ -18,18 +18,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from learn_support import STEPS, make_batches, to_sample_batch
 from opencl_support import first_opencl_device
 from pearl import rng
 from pearl.algos import preset
 from pearl.algos.params import init_params
 from pearl.envs import env_spec
-from pearl.types import EnvSpec, SampleBatch
 
 DEVICE = first_opencl_device()
 from pearl.adapters.opencl import OpenCLAdapter  # noqa: E402  (after the skip check)
 from pearl.adapters.torch import TorchAdapter  # noqa: E402
 
-STEPS = 10
 REL_TOL = 1e-4
 ELEMENTWISE_TOL = {"dqn": 1e-4, "ddpg": 5e-4}  # see the module docstring for the DDPG figure
 
@@ -37,26 +36,6 @@ ELEMENTWISE_TOL = {"dqn": 1e-4, "ddpg": 5e-4}  # see the module docstring for th
 @pytest.fixture(scope="module")
 def ocl() -> OpenCLAdapter:
     return OpenCLAdapter(DEVICE)
-
-
-def batches(spec: EnvSpec, size: int, seed: int) -> list[dict[str, np.ndarray]]:
-    r = np.random.default_rng(seed)
-    out = []
-    for scale in np.resize([1.0, 40.0, 3.0, 0.2, 15.0], STEPS):  # varying norms make the clip matter
-        action = (r.integers(0, spec.action_dim, size) if spec.discrete
-                  else r.uniform(-1, 1, (size, spec.action_dim)).astype(np.float32))
-        out.append({"obs": r.normal(size=(size, spec.obs_dim)).astype(np.float32), "action": action,
-                    "reward": (scale * r.normal(size=size)).astype(np.float32),
-                    "next_obs": r.normal(size=(size, spec.obs_dim)).astype(np.float32),
-                    "terminated": (r.random(size) < 0.2).astype(np.float32),
-                    "weights": r.uniform(0.2, 1.0, size).astype(np.float32)})
-    return out
-
-
-def on(adapter, b: dict[str, np.ndarray]) -> SampleBatch:
-    t = {k: adapter.from_host(v) for k, v in b.items()}
-    return SampleBatch(np.arange(len(b["reward"])), t["obs"], t["action"], t["reward"], t["next_obs"],
-                       t["terminated"], t["weights"], adapter.device_id)
 
 
 def max_relative_error(got: dict, want: dict) -> float:
@@ -81,9 +60,9 @@ def test_ten_learn_steps_match_torch(ocl, algo: str, env_id: str, changes: dict)
     params = init_params(config, spec, seed=11)
     cpu = TorchAdapter("cpu")
     ref, dev = cpu.make_learn(config, spec, params), ocl.make_learn(config, spec, params)
-    for b in batches(spec, config.batch_size, seed=4):
-        td_ref = ref.learn(on(cpu, b)).td_errors.numpy()
-        td_dev = ocl.to_host(dev.learn(on(ocl, b)).td_errors)
+    for b in make_batches(spec, config.batch_size, seed=4):
+        td_ref = ref.learn(to_sample_batch(cpu, b)).td_errors.numpy()
+        td_dev = ocl.to_host(dev.learn(to_sample_batch(ocl, b)).td_errors)
         np.testing.assert_allclose(td_dev, td_ref, rtol=1e-3, atol=1e-4)
     got, want = dev.get_params(), ref.get_params()
     error = max_relative_error(got, want)

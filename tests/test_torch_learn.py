@@ -8,36 +8,12 @@ import pytest
 from pearl.adapters.torch import TorchAdapter
 from pearl.algos import DDPGConfig, DQNConfig
 from pearl.algos.params import init_params
-from pearl.types import EnvSpec, SampleBatch
+from pearl.types import EnvSpec
+from learn_support import STEPS, make_batches, to_sample_batch
 from reference_maths import DDPGReference, DQNReference
 
-STEPS = 10
 # float32 arithmetic against a float64 statement of the same maths, over 10 Adam steps
 RTOL, ATOL = 1e-4, 1e-5
-
-
-def make_batches(spec: EnvSpec, batch: int, seed: int) -> list[dict[str, np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    out = []
-    # Reward scales that differ from step to step make the gradient norm vary, which is when clipping changes
-    # an Adam update (Adam is nearly blind to a scale that stays constant).
-    for scale in np.resize([1.0, 40.0, 3.0, 0.2, 15.0], STEPS):
-        if spec.discrete:
-            action = rng.integers(0, spec.action_dim, batch)
-        else:
-            action = rng.uniform(-1, 1, (batch, spec.action_dim)).astype(np.float32)
-        out.append({"obs": rng.normal(size=(batch, spec.obs_dim)).astype(np.float32), "action": action,
-                    "reward": (scale * rng.normal(size=batch)).astype(np.float32),
-                    "next_obs": rng.normal(size=(batch, spec.obs_dim)).astype(np.float32),
-                    "terminated": (rng.random(batch) < 0.2).astype(np.float32),
-                    "weights": rng.uniform(0.2, 1.0, batch).astype(np.float32)})
-    return out
-
-
-def to_sample_batch(adapter: TorchAdapter, b: dict[str, np.ndarray]) -> SampleBatch:
-    t = {k: adapter.from_host(v) for k, v in b.items()}
-    return SampleBatch(np.arange(len(b["reward"])), t["obs"], t["action"], t["reward"], t["next_obs"],
-                       t["terminated"], t["weights"], adapter.device_id)
 
 
 def assert_params_close(got: dict, want: dict) -> None:

@@ -73,12 +73,12 @@ from itertools import pairwise
 
 from pearl.kernels import KERNEL_NAMES
 from pearl.profiling.format import Workload
+from pearl.replay.sumtree import DEFAULT_ARITY as SUMTREE_ARITY  # children per sum-tree node, as replay uses
+from pearl.replay.sumtree import tree_depth
 
 __all__ = ["SUMTREE_ARITY", "Work", "kernel_work", "network_sizes", "roofline_time", "transition_floats",
            "tree_depth"]
 
-#: Children per sum-tree node (pearl.replay.SumTree and the OpenCL DeviceSumTree default).
-SUMTREE_ARITY = 16
 F32 = 4  # bytes per float32
 
 
@@ -108,14 +108,6 @@ def network_sizes(workload: Workload) -> dict[str, list[int]]:
         return {"actor": [workload.obs_dim, *hidden, workload.action_dim],
                 "critic": [workload.obs_dim + workload.action_dim, *hidden, 1]}
     raise ValueError(f"workload {workload.key!r}: unknown algo {workload.algo!r}; the roofline knows dqn and ddpg")
-
-
-def tree_depth(capacity: int, arity: int = SUMTREE_ARITY) -> int:
-    """Smallest d >= 1 with arity**d >= capacity (integer arithmetic: no rounding of a logarithm)."""
-    depth = 1
-    while arity**depth < capacity:
-        depth += 1
-    return depth
 
 
 def transition_floats(workload: Workload) -> int:

@@ -171,7 +171,7 @@ def _target(info: DeviceInfo, descriptors: list[DeviceDescriptor]) -> _Target:
 
 
 def _host() -> dict:
-    from pearl.adapters.torch.adapter import cpu_lanes, cpu_name, host_memory_bytes
+    from pearl.hostinfo import cpu_lanes, cpu_name, host_memory_bytes
 
     return {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0],
             "cpu": cpu_name(), "cores": cpu_lanes(), "memory_bytes": host_memory_bytes()}
@@ -234,13 +234,11 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
 def _time_priority_update(replay: ReplayKernels, learner: LearnKernel, batch_size: int, sync: Callable[[], None],
                           timing: dict) -> Stats:
     """Time update_priorities alone; each call gets fresh TD errors from an untimed sample + learn."""
-    pending: list[PriorityUpdate] = []
-
-    def learn_on_a_fresh_batch() -> None:
+    def fresh_update() -> PriorityUpdate:
         sampled = replay.sample(batch_size, 0.4)
-        pending[:] = [PriorityUpdate(sampled.indices, learner.learn(sampled).td_errors)]
+        return PriorityUpdate(sampled.indices, learner.learn(sampled).td_errors)
 
-    return measure(lambda: replay.update_priorities(pending[0]), sync, setup=learn_on_a_fresh_batch, **timing)
+    return measure(replay.update_priorities, sync, prepare=fresh_update, **timing)
 
 
 def _env_step(env_id: str, grid: Grid) -> EnvStepTiming:

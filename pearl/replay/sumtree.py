@@ -69,6 +69,17 @@ __all__ = ["SumTree"]
 _FLOAT_MAX = float(np.finfo(np.float64).max)
 
 
+DEFAULT_ARITY = 16
+
+
+def tree_depth(capacity: int, arity: int = DEFAULT_ARITY) -> int:
+    """Levels below the root: the smallest d >= 1 with arity**d >= capacity (integer arithmetic, no log)."""
+    depth = 1
+    while arity**depth < capacity:
+        depth += 1
+    return depth
+
+
 def _check_int(name: str, value: int, minimum: int) -> int:
     """Validate an integer argument (bools and floats are rejected: they are almost always a bug)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -147,13 +158,10 @@ class SumTree:
     Not thread-safe: calls reuse scratch buffers (to save allocations in the hot path).
     """
 
-    def __init__(self, capacity: int, arity: int = 16) -> None:
+    def __init__(self, capacity: int, arity: int = DEFAULT_ARITY) -> None:
         self._capacity = _check_int("capacity", capacity, 1)
         self._arity = _check_int("arity", arity, 2)
-        depth = 1
-        while self._arity**depth < self._capacity:
-            depth += 1
-        self._depth = depth
+        self._depth = depth = tree_depth(self._capacity, self._arity)
         K = self._arity
         self._levels: list[np.ndarray] = [np.zeros(K**d) for d in range(depth + 1)]
         # Row views (K**(d-1), K) of every level below the root: row g holds the children of node g of

@@ -56,7 +56,7 @@ from pearl.adapters.base import ReplayKernels, host_array
 from pearl.adapters.opencl.runtime import CLRuntime
 from pearl.algos.base import OffPolicyConfig
 from pearl.replay.index import _check_float
-from pearl.replay.sumtree import _as_indices, _as_priorities, _check_int
+from pearl.replay.sumtree import _as_indices, _as_priorities, _check_int, tree_depth
 from pearl.types import EnvSpec, PriorityUpdate, SampleBatch, TransitionBatch
 
 __all__ = ["DeviceSumTree", "OpenCLReplay", "MAX_BATCH", "MAX_CAPACITY"]
@@ -93,10 +93,7 @@ class DeviceSumTree:
         self.rt = rt
         self._capacity = _check_int("capacity", capacity, 1)
         self._arity = _check_int("arity", arity, 2)
-        depth = 1
-        while self._arity**depth < self._capacity:
-            depth += 1
-        self._depth = depth
+        self._depth = depth = tree_depth(self._capacity, self._arity)
         self._offsets = tuple(sum(self._arity**e for e in range(d)) for d in range(depth + 1))
         nodes = self._offsets[depth] + self._arity**depth
         if nodes > _INT32_MAX:  # kernels index the tree with int

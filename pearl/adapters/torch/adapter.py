@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import platform
-
 import numpy as np
 import torch
 
@@ -15,6 +12,7 @@ from pearl.adapters.torch.replay import TorchReplay
 from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import network_sizes
 from pearl.errors import BackendMissing, DeviceError
+from pearl.hostinfo import cpu_lanes, cpu_name, host_memory_bytes
 from pearl.kernels import DEVICE_KERNELS
 from pearl.types import EnvSpec, Params
 
@@ -80,31 +78,6 @@ def cuda_unavailable_reason() -> str:
     if not torch.cuda.is_available():
         return "no NVIDIA GPU is visible to torch (driver missing or CUDA_VISIBLE_DEVICES empty)"
     return ""
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def cpu_lanes() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def host_memory_bytes() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 0
 
 
 def discover() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
