@@ -285,3 +285,146 @@ def test_empty_batches_are_fine() -> None:
     tree.update(np.array([], dtype=np.int64), np.array([]))
     assert tree.get(np.array([], dtype=np.int64)).shape == (0,)
     assert tree.find_prefix_sum(np.array([])).shape == (0,)
+
+
+# ---------------------------------------------------------------------------- internals against np.cumsum
+def assert_cache_matches_cumsum(tree: SumTree) -> None:
+    """White-box: each cached row is [0, cs[0], ..., cs[K-2]] of its group, bitwise as np.cumsum makes it."""
+    K = tree.arity
+    for d in range(1, tree.depth):
+        cs = np.cumsum(tree.levels[d].reshape(-1, K), axis=1)
+        want = np.concatenate([np.zeros((cs.shape[0], 1)), cs[:, :-1]], axis=1)
+        np.testing.assert_array_equal(tree._prefix[d].view(np.uint64), want.view(np.uint64))
+
+
+def assert_bitwise_sequential(tree: SumTree) -> None:
+    """`assert_sums_sequential`, down to the sign of zero."""
+    for d in range(tree.depth):
+        want = np.cumsum(tree.levels[d + 1].reshape(-1, tree.arity), axis=1)[:, -1]
+        np.testing.assert_array_equal(tree.levels[d].view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.parametrize("arity", [2, 3, 4, 16])
+@pytest.mark.parametrize("capacity", [5, 300, 4097])
+def test_cache_and_parents_match_cumsum_for_every_batch_shape(capacity: int, arity: int) -> None:
+    # Small batches take the gather path (one group per written leaf, siblings repeating a group), large
+    # ones recompute whole levels; whole groups written in shuffled order repeat every group K times.
+    rng = np.random.default_rng(capacity + arity)
+    tree = SumTree(capacity, arity)
+    for n in (1, 2, 7, 64, capacity // 2 + 1, capacity, 3 * capacity):
+        idx = rng.integers(0, capacity, n)
+        prio = rng.random(n) * 10.0 ** rng.integers(-5, 6, n)
+        prio[rng.random(n) < 0.3] = 0.0
+        tree.update(idx, prio)
+        assert_cache_matches_cumsum(tree)
+        assert_bitwise_sequential(tree)
+    group = rng.permutation(np.arange(min(capacity, 3 * arity)))
+    tree.update(group, rng.random(group.size))
+    assert_cache_matches_cumsum(tree)
+    assert_bitwise_sequential(tree)
+
+
+@pytest.mark.parametrize("arity", [2, 3, 16])
+def test_fast_lookup_agrees_with_the_literal_rule(arity: int) -> None:
+    # _descend answers from the cache and falls back to _descend_careful only when a leaf of priority 0
+    # shows the fast path went astray; wherever it does not fall back it must agree with the rule.
+    rng = np.random.default_rng(arity)
+    for capacity in (1, 2, 17, 300, 4097):
+        prio = rng.random(capacity) * 10.0 ** rng.integers(-8, 8, capacity)
+        prio[rng.random(capacity) < 0.5] = 0.0
+        prio[rng.integers(0, capacity)] = 1.0
+        tree = SumTree(capacity, arity)
+        tree.update(np.arange(capacity), prio)
+        cs = np.minimum(np.cumsum(prio), tree.total)
+        values = np.concatenate([rng.random(500) * tree.total, [0.0, tree.total], cs, np.nextafter(cs, 0.0)])
+        np.testing.assert_array_equal(tree._descend(values), tree._descend_careful(values))
+
+
+@pytest.mark.parametrize("arity", [3, 5, 300])
+def test_odd_and_wide_arities_match_oracle(arity: int) -> None:
+    # 300 > 256 children: the lookup counts children in a wider integer type.
+    rng = np.random.default_rng(arity)
+    capacity = 1000
+    tree, oracle = SumTree(capacity, arity), Oracle(capacity)
+    for _ in range(5):
+        idx, prio = random_batch(rng, capacity)
+        tree.update(idx, prio)
+        oracle.update(idx, prio)
+    if oracle.total == 0:
+        tree.update(np.array([3]), np.array([1.0]))
+        oracle.update([3], [1.0])
+    values = rng.random(300) * tree.total
+    clear = np.array([oracle.margin(v) > 1e-9 * oracle.total for v in values])
+    np.testing.assert_array_equal(tree.find_prefix_sum(values)[clear], [oracle.find(v) for v in values[clear]])
+    assert np.all(tree.get(tree.sample(64, rng)) > 0)
+    assert_cache_matches_cumsum(tree)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.uint16, np.uint64])
+def test_index_dtypes_give_the_same_tree(dtype: type) -> None:
+    rng = np.random.default_rng(4)
+    idx = rng.integers(0, 100, 40)
+    prio = rng.random(40)
+    a, b = SumTree(100, 4), SumTree(100, 4)
+    a.update(idx, prio)
+    b.update(idx.astype(dtype), prio)
+    for la, lb in zip(a.levels, b.levels):
+        np.testing.assert_array_equal(la, lb)
+
+
+def test_batch_sizes_can_change_between_calls() -> None:
+    # Scratch buffers are kept per batch size (a batch of one runs as two copies of itself); switching
+    # sizes must not leak state from one call into the next.
+    rng = np.random.default_rng(8)
+    tree = SumTree(5000)
+    tree.update(np.arange(5000), rng.random(5000))
+    for n in (1, 128, 7, 1, 50, 2):
+        assert np.all(tree.get(tree.sample(n, rng)) > 0)
+        tree.update(rng.integers(0, 5000, n), rng.random(n))
+        fresh = SumTree(5000)
+        fresh.update(np.arange(5000), tree.get(np.arange(5000)))
+        for la, lb in zip(tree.levels, fresh.levels):
+            np.testing.assert_array_equal(la, lb)
+        values = rng.random(n) * tree.total
+        np.testing.assert_array_equal(tree.find_prefix_sum(values), fresh.find_prefix_sum(values))
+        np.testing.assert_array_equal(tree.find_prefix_sum(values), [tree.find_prefix_sum(v[None])[0] for v in values])
+
+
+def test_negative_zero_priority_is_allowed_and_its_neighbours_are_not() -> None:
+    # Validation reads the bits of the priorities; -0.0 (== 0.0) must still pass and the extremes of the
+    # finite range must too, while the smallest negative float and a NaN with the sign bit set must not.
+    tree = SumTree(4, arity=2)
+    tree.update(np.arange(4), np.array([-0.0, 5e-324, np.finfo(np.float64).max, 0.0]))
+    assert tree.get(np.array([2]))[0] == np.finfo(np.float64).max
+    for bad in (-5e-324, -np.nan, -np.inf):
+        with pytest.raises(ValueError):
+            tree.update(np.array([0]), np.array([bad]))
+
+
+def test_sample_clamps_values_that_round_above_total() -> None:
+    # With u just below 1 and this total, (B - 1 + u) * (total / B) rounds above total for B = 3.
+    class AlmostOne:
+        def random(self, n: int) -> np.ndarray:
+            return np.full(n, 1.0 - 2.0**-53)
+
+    total = 7.247736687006241
+    assert (2.0 + (1.0 - 2.0**-53)) * (total / 3) > total
+    tree = SumTree(10, arity=4)
+    tree.update(np.array([2, 9]), np.array([0.0, total]))
+    seen = []
+    descend = tree._descend
+    tree._descend = lambda values: seen.append(values.copy()) or descend(values)
+    assert tree.sample(3, AlmostOne()).tolist() == [9, 9, 9]
+    assert seen[0][-1] == total and seen[0].max() <= total
+
+
+@pytest.mark.parametrize("bad", [-1, 1000])
+@pytest.mark.parametrize("n", [3, 200, 1000])
+def test_out_of_range_index_is_caught_in_small_and_big_batches(n: int, bad: int) -> None:
+    # Small batches check the range on a sorted copy, big ones on the sorted distinct indices.
+    tree = SumTree(1000)
+    idx = np.arange(n)
+    idx[n // 2] = bad
+    with pytest.raises(ValueError, match="out of range"):
+        tree.update(idx, np.ones(n))
+    assert tree.total == 0.0

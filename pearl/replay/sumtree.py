@@ -16,11 +16,13 @@ once and capacity 1 needs no special case). Because each level is a flat array i
 of nodes is one fancy index. Padding to K**depth costs memory when capacity is just above a power of K
 (up to K times the leaves); pick the capacity or the arity accordingly.
 
-Next to each level d >= 1 the tree caches, for every group of K siblings, its running sums shifted right
-by one: ``prefix[d][g] = [0, cs[0], ..., cs[K-2]]`` (shape ``(K**(d-1), K)``; cs as defined below, and
-cs[K-1] is the parent's value in ``levels[d-1]``). They are the ``cs`` the descent compares against,
-computed once per update instead of once per lookup: a sequential ``np.cumsum`` over short rows is the
-slowest step of a lookup. The cache changes no result, only where the work is done.
+Next to each level d = 1 .. depth-1 (the groups of K siblings that are internal nodes) the tree caches,
+for every group, its running sums shifted right by one: ``prefix[d][g] = [0, cs[0], ..., cs[K-2]]``
+(shape ``(K**(d-1), K)``; cs as defined below, and cs[K-1] is the parent's value in ``levels[d-1]``).
+They are the ``cs`` the descent compares against, computed once per update instead of once per lookup.
+The groups of leaves have no cache: a lookup sums the few leaf groups it visits itself. Their cache
+would be as large as the leaves, and writing 128 scattered rows of it costs an update more (in cache
+misses) than summing 128 groups costs a lookup. Neither changes a result, only where the work is done.
 
 Summation rule (why: exact reproducibility)
 -------------------------------------------
@@ -28,12 +30,15 @@ Every internal node holds the *sequential, left-to-right* float64 sum of its K c
 
     node = ((c[0] + c[1]) + c[2]) + ... + c[K-1]
 
-computed with ``np.cumsum(children, axis=1)[:, -1]`` (accumulation is sequential by definition, unlike
-``np.sum``, whose pairwise order is an implementation detail). Parents are always *recomputed* from their
-children, never patched with deltas, so rounding error does not build up over millions of updates, and the
-whole tree is a pure function of the leaf values: two trees with the same leaves are bitwise identical,
-however they got there. An OpenCL or CUDA port that adds in the same order (additions only, so no FMA
-contraction can change a result) gets the same bits.
+computed either with ``np.add.accumulate`` (what ``np.cumsum`` calls; accumulation is sequential by
+definition, unlike ``np.sum``, whose pairwise order is an implementation detail) or, for a batch of
+groups, as K - 1 vector additions ``cs[k] = cs[k-1] + c[k]``, one per child position, each across all the
+groups at once. Both perform the same IEEE additions in the same order, so they give the same bits; the
+tests check every node against ``np.cumsum``. Parents are always *recomputed* from their children, never
+patched with deltas, so rounding error does not build up over millions of updates, and the whole tree is
+a pure function of the leaf values: two trees with the same leaves are bitwise identical, however they
+got there. An OpenCL or CUDA port that adds in the same order (additions only, so no FMA contraction can
+change a result) gets the same bits.
 
 Prefix-sum rule (what ``find_prefix_sum`` returns, exactly)
 -----------------------------------------------------------
@@ -55,21 +60,37 @@ an exact 0 cannot change a float), and the fallback picks a positive child by co
 positive mass has a positive child (it is their sum), and the root is checked to be positive, so the
 returned leaf has priority > 0 and, since padding leaves are 0, an index < capacity. ``v`` never goes
 negative: cs[j-1] <= v in both branches.
+
+Cost model (why the code is shaped the way it is)
+-------------------------------------------------
+A batch is small (about 128) and numpy charges a fixed cost per call, far more than the arithmetic of
+one call, so both hot paths make a fixed number of calls per level and nothing per item in Python. An
+update gathers, per level, the children of the group above each written leaf into a preallocated table
+with one row per child position, and sums the rows with the K - 1 additions above (each contiguous, over
+all groups at once); a repeated group is simply summed twice. Levels with no more groups than the batch
+has leaves are recomputed whole, one ``np.add.accumulate`` each. A lookup compares gathered cache rows
+against its values repeated along the row (one contiguous comparison, no broadcast loop), and sums the
+visited leaf groups the way an update does.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = ["SumTree"]
 
 _FLOAT_MAX = float(np.finfo(np.float64).max)
+# The bits of the largest finite float64: read as unsigned integers, the bits of +0.0 .. _FLOAT_MAX are
+# exactly 0 .. _MAX_FINITE_BITS, while every negative float (sign bit set), inf and NaN lie above.
+_MAX_FINITE_BITS = int(np.array(_FLOAT_MAX).view(np.uint64))
 
 
 DEFAULT_ARITY = 16
+
+# Update batches up to this size take the fast path for distinct indices (see _distinct_indices).
+_SMALL_BATCH = 256
 
 
 def tree_depth(capacity: int, arity: int = DEFAULT_ARITY) -> int:
@@ -89,20 +110,50 @@ def _check_int(name: str, value: int, minimum: int) -> int:
     return int(value)
 
 
-def _as_indices(indices: np.ndarray, capacity: int) -> np.ndarray:
-    """1-D int64 leaf indices, each in [0, capacity)."""
+def _index_array(indices: np.ndarray) -> np.ndarray:
+    """``indices`` as a 1-D array, of an integer dtype unless empty (range not checked yet)."""
     arr = np.asarray(indices)
     if arr.ndim != 1:
         raise ValueError(f"indices must be 1-D, got shape {arr.shape}")
-    if arr.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    if arr.dtype.kind not in "iu":
+    if arr.size and arr.dtype.kind not in "iu":
         raise ValueError(f"indices must be integers, got dtype {arr.dtype}")
-    lo, hi = arr.min(), arr.max()
+    return arr
+
+
+def _check_range(lo: np.integer, hi: np.integer, capacity: int) -> None:
+    """Raise unless the smallest and the largest index lie in [0, capacity)."""
     if lo < 0 or hi >= capacity:
         bad = lo if lo < 0 else hi
         raise ValueError(f"index {int(bad)} out of range [0, {capacity})")
+
+
+def _as_indices(indices: np.ndarray, capacity: int) -> np.ndarray:
+    """1-D int64 leaf indices, each in [0, capacity)."""
+    arr = _index_array(indices)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    _check_range(arr.min(), arr.max(), capacity)
     return arr.astype(np.int64, copy=False)
+
+
+def _distinct_indices(arr: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Range-checked int64 leaf indices of a non-empty `_index_array`, with repeats resolved.
+
+    Returns ``(indices, None)`` if no index repeats, else the sorted distinct indices and the position of
+    the LAST occurrence of each. Small batches (the hot path) sort a plain copy: its ends give the range
+    and equal neighbours the repeats, cheaper than two reductions and a stable argsort, which only a
+    batch with repeats then needs. Big batches go straight to the stable argsort, which is timsort, linear
+    on the long sorted runs they usually hold (a fill, a restore, a ring of new slots).
+    """
+    if arr.size <= _SMALL_BATCH:
+        ordered = arr.copy()
+        ordered.sort()  # in place: np.sort's wrapper costs more than sorting a small batch
+        _check_range(ordered[0], ordered[-1], capacity)
+        if np.count_nonzero(ordered[1:] - ordered[:-1]) == arr.size - 1:
+            return arr.astype(np.int64, copy=False), None
+    leaves, last = _last_occurrence(arr)
+    _check_range(leaves[0], leaves[-1], capacity)
+    return leaves.astype(np.int64, copy=False), last
 
 
 def _as_priorities(priorities: np.ndarray, count: int) -> np.ndarray:
@@ -112,9 +163,12 @@ def _as_priorities(priorities: np.ndarray, count: int) -> np.ndarray:
         arr = np.full(count, float(arr))
     if arr.shape != (count,):
         raise ValueError(f"priorities must have shape ({count},) to match indices, got {arr.shape}")
-    # min/max propagate NaN, and NaN fails both comparisons: two reductions check everything.
-    if count and not (arr.min() >= 0.0 and arr.max() <= _FLOAT_MAX):
-        raise ValueError("priorities must be finite and >= 0")
+    # One reduction over the bits accepts every finite value >= +0.0 (see _MAX_FINITE_BITS). What it
+    # rejects is checked again by value, since -0.0 >= 0.0 is allowed. min/max propagate NaN, and NaN
+    # fails both comparisons.
+    if count and np.maximum.reduce(arr.view(np.uint64)) > _MAX_FINITE_BITS:
+        if not (arr.min() >= 0.0 and arr.max() <= _FLOAT_MAX):
+            raise ValueError("priorities must be finite and >= 0")
     return arr
 
 
@@ -134,22 +188,38 @@ def _last_occurrence(indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ordered[last], order[last]
 
 
-def _dedupe_sorted(values: np.ndarray) -> np.ndarray:
-    """Unique values of a sorted array (neighbour comparison, no sort)."""
-    if values.size < 2:
-        return values
-    keep = np.empty(values.size, dtype=bool)
-    keep[0] = True
-    np.not_equal(values[1:], values[:-1], out=keep[1:])
-    return values[keep]
+class _GroupTable:
+    """Running sums of the children of n groups, one row per child position (reused for a fixed n).
+
+    ``table`` is (K + 1, n): row 0 stays 0, and rows 1 .. K first receive the children c[0] .. c[K-1]
+    (column i: group i), then are summed in place into cs[0] .. cs[K-1], so that every step adds two
+    contiguous rows. Read back, rows 0 .. K-1 are the cache rows [0, cs[0], ..., cs[K-2]] of the groups.
+    """
+
+    def __init__(self, n: int, arity: int) -> None:
+        self.table = np.zeros((arity + 1, n))
+        self.children = self.table[1:]
+        self.cache_rows = self.table[:arity].T  # (n, K), a view
+        self.compared = self.table[1:arity]  # cs[0] .. cs[K-2]: what a lookup compares its value with
+        self.totals = self.table[arity]
+        self._steps = [(self.table[k], self.table[k + 1]) for k in range(1, arity)]
+
+    def accumulate(self, steps: int) -> None:
+        """Turn rows 1 .. steps + 1 into running sums, left to right: cs[k] = cs[k-1] + c[k], in place."""
+        add = np.add
+        for running, nxt in self._steps[:steps]:
+            add(running, nxt, nxt)
 
 
-@dataclass
-class _Workspace:
-    """Scratch arrays for one batch size (reused: batch sizes rarely change)."""
+class _LookupScratch:
+    """Scratch arrays for lookups of one batch size (reused: batch sizes rarely change)."""
 
-    batch_rows: np.ndarray  # arange(B)
-    above: np.ndarray  # (B, K) bool: cached prefix row > v
+    def __init__(self, batch_size: int, arity: int) -> None:
+        self.above = np.empty((batch_size, arity), dtype=bool)  # cache row > v, row b for lookup b
+        self.above_flat = self.above.reshape(-1)
+        self.leaf_sums = _GroupTable(batch_size, arity)  # column b: the leaf group lookup b reached
+        self.le = np.empty((arity - 1, batch_size), dtype=bool)  # cs[k] <= v, in leaf_sums' layout
+        self.count = np.empty(batch_size, dtype=np.uint8 if arity <= 256 else np.int64)
 
 
 class SumTree:
@@ -167,14 +237,18 @@ class SumTree:
         # Row views (K**(d-1), K) of every level below the root: row g holds the children of node g of
         # level d-1. They share memory with `_levels`.
         self._rows: list[np.ndarray] = [np.zeros((0, K))] + [lvl.reshape(-1, K) for lvl in self._levels[1:]]
-        # The cache: prefix[d][g] = [0, cs[0], ..., cs[K-2]] for group g of level d (see module docstring).
-        self._prefix: list[np.ndarray] = [np.zeros((0, K))] + [
-            np.zeros((K ** (d - 1), K)) for d in range(1, depth + 1)
-        ]
-        self._scratch = np.zeros((0, K + 1))  # column 0 is always 0; grown on demand
-        self._ws: _Workspace | None = None
-        # Fast-path child for argmax position k: k - 1, and K - 1 when no cached entry exceeds v (k == 0).
+        # The cache, prefix[d][g] = [0, cs[0], ..., cs[K-2]] for group g of level d = 1 .. depth-1 (module
+        # docstring; index 0 is a placeholder), and its flat views: entry node*K + j of level d is cs[j-1]
+        # of the children of `node`, what a lookup that steps to child node*K + j subtracts.
+        self._prefix: list[np.ndarray] = [np.zeros((0, K))] + [np.zeros((K ** (d - 1), K)) for d in range(1, depth)]
+        self._prefix_flat: list[np.ndarray] = [p.reshape(-1) for p in self._prefix]
+        self._top_cs = self._prefix_flat[1][1:] if depth > 1 else None  # cs[0] .. cs[K-2] of the root's children
+        # Child for argmax position k of (cache row > v): k - 1, and K - 1 when no entry exceeds v (k == 0).
         self._child_of = np.roll(np.arange(K, dtype=np.int64), 1)
+        self._update_table: _GroupTable | None = None
+        self._lookup: _LookupScratch | None = None
+        self._offsets = np.zeros(0)  # 0, 1, ..., B-1: where the strata of a sample of B start, in units of total / B
+        self._whole_views: dict[int, tuple[np.ndarray, ...]] = {}
 
     # ------------------------------------------------------------------ properties
     @property
@@ -213,42 +287,68 @@ class SumTree:
         ``priorities`` may be a scalar, applied to every index. Ancestors of the touched leaves are
         recomputed from their children, level by level (see the module docstring).
         """
-        idx = _as_indices(indices, self._capacity)
-        prio = _as_priorities(priorities, idx.size)
-        if idx.size == 0:
+        arr = _index_array(indices)
+        prio = _as_priorities(priorities, arr.size)
+        if arr.size == 0:
             return
-        leaves, pos = _last_occurrence(idx)
-        self._levels[self._depth][leaves] = prio[pos]
-        self._refresh(leaves)
+        idx, last = _distinct_indices(arr, self._capacity)
+        if last is not None:  # only with repeats does the order of the writes matter
+            prio = prio[last]
+        self._levels[self._depth][idx] = prio
+        self._refresh(idx)
 
     def _refresh(self, nodes: np.ndarray) -> None:
-        """Recompute the cached rows and values of all ancestors of the sorted unique leaf ``nodes``."""
+        """Recompute the cached rows and values of all ancestors of the distinct leaves ``nodes``."""
+        if nodes.size == 1:
+            # numpy ufuncs take a slower path for one-element arrays (about 3x a call on two elements),
+            # and a refresh makes dozens of calls: a lone leaf goes as two copies of itself, which
+            # recompute the same groups to the same bits (see below).
+            nodes = nodes.repeat(2)
         for d in range(self._depth, 0, -1):
-            if self._prefix[d].shape[0] <= nodes.size:
+            if self._rows[d].shape[0] <= nodes.size:
                 # Near the root a level has no more groups than there are touched nodes: recomputing
-                # all of them is cheaper than gather + dedupe + scatter and gives the same bits
-                # (an untouched group recomputes to its current values). Levels above are smaller still.
+                # all of them is cheaper than gather + scatter and gives the same bits (an untouched
+                # group recomputes to its current values). Levels above are smaller still.
                 for e in range(d, 0, -1):
-                    self._recompute(e, None)
+                    self._recompute_whole(e)
                 return
-            # Sorted input gives sorted parents, so a neighbour comparison dedupes them.
-            nodes = _dedupe_sorted(nodes // self._arity)
-            self._recompute(d, nodes)
+            # Siblings share a parent, so `nodes` may repeat from here on. Deduplicating would cost more
+            # than it saves: a repeated group is recomputed to the same values and written twice.
+            nodes = nodes // self._arity
+            self._recompute_groups(d, nodes)
 
-    def _recompute(self, d: int, groups: np.ndarray | None) -> None:
-        """Sequential running sums of groups ``groups`` of level d (None: all), into the cache and parents."""
+    def _recompute_groups(self, d: int, groups: np.ndarray) -> None:
+        """Running sums of groups ``groups`` of level d, into the cache (if any) and the parents."""
+        table = self._update_table
+        if table is None or table.totals.size != groups.size:
+            table = self._update_table = _GroupTable(groups.size, self._arity)
+        np.copyto(table.children, self._rows[d].take(groups, axis=0).T)
+        table.accumulate(self._arity - 1)
+        if d < self._depth:
+            self._prefix[d][groups] = table.cache_rows
+        self._levels[d - 1][groups] = table.totals
+
+    def _recompute_whole(self, d: int) -> None:
+        """Running sums of every group of level d, into the cache (if any) and the parents."""
+        head, running, last_running, last_child, parents = self._whole_views.get(d) or self._views_for_whole(d)
+        np.add.accumulate(head, axis=1, out=running)  # cs[0] .. cs[K-2]
+        np.add(last_running, last_child, parents)  # cs[K-1] = cs[K-2] + c[K-1], as cumsum's last step
+
+    def _views_for_whole(self, d: int) -> tuple[np.ndarray, ...]:
+        """For `_recompute_whole`: c[0..K-2], where cs[0..K-2] go, cs[K-2], c[K-1], the parents (level d-1).
+
+        Kept for the cached levels (slicing anew costs more than the arithmetic on a small level). The
+        leaf groups have no cache, so their running sums go to scratch that is not kept: it would be as
+        large as the leaves after an update of every leaf.
+        """
         K = self._arity
-        children = self._rows[d] if groups is None else self._rows[d].take(groups, axis=0)
-        if self._scratch.shape[0] < children.shape[0]:
-            self._scratch = np.zeros((children.shape[0], K + 1))
-        buf = self._scratch[: children.shape[0]]  # [0, cs[0], ..., cs[K-1]]
-        np.cumsum(children, axis=1, out=buf[:, 1:])
-        if groups is None:
-            self._prefix[d][:] = buf[:, :K]
-            self._levels[d - 1][:] = buf[:, K]
-        else:
-            self._prefix[d][groups] = buf[:, :K]
-            self._levels[d - 1][groups] = buf[:, K]
+        children = self._rows[d]
+        cached = d < self._depth
+        running = self._prefix[d][:, 1:] if cached else np.empty((children.shape[0], K - 1))
+        views = (children[:, : K - 1], running, running[:, K - 2], children[:, K - 1], self._levels[d - 1])
+        if cached:
+            self._whole_views[d] = views
+        return views
 
     # ------------------------------------------------------------------ queries
     def get(self, indices: np.ndarray) -> np.ndarray:
@@ -278,10 +378,14 @@ class SumTree:
         batch_size = _check_int("batch_size", batch_size, 1)
         total = self._checked_total()
         values = rng.random(batch_size)
-        values += self._workspace(batch_size).batch_rows
+        if self._offsets.size != batch_size:
+            self._offsets = np.arange(batch_size, dtype=np.float64)  # kept: batch sizes rarely change
+        values += self._offsets
         values *= total / batch_size
-        # (i + u) * total / B can round to just above total; the rule handles v == total.
-        np.minimum(values, total, out=values)
+        # (i + u) * total / B can round to just above total (the rule handles v == total). Rounding keeps
+        # the order of the values, which increase with i, so only the last one can.
+        if values[-1] > total:
+            np.minimum(values, total, out=values)
         return self._descend(values)
 
     def _checked_total(self) -> float:
@@ -292,38 +396,54 @@ class SumTree:
             raise ValueError(f"sum tree total is not finite ({total!r}); priorities are too large")
         return total
 
-    def _workspace(self, batch_size: int) -> _Workspace:
-        ws = self._ws
-        if ws is None or ws.batch_rows.size != batch_size:
-            ws = self._ws = _Workspace(np.arange(batch_size), np.empty((batch_size, self._arity), dtype=bool))
+    def _scratch_for(self, batch_size: int) -> _LookupScratch:
+        ws = self._lookup
+        if ws is None or ws.count.size != batch_size:
+            ws = self._lookup = _LookupScratch(batch_size, self._arity)
         return ws
 
     def _descend(self, values: np.ndarray) -> np.ndarray:
         """The prefix-sum rule, vectorised over the batch (loops over levels only); ``values`` is not modified.
 
-        Fast path. The cached row of a group is ``E = [0, cs[0], ..., cs[K-2]]``, so ``E[k] > v`` first
-        holds at k = j + 1 for the rule's child j < K - 1, and ``argmax`` of ``E > v`` finds it. When no
-        entry exceeds v (argmax 0, since E[0] = 0 <= v), the rule's child is K - 1, or, on overflow
-        (v >= node mass), the last child with positive mass; the fast path takes K - 1 in both cases.
-        That agrees with the rule whenever child K - 1 has mass, and otherwise leads into a zero-mass
-        subtree and so to a leaf of priority 0. Hence: if every returned leaf has priority > 0, every
-        step agreed with the rule; else the batch is redone by the careful path, which applies the rule
-        literally (that happens only when v reaches a node's mass, e.g. v == total, next to zero leaves).
-        The subtraction is ``v - E[j] = v - cs[j-1]`` in both paths, so the remainders agree bitwise.
+        Fast path. At each level, ``j = #{k <= K-2 : cs[k] <= v}`` is the rule's child if j < K - 1 (the
+        first k with cs[k] > v). If j == K - 1, the rule's child is K - 1 too, or, on overflow (v >= node
+        mass), the last child with positive mass; the fast path takes K - 1 in both cases. That agrees
+        with the rule whenever child K - 1 has mass, and otherwise leads into a zero-mass subtree and so
+        to a leaf of priority 0. Hence: if every returned leaf has priority > 0, every step agreed with
+        the rule; else the batch is redone by the careful path, which applies the rule literally (that
+        happens only when v reaches a node's mass, e.g. v == total, next to zero leaves). The subtraction
+        is ``v - cs[j-1]`` in both paths, so the remainders agree bitwise.
+
+        How j is found: level 1 has a single group, so j is one ``searchsorted`` in its cached row. Below
+        it, the cached row is ``E = [0, cs[0], ..., cs[K-2]]``: ``E[k] > v`` first holds at k = j + 1, or
+        nowhere when j == K - 1 (argmax 0, since E[0] = 0 <= v), and `_child_of` maps the argmax to j.
+        The leaf groups have no cache, so j is counted on running sums made as an update makes them.
         """
-        K = self._arity
-        ws = self._workspace(values.size)
-        v = values.copy()
-        v_col = v[:, None]  # a view: in-place updates of v show through
-        node = np.zeros(values.size, dtype=np.int64)
-        for d in range(1, self._depth + 1):
-            rows = self._prefix[d].take(node, axis=0)  # (B, K)
-            np.greater(rows, v_col, out=ws.above)
-            j = self._child_of.take(ws.above.argmax(axis=1))
-            v -= rows[ws.batch_rows, j]
+        if values.size == 1:  # two copies of one lookup cost less than one (see _refresh)
+            return self._descend(values.repeat(2))[:1]
+        K, depth = self._arity, self._depth
+        ws = self._scratch_for(values.size)
+        if depth == 1:
+            node, v = np.zeros(values.size, dtype=np.int64), values
+        else:
+            node = np.searchsorted(self._top_cs, values, side="right")
+            v = values - self._prefix_flat[1].take(node)  # v - cs[j-1]: node is now child j (a new array)
+        prefix, prefix_flat, child_of = self._prefix, self._prefix_flat, self._child_of
+        above, above_flat = ws.above, ws.above_flat
+        for d in range(2, depth):
+            # Flat, with each value repeated K times: one contiguous comparison (comparing with a
+            # broadcast column costs numpy an inner loop per row).
+            np.greater(prefix[d].take(node, axis=0).reshape(-1), v.repeat(K), above_flat)
             node *= K
-            node += j
-        if not (self._levels[self._depth].take(node) > 0.0).all():
+            node += child_of.take(above.argmax(axis=1))
+            v -= prefix_flat[d].take(node)
+        sums = ws.leaf_sums
+        np.copyto(sums.children, self._rows[depth].take(node, axis=0).T)
+        sums.accumulate(K - 2)  # cs[0] .. cs[K-2]; cs[K-1] is never compared with
+        np.less_equal(sums.compared, v, ws.le)
+        node *= K
+        node += np.add.reduce(ws.le, axis=0, dtype=ws.count.dtype, out=ws.count)
+        if not self._levels[depth].take(node).min() > 0.0:
             return self._descend_careful(values)
         return node
 
