@@ -1,4 +1,9 @@
-"""DDPG's `act` and `learn` in torch: the reference maths (see pearl/algos/ddpg.py)."""
+"""DDPG's `act` and `learn` in torch: the reference maths (see pearl/algos/ddpg.py).
+
+`learn` backpropagates by hand through the flat-parameter MLPs of nets.py (no autograd): the actor's step takes
+only ∂Q/∂a from the critic, never the critic's weight gradients, and each Adam step and Polyak update is one
+op on one flat tensor; see nets.py for why.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import numpy as np
 import torch
 
 from pearl.adapters.base import ActKernel, LearnKernel
-from pearl.adapters.torch.nets import build, dump_net, load_net
+from pearl.adapters.torch.nets import FlatAdam, build, dump_net, load_net
 from pearl.algos.ddpg import DDPGConfig
 from pearl.rng import CounterDraws, normal
 from pearl.types import LearnResult, Params, SampleBatch
@@ -41,40 +46,42 @@ class DDPGLearn(LearnKernel):
         self.actor_target = build(actor_sizes, params, "actor_target", device, tanh_out=True)
         self.critic = build(critic_sizes, params, "critic", device)
         self.critic_target = build(critic_sizes, params, "critic_target", device)
-        for target in (self.actor_target, self.critic_target):
-            target.requires_grad_(False)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=config.learning_rate)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=config.learning_rate)
-        self._online = [*self.actor.parameters(), *self.critic.parameters()]
-        self._targets = [*self.actor_target.parameters(), *self.critic_target.parameters()]
+        self.actor_opt = FlatAdam(self.actor, config.learning_rate)
+        self.critic_opt = FlatAdam(self.critic, config.learning_rate)
+        self.action_cols = slice(actor_sizes[0], None)  # the critic's input is [obs, action]
         self.updates = 0
 
+    @torch.no_grad()
     def learn(self, batch: SampleBatch) -> LearnResult:
         cfg = self.config
-        with torch.no_grad():
-            next_action = self.actor_target(batch.next_obs)
-            next_q = self.critic_target(torch.cat([batch.next_obs, next_action], dim=1)).squeeze(1)
-            y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
-        q = self.critic(torch.cat([batch.obs, batch.action], dim=1)).squeeze(1)
+        n = batch.reward.shape[0]
+        next_action = self.actor_target(batch.next_obs, slot="learn")
+        next_q = self.critic_target(torch.cat([batch.next_obs, next_action], dim=1), slot="learn").squeeze(1)
+        y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
+
+        # Critic: loss = mean_i w_i δ_i², so ∂loss/∂q_i = −2 w_i δ_i / B.
+        outs = self.critic.forward(torch.cat([batch.obs, batch.action], dim=1), slot="critic step")
+        q = outs[-1].squeeze(1)
         td = y - q
         critic_loss = (batch.weights * td.square()).mean()
-        self.critic_opt.zero_grad(set_to_none=True)
-        critic_loss.backward()
+        self.critic.backward(outs, (batch.weights * td).mul_(-2.0 / n).unsqueeze(1))
         self.critic_opt.step()
 
-        # The actor's gradient flows through the critic's action input; the critic's own grads from this
-        # backward pass are discarded by the next zero_grad.
-        actor_loss = -self.critic(torch.cat([batch.obs, self.actor(batch.obs)], dim=1)).mean()
-        self.actor_opt.zero_grad(set_to_none=True)
-        actor_loss.backward()
+        # Actor: loss = −mean_i Q(s_i, μ(s_i)) through the critic just updated. Its gradient reaches μ through
+        # the critic's action input, so the critic returns only its input gradient (no weight gradients).
+        actor_outs = self.actor.forward(batch.obs, slot="actor step")
+        critic_outs = self.critic.forward(torch.cat([batch.obs, actor_outs[-1]], dim=1), slot="actor step")
+        actor_loss = -critic_outs[-1].mean()
+        d_action = self.critic.backward(critic_outs, torch.full_like(critic_outs[-1], -1.0 / n), param_grads=False,
+                                        input_grad=self.action_cols)
+        self.actor.backward(actor_outs, d_action)
         self.actor_opt.step()
 
-        with torch.no_grad():
-            torch._foreach_lerp_(self._targets, self._online, cfg.tau)  # target += τ (online − target)
+        self.actor_target.lerp_to(self.actor, cfg.tau)  # target += τ (online − target)
+        self.critic_target.lerp_to(self.critic, cfg.tau)
         self.updates += 1
-        return LearnResult(td.detach(), {"losses/td_loss": critic_loss.detach(),
-                                         "losses/actor_loss": actor_loss.detach(),
-                                         "losses/q_values": q.detach().mean()})
+        return LearnResult(td, {"losses/td_loss": critic_loss, "losses/actor_loss": actor_loss,
+                                "losses/q_values": q.mean()})
 
     def get_params(self) -> Params:
         return {**dump_net(self.actor, "actor"), **dump_net(self.actor_target, "actor_target"),

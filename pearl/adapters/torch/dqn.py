@@ -1,4 +1,8 @@
-"""DQN's `act` and `learn` in torch: the reference maths (see pearl/algos/dqn.py)."""
+"""DQN's `act` and `learn` in torch: the reference maths (see pearl/algos/dqn.py).
+
+`learn` backpropagates by hand through the flat-parameter MLP of nets.py (no autograd), so clipping is one
+norm over one gradient tensor and Adam steps one tensor; see nets.py for why.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from pearl.adapters.base import ActKernel, LearnKernel
-from pearl.adapters.torch.nets import build, dump_net, load_net
+from pearl.adapters.torch.nets import FlatAdam, build, clip_grad_norm_, dump_net, load_net
 from pearl.algos.dqn import DQNConfig
 from pearl.rng import CounterDraws, below, uniform
 from pearl.types import LearnResult, Params, SampleBatch
@@ -44,29 +48,37 @@ class DQNLearn(LearnKernel):
         self.config = config
         self.q = build(sizes, params, "q", device)
         self.q_target = build(sizes, params, "q_target", device)
-        self.q_target.requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=config.learning_rate)
+        self.optimizer = FlatAdam(self.q, config.learning_rate)
         self.updates = 0
 
+    @torch.no_grad()
     def learn(self, batch: SampleBatch) -> LearnResult:
         cfg = self.config
-        with torch.no_grad():
-            next_q = self.q_target(batch.next_obs).max(dim=1).values
-            y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
-        q = self.q(batch.obs).gather(1, batch.action.view(-1, 1)).squeeze(1)
+        next_q = self.q_target(batch.next_obs, slot="learn").amax(dim=1)
+        y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
+        outs = self.q.forward(batch.obs, slot="learn")
+        taken = batch.action.view(-1, 1)
+        q = outs[-1].gather(1, taken).squeeze(1)
         td = y - q
         per_item = F.smooth_l1_loss(q, y, reduction="none") if cfg.huber else td.square()
         loss = (batch.weights * per_item).mean()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        self.q.backward(outs, self._grad_out(outs[-1], taken, td, batch.weights))
         if cfg.max_grad_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self.q.parameters(), cfg.max_grad_norm)
+            clip_grad_norm_(self.q.grad, cfg.max_grad_norm)
         self.optimizer.step()
         self.updates += 1
         if self.updates % cfg.target_update_interval == 0:
-            self.q_target.load_state_dict(self.q.state_dict())
+            self.q_target.copy_from(self.q)
         # Metrics stay tensors: reading them would synchronise the device; the caller reads them rarely.
-        return LearnResult(td.detach(), {"losses/td_loss": loss.detach(), "losses/q_values": q.detach().mean()})
+        return LearnResult(td, {"losses/td_loss": loss, "losses/q_values": q.mean()})
+
+    def _grad_out(self, out: torch.Tensor, taken: torch.Tensor, td: torch.Tensor,
+                  weights: torch.Tensor) -> torch.Tensor:
+        """∂loss/∂Q(s, ·): nonzero only at the taken action, where loss = mean_i w_i · ℓ(q_i − y_i) gives
+        w_i · ℓ'(q_i − y_i) / B, with ℓ' = clamp(·, −1, 1) for Huber (β = 1) and 2· for the square."""
+        dq = td.clamp(-1.0, 1.0) if self.config.huber else td * 2.0
+        dq = dq.mul_(weights).mul_(-1.0 / td.shape[0])  # q − y = −δ
+        return torch.zeros_like(out).scatter_(1, taken, dq.unsqueeze(1))
 
     def get_params(self) -> Params:
         return {**dump_net(self.q, "q"), **dump_net(self.q_target, "q_target")}
