@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import sys
 import traceback
 from typing import Any
@@ -67,9 +68,16 @@ def devices(as_json: bool) -> None:
 @click.option("--eval-episodes", type=int, default=10, show_default=True, help="Greedy evaluation episodes.")
 @click.option("--runs-dir", default="runs", show_default=True, help="Where runs/<id>/ records are written.")
 @click.option("--threads", type=int, default=1, show_default=True, help="CPU threads one kernel may use.")
+@click.option("--actors", type=int, default=None, help="Actor processes (default: the plan's, else 1).")
+@click.option("--envs-per-actor", type=int, default=None,
+              help="Environments each actor steps, batched into one act call (default: the plan's or preset's).")
+@click.option("--sequential", is_flag=True,
+              help="Run the roles in turn in one process: the presets' exact schedule, repeatable bit for bit.")
+@click.option("--no-learn", is_flag=True, help="Collect only (act, env step, replay insert): the actor side's speed.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the results.")
 def train(algo: str, env_id: str, device: str | None, plan_path: str | None, descriptor: str | None,
-          steps: int | None, seed: int, eval_episodes: int, runs_dir: str, threads: int, as_json: bool) -> None:
+          steps: int | None, seed: int, eval_episodes: int, runs_dir: str, threads: int, actors: int | None,
+          envs_per_actor: int | None, sequential: bool, no_learn: bool, as_json: bool) -> None:
     """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/."""
     from pearl.algos import preset
     from pearl.training import train as run_training
@@ -78,12 +86,15 @@ def train(algo: str, env_id: str, device: str | None, plan_path: str | None, des
     with _progress(total, enabled=not as_json, label=f"{algo} {env_id}") as bar:
         result = run_training(algo, env_id, device=device, plan=plan_path, steps=steps, seed=seed,
                               eval_episodes=eval_episodes, runs_dir=runs_dir, threads=threads, descriptor=descriptor,
-                              progress=bar)
+                              progress=bar, launcher="sequential" if sequential else "parallel", actors=actors,
+                              envs_per_actor=envs_per_actor, learn=not no_learn)
     if as_json:
         _print_json(result.to_dict())
         return
+    layout = f"{result.actors} actor(s) × {result.envs_per_actor} env(s)"
     click.echo(f"{result.algo} on {result.env}, device {result.device}, seed {result.seed}"
-               f"{' (preset hyperparameters)' if result.preset else ''}")
+               f"{' (preset hyperparameters)' if result.preset else ''}; {result.launcher} launcher, "
+               f"{layout}{'' if result.learn else ', collection only'}")
     click.echo(f"  trained {result.steps} env steps in {result.train_wall_s:.1f} s: "
                f"{result.env_steps_per_s:,.0f} env steps/s, {result.updates_per_s:,.0f} updates/s, "
                f"{result.learner_samples_per_s:,.0f} learner samples/s (replay ratio {result.replay_ratio:.3f})")
@@ -303,6 +314,10 @@ def main(argv: list[str] | None = None) -> None:
     except click.Abort:
         click.echo("error: interrupted", err=True)
         sys.exit(130)
+    except SystemExit as exc:
+        if exc.code == 128 + signal.SIGTERM:  # raised by the parallel launcher's SIGTERM handler
+            click.echo("error: terminated (SIGTERM); the run record keeps what was written", err=True)
+        raise
     sys.exit(code if isinstance(code, int) else 0)
 
 

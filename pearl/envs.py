@@ -22,6 +22,34 @@ def make_env(env_id: str) -> gym.Env:
         raise EnvError(f"unknown gymnasium environment {env_id!r}{hint}") from exc
 
 
+# Below this many copies a plain loop over envs is faster (CartPole on a 2-core EPYC, µs per vector step:
+# 1 copy 22 looped vs 38 vectorised; 4: 54 vs 56; 16: 176 vs 59; 64: 459 vs 56).
+VECTORISED_FROM = 4
+
+
+def make_vector_env(env_id: str, n_envs: int) -> gym.vector.VectorEnv:
+    """n copies of an env stepped as one, in gymnasium's next-step autoreset mode (see `VectorActor`).
+
+    Envs that ship a vectorised implementation (CartPole's steps every copy with one numpy expression)
+    use it from VECTORISED_FROM copies on; otherwise the copies are stepped one after the other.
+    """
+    make_env(env_id).close()  # an unknown id fails here, with the suggestions
+    venv = None
+    if n_envs >= VECTORISED_FROM:
+        try:
+            venv = gym.make_vec(env_id, num_envs=n_envs, vectorization_mode="vector_entry_point")
+        except (gym.error.Error, ValueError, TypeError):  # no vectorised implementation registered
+            pass
+    if venv is None:
+        venv = gym.make_vec(env_id, num_envs=n_envs, vectorization_mode="sync",
+                            vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP})
+    mode = venv.metadata.get("autoreset_mode")
+    if mode != gym.vector.AutoresetMode.NEXT_STEP:
+        venv.close()
+        raise EnvError(f"the vector version of {env_id} resets in mode {mode}; pearl's actors need next-step")
+    return venv
+
+
 def env_spec(env_id: str, env: gym.Env | None = None) -> EnvSpec:
     """Describe an env's spaces; only flat Box observations and Discrete or Box actions are supported."""
     own = env is None

@@ -23,6 +23,7 @@ from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PlanError
 from pearl.runtime.evaluate import evaluate
 from pearl.runtime.local import LocalLauncher, Placement
+from pearl.runtime.parallel import ParallelLauncher
 from pearl.runtime.record import RunRecord
 
 if TYPE_CHECKING:
@@ -58,6 +59,13 @@ class TrainResult:
     actors: int = 1
     plan_check: dict = field(default_factory=dict)
     learning_env_steps_per_s: float | None = None  # over the learning phase only (after learning_starts)
+    learning_updates_per_s: float | None = None
+    launcher: str = "parallel"
+    envs_per_actor: int = 1
+    learn: bool = True
+    threads: int = DEFAULT_THREADS
+    dropped_steps: int = 0
+    waits: dict[str, float] = field(default_factory=dict)
     eval_returns: list[float] = field(default_factory=list)
     kernel_seconds: dict[str, float] = field(default_factory=dict)
 
@@ -103,7 +111,9 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
     return {"predicted": {k: plan.predicted[k] for k in figures},
             "measured": {k: getattr(result, k) for k in figures},
             "kernels": measured,
-            "note": "the in-process launcher runs the roles in turn; the plan predicts them running concurrently"}
+            "note": ("the parallel launcher runs actors, replay and learner concurrently, as the plan assumes"
+                     if result.launcher == "parallel" else
+                     "the sequential launcher runs the roles in turn; the plan predicts them running concurrently")}
 
 
 def check_positive_int(name: str, value: int, minimum: int = 1) -> None:
@@ -115,7 +125,8 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
           seed: int = 0,
           eval_episodes: int = 10, config: OffPolicyConfig | None = None, runs_dir: str = "runs",
           threads: int = DEFAULT_THREADS, descriptor: str | None = None, max_seconds: float | None = None,
-          progress: Callable[[int], None] | None = None) -> TrainResult:
+          progress: Callable[[int], None] | None = None, launcher: str = "parallel", actors: int | None = None,
+          envs_per_actor: int | None = None, learn: bool = True) -> TrainResult:
     """Train `algo` on `env_id` with every kernel on `device`, evaluate greedily, and write runs/<id>/.
 
     config defaults to pearl's preset for (algo, env_id) when there is one, else the algorithm's defaults;
@@ -123,6 +134,12 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
     descriptor names a device descriptor whose precompiled kernel binary an OpenCL device loads. plan names a
     plan file (`pearl plan`): each kernel then runs on its planned device with the planned actor count, and
     the result holds predicted against measured figures (plan_check); device must then be None.
+
+    launcher "parallel" (the default) runs each actor in its own process beside the learner, with the
+    replay ratio held by a rate limiter; "sequential" runs the roles in turn in this process, the published
+    presets' exact schedule (and bit-for-bit repeatable for a seed). actors and envs_per_actor default to
+    the plan's, else 1 and the config's n_envs. learn=False collects only (acting, env steps, replay
+    inserts): the actor side's speed.
     """
     wall0 = time.perf_counter()
     algo_config_class(algo)  # unknown algo → ConfigError
@@ -140,35 +157,53 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
         config = config.replace(total_steps=steps)
     config.validate()
 
+    if launcher not in LAUNCHERS:
+        raise ConfigError(f"unknown launcher {launcher!r}; choose one of: {', '.join(LAUNCHERS)}")
+    for name, value in (("--actors", actors), ("--envs-per-actor", envs_per_actor)):
+        if value is not None:
+            check_positive_int(name, value)
+    if plan is not None and (actors is not None or envs_per_actor is not None):
+        raise ConfigError("--plan sets the actors and envs per actor; drop --actors/--envs-per-actor "
+                          "(or drop --plan)")
     loaded = _checked_plan(plan, algo, env_id, device) if plan is not None else None
     device = device or "cpu"
     if loaded is not None:
         placement = Placement(loaded.mapping["act"], loaded.mapping["replay_insert"], loaded.mapping["learn"])
-        config = config.replace(n_envs=loaded.envs_per_actor)
+        actors, envs_per_actor = loaded.actors, loaded.envs_per_actor
         device = "plan"
     else:
         placement = Placement.single(device)
+    actors = actors or 1
+    if envs_per_actor is not None:
+        config = config.replace(n_envs=envs_per_actor)
+    if not learn:  # collection only: the actors act with the policy from the first step
+        config = config.replace(learning_starts=0)
     if descriptor is not None and not any(d.startswith("opencl") for d in placement.devices()):
         raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
                           "(drop --descriptor, or train on an opencl:P:D device)")
-    launcher = LocalLauncher(config, spec, placement, seed, threads, descriptor,
-                             actors=loaded.actors if loaded else 1)  # a bad or absent device fails here
+    make = ParallelLauncher if launcher == "parallel" else LocalLauncher
+    runner = make(config, spec, placement, seed, threads, descriptor, actors=actors, learn=learn)  # bad device: here
     record = RunRecord(runs_dir, algo, env_id, seed)
     if loaded is not None:
         record.write("plan.json", loaded.to_dict())
     record.write("config.json", {
         "kind": "config", "algo": algo, "env": env_id, "seed": seed, "device": device,
-        "placement": placement.to_dict(), "threads": threads, "descriptor": descriptor,
+        "placement": placement.to_dict(), "threads": threads, "descriptor": descriptor, "launcher": launcher,
+        "actors": actors, "envs_per_actor": config.n_envs, "learn": learn,
         "preset": has_preset(algo, env_id),
         "hyperparameters": config.to_dict(),
         "env_spec": asdict(spec), "pearl_version": __version__,
         "host": {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0]},
     })
     try:
-        stats = launcher.run(record, progress, max_seconds)
+        stats = runner.run(record, progress, max_seconds)
+    except BaseException as exc:  # Ctrl-C, SIGTERM, a failed actor: say so in the summary, keep the metrics
+        record.write("summary.json", {"kind": "summary", "status": "interrupted", "algo": algo, "env": env_id,
+                                      "seed": seed, "reason": f"{type(exc).__name__}: {exc}"})
+        raise
     finally:
         record.close()
-    act = launcher.adapters[placement.act].make_act(config, spec, stats.final_params, seed)
+    act = _eval_adapter(runner, placement, threads, descriptor).make_act(config, spec, stats.final_params, seed)
     returns = evaluate(act, spec, eval_episodes, seed + EVAL_SEED_OFFSET) if eval_episodes else []
 
     learning_steps = max(1, stats.steps - config.learning_starts)
@@ -183,11 +218,26 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
         eval_episodes=eval_episodes, wall_s=time.perf_counter() - wall0, run_dir=str(record.dir),
         updates=stats.updates, train_wall_s=stats.wall_s, preset=has_preset(algo, env_id),
         placement=placement.to_dict(), eval_returns=returns, kernel_seconds=dict(stats.kernel_seconds),
-        actors=len(launcher.actors),
-        learning_env_steps_per_s=((stats.steps - stats.learn_start_steps) / (stats.wall_s - stats.learn_start_s)
-                                  if stats.learn_start_s is not None and stats.wall_s > stats.learn_start_s else None),
+        actors=actors, envs_per_actor=config.n_envs, launcher=launcher, learn=learn, threads=threads,
+        dropped_steps=stats.dropped_steps, waits=dict(stats.waits),
     )
+    if stats.learn_start_s is not None and stats.wall_s > stats.learn_start_s:
+        learning_s = stats.wall_s - stats.learn_start_s
+        result.learning_env_steps_per_s = (stats.steps - stats.learn_start_steps) / learning_s
+        result.learning_updates_per_s = stats.updates / learning_s
     if loaded is not None:
         result.plan_check = plan_check(loaded, stats, config, result)
-    record.write("summary.json", {"kind": "summary", **result.to_dict()})
+    record.write("summary.json", {"kind": "summary", "status": "finished", **result.to_dict()})
     return result
+
+
+LAUNCHERS = ("parallel", "sequential")
+
+
+def _eval_adapter(runner: LocalLauncher | ParallelLauncher, placement: Placement, threads: int,
+                  descriptor: str | None):
+    """The adapter of the act device (the parallel launcher opened it only in its actor processes)."""
+    if placement.act in runner.adapters:
+        return runner.adapters[placement.act]
+    from pearl.adapters import open_adapter
+    return open_adapter(placement.act, threads, descriptor if placement.act.startswith("opencl") else None)

@@ -109,8 +109,8 @@ def test_short_training_json_and_run_record(capsys, tmp_path: Path) -> None:
                 "wall_s", "run_dir"):
         assert key in result, key
     assert (result["algo"], result["env"], result["steps"], result["seed"]) == ("dqn", "CartPole-v1", 2000, 3)
-    # the preset trains 128 updates every 256 steps once past 1000 steps: at 1024, 1280, 1536, 1792
-    assert result["updates"] == 4 * 128
+    # the parallel launcher's limiter makes exactly ρ × (steps − learning_starts) = 0.5 × 1000 updates
+    assert result["updates"] == 500 and result["launcher"] == "parallel"
     assert result["learner_samples_per_s"] == pytest.approx(result["updates_per_s"] * 64)
     run_dir = Path(result["run_dir"])
     assert run_dir.parent == tmp_path

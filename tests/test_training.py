@@ -11,13 +11,14 @@ from pearl.errors import ConfigError
 
 
 def test_same_seed_same_run(tmp_path) -> None:
+    """The sequential launcher repeats a run bit for bit (the parallel one cannot: its interleaving varies)."""
     config = preset("dqn", "CartPole-v1").replace(learning_starts=200, train_freq=50, gradient_steps=10)
     runs = [pearl.train("dqn", "CartPole-v1", steps=800, seed=5, eval_episodes=2, config=config,
-                        runs_dir=str(tmp_path)) for _ in range(2)]
+                        runs_dir=str(tmp_path), launcher="sequential") for _ in range(2)]
     assert runs[0].eval_returns == runs[1].eval_returns
     assert runs[0].updates == runs[1].updates == (800 - 200) // 50 * 10
     other = pearl.train("dqn", "CartPole-v1", steps=800, seed=6, eval_episodes=2, config=config,
-                        runs_dir=str(tmp_path))
+                        runs_dir=str(tmp_path), launcher="sequential")
     assert other.run_dir != runs[0].run_dir
 
 

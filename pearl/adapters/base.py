@@ -79,6 +79,12 @@ class LearnKernel(ABC):
     def get_params(self) -> Params:
         """Every network's parameters, targets included, as host arrays."""
 
+    def write_policy(self, out: Params) -> None:
+        """Copy the policy's parameters into the arrays of out (the names and shapes `policy_params` gives).
+        Adapters override it to copy straight from the device, without an intermediate host array."""
+        for name, value in self.policy_params().items():
+            out[name][...] = value
+
     @abstractmethod
     def policy_params(self) -> Params:
         """The parameters `act` needs (what weight_sync copies)."""

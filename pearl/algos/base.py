@@ -54,6 +54,10 @@ class OffPolicyConfig:
         """Updates per env step (ρ), which the runtime holds fixed."""
         return self.gradient_steps / self.train_freq
 
+    def exploration(self, step: int) -> float:
+        """The exploration parameter `act` gets after `step` env steps (ε for DQN, σ for DDPG)."""
+        raise NotImplementedError
+
     def validate(self) -> None:
         """Raise ConfigError naming the first field that is out of range."""
         positive_ints = ("total_steps", "batch_size", "buffer_size", "train_freq", "gradient_steps", "n_envs",

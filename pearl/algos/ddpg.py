@@ -42,6 +42,9 @@ class DDPGConfig(OffPolicyConfig):
     action_noise: float = 0.1
     """σ of the Gaussian exploration noise, in the policy's [-1, 1] action space."""
 
+    def exploration(self, step: int) -> float:
+        return self.action_noise  # constant Gaussian σ
+
     def validate(self) -> None:
         super().validate()
         if not 0.0 < self.tau <= 1.0:

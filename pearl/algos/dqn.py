@@ -60,6 +60,9 @@ class DQNConfig(OffPolicyConfig):
         progress = 1.0 if span <= 0 else min(1.0, step / span)
         return self.exploration_initial_eps + progress * (self.exploration_final_eps - self.exploration_initial_eps)
 
+    def exploration(self, step: int) -> float:
+        return self.epsilon(step)
+
     def validate(self) -> None:
         super().validate()
         if self.target_update_interval < 1:

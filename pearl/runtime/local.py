@@ -1,4 +1,4 @@
-"""The in-process launcher: one or more actors, one replay manager, one learner, driven in turn.
+"""The sequential launcher: one or more actors, one replay manager, one learner, driven in turn.
 
 It reproduces the sequential schedule of the published presets exactly: collect `train_freq` env steps,
 then run `gradient_steps` updates (once more than `learning_starts` steps have been collected), so the
@@ -56,18 +56,17 @@ class LoopStats:
     kernel_seconds: dict[str, float] = field(default_factory=dict)
     kernel_calls: dict[str, int] = field(default_factory=dict)
     final_params: Params = field(default_factory=dict)
-
-
-def exploration(config: OffPolicyConfig, step: int) -> float:
-    """ε for DQN; the Gaussian σ for DDPG (constant)."""
-    return config.epsilon(step) if config.algo == "dqn" else config.action_noise  # type: ignore[attr-defined]
+    dropped_steps: int = 0  # env steps produced past total_steps and not inserted (parallel actors)
+    waits: dict[str, float] = field(default_factory=dict)  # seconds each side waited (parallel launcher)
 
 
 class LocalLauncher:
     def __init__(self, config: OffPolicyConfig, spec: EnvSpec, placement: Placement, seed: int,
-                 threads: int | None = None, descriptor: str | None = None, actors: int = 1) -> None:
-        """descriptor: a device descriptor whose kernel binary the placement's OpenCL device loads."""
-        self.config, self.spec, self.placement, self.seed = config, spec, placement, seed
+                 threads: int | None = None, descriptor: str | None = None, actors: int = 1,
+                 learn: bool = True) -> None:
+        """descriptor: a device descriptor whose kernel binary the placement's OpenCL device loads;
+        learn=False collects only (no updates)."""
+        self.config, self.spec, self.placement, self.seed, self.learn = config, spec, placement, seed, learn
         self.adapters = {d: open_adapter(d, threads, descriptor if d.startswith("opencl") else None)
                          for d in placement.devices()}
         adapters = self.adapters
@@ -87,17 +86,17 @@ class LocalLauncher:
         stats = LoopStats()
         next_train = cfg.train_freq
         start = last_log = time.perf_counter()
-        logged = _LogState()
+        logged = LogState()
         turn = 0
         while stats.steps < cfg.total_steps:
             actor = self.actors[turn % len(self.actors)]
             turn += 1
-            batch = actor.step(exploration(cfg, stats.steps), random=stats.steps < cfg.learning_starts)
+            batch = actor.step(cfg.exploration(stats.steps), random=stats.steps < cfg.learning_starts)
             replay.insert(batch)
             stats.steps += len(batch)
             while stats.steps >= next_train:  # a round of updates every train_freq env steps
                 next_train += cfg.train_freq
-                if stats.steps > cfg.learning_starts:
+                if self.learn and stats.steps > cfg.learning_starts:
                     if stats.learn_start_s is None:
                         stats.learn_start_s = time.perf_counter() - start
                         stats.learn_start_steps = stats.steps
@@ -114,7 +113,8 @@ class LocalLauncher:
             out_of_time = max_seconds is not None and now - start >= max_seconds
             if now - last_log >= 1.0 or stats.steps >= cfg.total_steps or out_of_time:
                 if record is not None:
-                    record.log(logged.line(cfg, stats.steps, learner, replay.size, now - start, now - last_log))
+                    record.log(logged.line(cfg, stats.steps, learner.updates, learner, replay.size, now - start,
+                                           now - last_log))
                 last_log = now
                 if progress is not None:
                     progress(stats.steps)
@@ -133,22 +133,24 @@ class LocalLauncher:
 
 
 @dataclass
-class _LogState:
-    """Counters since the previous metrics line, so each line reports rates over its own second."""
+class LogState:
+    """Counters since the previous metrics line, so each line reports rates over its own interval."""
 
     steps: int = 0
     updates: int = 0
     episodes: list[Episode] = field(default_factory=list)
 
-    def line(self, cfg: OffPolicyConfig, steps: int, learner: Learner, replay_size: int, elapsed: float,
-             interval: float) -> dict:
+    def line(self, cfg: OffPolicyConfig, steps: int, updates: int, learner: Learner, replay_size: int,
+             elapsed: float, interval: float) -> dict:
         interval = max(interval, 1e-9)
         line = {"global_step": steps, "time": round(elapsed, 3),
                 "charts/SPS": (steps - self.steps) / interval,
-                "charts/updates_per_s": (learner.updates - self.updates) / interval,
-                "charts/learner_samples_per_s": (learner.updates - self.updates) * cfg.batch_size / interval,
-                "charts/exploration": exploration(cfg, steps), "charts/updates": learner.updates,
+                "charts/updates_per_s": (updates - self.updates) / interval,
+                "charts/learner_samples_per_s": (updates - self.updates) * cfg.batch_size / interval,
+                "charts/exploration": cfg.exploration(steps), "charts/updates": updates,
                 "replay/size": replay_size}
+        if steps > cfg.learning_starts:  # cumulative updates per env step since learning started
+            line["charts/replay_ratio"] = updates / (steps - cfg.learning_starts)
         if self.episodes:
             returns = [e.ret for e in self.episodes]
             line["charts/episodic_return"] = float(np.mean(returns))
@@ -156,5 +158,5 @@ class _LogState:
             line["charts/episodes"] = len(self.episodes)
         if learner.last_metrics:
             line.update(learner.read_metrics())
-        self.steps, self.updates, self.episodes = steps, learner.updates, []
+        self.steps, self.updates, self.episodes = steps, updates, []
         return line

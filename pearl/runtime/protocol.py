@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -22,8 +22,8 @@ import numpy as np
 
 from pearl.adapters.base import ActKernel, Adapter, LearnKernel, ReplayKernels
 from pearl.algos.base import OffPolicyConfig
-from pearl.envs import make_env, to_env_action
-from pearl.types import EnvSpec, PriorityUpdate, SampleBatch, TransitionBatch, WeightSnapshot
+from pearl.envs import make_env, make_vector_env, to_env_action
+from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch, WeightSnapshot
 
 
 class KernelClock:
@@ -113,6 +113,70 @@ class Actor:
             env.close()
 
 
+class VectorActor:
+    """env_step + act over a gymnasium vector env: one `act` call and one vectorised step for all n envs.
+
+    The vector env resets in next-step mode: the step after an episode ends only resets that env (its
+    action is ignored, its reward is 0) and is not a transition, so its row is dropped. Env steps therefore
+    count transitions, the figure every rate in pearl is about.
+    """
+
+    def __init__(self, actor_id: int, env_id: str, spec: EnvSpec, n_envs: int, act: ActKernel, seed: int) -> None:
+        self.actor_id, self.spec, self.act_kernel = actor_id, spec, act
+        self.venv = make_vector_env(env_id, n_envs)
+        self.n = n_envs
+        self.rng = np.random.default_rng(seed)
+        self.obs = np.asarray(self.venv.reset(seed=seed)[0], dtype=np.float32)
+        self.resetting = np.zeros(n_envs, dtype=bool)  # envs whose next step is a reset, not a transition
+        self.ep_return = np.zeros(n_envs)
+        self.ep_length = np.zeros(n_envs, dtype=np.int64)
+        self.finished: list[Episode] = []
+        self.policy_version = 0
+        self.clock = KernelClock()
+
+    def load_weights(self, snapshot: WeightSnapshot) -> None:
+        with self.clock.time("weight_sync"):
+            self.act_kernel.set_params(snapshot.params)
+        self.policy_version = snapshot.version
+
+    def random_actions(self, n: int) -> np.ndarray:
+        if self.spec.discrete:
+            return self.rng.integers(0, self.spec.action_dim, n)
+        return self.rng.uniform(-1.0, 1.0, size=(n, self.spec.action_dim)).astype(np.float32)
+
+    def step(self, explore: float, random: bool = False) -> TransitionBatch:
+        t0 = time.perf_counter()
+        action = self.random_actions(self.n) if random else self.act_kernel.act(self.obs, explore)
+        t1 = time.perf_counter()
+        env_action = to_env_action(self.spec, action)
+        if not self.spec.discrete:
+            env_action = env_action.astype(np.float32)
+        next_obs, reward, terminated, truncated, _ = self.venv.step(env_action)
+        next_obs = np.asarray(next_obs, dtype=np.float32)
+        keep = ~self.resetting
+        done = (terminated | truncated) & keep
+        self.ep_return[keep] += reward[keep]
+        self.ep_length[keep] += 1
+        for i in np.flatnonzero(done):
+            self.finished.append(Episode(float(self.ep_return[i]), int(self.ep_length[i])))
+            self.ep_return[i], self.ep_length[i] = 0.0, 0
+        batch = TransitionBatch(self.obs[keep], action[keep], np.asarray(reward, dtype=np.float32)[keep],
+                                next_obs[keep], np.asarray(terminated, dtype=np.float32)[keep], self.actor_id,
+                                self.policy_version)
+        self.resetting = done
+        self.obs = next_obs
+        self.clock.add("act", t1 - t0)
+        self.clock.add("env_step", time.perf_counter() - t1)
+        return batch
+
+    def drain_episodes(self) -> list[Episode]:
+        done, self.finished = self.finished, []
+        return done
+
+    def close(self) -> None:
+        self.venv.close()
+
+
 class ReplayManager:
     """Owns replay storage on its device: insert, sample with IS weights, priority update."""
 
@@ -167,6 +231,13 @@ class Learner:
             snap = WeightSnapshot(self.updates, self.kernel.policy_params())
         self.published_version = snap.version
         return snap
+
+    def publish(self, sink: Callable[[Callable[[Params], None], int], None]) -> None:
+        """Hand the policy weights and their version (the update count) to sink, e.g. a shared board's
+        publish: sink gets a function that writes the weights into arrays it names."""
+        with self.clock.time("weight_sync"):
+            sink(self.kernel.write_policy, self.updates)
+        self.published_version = self.updates
 
     def read_metrics(self) -> dict[str, float]:
         """The last update's losses as floats (this waits for the device, so call it rarely)."""

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from pearl.adapters.base import ActKernel, LearnKernel
-from pearl.adapters.torch.nets import FlatAdam, build, dump_net, load_net
+from pearl.adapters.torch.nets import FlatAdam, build, dump_net, load_net, write_net
 from pearl.algos.ddpg import DDPGConfig
 from pearl.rng import CounterDraws, normal
 from pearl.types import LearnResult, Params, SampleBatch
@@ -89,3 +89,6 @@ class DDPGLearn(LearnKernel):
 
     def policy_params(self) -> Params:
         return dump_net(self.actor, "actor")
+
+    def write_policy(self, out: Params) -> None:
+        write_net(self.actor, out, "actor")

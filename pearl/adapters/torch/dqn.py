@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from pearl.adapters.base import ActKernel, LearnKernel
-from pearl.adapters.torch.nets import FlatAdam, build, clip_grad_norm_, dump_net, load_net
+from pearl.adapters.torch.nets import FlatAdam, build, clip_grad_norm_, dump_net, load_net, write_net
 from pearl.algos.dqn import DQNConfig
 from pearl.rng import CounterDraws, below, uniform
 from pearl.types import LearnResult, Params, SampleBatch
@@ -85,3 +85,6 @@ class DQNLearn(LearnKernel):
 
     def policy_params(self) -> Params:
         return dump_net(self.q, "q")
+
+    def write_policy(self, out: Params) -> None:
+        write_net(self.q, out, "q")

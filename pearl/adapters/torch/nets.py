@@ -192,6 +192,14 @@ def dump_net(module: MLP, net: str) -> Params:
     return out
 
 
+def write_net(module: MLP, out: Params, net: str) -> None:
+    """Copy the module's parameters straight into the host arrays out[`<net>.<i>.weight/bias`] (one copy per
+    tensor, no intermediate array): how weights reach the parallel launcher's shared weight board."""
+    for i, (weight, bias) in enumerate(zip(module.weights, module.biases)):
+        torch.from_numpy(out[f"{net}.{i}.weight"]).copy_(weight)
+        torch.from_numpy(out[f"{net}.{i}.bias"]).copy_(bias)
+
+
 def build(sizes: list[int], params: Params, net: str, device: torch.device, tanh_out: bool = False) -> MLP:
     module = MLP(sizes, device, tanh_out)
     load_net(module, params, net)

@@ -1,0 +1,200 @@
+"""pearl against Stable-Baselines3 on the same presets, side by side in one invocation.
+
+    pip install -e ".[bench]"          # stable-baselines3, for benchmarks only
+    python benchmarks/vs_sb3.py [--what dqn ddpg collect] [--seed 0] [--rounds 1] [--threads 1]
+                                [--ddpg-threads 2] [--actors 1] [--envs-per-actor 1]
+                                [--collect-actors 2] [--collect-envs 256] [--collect-steps 1000000]
+
+Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --rounds times):
+
+- dqn: DQN CartPole-v1, 50,000 steps, the rl-baselines3-zoo settings on both sides (256-256 MLP, batch 64,
+  lr 2.3e-3, 128 updates per 256 steps, learning starts 1,000, target copy every 10 env steps in SB3 = every
+  128 updates in pearl, ε 1 → 0.04 over 16 % of the run, Huber loss, gradient norm 10).
+- ddpg: DDPG Pendulum-v1, 20,000 steps, zoo settings (400-300, batch 256, lr 1e-3, γ 0.98, τ 0.005,
+  N(0, 0.1) action noise, learning starts 10,000, one update per step).
+- collect: collection only, 50,000 steps: SB3 DQN with learning_starts above the total (it steps and
+  stores, with random actions) against `pearl train --no-learn` (it acts with the policy, steps, stores),
+  with --collect-actors × --collect-envs for --collect-steps, and with 1 actor × 1 env for 50,000.
+
+What is printed: env steps/s over the training loop (SB3: `model.learn` wall time; pearl: its training
+loop, from the result's train_wall_s, both excluding process start, model construction and evaluation),
+pearl ÷ SB3, the final greedy evaluation return of each (20 episodes, the same seeds, deterministic actions)
+and, for pearl, the replay ratio measured and the learner efficiency: updates/s over the learning phase
+÷ the rate of bare `learn` calls on a sampled batch, timed in the same process right after training, on
+the same device and threads. SB3 runs with torch's default threads (all cores), as its users run it.
+Timing decides nothing here: it is a measurement, run on purpose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+EVAL_EPISODES = 20
+EVAL_SEED = 100_000  # pearl.training.EVAL_SEED_OFFSET + seed 0
+
+
+def sb3_case(case: str, seed: int) -> dict:
+    """Train SB3 on the case's preset; return rates and the evaluation (runs in a child interpreter)."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from stable_baselines3 import DDPG, DQN
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    if case in ("dqn", "collect"):
+        steps = 50_000
+        model = DQN("MlpPolicy", "CartPole-v1", learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
+                    learning_starts=1_000 if case == "dqn" else steps + 1, gamma=0.99, target_update_interval=10,
+                    train_freq=256, gradient_steps=128, exploration_fraction=0.16, exploration_final_eps=0.04,
+                    policy_kwargs=dict(net_arch=[256, 256]), seed=seed, verbose=0)
+    else:
+        steps = 20_000
+        model = DDPG("MlpPolicy", gym.make("Pendulum-v1"), learning_rate=1e-3, batch_size=256, buffer_size=200_000,
+                     learning_starts=10_000, gamma=0.98, tau=0.005, train_freq=1, gradient_steps=1,
+                     action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)),
+                     policy_kwargs=dict(net_arch=[400, 300]), seed=seed, verbose=0)
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=steps)
+    wall = time.perf_counter() - t0
+    returns = [] if case == "collect" else _sb3_eval(model, "CartPole-v1" if case == "dqn" else "Pendulum-v1")
+    return {"side": "sb3", "case": case, "steps": steps, "wall_s": wall, "env_steps_per_s": steps / wall,
+            "eval_mean": float(np.mean(returns)) if returns else None, "threads": torch.get_num_threads()}
+
+
+def _sb3_eval(model, env_id: str) -> list[float]:
+    import gymnasium as gym
+
+    env, returns = gym.make(env_id), []
+    for episode in range(EVAL_EPISODES):
+        obs, _ = env.reset(seed=EVAL_SEED + episode)
+        total, done = 0.0, False
+        while not done:
+            action, _ = model.predict(obs, deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    return returns
+
+
+def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps: int) -> dict:
+    """Train with pearl's parallel launcher; add the bare learn rate measured right after, same threads."""
+    from pearl.training import train
+
+    algo, env_id = ("ddpg", "Pendulum-v1") if case == "ddpg" else ("dqn", "CartPole-v1")
+    result = train(algo, env_id, seed=seed, eval_episodes=0 if case == "collect" else EVAL_EPISODES,
+                   steps=steps or None,
+                   runs_dir=os.environ.get("PEARL_BENCH_RUNS", "runs/bench"), threads=threads, actors=actors,
+                   envs_per_actor=envs, learn=case != "collect")
+    out = {"side": "pearl", "case": case, "steps": result.steps, "wall_s": result.train_wall_s,
+           "env_steps_per_s": result.env_steps_per_s, "eval_mean": None if case == "collect" else
+           result.eval_return_mean, "threads": threads, "actors": actors, "envs_per_actor": envs,
+           "replay_ratio": result.replay_ratio, "learning_updates_per_s": result.learning_updates_per_s,
+           "waits": result.waits}
+    if case != "collect":
+        bare = bare_learn_rate(algo, env_id, threads, seed)
+        out["bare_updates_per_s"] = bare
+        out["learner_efficiency"] = (result.learning_updates_per_s or 0.0) / bare
+    return out
+
+
+def bare_learn_rate(algo: str, env_id: str, threads: int, seed: int, seconds: float = 5.0) -> float:
+    """Bare update steps per second on cpu: sample a batch, learn on it, hand back its priorities, in a tight
+    loop on a replay holding the preset's total steps (the state at the end of training), nothing else
+    running. The run's learner does exactly this per update, plus draining the actors' rings and
+    publishing weights, beside the actor processes: the efficiency is what that costs it."""
+    import numpy as np
+
+    from pearl.adapters import open_adapter
+    from pearl.algos import preset
+    from pearl.algos.params import init_params
+    from pearl.envs import env_spec
+    from pearl.types import PriorityUpdate, TransitionBatch
+
+    cfg, spec = preset(algo, env_id), env_spec(env_id)
+    adapter = open_adapter("cpu", threads)
+    learn, replay = adapter.make_learn(cfg, spec, init_params(cfg, spec, seed)), adapter.make_replay(cfg, spec, seed)
+    rng, n = np.random.default_rng(seed), cfg.total_steps
+    action = (rng.integers(0, spec.action_dim, n) if spec.discrete
+              else rng.uniform(-1, 1, (n, spec.action_dim)).astype(np.float32))
+    replay.insert(TransitionBatch(rng.normal(size=(n, spec.obs_dim)).astype(np.float32), action,
+                                  rng.normal(size=n).astype(np.float32),
+                                  rng.normal(size=(n, spec.obs_dim)).astype(np.float32), np.zeros(n, np.float32)))
+    for _ in range(20):
+        learn.learn(replay.sample(cfg.batch_size, 1.0))
+    calls, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        batch = replay.sample(cfg.batch_size, 1.0)
+        replay.update_priorities(PriorityUpdate(batch.indices, learn.learn(batch).td_errors))
+        calls += 1
+    adapter.synchronize()
+    return calls / (time.perf_counter() - t0)
+
+
+def run_child(args: list[str]) -> dict:
+    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"error: child {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--what", nargs="+", choices=["dqn", "ddpg", "collect"], default=["dqn", "ddpg", "collect"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=1, help="SB3/pearl pairs per case, alternating")
+    parser.add_argument("--threads", type=int, default=1, help="pearl learner threads for DQN")
+    parser.add_argument("--ddpg-threads", type=int, default=2, help="pearl learner threads for DDPG")
+    parser.add_argument("--actors", type=int, default=1)
+    parser.add_argument("--envs-per-actor", type=int, default=1)
+    parser.add_argument("--collect-actors", type=int, default=2)
+    parser.add_argument("--collect-envs", type=int, default=256)
+    parser.add_argument("--collect-steps", type=int, default=1_000_000,
+                        help="steps of the many-env collection run (at ~500k steps/s, 50k would last 0.1 s)")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        side, case, *rest = args.child
+        out = sb3_case(case, args.seed) if side == "sb3" else pearl_case(case, args.seed, *map(int, rest))
+        print(json.dumps(out))
+        return
+
+    try:
+        import stable_baselines3
+    except ImportError:
+        raise SystemExit('error: stable-baselines3 is not installed; pip install -e ".[bench]"') from None
+    from pearl.hostinfo import cpu_name
+
+    print(f"machine: {cpu_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"stable-baselines3 {stable_baselines3.__version__}; seed {args.seed}")
+    for case in args.what:
+        pearl_runs = [(args.ddpg_threads if case == "ddpg" else args.threads, args.actors, args.envs_per_actor, 0)]
+        if case == "collect":
+            pearl_runs = [(1, args.collect_actors, args.collect_envs, args.collect_steps), (1, 1, 1, 50_000)]
+        for r in range(args.rounds):
+            sb3 = run_child(["--seed", str(args.seed), "--child", "sb3", case])
+            print(f"[{case} round {r + 1}] SB3   {sb3['env_steps_per_s']:9,.0f} env steps/s  "
+                  f"({sb3['wall_s']:.1f} s, {sb3['threads']} torch threads)"
+                  + (f"  eval {sb3['eval_mean']:.1f}" if sb3["eval_mean"] is not None else ""))
+            for threads, actors, envs, steps in pearl_runs:
+                p = run_child(["--seed", str(args.seed), "--child", "pearl", case,
+                               *map(str, (threads, actors, envs, steps))])
+                line = (f"[{case} round {r + 1}] pearl {p['env_steps_per_s']:9,.0f} env steps/s  "
+                        f"({p['steps']:,} steps in {p['wall_s']:.1f} s, {actors} actor(s) × {envs} env(s), "
+                        f"{threads} learner thread(s))  "
+                        f"ratio pearl/SB3 {p['env_steps_per_s'] / sb3['env_steps_per_s']:.2f}")
+                if p["eval_mean"] is not None:
+                    line += (f"  eval {p['eval_mean']:.1f}  replay ratio {p['replay_ratio']:.3f}  "
+                             f"learner efficiency {p['learner_efficiency']:.2f} "
+                             f"({p['learning_updates_per_s']:.0f} / {p['bare_updates_per_s']:.0f} bare updates/s)")
+                print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""The parallel launcher: actor processes, shared-memory rings, weight board, rate limiter, shutdown."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from counter_env import episode_length
+
+from pearl.algos import DQNConfig
+from pearl.envs import env_spec
+from pearl.errors import PearlError
+from pearl.runtime import shm
+from pearl.runtime.limiter import RateLimiter
+from pearl.runtime.local import Placement
+from pearl.runtime.parallel import ParallelLauncher
+from pearl.training import train
+
+TESTS = Path(__file__).parent
+COUNTER = "counter_env:PearlCounter-v0"
+SMALL = dict(hidden=(16, 16), batch_size=16, learning_rate=1e-3)
+
+
+@pytest.fixture(autouse=True)
+def actors_find_test_envs(monkeypatch):
+    """Actor processes import counter_env by name, so they need this folder on their path."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
+
+
+def pearl_segments() -> set[str]:
+    return {p.name for p in shm.SHM_DIR.glob(f"{shm.SEGMENT_PREFIX}*")}
+
+
+# ------------------------------------------------------------------------------------ shared memory
+def test_ring_keeps_order_across_wraparound_and_refuses_when_full() -> None:
+    layout = shm.Layout.of([("r.x", (5,), "i8"), ("r.ctl", (2,), "i8")])
+    seg = shm.Segment(layout)
+    try:
+        ring = shm.Ring(seg, "r", ("x",))
+        got: list[int] = []
+        sent = 0
+        for n in (3, 2, 4, 1, 5, 3):
+            assert ring.push({"x": np.arange(sent, sent + n)})
+            sent += n
+            ring.pop(lambda rows: got.extend(rows["x"].tolist()))
+        assert got == list(range(sent))
+        assert ring.push({"x": np.arange(4)})
+        waits = []
+        assert not ring.push({"x": np.arange(2)}, wait=lambda: waits.append(1) or len(waits) < 3)
+        assert len(waits) == 3 and ring.pending() == 4  # the refused rows were not written
+        with pytest.raises(ValueError, match="do not fit"):
+            ring.push({"x": np.arange(6)})
+    finally:
+        seg.close()
+        seg.unlink()
+    assert seg.name not in pearl_segments()
+
+
+def test_weight_board_serves_only_complete_newer_snapshots() -> None:
+    params = {"q.0.weight": np.zeros((3, 2), np.float32), "q.0.bias": np.zeros(3, np.float32)}
+    layout = shm.ParamLayout.of(params)
+    seg = shm.Segment(shm.Layout.of(shm.WeightBoard.specs(layout)))
+    try:
+        writer = shm.WeightBoard(seg, layout)
+        reader = shm.WeightBoard(shm.Segment(seg.layout, seg.name), layout)
+        assert reader.read(0) is None  # nothing published yet
+        writer.publish({"q.0.weight": np.full((3, 2), 7, np.float32), "q.0.bias": np.arange(3, dtype=np.float32)}, 5)
+        seq, version, got = reader.read(0)
+        assert version == 5 and got["q.0.weight"].tolist() == [[7, 7]] * 3 and got["q.0.bias"].tolist() == [0, 1, 2]
+        assert reader.read(seq) is None  # nothing newer
+        writer.ctl[shm.SEQ] += 1  # a write in progress
+        assert reader.read(seq) is None
+    finally:
+        seg.close()
+        seg.unlink()
+
+
+# ------------------------------------------------------------------------------------------ limiter
+@pytest.mark.parametrize("ratio_parts,actors,n_envs", [((1, 1), 1, 1), ((128, 256), 2, 4), ((3, 1), 3, 8)])
+def test_limiter_holds_the_ratio_without_deadlock(ratio_parts, actors, n_envs) -> None:
+    """Random interleavings of actor steps and updates: never stuck, ratio within its stated bounds."""
+    gradient_steps, train_freq = ratio_parts
+    cfg = DQNConfig(gradient_steps=gradient_steps, train_freq=train_freq, learning_starts=100, n_envs=n_envs)
+    limiter = RateLimiter.for_config(cfg, actors)
+    rng = np.random.default_rng(0)
+    steps = updates = 0
+    while steps < 20_000:
+        can_step = limiter.actor_may_step(steps, updates, n_envs)
+        can_update = limiter.learner_may_update(steps, updates)
+        assert can_step or can_update, f"deadlock at {steps} steps, {updates} updates"
+        if can_step and (not can_update or rng.random() < 0.5):
+            steps += n_envs
+        else:
+            updates += 1
+        if steps - cfg.learning_starts > 20 * limiter.slack:
+            ratio = updates / (steps - cfg.learning_starts)
+            assert ratio <= cfg.replay_ratio + 1e-9
+            assert ratio >= cfg.replay_ratio * 0.95
+    while limiter.learner_may_update(steps, updates):
+        updates += 1
+    assert abs(updates / (steps - cfg.learning_starts) / cfg.replay_ratio - 1) < 1e-3
+
+
+# ------------------------------------------------------------------------------------- launcher
+def test_transitions_reach_replay_complete_and_uncorrupted() -> None:
+    """3 actors × 4 envs through 32-row rings (wrapping, full most of the time): every transition of every
+    env arrives once, in a consistent state, and nothing beyond total_steps."""
+    total = 3000
+    cfg = DQNConfig(total_steps=total, buffer_size=4096, n_envs=4, learning_starts=0, **SMALL)
+    before = pearl_segments()
+    launcher = ParallelLauncher(cfg, env_spec(COUNTER), Placement.single("cpu"), seed=11, actors=3, learn=False,
+                                ring_capacity=32)
+    stats = launcher.run()
+    assert stats.steps == total and launcher.replay.size == total and stats.updates == 0
+    store = launcher.replay.kernels.store
+    obs, nxt = store["obs"][:total].numpy(), store["next_obs"][:total].numpy()
+    reward, term = store["reward"][:total].numpy(), store["terminated"][:total].numpy()
+    assert np.array_equal(nxt[:, :2], obs[:, :2]) and np.array_equal(nxt[:, 2], obs[:, 2] + 1)
+    assert np.array_equal(reward, obs[:, 2])
+    lengths = np.array([episode_length(tag, ep) for tag, ep in obs[:, :2]])
+    assert np.array_equal(term, (nxt[:, 2] >= lengths).astype(np.float32))
+    seen: dict[tuple[float, float], list[int]] = defaultdict(list)
+    for tag, ep, t in obs:
+        seen[(tag, ep)].append(int(t))
+    assert len({tag for tag, _ in seen}) == 12  # every env of every actor delivered
+    for key, ts in seen.items():
+        assert sorted(ts) == list(range(len(ts))), f"env {key}: lost or repeated steps"
+        assert ts == sorted(ts), f"env {key}: steps out of order"
+    assert len(stats.episodes) > 100
+    assert pearl_segments() == before  # the run's segment is gone
+
+
+def test_replay_ratio_is_held_over_a_short_run(tmp_path) -> None:
+    cfg = DQNConfig(total_steps=4000, learning_starts=300, train_freq=4, gradient_steps=2, n_envs=2, **SMALL)
+    result = train("dqn", "CartPole-v1", config=cfg, runs_dir=str(tmp_path), eval_episodes=0, actors=2)
+    assert result.launcher == "parallel" and result.actors == 2 and result.steps == 4000
+    assert abs(result.replay_ratio / cfg.replay_ratio - 1) <= 0.05
+    lines = [json.loads(x) for x in (Path(result.run_dir) / "metrics.jsonl").read_text().splitlines()]
+    limiter = RateLimiter.for_config(cfg, 2)
+    checked = [x["charts/replay_ratio"] for x in lines
+               if x["global_step"] - cfg.learning_starts >= 20 * limiter.slack]
+    assert checked and all(abs(r / cfg.replay_ratio - 1) <= 0.05 for r in checked)
+    summary = json.loads((Path(result.run_dir) / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["launcher"] == "parallel"
+
+
+def test_collection_only_makes_no_updates(tmp_path) -> None:
+    cfg = DQNConfig(total_steps=2000, n_envs=8, **SMALL)
+    result = train("dqn", "CartPole-v1", config=cfg, runs_dir=str(tmp_path), eval_episodes=0, learn=False)
+    assert result.updates == 0 and result.steps == 2000 and not result.learn
+    assert result.kernel_seconds["act"] > 0 and result.kernel_seconds["replay_insert"] > 0
+
+
+def test_an_env_that_raises_ends_the_run_with_its_message(tmp_path) -> None:
+    before = pearl_segments()
+    cfg = DQNConfig(total_steps=5000, **SMALL)
+    with pytest.raises(PearlError, match="actor 0 failed: RuntimeError: the simulator crashed"):
+        train("dqn", "counter_env:PearlFailing-v0", config=cfg, runs_dir=str(tmp_path), eval_episodes=0)
+    assert pearl_segments() == before
+    summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+    assert summary["status"] == "interrupted" and "simulator crashed" in summary["reason"]
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def test_sigterm_leaves_no_process_and_no_shared_memory(tmp_path) -> None:
+    before = pearl_segments()
+    proc = subprocess.Popen([sys.executable, "-m", "pearl", "train", "--algo", "dqn", "--env", "CartPole-v1",
+                             "--steps", "1000000", "--actors", "2", "--runs-dir", str(tmp_path), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    actors: list[int] = []
+    while time.monotonic() < deadline:  # wait until both actors run and a metrics line was written
+        actors = _children(proc.pid)
+        metrics = list(tmp_path.glob("*/metrics.jsonl"))
+        if len(actors) >= 2 and metrics and metrics[0].read_text().count("\n") >= 2:
+            break
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("training did not start within 120 s")
+    assert pearl_segments() - before  # the run's segment exists while it trains
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err
+    for pid in actors:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    assert pearl_segments() == before
+    run = next(tmp_path.glob("*"))
+    assert json.loads((run / "summary.json").read_text())["status"] == "interrupted"
+    assert (run / "metrics.jsonl").read_text().count("\n") >= 2  # what was written is kept
+
+
+@pytest.mark.parametrize("args,fragment", [(["--actors", "0"], "--actors"),
+                                           (["--envs-per-actor", "-3"], "--envs-per-actor"),
+                                           (["--plan", "p.json", "--actors", "2"], "--plan")])
+def test_bad_runtime_options_get_one_error_line(capsys, tmp_path, args, fragment) -> None:
+    from cli_support import run_cli
+
+    code, out, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "100",
+                             "--runs-dir", str(tmp_path), *args)
+    assert code == 2 and "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0]
+
+
+def test_cli_collection_only_reports_the_layout(capsys, tmp_path) -> None:
+    from cli_support import run_cli
+
+    code, out, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "3000",
+                             "--no-learn", "--actors", "2", "--envs-per-actor", "16", "--eval-episodes", "0",
+                             "--runs-dir", str(tmp_path), "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert (result["actors"], result["envs_per_actor"], result["learn"], result["updates"]) == (2, 16, False, 0)
+    assert result["steps"] == 3000 and result["env_steps_per_s"] > 0
