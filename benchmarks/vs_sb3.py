@@ -2,7 +2,7 @@
 
     pip install -e ".[bench]"          # stable-baselines3, for benchmarks only
     python benchmarks/vs_sb3.py [--what dqn ddpg collect] [--seed 0] [--rounds 1] [--threads 1]
-                                [--ddpg-threads 2] [--actors 1] [--envs-per-actor 1]
+                                [--ddpg-threads 2] [--actors 1] [--envs-per-actor 8] [--ddpg-envs-per-actor 1]
                                 [--collect-actors 2] [--collect-envs 256] [--collect-steps 1000000]
 
 Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --rounds times):
@@ -152,7 +152,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="pearl learner threads for DQN")
     parser.add_argument("--ddpg-threads", type=int, default=2, help="pearl learner threads for DDPG")
     parser.add_argument("--actors", type=int, default=1)
-    parser.add_argument("--envs-per-actor", type=int, default=1)
+    parser.add_argument("--envs-per-actor", type=int, default=8, help="pearl's envs per actor for DQN")
+    parser.add_argument("--ddpg-envs-per-actor", type=int, default=1)
     parser.add_argument("--collect-actors", type=int, default=2)
     parser.add_argument("--collect-envs", type=int, default=256)
     parser.add_argument("--collect-steps", type=int, default=1_000_000,
@@ -174,7 +175,9 @@ def main() -> None:
     print(f"machine: {cpu_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"stable-baselines3 {stable_baselines3.__version__}; seed {args.seed}")
     for case in args.what:
-        pearl_runs = [(args.ddpg_threads if case == "ddpg" else args.threads, args.actors, args.envs_per_actor, 0)]
+        pearl_runs = [(args.threads, args.actors, args.envs_per_actor, 0)]
+        if case == "ddpg":
+            pearl_runs = [(args.ddpg_threads, args.actors, args.ddpg_envs_per_actor, 0)]
         if case == "collect":
             pearl_runs = [(1, args.collect_actors, args.collect_envs, args.collect_steps), (1, 1, 1, 50_000)]
         for r in range(args.rounds):

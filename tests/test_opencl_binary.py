@@ -47,7 +47,7 @@ def test_binary_loads_through_its_descriptor_and_trains(capsys, built, tmp_path)
                              "--runs-dir", str(tmp_path))
     assert code == 0, err
     result = json.loads(out)
-    assert result["device"] == DEVICE and result["updates"] == 128  # one round at 1,024 steps
+    assert result["device"] == DEVICE and result["updates"] == 100  # ρ × (steps − learning_starts) = 0.5 × 200
     config = json.loads((Path(result["run_dir"]) / "config.json").read_text())
     assert config["descriptor"] == str(descriptor)
 
