@@ -47,7 +47,6 @@ class ActorArgs:
     device: str
     descriptor: str | None
     seed: int
-    actors: int
     limiter: RateLimiter | None  # None: collection only, never throttled
     parent_pid: int
 

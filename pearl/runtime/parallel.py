@@ -105,7 +105,6 @@ class ParallelLauncher:
         if self.ring_capacity < config.n_envs:
             raise PearlError(f"ring_capacity {self.ring_capacity} is smaller than one step of {config.n_envs} envs")
         self.actors: list[Any] = []  # processes, for callers that count them
-        self.restarts = 0
 
     # ------------------------------------------------------------------------------------------ setup
     def _layout(self) -> tuple[shm.Layout, shm.ParamLayout]:
@@ -121,7 +120,7 @@ class ParallelLauncher:
             args = actor_process.ActorArgs(
                 actor_id=i, segment=segment.name, layout=layout, params=params, config=self.config, spec=self.spec,
                 device=self.placement.act, descriptor=self.descriptor if self.placement.act.startswith("opencl")
-                else None, seed=self.seed + 7919 * i, actors=self.n_actors, limiter=self.limiter,
+                else None, seed=self.seed + 7919 * i, limiter=self.limiter,
                 parent_pid=os.getpid())
             self.actors.append(actor_process.start(args))
 
