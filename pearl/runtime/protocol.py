@@ -52,16 +52,12 @@ class Episode:
     length: int
 
 
-class Actor:
-    """env_step + act over n_envs environments stepped in lockstep; act runs batched over them."""
+class _ActorBase:
+    """What every actor keeps: its act kernel, exploration before learning starts, episode bookkeeping."""
 
-    def __init__(self, actor_id: int, env_id: str, spec: EnvSpec, n_envs: int, act: ActKernel, seed: int) -> None:
-        self.actor_id, self.spec, self.act_kernel = actor_id, spec, act
-        self.envs = [make_env(env_id) for _ in range(n_envs)]
+    def __init__(self, actor_id: int, spec: EnvSpec, n_envs: int, act: ActKernel, seed: int) -> None:
+        self.actor_id, self.spec, self.act_kernel, self.n = actor_id, spec, act, n_envs
         self.rng = np.random.default_rng(seed)
-        self.obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(self.envs)]).astype(np.float32)
-        for i, env in enumerate(self.envs):
-            env.action_space.seed(seed + i)
         self.ep_return = np.zeros(n_envs)
         self.ep_length = np.zeros(n_envs, dtype=np.int64)
         self.finished: list[Episode] = []
@@ -78,6 +74,21 @@ class Actor:
         if self.spec.discrete:
             return self.rng.integers(0, self.spec.action_dim, n)
         return self.rng.uniform(-1.0, 1.0, size=(n, self.spec.action_dim)).astype(np.float32)
+
+    def drain_episodes(self) -> list[Episode]:
+        done, self.finished = self.finished, []
+        return done
+
+
+class Actor(_ActorBase):
+    """env_step + act over n_envs environments stepped in lockstep; act runs batched over them."""
+
+    def __init__(self, actor_id: int, env_id: str, spec: EnvSpec, n_envs: int, act: ActKernel, seed: int) -> None:
+        super().__init__(actor_id, spec, n_envs, act, seed)
+        self.envs = [make_env(env_id) for _ in range(n_envs)]
+        self.obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(self.envs)]).astype(np.float32)
+        for i, env in enumerate(self.envs):
+            env.action_space.seed(seed + i)
 
     def step(self, explore: float, random: bool = False) -> TransitionBatch:
         """One step of every env; returns their transitions and records finished episodes."""
@@ -104,16 +115,12 @@ class Actor:
         self.clock.add("env_step", time.perf_counter() - t1)
         return TransitionBatch(obs, action, reward, next_obs, terminated, self.actor_id, self.policy_version)
 
-    def drain_episodes(self) -> list[Episode]:
-        done, self.finished = self.finished, []
-        return done
-
     def close(self) -> None:
         for env in self.envs:
             env.close()
 
 
-class VectorActor:
+class VectorActor(_ActorBase):
     """env_step + act over a gymnasium vector env: one `act` call and one vectorised step for all n envs.
 
     The vector env resets in next-step mode: the step after an episode ends only resets that env (its
@@ -122,27 +129,10 @@ class VectorActor:
     """
 
     def __init__(self, actor_id: int, env_id: str, spec: EnvSpec, n_envs: int, act: ActKernel, seed: int) -> None:
-        self.actor_id, self.spec, self.act_kernel = actor_id, spec, act
+        super().__init__(actor_id, spec, n_envs, act, seed)
         self.venv = make_vector_env(env_id, n_envs)
-        self.n = n_envs
-        self.rng = np.random.default_rng(seed)
         self.obs = np.asarray(self.venv.reset(seed=seed)[0], dtype=np.float32)
         self.resetting = np.zeros(n_envs, dtype=bool)  # envs whose next step is a reset, not a transition
-        self.ep_return = np.zeros(n_envs)
-        self.ep_length = np.zeros(n_envs, dtype=np.int64)
-        self.finished: list[Episode] = []
-        self.policy_version = 0
-        self.clock = KernelClock()
-
-    def load_weights(self, snapshot: WeightSnapshot) -> None:
-        with self.clock.time("weight_sync"):
-            self.act_kernel.set_params(snapshot.params)
-        self.policy_version = snapshot.version
-
-    def random_actions(self, n: int) -> np.ndarray:
-        if self.spec.discrete:
-            return self.rng.integers(0, self.spec.action_dim, n)
-        return self.rng.uniform(-1.0, 1.0, size=(n, self.spec.action_dim)).astype(np.float32)
 
     def step(self, explore: float, random: bool = False) -> TransitionBatch:
         t0 = time.perf_counter()
@@ -168,10 +158,6 @@ class VectorActor:
         self.clock.add("act", t1 - t0)
         self.clock.add("env_step", time.perf_counter() - t1)
         return batch
-
-    def drain_episodes(self) -> list[Episode]:
-        done, self.finished = self.finished, []
-        return done
 
     def close(self) -> None:
         self.venv.close()
