@@ -74,10 +74,12 @@ def devices(as_json: bool) -> None:
 @click.option("--sequential", is_flag=True,
               help="Run the roles in turn in one process: the presets' exact schedule, repeatable bit for bit.")
 @click.option("--no-learn", is_flag=True, help="Collect only (act, env step, replay insert): the actor side's speed.")
+@click.option("--max-restarts", type=int, default=3, show_default=True,
+              help="Times a dead actor process is started again before the run ends with its error.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the results.")
 def train(algo: str, env_id: str, device: str | None, plan_path: str | None, descriptor: str | None,
           steps: int | None, seed: int, eval_episodes: int, runs_dir: str, threads: int, actors: int | None,
-          envs_per_actor: int | None, sequential: bool, no_learn: bool, as_json: bool) -> None:
+          envs_per_actor: int | None, sequential: bool, no_learn: bool, max_restarts: int, as_json: bool) -> None:
     """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/."""
     from pearl.algos import preset
     from pearl.training import train as run_training
@@ -87,7 +89,7 @@ def train(algo: str, env_id: str, device: str | None, plan_path: str | None, des
         result = run_training(algo, env_id, device=device, plan=plan_path, steps=steps, seed=seed,
                               eval_episodes=eval_episodes, runs_dir=runs_dir, threads=threads, descriptor=descriptor,
                               progress=bar, launcher="sequential" if sequential else "parallel", actors=actors,
-                              envs_per_actor=envs_per_actor, learn=not no_learn)
+                              envs_per_actor=envs_per_actor, learn=not no_learn, max_restarts=max_restarts)
     if as_json:
         _print_json(result.to_dict())
         return

@@ -65,6 +65,8 @@ class TrainResult:
     learn: bool = True
     threads: int = DEFAULT_THREADS
     dropped_steps: int = 0
+    actor_restarts: int = 0
+    lost_steps_max: int = 0
     waits: dict[str, float] = field(default_factory=dict)
     eval_returns: list[float] = field(default_factory=list)
     kernel_seconds: dict[str, float] = field(default_factory=dict)
@@ -126,7 +128,7 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
           eval_episodes: int = 10, config: OffPolicyConfig | None = None, runs_dir: str = "runs",
           threads: int = DEFAULT_THREADS, descriptor: str | None = None, max_seconds: float | None = None,
           progress: Callable[[int], None] | None = None, launcher: str = "parallel", actors: int | None = None,
-          envs_per_actor: int | None = None, learn: bool = True) -> TrainResult:
+          envs_per_actor: int | None = None, learn: bool = True, max_restarts: int = 3) -> TrainResult:
     """Train `algo` on `env_id` with every kernel on `device`, evaluate greedily, and write runs/<id>/.
 
     config defaults to pearl's preset for (algo, env_id) when there is one, else the algorithm's defaults;
@@ -139,7 +141,8 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
     replay ratio held by a rate limiter; "sequential" runs the roles in turn in this process, the published
     presets' exact schedule (and bit-for-bit repeatable for a seed). actors and envs_per_actor default to
     the plan's, else 1 and the config's n_envs. learn=False collects only (acting, env steps, replay
-    inserts): the actor side's speed.
+    inserts): the actor side's speed. max_restarts: how many times the parallel launcher starts a dead
+    actor again before it ends the run with that actor's error.
     """
     wall0 = time.perf_counter()
     algo_config_class(algo)  # unknown algo → ConfigError
@@ -181,8 +184,13 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
     if descriptor is not None and not any(d.startswith("opencl") for d in placement.devices()):
         raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
                           "(drop --descriptor, or train on an opencl:P:D device)")
-    make = ParallelLauncher if launcher == "parallel" else LocalLauncher
-    runner = make(config, spec, placement, seed, threads, descriptor, actors=actors, learn=learn)  # bad device: here
+    check_positive_int("--max-restarts", max_restarts, minimum=0)
+    if launcher == "parallel":
+        runner: LocalLauncher | ParallelLauncher = ParallelLauncher(
+            config, spec, placement, seed, threads, descriptor, actors=actors, learn=learn,
+            max_restarts=max_restarts)  # a bad or absent device fails here
+    else:
+        runner = LocalLauncher(config, spec, placement, seed, threads, descriptor, actors=actors, learn=learn)
     record = RunRecord(runs_dir, algo, env_id, seed)
     if loaded is not None:
         record.write("plan.json", loaded.to_dict())
@@ -219,7 +227,8 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
         updates=stats.updates, train_wall_s=stats.wall_s, preset=has_preset(algo, env_id),
         placement=placement.to_dict(), eval_returns=returns, kernel_seconds=dict(stats.kernel_seconds),
         actors=actors, envs_per_actor=config.n_envs, launcher=launcher, learn=learn, threads=threads,
-        dropped_steps=stats.dropped_steps, waits=dict(stats.waits),
+        dropped_steps=stats.dropped_steps, waits=dict(stats.waits), actor_restarts=stats.restarts,
+        lost_steps_max=stats.lost_steps_max,
     )
     if stats.learn_start_s is not None and stats.wall_s > stats.learn_start_s:
         learning_s = stats.wall_s - stats.learn_start_s

@@ -35,8 +35,9 @@ def actors_find_test_envs(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
 
 
-def pearl_segments() -> set[str]:
-    return {p.name for p in shm.SHM_DIR.glob(f"{shm.SEGMENT_PREFIX}*")}
+def pearl_segments(pid: int | None = None) -> set[str]:
+    """The shared-memory segments a process created (this one by default): other runs may be going on."""
+    return {p.name for p in shm.SHM_DIR.glob(f"{shm.SEGMENT_PREFIX}{pid or os.getpid()}-*")}
 
 
 # ------------------------------------------------------------------------------------ shared memory
@@ -162,8 +163,9 @@ def test_collection_only_makes_no_updates(tmp_path) -> None:
 def test_an_env_that_raises_ends_the_run_with_its_message(tmp_path) -> None:
     before = pearl_segments()
     cfg = DQNConfig(total_steps=5000, **SMALL)
-    with pytest.raises(PearlError, match="actor 0 failed: RuntimeError: the simulator crashed"):
-        train("dqn", "counter_env:PearlFailing-v0", config=cfg, runs_dir=str(tmp_path), eval_episodes=0)
+    with pytest.raises(PearlError, match=r"actor 0 failed: RuntimeError: the simulator crashed \(after 1 restart"):
+        train("dqn", "counter_env:PearlFailing-v0", config=cfg, runs_dir=str(tmp_path), eval_episodes=0,
+              max_restarts=1)
     assert pearl_segments() == before
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
     assert summary["status"] == "interrupted" and "simulator crashed" in summary["reason"]
@@ -182,7 +184,6 @@ def _children(pid: int) -> list[int]:
 
 
 def test_sigterm_leaves_no_process_and_no_shared_memory(tmp_path) -> None:
-    before = pearl_segments()
     proc = subprocess.Popen([sys.executable, "-m", "pearl", "train", "--algo", "dqn", "--env", "CartPole-v1",
                              "--steps", "1000000", "--actors", "2", "--runs-dir", str(tmp_path), "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -198,14 +199,14 @@ def test_sigterm_leaves_no_process_and_no_shared_memory(tmp_path) -> None:
     else:
         proc.kill()
         pytest.fail("training did not start within 120 s")
-    assert pearl_segments() - before  # the run's segment exists while it trains
+    assert pearl_segments(proc.pid)  # the run's segment exists while it trains
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "Traceback" not in err
     for pid in actors:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
-    assert pearl_segments() == before
+    assert not pearl_segments(proc.pid)
     run = next(tmp_path.glob("*"))
     assert json.loads((run / "summary.json").read_text())["status"] == "interrupted"
     assert (run / "metrics.jsonl").read_text().count("\n") >= 2  # what was written is kept
@@ -234,3 +235,21 @@ def test_cli_collection_only_reports_the_layout(capsys, tmp_path) -> None:
     result = json.loads(out)
     assert (result["actors"], result["envs_per_actor"], result["learn"], result["updates"]) == (2, 16, False, 0)
     assert result["steps"] == 3000 and result["env_steps_per_s"] > 0
+
+
+def test_a_killed_actor_is_restarted_and_the_run_finishes(tmp_path) -> None:
+    cfg = DQNConfig(total_steps=30_000, learning_starts=500, train_freq=4, gradient_steps=1, n_envs=4, **SMALL)
+    launcher = ParallelLauncher(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=3, actors=2)
+    killed: list[int] = []
+
+    def kill_once(steps: int) -> None:
+        if not killed and steps >= 2_000:
+            killed.append(launcher.actors[1].pid)
+            os.kill(killed[0], signal.SIGKILL)
+
+    before = pearl_segments()
+    stats = launcher.run(progress=kill_once)
+    assert killed and stats.restarts == 1 and "actor 1 exited with code -9" in launcher.restart_log[0]
+    assert stats.steps == cfg.total_steps and stats.lost_steps_max == cfg.n_envs
+    assert launcher.actors[1].pid != killed[0]
+    assert pearl_segments() == before

@@ -58,6 +58,8 @@ class LoopStats:
     final_params: Params = field(default_factory=dict)
     dropped_steps: int = 0  # env steps produced past total_steps and not inserted (parallel actors)
     waits: dict[str, float] = field(default_factory=dict)  # seconds each side waited (parallel launcher)
+    restarts: int = 0  # actor processes started again after dying (parallel launcher)
+    lost_steps_max: int = 0  # at most this many transitions were lost with them (one step of n_envs each)
 
 
 class LocalLauncher:

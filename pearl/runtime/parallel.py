@@ -27,6 +27,7 @@ metrics lines already written stay.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import signal
@@ -82,7 +83,8 @@ class ParallelLauncher:
 
     def __init__(self, config: OffPolicyConfig, spec: EnvSpec, placement: Placement, seed: int,
                  threads: int | None = None, descriptor: str | None = None, actors: int = 1,
-                 learn: bool = True, ring_capacity: int | None = None, prefetch: bool | None = None) -> None:
+                 learn: bool = True, ring_capacity: int | None = None, prefetch: bool | None = None,
+                 max_restarts: int = 3) -> None:
         """prefetch: sample on the replay thread while the learner trains (True), or on the learner's thread
         between updates (False). None picks the thread when replay lives on an accelerator, whose kernels run
         asynchronously, and the learner's thread for host replay: there both threads need the GIL for their
@@ -105,6 +107,9 @@ class ParallelLauncher:
         if self.ring_capacity < config.n_envs:
             raise PearlError(f"ring_capacity {self.ring_capacity} is smaller than one step of {config.n_envs} envs")
         self.actors: list[Any] = []  # processes, for callers that count them
+        self._actor_args: list[actor_process.ActorArgs] = []
+        self.max_restarts, self.restarts = max_restarts, 0
+        self.restart_log: list[str] = []  # why each restart happened
 
     # ------------------------------------------------------------------------------------------ setup
     def _layout(self) -> tuple[shm.Layout, shm.ParamLayout]:
@@ -122,6 +127,7 @@ class ParallelLauncher:
                 device=self.placement.act, descriptor=self.descriptor if self.placement.act.startswith("opencl")
                 else None, seed=self.seed + 7919 * i, limiter=self.limiter,
                 parent_pid=os.getpid())
+            self._actor_args.append(args)
             self.actors.append(actor_process.start(args))
 
     # -------------------------------------------------------------------------------------------- run
@@ -199,8 +205,8 @@ class ParallelLauncher:
                 stats.episodes += episodes
                 log.episodes += episodes
                 if record is not None:
-                    record.log(log.line(cfg, pump.progress.inserted, learner.updates, learner, self.replay.size,
-                                        now - start, now - last_log))
+                    record.log({**log.line(cfg, pump.progress.inserted, learner.updates, learner, self.replay.size,
+                                           now - start, now - last_log), "runtime/actor_restarts": self.restarts})
                 last_log = now
                 if progress is not None:
                     progress(pump.progress.inserted)
@@ -221,6 +227,8 @@ class ParallelLauncher:
         self._collect_clocks(segment, pump, stats, idle)
         stats.final_params = learner.kernel.policy_params()
         stats.dropped_steps = pump.progress.dropped
+        stats.restarts = self.restarts
+        stats.lost_steps_max = self.restarts * self.config.n_envs
         return stats
 
     def _snapshot_taken(self, segment: shm.Segment, board: shm.WeightBoard) -> bool:
@@ -248,14 +256,33 @@ class ParallelLauncher:
         status = shm.ACTOR_INTS.index("status")
         for i, proc in enumerate(self.actors):
             state = int(segment["actor.ints"][i, status])
+            code = proc.poll()
             if state == shm.FAILED:
                 message = shm.read_error(segment, i)
-                first = message.splitlines()[0] if message else "no message"
-                raise ActorFailed(f"actor {i} failed: {first}")
-            code = proc.poll()
-            if state != shm.FINISHED and code is not None:
-                raise ActorFailed(f"actor {i} exited with code {code} before finishing"
-                                  f"{actor_process.stderr_tail(proc)}")
+                reason = f"failed: {message.splitlines()[0] if message else 'no message'}"
+            elif state != shm.FINISHED and code is not None:
+                reason = f"exited with code {code} before finishing{actor_process.stderr_tail(proc)}"
+            else:
+                continue
+            if self.restarts >= self.max_restarts:
+                raise ActorFailed(f"actor {i} {reason} (after {self.restarts} restart(s); the limit is "
+                                  f"{self.max_restarts})")
+            self._restart(segment, i, reason)
+
+    def _restart(self, segment: shm.Segment, i: int, reason: str) -> None:
+        """Start actor i again on its ring and counters. Rows it had pushed are kept; what it lost is at most
+        the step it was taking (n_envs transitions) and its unfinished episodes."""
+        proc = self.actors[i]
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        actor_process.close_stderr(proc)
+        self.restarts += 1
+        self.restart_log.append(f"actor {i} {reason}")
+        segment["actor.ints"][i, shm.ACTOR_INTS.index("status")] = shm.STARTING
+        segment["actor.error"][i] = 0
+        args = dataclasses.replace(self._actor_args[i], seed=self._actor_args[i].seed + 104_729 * self.restarts)
+        self.actors[i] = actor_process.start(args)
 
     def _stop_actors(self) -> None:
         deadline = time.monotonic() + JOIN_GRACE_S
