@@ -253,3 +253,14 @@ def test_a_killed_actor_is_restarted_and_the_run_finishes(tmp_path) -> None:
     assert stats.steps == cfg.total_steps and stats.lost_steps_max == cfg.n_envs
     assert launcher.actors[1].pid != killed[0]
     assert pearl_segments() == before
+
+
+def test_segments_of_dead_learners_are_swept(tmp_path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f"{shm.SEGMENT_PREFIX}{dead.stdout.strip()}-0badf00d"
+    live = tmp_path / f"{shm.SEGMENT_PREFIX}{os.getpid()}-0badf00d"
+    other = tmp_path / "pearl-notapid-x"
+    for path in (stale, live, other):
+        path.write_bytes(b"\0" * 64)
+    assert shm.sweep_stale(tmp_path) == [stale.name]
+    assert not stale.exists() and live.exists() and other.exists()

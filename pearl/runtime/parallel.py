@@ -135,6 +135,7 @@ class ParallelLauncher:
             max_seconds: float | None = None) -> LoopStats:
         """Train for config.total_steps env steps (or max_seconds); always cleans up processes and memory."""
         layout, params = self._layout()
+        shm.sweep_stale()
         segment = shm.Segment(layout)
         previous = _raise_on_sigterm()
         pump: _ReplayPump | None = None

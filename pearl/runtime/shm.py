@@ -220,6 +220,18 @@ class WeightBoard:
                               for name, shape, o in self.params.entries}
 
 
+def sweep_stale(directory: Path = SHM_DIR) -> list[str]:
+    """Remove segments whose creating process is gone (a learner killed before its actors could clean up);
+    returns their names. The pid is in the name; a live pid, even a reused one, keeps its segment."""
+    removed = []
+    for path in directory.glob(f"{SEGMENT_PREFIX}*-*"):
+        pid = path.name[len(SEGMENT_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            path.unlink(missing_ok=True)
+            removed.append(path.name)
+    return removed
+
+
 def wait_briefly(seconds: float = 50e-6) -> None:
     """Yield the core for a moment (Linux sleeps at least ~50 µs here)."""
     time.sleep(seconds)
