@@ -20,7 +20,7 @@ from pearl.adapters import open_adapter
 from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import init_params
 from pearl.replay import linear_beta
-from pearl.runtime.protocol import Actor, Episode, Learner, ReplayManager
+from pearl.runtime.protocol import Actor, Episode, Learner, ReplayManager, merge_clocks
 from pearl.runtime.record import RunRecord
 from pearl.types import EnvSpec, Params
 
@@ -124,10 +124,8 @@ class LocalLauncher:
                 break
         stats.wall_s = time.perf_counter() - start
         stats.updates = learner.updates
-        for clock in (*(a.clock for a in self.actors), replay.clock, learner.clock):  # weight_sync: both ends
-            for kernel, seconds in clock.seconds.items():
-                stats.kernel_seconds[kernel] = stats.kernel_seconds.get(kernel, 0.0) + seconds
-                stats.kernel_calls[kernel] = stats.kernel_calls.get(kernel, 0) + clock.calls[kernel]
+        stats.kernel_seconds, stats.kernel_calls = merge_clocks(
+            (*(a.clock for a in self.actors), replay.clock, learner.clock))
         stats.final_params = learner.kernel.policy_params()
         for actor in self.actors:
             actor.close()

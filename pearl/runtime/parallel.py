@@ -48,7 +48,7 @@ from pearl.replay import linear_beta
 from pearl.runtime import actor_process, shm
 from pearl.runtime.limiter import RateLimiter
 from pearl.runtime.local import LogState, LoopStats, Placement
-from pearl.runtime.protocol import Episode, Learner, ReplayManager
+from pearl.runtime.protocol import Episode, Learner, ReplayManager, merge_clocks
 from pearl.runtime.record import RunRecord
 from pearl.types import EnvSpec, PriorityUpdate, SampleBatch, TransitionBatch
 
@@ -173,6 +173,18 @@ class ParallelLauncher:
         idle = 0.0
         target_updates = limiter.updates_allowed(cfg.total_steps) if limiter else 0
         rounds = 0
+
+        def flush(now: float, since: float) -> None:
+            """Episodes seen so far into the stats, one metrics line for the interval, progress."""
+            episodes = pump.take_episodes()
+            stats.episodes.extend(episodes)
+            log.episodes += episodes
+            if record is not None:
+                record.log({**log.line(cfg, pump.progress.inserted, learner.updates, learner, self.replay.size,
+                                       now - start, now - since), "runtime/actor_restarts": self.restarts})
+            if progress is not None:
+                progress(pump.progress.inserted)
+
         while True:
             rounds += 1
             if not pump.threaded and rounds % SERVICE_EVERY == 0:
@@ -202,28 +214,15 @@ class ParallelLauncher:
                 self._check_health(segment, pump)
             out_of_time = max_seconds is not None and now - start >= max_seconds
             if now - last_log >= 1.0 or out_of_time:
-                episodes = pump.take_episodes()
-                stats.episodes += episodes
-                log.episodes += episodes
-                if record is not None:
-                    record.log({**log.line(cfg, pump.progress.inserted, learner.updates, learner, self.replay.size,
-                                           now - start, now - last_log), "runtime/actor_restarts": self.restarts})
+                flush(now, last_log)
                 last_log = now
-                if progress is not None:
-                    progress(pump.progress.inserted)
             if out_of_time:
                 break
-        stats.wall_s = time.perf_counter() - start
-        episodes = pump.take_episodes()
-        stats.episodes += episodes
-        log.episodes += episodes
+        end = time.perf_counter()
+        stats.wall_s = end - start
+        flush(end, last_log)
         stats.steps = pump.progress.inserted
         stats.updates = learner.updates
-        if record is not None:
-            record.log(log.line(cfg, stats.steps, learner.updates, learner, self.replay.size, stats.wall_s,
-                                stats.wall_s - (last_log - start)))
-        if progress is not None:
-            progress(stats.steps)
         pump.stop()
         self._collect_clocks(segment, pump, stats, idle)
         stats.final_params = learner.kernel.policy_params()
@@ -303,12 +302,7 @@ class ParallelLauncher:
             actor_process.close_stderr(proc)
 
     def _collect_clocks(self, segment: shm.Segment, pump: "_ReplayPump", stats: LoopStats, idle: float) -> None:
-        seconds: dict[str, float] = {}
-        calls: dict[str, int] = {}
-        for clock in (pump.replay.clock, self.learner.clock):
-            for kernel, s in clock.seconds.items():
-                seconds[kernel] = seconds.get(kernel, 0.0) + s
-                calls[kernel] = calls.get(kernel, 0) + clock.calls[kernel]
+        seconds, calls = merge_clocks((pump.replay.clock, self.learner.clock))
         floats, ints = segment["actor.floats"], segment["actor.ints"]
         for kernel in ("act", "env_step", "weight_sync"):
             seconds[kernel] = seconds.get(kernel, 0.0) + float(floats[:, shm.ACTOR_FLOATS.index(kernel)].sum())

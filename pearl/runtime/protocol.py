@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -44,6 +44,17 @@ class KernelClock:
             yield
         finally:
             self.add(kernel, time.perf_counter() - t0)
+
+
+def merge_clocks(clocks: "Iterable[KernelClock]") -> tuple[dict[str, float], dict[str, int]]:
+    """Seconds and calls per kernel summed over several roles' clocks (weight_sync is timed at both ends)."""
+    seconds: dict[str, float] = defaultdict(float)
+    calls: dict[str, int] = defaultdict(int)
+    for clock in clocks:
+        for kernel, s in clock.seconds.items():
+            seconds[kernel] += s
+            calls[kernel] += clock.calls[kernel]
+    return dict(seconds), dict(calls)
 
 
 @dataclass

@@ -250,10 +250,6 @@ def counter_specs(actors: int) -> list[tuple[str, tuple[int, ...], str]]:
             ("actor.floats", (actors, len(ACTOR_FLOATS)), "f8"), ("actor.error", (actors, ERROR_BYTES), "u1")]
 
 
-def index(names: tuple[str, ...], name: str) -> int:
-    return names.index(name)
-
-
 def write_error(segment: Segment, actor: int, message: str) -> None:
     data = message.encode("utf-8", "replace")[:ERROR_BYTES - 1]
     row = segment["actor.error"][actor]
