@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pearl.errors import PearlError
+from pearl.fileio import read_text
 from pearl.kernels import DEVICE_KERNELS
 
 if sys.version_info >= (3, 11):
@@ -63,12 +64,9 @@ class DeviceDescriptor:
 def load_descriptor(path: str | Path) -> DeviceDescriptor:
     """Parse and validate a descriptor; every problem names the file and the field."""
     path = Path(path)
+    text = read_text(path, DescriptorError, "no such device descriptor")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DescriptorError(f"{path}: no such device descriptor") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DescriptorError(f"{path}: cannot read it ({exc})") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise DescriptorError(f"{path}: not valid TOML ({exc})") from None
     where = str(path)

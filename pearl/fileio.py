@@ -35,14 +35,21 @@ def write_json_atomic(path: str | Path, obj: Any, indent: int = 1) -> Path:
     return write_atomic(path, json.dumps(obj, indent=indent) + "\n")
 
 
-def read_json(path: str | Path, error: type[PearlError], missing_hint: str) -> Any:
-    """The parsed file, or `error` naming the file: missing (with missing_hint), unreadable, or not JSON."""
+def read_text(path: str | Path, error: type[PearlError], missing_hint: str) -> str:
+    """The file's text, or `error` naming the file: missing (with missing_hint) or unreadable."""
     path = Path(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise error(f"{path}: {missing_hint}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"{path}: cannot read it ({exc})") from None
+
+
+def read_json(path: str | Path, error: type[PearlError], missing_hint: str) -> Any:
+    """The parsed file, or `error` naming the file: missing (with missing_hint), unreadable, or not JSON."""
+    text = read_text(path, error, missing_hint)
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise error(f"{path}: not valid JSON (truncated?) at line {exc.lineno}: {exc.msg}") from None
