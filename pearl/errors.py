@@ -32,6 +32,10 @@ class RunDirError(PearlError):
     """The runs folder cannot be created or written."""
 
 
+class CheckpointError(PearlError):
+    """A checkpoint that is missing, truncated, corrupted or from another run."""
+
+
 class PlanError(PearlError):
     """A plan that cannot be made: missing measurements, a solver that stopped without a plan, a bad problem."""
 

@@ -8,6 +8,7 @@ happens whole or not at all.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -16,19 +17,51 @@ from typing import Any
 from pearl.errors import PearlError
 
 
-def write_atomic(path: str | Path, data: bytes | str) -> Path:
+class WriteError(PearlError):
+    """An output file that cannot be written: its folder is a file, it is a folder, no permission, disk full."""
+
+
+def write_atomic(path: str | Path, data: bytes | str, durable: bool = False) -> Path:
+    """durable: also fsync the file before the rename and the folder after it, so the new file survives a
+    crash of the machine, not only of the process (checkpoints ask for it)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; these files are meant to be shared
         os.replace(tmp, path)
-    except BaseException:
+        if durable:
+            _fsync_folder(path.parent)
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # e.g. the path is a folder: a user error, not a pearl bug
+            raise _cannot_write(path, exc) from None
         raise
     return path
+
+
+def _cannot_write(path: Path, exc: OSError) -> WriteError:
+    """The error for an output path that cannot be written, saying why in the user's terms where it can."""
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    why = (f"{blocker} is a file, not a folder" if blocker is not None else
+           "it is a folder" if path.is_dir() else exc.strerror or str(exc))
+    return WriteError(f"cannot write {path}: {why}; choose another path")
+
+
+def _fsync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_json_atomic(path: str | Path, obj: Any, indent: int = 1) -> Path:
@@ -53,3 +86,24 @@ def read_json(path: str | Path, error: type[PearlError], missing_hint: str) -> A
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise error(f"{path}: not valid JSON (truncated?) at line {exc.lineno}: {exc.msg}") from None
+    except ValueError:  # an integer literal longer than Python converts (4300 digits by default)
+        raise error(f"{path}: not a usable JSON file: it holds a number with thousands of digits") from None
+    except RecursionError:
+        raise error(f"{path}: not a usable JSON file: its arrays or objects are nested too deeply") from None
+
+
+def finite_number(value: Any, positive: bool = False) -> float | None:
+    """value as a float when it is a finite number >= 0 (> 0 when positive), else None.
+
+    JSON and TOML both allow NaN, infinities and integers too large for a float; none of them is a usable
+    time, rate or power figure. Booleans are ints in Python but never a figure.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond the float range
+        return None
+    if not math.isfinite(number) or number < 0 or (positive and number == 0):
+        return None
+    return number

@@ -16,6 +16,7 @@ brings any adapter's array back to numpy.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -49,6 +50,29 @@ def host_array(x: Any) -> np.ndarray:
     if hasattr(x, "get"):  # pyopencl.array.Array
         return x.get()
     return np.asarray(x)
+
+
+def check_state(state: Params, expected: dict[str, tuple[int, ...]], what: str) -> None:
+    """ValueError naming the first array of a state dict that is missing or has another shape than expected."""
+    for name, shape in expected.items():
+        if name not in state:
+            raise ValueError(f"{what} state lacks {name!r}")
+        got = tuple(np.shape(state[name]))
+        if got != tuple(shape):
+            raise ValueError(f"{what} state has {name} of shape {got}, expected {tuple(shape)}")
+
+
+def encode_json(obj: Any) -> np.ndarray:
+    """A JSON-able object (a random generator's state) as a uint8 array, so a state dict holds arrays only."""
+    return np.frombuffer(json.dumps(obj).encode("utf-8"), dtype=np.uint8).copy()
+
+
+def decode_json(array: np.ndarray) -> Any:
+    """The object `encode_json` stored (ValueError when the bytes are not that)."""
+    try:
+        return json.loads(np.asarray(array, dtype=np.uint8).tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"a state's JSON field is unreadable: {exc}") from None
 
 
 class ActKernel(ABC):
@@ -89,6 +113,16 @@ class LearnKernel(ABC):
     def policy_params(self) -> Params:
         """The parameters `act` needs (what weight_sync copies)."""
 
+    @abstractmethod
+    def state_dict(self) -> Params:
+        """Everything a resumed run needs, as host arrays: every network's parameters (targets included, the
+        names `get_params` gives), each optimiser's state (`adam.exp_avg.<param>`, `adam.exp_avg_sq.<param>`,
+        `adam.step.<net>`) and `updates`. The names and shapes are the same on every adapter."""
+
+    @abstractmethod
+    def load_state_dict(self, state: Params) -> None:
+        """Restore a `state_dict` of a kernel of the same algorithm and shapes (names and shapes checked)."""
+
 
 class ReplayKernels(ABC):
     """``replay_insert``, ``replay_sample`` and ``priority_update`` on storage resident on the device."""
@@ -109,6 +143,16 @@ class ReplayKernels(ABC):
     @abstractmethod
     def update_priorities(self, update: PriorityUpdate) -> None:
         """Priorities of the sampled slots ← (|δ| + eps)^α (a no-op for uniform replay)."""
+
+    @abstractmethod
+    def state_dict(self) -> Params:
+        """The stored transitions (`obs`, `action`, `reward`, `next_obs`, `terminated`: the first `size`
+        rows), the ring position and size, the slot priorities when prioritized, and the sampler's random
+        state, as host arrays: what a resumed run needs to sample as this one would have."""
+
+    @abstractmethod
+    def load_state_dict(self, state: Params) -> None:
+        """Restore a `state_dict` taken from replay of the same capacity and shapes on this adapter."""
 
 
 class Adapter(ABC):

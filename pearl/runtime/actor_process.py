@@ -49,6 +49,7 @@ class ActorArgs:
     seed: int
     limiter: RateLimiter | None  # None: collection only, never throttled
     parent_pid: int
+    start_steps: int = 0  # env steps a resumed run had made before (the actors' counters start at 0)
 
 
 def start(args: ActorArgs) -> subprocess.Popen:
@@ -139,7 +140,7 @@ def _run(args: ActorArgs, segment: shm.Segment) -> None:
         if not keep_waiting():
             return
     while not run[stop]:
-        total = int(ints[:, produced_col].sum())
+        total = args.start_steps + int(ints[:, produced_col].sum())
         if total >= cfg.total_steps:
             break
         if args.limiter is not None:
@@ -147,7 +148,7 @@ def _run(args: ActorArgs, segment: shm.Segment) -> None:
             while not args.limiter.actor_may_step(total, int(run[updates_at]), actor.n):
                 if not keep_waiting(LIMITER_POLL_S):
                     return
-                total = int(ints[:, produced_col].sum())
+                total = args.start_steps + int(ints[:, produced_col].sum())
             myf[fcol["limiter_wait"]] += time.perf_counter() - t0
         got = board.read(seen)
         if got is not None:

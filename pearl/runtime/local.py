@@ -20,6 +20,7 @@ from pearl.adapters import open_adapter
 from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import init_params
 from pearl.replay import linear_beta
+from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed, learning_resumes_at, restore
 from pearl.runtime.protocol import Actor, Episode, Learner, ReplayManager, merge_clocks
 from pearl.runtime.record import RunRecord
 from pearl.types import EnvSpec, Params
@@ -60,35 +61,51 @@ class LoopStats:
     waits: dict[str, float] = field(default_factory=dict)  # seconds each side waited (parallel launcher)
     restarts: int = 0  # actor processes started again after dying (parallel launcher)
     lost_steps_max: int = 0  # at most this many transitions were lost with them (one step of n_envs each)
+    start_steps: int = 0  # env steps and updates a resumed run started from (0 for a fresh run)
+    start_updates: int = 0
+    checkpoints: list[str] = field(default_factory=list)  # files written, oldest first
+    checkpoint_s: float = 0.0  # time spent writing them (inside wall_s)
 
 
 class LocalLauncher:
     def __init__(self, config: OffPolicyConfig, spec: EnvSpec, placement: Placement, seed: int,
                  threads: int | None = None, descriptor: str | None = None, actors: int = 1,
-                 learn: bool = True) -> None:
+                 learn: bool = True, resume: Checkpoint | None = None,
+                 checkpointer: Checkpointer | None = None) -> None:
         """descriptor: a device descriptor whose kernel binary the placement's OpenCL device loads;
-        learn=False collects only (no updates)."""
+        learn=False collects only (no updates). resume: a checkpoint to go on from; checkpointer: writes
+        checkpoints every so many updates and at the end."""
         self.config, self.spec, self.placement, self.seed, self.learn = config, spec, placement, seed, learn
+        self.resume, self.checkpointer = resume, checkpointer
         self.adapters = {d: open_adapter(d, threads, descriptor if d.startswith("opencl") else None)
                          for d in placement.devices()}
         adapters = self.adapters
         params = init_params(config, spec, seed)
-        # actor i: its own env seeds and exploration key, so actors explore differently
-        self.actors = [Actor(i, spec.env_id, spec, config.n_envs,
-                             adapters[placement.act].make_act(config, spec, params, seed + 1 + 7919 * i),
-                             seed + 7919 * i) for i in range(actors)]
         self.replay = ReplayManager(adapters[placement.replay].make_replay(config, spec, seed + 2), config.batch_size)
         self.learner = Learner(adapters[placement.learn].make_learn(config, spec, params),
                                adapters[placement.learn], config)
+        start = 0
+        if resume is not None:
+            restore(resume, self.learner.kernel, self.replay.kernels)
+            self.learner.published_version = self.learner.updates
+            params, start = self.learner.kernel.policy_params(), resume.steps
+        # actor i: its own env seeds and exploration key, so actors explore differently
+        self.actors = [Actor(i, spec.env_id, spec, config.n_envs,
+                             adapters[placement.act].make_act(config, spec, params, actor_seed(seed, i, start) + 1),
+                             actor_seed(seed, i, start)) for i in range(actors)]
 
     def run(self, record: RunRecord | None = None, progress: Callable[[int], None] | None = None,
             max_seconds: float | None = None) -> LoopStats:
         """Train for config.total_steps env steps, or until max_seconds of wall time when given."""
-        cfg, replay, learner = self.config, self.replay, self.learner
+        cfg, replay, learner, checkpointer = self.config, self.replay, self.learner, self.checkpointer
         stats = LoopStats()
-        next_train = cfg.train_freq
+        if self.resume is not None:
+            stats.steps = stats.start_steps = self.resume.steps
+            stats.start_updates = learner.updates
+        learn_after = learning_resumes_at(cfg.learning_starts, self.resume)
+        next_train = (stats.steps // cfg.train_freq + 1) * cfg.train_freq  # the schedule's next round
         start = last_log = time.perf_counter()
-        logged = LogState()
+        logged = LogState(steps=stats.steps, updates=learner.updates)
         turn = 0
         while stats.steps < cfg.total_steps:
             actor = self.actors[turn % len(self.actors)]
@@ -98,13 +115,15 @@ class LocalLauncher:
             stats.steps += len(batch)
             while stats.steps >= next_train:  # a round of updates every train_freq env steps
                 next_train += cfg.train_freq
-                if self.learn and stats.steps > cfg.learning_starts:
+                if self.learn and stats.steps > learn_after:
                     if stats.learn_start_s is None:
                         stats.learn_start_s = time.perf_counter() - start
                         stats.learn_start_steps = stats.steps
                     beta = linear_beta(cfg.beta0, stats.steps, cfg.total_steps)
                     for _ in range(cfg.gradient_steps):
                         replay.update_priorities(learner.update(replay.sample(beta)))
+                    if checkpointer is not None and checkpointer.due(learner.updates):
+                        self._checkpoint(stats.steps)
             if learner.snapshot_due():
                 snapshot = learner.snapshot()
                 for each in self.actors:
@@ -122,6 +141,10 @@ class LocalLauncher:
                     progress(stats.steps)
             if out_of_time:
                 break
+        if checkpointer is not None:
+            self._checkpoint(stats.steps)  # the end of the run, or of its max_seconds
+            stats.checkpoints = [str(p) for p in checkpointer.written]
+            stats.checkpoint_s = checkpointer.seconds
         stats.wall_s = time.perf_counter() - start
         stats.updates = learner.updates
         stats.kernel_seconds, stats.kernel_calls = merge_clocks(
@@ -130,6 +153,12 @@ class LocalLauncher:
         for actor in self.actors:
             actor.close()
         return stats
+
+
+    def _checkpoint(self, steps: int) -> None:
+        assert self.checkpointer is not None
+        self.checkpointer.save(steps, self.learner.updates, self.learner.kernel.state_dict(),
+                               self.replay.kernels.state_dict() if self.checkpointer.include_replay else None)
 
 
 @dataclass

@@ -28,6 +28,7 @@ metrics lines already written stay.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import queue
 import signal
@@ -46,6 +47,7 @@ from pearl.algos.params import init_params
 from pearl.errors import PearlError
 from pearl.replay import linear_beta
 from pearl.runtime import actor_process, shm
+from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed, learning_resumes_at, restore
 from pearl.runtime.limiter import RateLimiter
 from pearl.runtime.local import LogState, LoopStats, Placement
 from pearl.runtime.protocol import Episode, Learner, ReplayManager, merge_clocks
@@ -84,7 +86,8 @@ class ParallelLauncher:
     def __init__(self, config: OffPolicyConfig, spec: EnvSpec, placement: Placement, seed: int,
                  threads: int | None = None, descriptor: str | None = None, actors: int = 1,
                  learn: bool = True, ring_capacity: int | None = None, prefetch: bool | None = None,
-                 max_restarts: int = 3) -> None:
+                 max_restarts: int = 3, resume: Checkpoint | None = None,
+                 checkpointer: Checkpointer | None = None) -> None:
         """prefetch: sample on the replay thread while the learner trains (True), or on the learner's thread
         between updates (False). None picks the thread when replay lives on an accelerator, whose kernels run
         asynchronously, and the learner's thread for host replay: there both threads need the GIL for their
@@ -101,8 +104,23 @@ class ParallelLauncher:
                                     config.batch_size)
         self.learner = Learner(self.adapters[placement.learn].make_learn(config, spec, self.params),
                                self.adapters[placement.learn], config)
+        self.resume, self.checkpointer = resume, checkpointer
+        self.start_steps = resume.steps if resume is not None else 0
+        if resume is not None:
+            restore(resume, self.learner.kernel, self.replay.kernels)
+            self.learner.published_version = self.learner.updates
         self.policy = self.learner.kernel.policy_params()
-        self.limiter = RateLimiter.for_config(config, actors) if learn else None
+        # Updates run once learn_after env steps are in replay. Resumed without replay, the learner waits for
+        # that many new transitions and then keeps ρ from its saved update count: the limiter's learning
+        # start moves to where ρ·(S − L') equals that count when replay is full enough again.
+        self.learn_after = learning_resumes_at(config.learning_starts, resume)
+        self.limiter = None
+        if learn:
+            limiter = RateLimiter.for_config(config, actors)
+            if resume is not None and resume.replay is None:
+                limiter = dataclasses.replace(
+                    limiter, learning_starts=self.learn_after - math.ceil(self.learner.updates / config.replay_ratio))
+            self.limiter = limiter
         self.ring_capacity = ring_capacity or max(4096, 8 * config.n_envs)
         if self.ring_capacity < config.n_envs:
             raise PearlError(f"ring_capacity {self.ring_capacity} is smaller than one step of {config.n_envs} envs")
@@ -125,8 +143,8 @@ class ParallelLauncher:
             args = actor_process.ActorArgs(
                 actor_id=i, segment=segment.name, layout=layout, params=params, config=self.config, spec=self.spec,
                 device=self.placement.act, descriptor=self.descriptor if self.placement.act.startswith("opencl")
-                else None, seed=self.seed + 7919 * i, limiter=self.limiter,
-                parent_pid=os.getpid())
+                else None, seed=actor_seed(self.seed, i, self.start_steps), limiter=self.limiter,
+                parent_pid=os.getpid(), start_steps=self.start_steps)
             self._actor_args.append(args)
             self.actors.append(actor_process.start(args))
 
@@ -141,9 +159,10 @@ class ParallelLauncher:
         pump: _ReplayPump | None = None
         try:
             board = shm.WeightBoard(segment, params)
-            board.publish(self.policy, 0)
+            board.publish(self.policy, self.learner.updates)
             self._start_actors(segment, layout, params)
-            pump = _ReplayPump(self.replay, segment, self.n_actors, self.config, self.learn, self.prefetch)
+            pump = _ReplayPump(self.replay, segment, self.n_actors, self.config, self.learn, self.prefetch,
+                               start_steps=self.start_steps, learn_after=self.learn_after)
             if self.prefetch:
                 pump.start()
             self._wait_until_ready(segment, pump)
@@ -167,9 +186,10 @@ class ParallelLauncher:
         cfg, learner, limiter = self.config, self.learner, self.limiter
         run = segment["run"]
         updates_at = shm.RUN_INTS.index("updates")
-        stats = LoopStats()
+        run[updates_at] = learner.updates
+        stats = LoopStats(start_steps=self.start_steps, start_updates=learner.updates)
         start = last_log = last_health = time.perf_counter()
-        log = LogState()
+        log = LogState(steps=self.start_steps, updates=learner.updates)
         idle = 0.0
         target_updates = limiter.updates_allowed(cfg.total_steps) if limiter else 0
         rounds = 0
@@ -201,6 +221,8 @@ class ParallelLauncher:
                 run[updates_at] = learner.updates
                 if learner.snapshot_due() and self._snapshot_taken(segment, board):
                     learner.publish(board.publish)
+                if self.checkpointer is not None and self.checkpointer.due(learner.updates):
+                    self._checkpoint(pump)
             else:
                 if steps >= cfg.total_steps and learner.updates >= target_updates:
                     break
@@ -224,12 +246,25 @@ class ParallelLauncher:
         stats.steps = pump.progress.inserted
         stats.updates = learner.updates
         pump.stop()
+        if self.checkpointer is not None:
+            self._checkpoint(pump)  # the end of the run (or of its max_seconds); the pump has stopped
+            stats.checkpoints = [str(p) for p in self.checkpointer.written]
+            stats.checkpoint_s = self.checkpointer.seconds
         self._collect_clocks(segment, pump, stats, idle)
         stats.final_params = learner.kernel.policy_params()
         stats.dropped_steps = pump.progress.dropped
         stats.restarts = self.restarts
         stats.lost_steps_max = self.restarts * self.config.n_envs
         return stats
+
+    def _checkpoint(self, pump: "_ReplayPump") -> None:
+        """A checkpoint of the learner and replay as they are now; the replay thread is held meanwhile, so
+        the replay state and its step count agree."""
+        assert self.checkpointer is not None
+        with pump.lock:
+            replay = self.replay.kernels.state_dict() if self.checkpointer.include_replay else None
+            steps = pump.progress.inserted
+        self.checkpointer.save(steps, self.learner.updates, self.learner.kernel.state_dict(), replay)
 
     def _snapshot_taken(self, segment: shm.Segment, board: shm.WeightBoard) -> bool:
         """Whether an actor has loaded the snapshot on the board. Until one has, a newer snapshot would only
@@ -322,14 +357,16 @@ class _ReplayPump(threading.Thread):
     """The replay manager's thread: drain rings into replay, keep one sample ready, apply priorities."""
 
     def __init__(self, replay: ReplayManager, segment: shm.Segment, actors: int, config: OffPolicyConfig,
-                 learn: bool, threaded: bool = True) -> None:
+                 learn: bool, threaded: bool = True, start_steps: int = 0, learn_after: int | None = None) -> None:
         super().__init__(name="pearl-replay", daemon=True)
         self.threaded = threaded  # False: the learner thread calls service() itself (no prefetch)
         self.replay, self.config, self.learn = replay, config, learn
         self.rings = [shm.Ring(segment, f"ring{i}") for i in range(actors)]
         self.episode_rings = [shm.Ring(segment, f"episodes{i}", actor_process.EPISODE_FIELDS)
                               for i in range(actors)]
-        self.progress = _Progress()
+        self.progress = _Progress(inserted=start_steps)
+        self.learn_after = config.learning_starts if learn_after is None else learn_after
+        self.lock = threading.Lock()  # held while servicing; a checkpoint holds it to read replay whole
         self.ready: queue.Queue[SampleBatch | None] = queue.Queue(maxsize=1)
         self.priorities: queue.SimpleQueue[PriorityUpdate] = queue.SimpleQueue()
         self.sample_wait = 0.0  # seconds the learner waited for a batch
@@ -353,10 +390,11 @@ class _ReplayPump(threading.Thread):
 
     def service(self) -> bool:
         """One round of the replay manager's work; True when rows arrived."""
-        self._apply_priorities()
-        drained = self._drain()
-        if self.threaded:
-            self._prefetch()
+        with self.lock:
+            self._apply_priorities()
+            drained = self._drain()
+            if self.threaded:
+                self._prefetch()
         return drained
 
     def stop(self) -> None:
@@ -431,7 +469,7 @@ class _ReplayPump(threading.Thread):
             self.progress.episodes.append(Episode(float(ret), int(length)))
 
     def _prefetch(self) -> bool:
-        if not self.learn or self.ready.full() or self.progress.inserted <= self.config.learning_starts:
+        if not self.learn or self.ready.full() or self.progress.inserted <= self.learn_after:
             return False
         self.ready.put_nowait(self.replay.sample(self._beta()))  # the only producer, and the slot was free
         return True

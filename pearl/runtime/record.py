@@ -1,4 +1,5 @@
-"""The run record: runs/<id>/ with config.json, metrics.jsonl (one line per second) and summary.json.
+"""The run record: runs/<id>/ with config.json, metrics.jsonl (one line per second), summary.json, and the
+checkpoints/ folder (pearl/runtime/checkpoint.py).
 
 Metric names follow common RL logging keys (charts/SPS, charts/episodic_return, losses/td_loss) so the
 lines read like any other RL log. JSON files are written atomically (temp file + rename): a run killed at
@@ -10,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,18 @@ class RunRecord:
                               "pass --runs-dir with a writable folder") from None
         self.id = self.dir.name
 
+    @classmethod
+    def reopen(cls, folder: str | os.PathLike[str]) -> "RunRecord":
+        """An existing runs/<id>/ (a resumed run): metrics lines are appended, files rewritten."""
+        self = cls.__new__(cls)
+        self.dir = Path(folder)
+        try:
+            self._metrics = open(self.dir / "metrics.jsonl", "a", encoding="utf-8")
+        except OSError as exc:
+            raise RunDirError(f"cannot write the run record in {self.dir}: {exc.strerror or exc}") from None
+        self.id = self.dir.name
+        return self
+
     def write(self, name: str, obj: dict[str, Any]) -> Path:
         return write_json_atomic(self.dir / name, {"schema": SCHEMA, **obj}, indent=2)
 
@@ -44,6 +59,28 @@ class RunRecord:
 
     def close(self) -> None:
         self._metrics.close()
+
+
+def check_runs_dir(root: str | os.PathLike[str], needed_bytes: int) -> None:
+    """RunDirError unless root exists or can be made, can be written, and has needed_bytes free: checked
+    before a run starts, so a full disk or a read-only folder stops it before any work is done. Nothing is
+    created: the check writes and removes a temporary file in root or its nearest existing ancestor."""
+    root = Path(root)
+    existing = next((p for p in (root, *root.absolute().parents) if p.exists()), Path("/"))
+    if not existing.is_dir():
+        raise RunDirError(f"cannot make the runs folder {root}: {existing} is a file; pass --runs-dir with a "
+                          "writable folder")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+        free = shutil.disk_usage(existing).free
+    except OSError as exc:
+        raise RunDirError(f"cannot write under {existing}: {exc.strerror or exc}; pass --runs-dir with a writable "
+                          "folder") from None
+    if free < needed_bytes:
+        raise RunDirError(f"{existing} has {free / 2**20:,.0f} MiB free; this run's checkpoints and record need up "
+                          f"to {needed_bytes / 2**20:,.0f} MiB: free some space, pass --runs-dir on another disk, "
+                          "or --no-checkpoint-replay to leave replay out of checkpoints")
 
 
 def _slug(text: str) -> str:

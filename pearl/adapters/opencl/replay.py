@@ -52,15 +52,16 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from pearl.adapters.base import ReplayKernels, host_array
+from pearl.adapters.base import ReplayKernels, check_state, host_array
 from pearl.adapters.opencl.runtime import CLRuntime
 from pearl.algos.base import OffPolicyConfig
 from pearl.replay.index import _check_float
 from pearl.replay.sumtree import _as_indices, _as_priorities, _check_int, tree_depth
-from pearl.types import EnvSpec, PriorityUpdate, SampleBatch, TransitionBatch
+from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch
 
 __all__ = ["DeviceSumTree", "OpenCLReplay", "MAX_BATCH", "MAX_CAPACITY"]
 
+_FIELDS = ("obs", "action", "reward", "next_obs", "terminated")  # the stored columns, as a state dict names them
 #: Largest batch `OpenCLReplay.sample` draws: each importance weight scans the batch's priorities.
 MAX_BATCH = 1024
 #: Largest replay capacity: uniform slots and stratified values resolve 24 random bits.
@@ -365,6 +366,42 @@ class OpenCLReplay(ReplayKernels):
         self.rt.launch("replay_set_priorities", 1, self.tree.buffer, self.tree.leaf_offset, self._size, idx, td,
                        idx.size, self._alpha, self._eps, self._max_priority)
         self.tree.refresh(idx)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> Params:
+        n, s = self._size, self._store
+        out: Params = {name: getattr(s, name).get(queue=self.rt.queue)[:n].copy() for name in _FIELDS}
+        out.update(position=np.asarray(self._position), size=np.asarray(n),
+                   sampler=np.asarray([self._key, self._call], dtype=np.int64))
+        if self.tree is not None:
+            out["priorities"] = self.tree.get(np.arange(n))
+            out["max_priority"] = np.asarray(self.max_priority, dtype=np.float32)
+        return out
+
+    def load_state_dict(self, state: Params) -> None:
+        if "size" not in state:
+            raise ValueError("replay state lacks 'size'")
+        n = int(state["size"])
+        position = int(state.get("position", -1))
+        if not (0 <= n <= self._capacity and 0 <= position < self._capacity):
+            raise ValueError(f"replay state has size {n}, position {position}: outside capacity {self._capacity}")
+        expected = {"obs": (n, self._obs_dim), "action": (n, *self._act_shape), "reward": (n,),
+                    "next_obs": (n, self._obs_dim), "terminated": (n,), "sampler": (2,)}
+        if self.tree is not None:
+            expected.update(priorities=(n,), max_priority=())
+        check_state(state, expected, "replay")
+        if n:
+            for name in _FIELDS:
+                full = getattr(self._store, name)
+                host = full.get(queue=self.rt.queue)
+                host[:n] = np.asarray(state[name], dtype=host.dtype)
+                full.set(host, queue=self.rt.queue)
+            if self.tree is not None:
+                self.tree.update(np.arange(n), np.asarray(state["priorities"], dtype=np.float64))
+        if self.tree is not None:
+            self._max_priority.set(np.asarray([state["max_priority"]], dtype=np.float32), queue=self.rt.queue)
+        self._key, self._call = (int(x) for x in np.asarray(state["sampler"]))
+        self._position, self._size = position, n
 
     # ------------------------------------------------------------------ helpers
     def _allocate(self, rows: int) -> _Buffers:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from pearl.adapters.base import check_state
 from pearl.types import Params
 
 
@@ -162,12 +163,55 @@ class FlatAdam:
         self._exp_avgs, self._exp_avg_sqs = [torch.zeros_like(net.flat)], [torch.zeros_like(net.flat)]
         self._steps = [self.step_count]
 
+    def state(self, net: MLP, name: str) -> Params:
+        """Both moments per parameter (`adam.exp_avg.<name>.<i>.weight`, ...) and `adam.step.<name>`."""
+        out: Params = {"adam.step." + name: np.asarray(int(self.step_count.item()), dtype=np.int64)}
+        for key, flat in (("exp_avg", self._exp_avgs[0]), ("exp_avg_sq", self._exp_avg_sqs[0])):
+            for param, view in named_views(flat, net.sizes, name).items():
+                out[f"adam.{key}.{param}"] = view.cpu().numpy().copy()
+        return out
+
+    def load_state(self, state: Params, net: MLP, name: str) -> None:
+        self.step_count.fill_(float(state["adam.step." + name]))
+        for key, flat in (("exp_avg", self._exp_avgs[0]), ("exp_avg_sq", self._exp_avg_sqs[0])):
+            for param, view in named_views(flat, net.sizes, name).items():
+                view.copy_(torch.from_numpy(np.asarray(state[f"adam.{key}.{param}"], dtype=np.float32)))
+
     def step(self) -> None:
         """θ ← Adam(θ, grad): the gradient `backward` last wrote."""
         self.step_count.add_(1)
         torch._fused_adam_(self._params, self._grads, self._exp_avgs, self._exp_avg_sqs, [], self._steps,
                            lr=self.lr, beta1=self.betas[0], beta2=self.betas[1], weight_decay=0.0, eps=self.eps,
                            amsgrad=False, maximize=False)
+
+
+def named_views(flat: torch.Tensor, sizes: list[int], net: str) -> dict[str, torch.Tensor]:
+    """`<net>.<i>.weight/bias` → its view into flat (a network's parameters, or a tensor laid out like them)."""
+    weights, biases = _layer_views(flat, sizes)
+    out = {}
+    for i, (weight, bias) in enumerate(zip(weights, biases)):
+        out[f"{net}.{i}.weight"], out[f"{net}.{i}.bias"] = weight, bias
+    return out
+
+
+def learn_state(nets: dict[str, MLP], optimizers: dict[str, FlatAdam], updates: int) -> Params:
+    """A learn kernel's state dict (see `LearnKernel.state_dict`): every net, every optimiser, the count."""
+    out: Params = {"updates": np.asarray(updates, dtype=np.int64)}
+    for name, net in nets.items():
+        out.update(dump_net(net, name))
+    for name, optimizer in optimizers.items():
+        out.update(optimizer.state(nets[name], name))
+    return out
+
+
+def load_learn_state(state: Params, nets: dict[str, MLP], optimizers: dict[str, FlatAdam], updates: int) -> int:
+    """Restore what `learn_state` gave, after checking every name and shape; returns the update count."""
+    check_state(state, {k: np.shape(v) for k, v in learn_state(nets, optimizers, updates).items()}, "learn")
+    for name, net in nets.items():
+        load_net(net, state, name)
+    for name, optimizer in optimizers.items():
+        optimizer.load_state(state, nets[name], name)
+    return int(state["updates"])
 
 
 def load_net(module: MLP, params: Params, net: str) -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from pearl.adapters.base import ReplayKernels, host_array
+from pearl.adapters.base import ReplayKernels, check_state, decode_json, encode_json, host_array
 from pearl.algos.base import OffPolicyConfig
 from pearl.replay import ReplayIndex
-from pearl.types import EnvSpec, PriorityUpdate, SampleBatch, TransitionBatch
+from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch
 
 FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
 
@@ -64,6 +64,27 @@ class TorchReplay(ReplayKernels):
     def update_priorities(self, update: PriorityUpdate) -> None:
         if self.index.prioritized:  # uniform replay: skip the device → host copy entirely
             self.index.update_priorities(update.indices, host_array(update.td_errors))
+
+
+    def state_dict(self) -> Params:
+        n = self.index.size
+        out: Params = {name: host_array(self.store[name][:n]).copy() for name in FIELDS}
+        out.update({f"index.{k}": np.asarray(v) for k, v in self.index.state_dict().items()})
+        out["sampler"] = encode_json(self.rng.bit_generator.state)
+        return out
+
+    def load_state_dict(self, state: Params) -> None:
+        if "index.size" not in state or "sampler" not in state:
+            raise ValueError("replay state lacks 'index.size' or 'sampler'")
+        n = int(state["index.size"])
+        check_state(state, {name: (n, *self.store[name].shape[1:]) for name in FIELDS}, "replay")
+        sampler = decode_json(state["sampler"])
+        # the index checks its own fields (capacity, kind of replay, position) before it changes anything
+        self.index.load_state_dict({k[len("index."):]: v for k, v in state.items() if k.startswith("index.")})
+        self.rng.bit_generator.state = sampler
+        for name in FIELDS:
+            self.store[name][:n] = torch.as_tensor(np.asarray(state[name]), device=self.device,
+                                                   dtype=self.store[name].dtype)
 
 
 def _torch_dtype(dt: np.dtype) -> torch.dtype:
