@@ -58,8 +58,8 @@ def devices(as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), required=True, help="Algorithm to train.")
-@click.option("--env", "env_id", required=True, help="Gymnasium environment id, e.g. CartPole-v1.")
+@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), default=None, help="Algorithm to train (required).")
+@click.option("--env", "env_id", default=None, help="Gymnasium environment id, e.g. CartPole-v1 (required).")
 @click.option("--device", default=None, help="Device of every kernel: cpu (the default), cuda:N or opencl:P:D.")
 @click.option("--plan", "plan_path", default=None, help="Plan file from `pearl plan`: run its placement and actors.")
 @click.option("--descriptor", default=None, help="Device descriptor (TOML) whose kernel binary an OpenCL device loads.")
@@ -76,20 +76,38 @@ def devices(as_json: bool) -> None:
 @click.option("--no-learn", is_flag=True, help="Collect only (act, env step, replay insert): the actor side's speed.")
 @click.option("--max-restarts", type=int, default=3, show_default=True,
               help="Times a dead actor process is started again before the run ends with its error.")
+@click.option("--checkpoint-every", type=int, default=5_000, show_default=True,
+              help="Write a checkpoint every N updates (0: only at the end) into runs/<id>/checkpoints/.")
+@click.option("--no-checkpoint-replay", is_flag=True,
+              help="Leave the replay contents out of checkpoints (smaller; a resume refills replay first).")
+@click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR",
+              help="Go on with runs/<id> from its newest checkpoint, as it was configured.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the results.")
-def train(algo: str, env_id: str, device: str | None, plan_path: str | None, descriptor: str | None,
-          steps: int | None, seed: int, eval_episodes: int, runs_dir: str, threads: int, actors: int | None,
-          envs_per_actor: int | None, sequential: bool, no_learn: bool, max_restarts: int, as_json: bool) -> None:
-    """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/."""
+@click.pass_context
+def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str | None, plan_path: str | None,
+          descriptor: str | None, steps: int | None, seed: int, eval_episodes: int, runs_dir: str, threads: int,
+          actors: int | None, envs_per_actor: int | None, sequential: bool, no_learn: bool, max_restarts: int,
+          checkpoint_every: int, no_checkpoint_replay: bool, resume_dir: str | None, as_json: bool) -> None:
+    """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/ (or go on with one: --resume)."""
     from pearl.algos import preset
+    from pearl.training import resume as resume_training
     from pearl.training import train as run_training
 
-    total = steps if steps is not None else preset(algo, env_id).total_steps
-    with _progress(total, enabled=not as_json, label=f"{algo} {env_id}") as bar:
-        result = run_training(algo, env_id, device=device, plan=plan_path, steps=steps, seed=seed,
-                              eval_episodes=eval_episodes, runs_dir=runs_dir, threads=threads, descriptor=descriptor,
-                              progress=bar, launcher="sequential" if sequential else "parallel", actors=actors,
-                              envs_per_actor=envs_per_actor, learn=not no_learn, max_restarts=max_restarts)
+    if resume_dir is not None:
+        result = _resume(ctx, resume_dir, eval_episodes, max_restarts, as_json, resume_training)
+    else:
+        for name, value in (("--algo", algo), ("--env", env_id)):
+            if value is None:
+                raise click.UsageError(f"{name} is required (or --resume RUN_DIR to go on with a run)", ctx)
+        assert algo is not None and env_id is not None
+        total = steps if steps is not None else preset(algo, env_id).total_steps
+        with _progress(total, enabled=not as_json, label=f"{algo} {env_id}") as bar:
+            result = run_training(algo, env_id, device=device, plan=plan_path, steps=steps, seed=seed,
+                                  eval_episodes=eval_episodes, runs_dir=runs_dir, threads=threads,
+                                  descriptor=descriptor, progress=bar,
+                                  launcher="sequential" if sequential else "parallel", actors=actors,
+                                  envs_per_actor=envs_per_actor, learn=not no_learn, max_restarts=max_restarts,
+                                  checkpoint_every=checkpoint_every, checkpoint_replay=not no_checkpoint_replay)
     if as_json:
         _print_json(result.to_dict())
         return
@@ -111,7 +129,28 @@ def train(algo: str, env_id: str, device: str | None, plan_path: str | None, des
             ratio = f"{k['ratio']:.2f}×" if k["ratio"] is not None else "n/a"
             click.echo(f"    {kernel:16} on {k['device']:11} predicted {k['predicted_s'] * 1e6:9.1f} µs/iteration, "
                        f"measured {k['measured_s'] * 1e6:9.1f} ({ratio})")
+    if result.resumed_from:
+        skipped = f" (skipped {len(result.skipped_checkpoints)} damaged newer one(s))" if result.skipped_checkpoints \
+            else ""
+        click.echo(f"  resumed from {result.resumed_from} at {result.start_steps:,} env steps{skipped}")
     click.echo(f"  run record: {result.run_dir}")
+
+
+# What --resume takes beside the run folder: the rest is the recorded run's own configuration.
+_RESUME_OPTIONS = {"resume_dir", "eval_episodes", "max_restarts", "as_json"}
+
+
+def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restarts: int, as_json: bool,
+            resume_training: Any) -> Any:
+    from click.core import ParameterSource
+
+    given = sorted(f"--{name.replace('_', '-')}" for name in ctx.params
+                   if name not in _RESUME_OPTIONS and ctx.get_parameter_source(name) != ParameterSource.DEFAULT)
+    if given:
+        raise click.UsageError(f"--resume goes on with the run as it was configured; drop {', '.join(given)}", ctx)
+    restarts = max_restarts if ctx.get_parameter_source("max_restarts") != ParameterSource.DEFAULT else None
+    with _progress(None, enabled=not as_json, label=f"resume {resume_dir}") as bar:
+        return resume_training(resume_dir, eval_episodes=eval_episodes, progress=bar, max_restarts=restarts)
 
 
 @cli.command()
@@ -257,7 +296,7 @@ def build_binary(device: str, descriptor: str, out: str) -> None:
 class _progress:
     """A tqdm bar on a terminal (stderr), nothing otherwise; called with the steps done so far."""
 
-    def __init__(self, total: int, enabled: bool, label: str, unit: str = "step") -> None:
+    def __init__(self, total: int | None, enabled: bool, label: str, unit: str = "step") -> None:
         self.bar = None
         if enabled and sys.stderr.isatty():
             from tqdm import tqdm

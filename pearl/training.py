@@ -13,18 +13,24 @@ import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from pearl import __version__
-from pearl.algos import OffPolicyConfig, algo_config_class, has_preset, preset
+from pearl.algos import OffPolicyConfig, algo_config_class, config_from_dict, has_preset, preset
+from pearl.algos.params import init_params
 from pearl.envs import check_algo_fits, env_spec
-from pearl.errors import ConfigError, DeviceError, PlanError
+from pearl.errors import CheckpointError, ConfigError, DeviceError, PearlError, PlanError, RunDirError
+from pearl.fileio import read_json
+from pearl.runtime.checkpoint import FOLDER as CHECKPOINTS
+from pearl.runtime.checkpoint import Checkpoint, Checkpointer, describe, estimate_bytes, latest
 from pearl.runtime.evaluate import evaluate
 from pearl.runtime.local import LocalLauncher, Placement
 from pearl.runtime.parallel import ParallelLauncher
-from pearl.runtime.record import RunRecord
+from pearl.runtime.record import RunRecord, check_runs_dir
+from pearl.types import EnvSpec
 
 if TYPE_CHECKING:
     from pearl.planner.plan import Plan
@@ -70,6 +76,11 @@ class TrainResult:
     waits: dict[str, float] = field(default_factory=dict)
     eval_returns: list[float] = field(default_factory=list)
     kernel_seconds: dict[str, float] = field(default_factory=dict)
+    start_steps: int = 0  # env steps a resumed run started from (rates count this run's share only)
+    resumed_from: str | None = None  # the checkpoint it went on from
+    skipped_checkpoints: list[str] = field(default_factory=list)  # newer ones that were damaged, and why
+    checkpoints: list[str] = field(default_factory=list)  # files written by this run, oldest first
+    checkpoint_s: float = 0.0  # seconds spent writing them (inside train_wall_s)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -123,12 +134,49 @@ def check_positive_int(name: str, value: int, minimum: int = 1) -> None:
         raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
+@dataclass
+class _Setup:
+    """A run's configuration, checked: what `train` builds from its arguments and `resume` from config.json."""
+
+    algo: str
+    env_id: str
+    seed: int
+    config: OffPolicyConfig
+    spec: EnvSpec
+    placement: Placement
+    device: str  # the label of the run: the device of every kernel, or "plan"
+    launcher: str
+    actors: int
+    learn: bool
+    threads: int
+    descriptor: str | None
+    plan: "Plan | None"
+    max_restarts: int
+    checkpoint_every: int
+    checkpoint_replay: bool
+
+    def config_record(self) -> dict:
+        return {
+            "kind": "config", "algo": self.algo, "env": self.env_id, "seed": self.seed, "device": self.device,
+            "placement": self.placement.to_dict(), "threads": self.threads, "descriptor": self.descriptor,
+            "launcher": self.launcher, "actors": self.actors, "envs_per_actor": self.config.n_envs,
+            "learn": self.learn, "max_restarts": self.max_restarts, "checkpoint_every": self.checkpoint_every,
+            "checkpoint_replay": self.checkpoint_replay, "preset": has_preset(self.algo, self.env_id),
+            "hyperparameters": self.config.to_dict(), "env_spec": asdict(self.spec), "pearl_version": __version__,
+            "host": {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0]},
+        }
+
+
+DEFAULT_CHECKPOINT_EVERY = 5_000  # updates; DQN CartPole's 50,000 steps make ~24,500 updates
+
+
 def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None = None, steps: int | None = None,
           seed: int = 0,
           eval_episodes: int = 10, config: OffPolicyConfig | None = None, runs_dir: str = "runs",
           threads: int = DEFAULT_THREADS, descriptor: str | None = None, max_seconds: float | None = None,
           progress: Callable[[int], None] | None = None, launcher: str = "parallel", actors: int | None = None,
-          envs_per_actor: int | None = None, learn: bool = True, max_restarts: int = 3) -> TrainResult:
+          envs_per_actor: int | None = None, learn: bool = True, max_restarts: int = 3,
+          checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY, checkpoint_replay: bool = True) -> TrainResult:
     """Train `algo` on `env_id` with every kernel on `device`, evaluate greedily, and write runs/<id>/.
 
     config defaults to pearl's preset for (algo, env_id) when there is one, else the algorithm's defaults;
@@ -143,6 +191,10 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
     the plan's, else 1 and the config's n_envs. learn=False collects only (acting, env steps, replay
     inserts): the actor side's speed. max_restarts: how many times the parallel launcher starts a dead
     actor again before it ends the run with that actor's error.
+
+    Checkpoints go to runs/<id>/checkpoints/ every checkpoint_every updates (0: only at the end) and at the
+    end, with the replay contents when checkpoint_replay; `resume` goes on from the newest. The runs folder
+    is checked first (creatable, writable, room for the checkpoints), before any work is done.
     """
     wall0 = time.perf_counter()
     algo_config_class(algo)  # unknown algo → ConfigError
@@ -151,6 +203,7 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
     check_positive_int("--seed", seed, minimum=0)
     check_positive_int("--eval-episodes", eval_episodes, minimum=0)
     check_positive_int("--threads", threads)
+    check_positive_int("--checkpoint-every", checkpoint_every, minimum=0)
     spec = env_spec(env_id)
     check_algo_fits(algo, spec)
     config = config if config is not None else preset(algo, env_id)
@@ -185,62 +238,196 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
         raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
                           "(drop --descriptor, or train on an opencl:P:D device)")
     check_positive_int("--max-restarts", max_restarts, minimum=0)
-    if launcher == "parallel":
-        runner: LocalLauncher | ParallelLauncher = ParallelLauncher(
-            config, spec, placement, seed, threads, descriptor, actors=actors, learn=learn,
-            max_restarts=max_restarts)  # a bad or absent device fails here
-    else:
-        runner = LocalLauncher(config, spec, placement, seed, threads, descriptor, actors=actors, learn=learn)
+    setup = _Setup(algo, env_id, seed, config, spec, placement, device, launcher, actors, learn, threads,
+                   descriptor, loaded, max_restarts, checkpoint_every, checkpoint_replay)
+    check_runs_dir(runs_dir, _disk_needed(setup))
+    checkpointer = _checkpointer(setup)
+    runner = _runner(setup, None, checkpointer)  # a bad or absent device fails here, before runs/<id>/ exists
     record = RunRecord(runs_dir, algo, env_id, seed)
     if loaded is not None:
         record.write("plan.json", loaded.to_dict())
-    record.write("config.json", {
-        "kind": "config", "algo": algo, "env": env_id, "seed": seed, "device": device,
-        "placement": placement.to_dict(), "threads": threads, "descriptor": descriptor, "launcher": launcher,
-        "actors": actors, "envs_per_actor": config.n_envs, "learn": learn,
-        "preset": has_preset(algo, env_id),
-        "hyperparameters": config.to_dict(),
-        "env_spec": asdict(spec), "pearl_version": __version__,
-        "host": {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0]},
-    })
+    record.write("config.json", setup.config_record())
+    return _execute(setup, runner, record, checkpointer, None, eval_episodes, progress, max_seconds, wall0)
+
+
+def resume(run_dir: str, *, eval_episodes: int = 10, progress: Callable[[int], None] | None = None,
+           max_seconds: float | None = None, max_restarts: int | None = None) -> TrainResult:
+    """Go on with the run recorded in run_dir from its newest readable checkpoint, as it was configured
+    (config.json), to its total step budget; then evaluate and write its summary. A damaged newest
+    checkpoint is skipped for the one before it (the summary says so)."""
+    wall0 = time.perf_counter()
+    check_positive_int("--eval-episodes", eval_episodes, minimum=0)
+    folder = Path(run_dir)
+    setup = _setup_from_record(folder)
+    if max_restarts is not None:
+        check_positive_int("--max-restarts", max_restarts, minimum=0)
+        setup.max_restarts = max_restarts
+    checkpoint, skipped = latest(folder / CHECKPOINTS)
+    if checkpoint is None:
+        why = f": {'; '.join(skipped)}" if skipped else ""
+        raise CheckpointError(f"{folder / CHECKPOINTS}: no readable checkpoint to resume from{why}")
+    _check_same_run(checkpoint, setup)
+    if checkpoint.steps >= setup.config.total_steps:
+        raise ConfigError(f"{folder} finished its {setup.config.total_steps:,} env steps ({describe(checkpoint)}); "
+                          "there is nothing to resume")
+    check_runs_dir(folder.parent, _disk_needed(setup))
+    checkpointer = _checkpointer(setup)
+    checkpointer.last_updates = checkpoint.updates
+    runner = _runner(setup, checkpoint, checkpointer)
+    record = RunRecord.reopen(folder)
+    result = _execute(setup, runner, record, checkpointer, checkpoint, eval_episodes, progress, max_seconds,
+                      wall0, skipped)
+    return result
+
+
+def _runner(setup: _Setup, checkpoint: "Checkpoint | None",
+            checkpointer: Checkpointer) -> LocalLauncher | ParallelLauncher:
+    s = setup
+    try:
+        if s.launcher == "parallel":
+            return ParallelLauncher(s.config, s.spec, s.placement, s.seed, s.threads, s.descriptor, actors=s.actors,
+                                    learn=s.learn, max_restarts=s.max_restarts, resume=checkpoint,
+                                    checkpointer=checkpointer)
+        return LocalLauncher(s.config, s.spec, s.placement, s.seed, s.threads, s.descriptor, actors=s.actors,
+                             learn=s.learn, resume=checkpoint, checkpointer=checkpointer)
+    except MemoryError:
+        raise ConfigError(f"a replay buffer of {s.config.buffer_size:,} transitions does not fit in this machine's "
+                          "memory; lower buffer_size") from None
+
+
+def _checkpointer(setup: _Setup) -> Checkpointer:
+    meta = {"algo": setup.algo, "env": setup.env_id, "seed": setup.seed,
+            "hyperparameters": setup.config.to_dict()}
+    # the folder is set once runs/<id>/ exists (see _execute)
+    return Checkpointer(Path(CHECKPOINTS), setup.checkpoint_every, meta, setup.checkpoint_replay)
+
+
+def _execute(setup: _Setup, runner: LocalLauncher | ParallelLauncher, record: RunRecord, checkpointer: Checkpointer,
+             checkpoint: "Checkpoint | None", eval_episodes: int, progress: Callable[[int], None] | None,
+             max_seconds: float | None, wall0: float, skipped: list[str] | None = None) -> TrainResult:
+    """Run the launcher into the record, evaluate, and write summary.json."""
+    config, spec, placement = setup.config, setup.spec, setup.placement
+    algo, env_id, seed = setup.algo, setup.env_id, setup.seed
+    checkpointer.folder = record.dir / CHECKPOINTS
     try:
         stats = runner.run(record, progress, max_seconds)
     except BaseException as exc:  # Ctrl-C, SIGTERM, a failed actor: say so in the summary, keep the metrics
         record.write("summary.json", {"kind": "summary", "status": "interrupted", "algo": algo, "env": env_id,
-                                      "seed": seed, "reason": f"{type(exc).__name__}: {exc}"})
+                                      "seed": seed, "reason": f"{type(exc).__name__}: {exc}",
+                                      "checkpoints": [str(p) for p in checkpointer.written]})
         raise
     finally:
         record.close()
-    act = _eval_adapter(runner, placement, threads, descriptor).make_act(config, spec, stats.final_params, seed)
+    act = _eval_adapter(runner, placement, setup.threads, setup.descriptor).make_act(config, spec,
+                                                                                     stats.final_params, seed)
     returns = evaluate(act, spec, eval_episodes, seed + EVAL_SEED_OFFSET) if eval_episodes else []
 
     learning_steps = max(1, stats.steps - config.learning_starts)
+    steps_here, updates_here = stats.steps - stats.start_steps, stats.updates - stats.start_updates
     result = TrainResult(
-        algo=algo, env=env_id, steps=stats.steps, seed=seed, device=device,
-        env_steps_per_s=stats.steps / stats.wall_s,
-        updates_per_s=stats.updates / stats.wall_s,
-        learner_samples_per_s=stats.updates * config.batch_size / stats.wall_s,
+        algo=algo, env=env_id, steps=stats.steps, seed=seed, device=setup.device,
+        env_steps_per_s=steps_here / stats.wall_s,
+        updates_per_s=updates_here / stats.wall_s,
+        learner_samples_per_s=updates_here * config.batch_size / stats.wall_s,
         replay_ratio=stats.updates / learning_steps,
         eval_return_mean=float(np.mean(returns)) if returns else float("nan"),
         eval_return_std=float(np.std(returns)) if returns else float("nan"),
         eval_episodes=eval_episodes, wall_s=time.perf_counter() - wall0, run_dir=str(record.dir),
         updates=stats.updates, train_wall_s=stats.wall_s, preset=has_preset(algo, env_id),
         placement=placement.to_dict(), eval_returns=returns, kernel_seconds=dict(stats.kernel_seconds),
-        actors=actors, envs_per_actor=config.n_envs, launcher=launcher, learn=learn, threads=threads,
-        dropped_steps=stats.dropped_steps, waits=dict(stats.waits), actor_restarts=stats.restarts,
-        lost_steps_max=stats.lost_steps_max,
+        actors=setup.actors, envs_per_actor=config.n_envs, launcher=setup.launcher, learn=setup.learn,
+        threads=setup.threads, dropped_steps=stats.dropped_steps, waits=dict(stats.waits),
+        actor_restarts=stats.restarts, lost_steps_max=stats.lost_steps_max, start_steps=stats.start_steps,
+        checkpoints=list(stats.checkpoints), checkpoint_s=stats.checkpoint_s,
+        resumed_from=str(checkpoint.path) if checkpoint is not None else None,
+        skipped_checkpoints=list(skipped or []),
     )
     if stats.learn_start_s is not None and stats.wall_s > stats.learn_start_s:
         learning_s = stats.wall_s - stats.learn_start_s
         result.learning_env_steps_per_s = (stats.steps - stats.learn_start_steps) / learning_s
-        result.learning_updates_per_s = stats.updates / learning_s
-    if loaded is not None:
-        result.plan_check = plan_check(loaded, stats, config, result)
+        result.learning_updates_per_s = (stats.updates - stats.start_updates) / learning_s
+    if setup.plan is not None:
+        result.plan_check = plan_check(setup.plan, stats, config, result)
     record.write("summary.json", {"kind": "summary", "status": "finished", **result.to_dict()})
     return result
 
 
+def _disk_needed(setup: _Setup) -> int:
+    """Bytes the run may write: its checkpoints (KEEP of them plus one being written) and a metrics margin."""
+    cfg, spec = setup.config, setup.spec
+    params = init_params(cfg, spec, setup.seed)
+    learn_bytes = 3 * sum(v.nbytes for v in params.values())  # parameters and two Adam moments (an upper bound)
+    action_bytes = 8 if spec.discrete else 4 * spec.action_dim
+    row = 4 * (2 * spec.obs_dim + 2) + action_bytes + (8 if cfg.prioritized else 0)
+    return estimate_bytes(learn_bytes, cfg.buffer_size * row, setup.checkpoint_replay) + METRICS_MARGIN
+
+
+METRICS_MARGIN = 16 * 2**20  # metrics lines, config and summary: a few MB even for long runs
+
+
 LAUNCHERS = ("parallel", "sequential")
+
+
+def _setup_from_record(folder: Path) -> _Setup:
+    """The configuration runs/<id>/config.json recorded, checked field by field."""
+    path = folder / "config.json"
+    if not folder.is_dir():
+        raise RunDirError(f"{folder}: no such run folder; pass a runs/<id> folder that `pearl train` wrote")
+    data = read_json(path, RunDirError, "no config.json here: not a run folder that `pearl train` wrote")
+    field_ = _RecordFields(path, data)
+    if data.get("kind") != "config":
+        raise RunDirError(f"{path}: field 'kind' must be \"config\", got {data.get('kind')!r}")
+    algo, env_id = field_.get("algo", str), field_.get("env", str)
+    try:
+        config = config_from_dict(algo_config_class(algo), field_.get("hyperparameters", dict))
+        config.validate()
+        spec = env_spec(env_id)
+    except PearlError as exc:
+        raise RunDirError(f"{path}: {exc}") from None
+    placement_data = field_.get("placement", dict)
+    try:
+        placement = Placement(str(placement_data["act"]), str(placement_data["replay_insert"]),
+                              str(placement_data["learn"]))
+    except KeyError as exc:
+        raise RunDirError(f"{path}: field 'placement' lacks {exc}") from None
+    launcher = field_.get("launcher", str)
+    if launcher not in LAUNCHERS:
+        raise RunDirError(f"{path}: field 'launcher' must be one of {', '.join(LAUNCHERS)}, got {launcher!r}")
+    descriptor = data.get("descriptor")
+    if descriptor is not None and not isinstance(descriptor, str):
+        raise RunDirError(f"{path}: field 'descriptor' must be a path or null, got {descriptor!r}")
+    plan = _checked_plan(str(folder / "plan.json"), algo, env_id, None) if (folder / "plan.json").exists() else None
+    return _Setup(algo, env_id, field_.get("seed", int), config, spec, placement, field_.get("device", str),
+                  launcher, field_.get("actors", int, 1), field_.get("learn", bool), field_.get("threads", int, 1),
+                  descriptor, plan, field_.get("max_restarts", int), field_.get("checkpoint_every", int),
+                  field_.get("checkpoint_replay", bool))
+
+
+@dataclass
+class _RecordFields:
+    path: Path
+    data: Any
+
+    def get(self, name: str, kind: type, minimum: int = 0) -> Any:
+        if not isinstance(self.data, dict):
+            raise RunDirError(f"{self.path}: must hold a JSON object, got {type(self.data).__name__}")
+        value = self.data.get(name)
+        ok = isinstance(value, kind) and (kind is not int or (not isinstance(value, bool) and value >= minimum))
+        if not ok:
+            expected = f"an integer >= {minimum}" if kind is int else kind.__name__
+            raise RunDirError(f"{self.path}: field {name!r} must be {expected}, got {value!r}")
+        return value
+
+
+def _check_same_run(checkpoint: Checkpoint, setup: _Setup) -> None:
+    """A checkpoint of another run (copied in by hand) would train on under the wrong settings: refuse it."""
+    meta = checkpoint.meta
+    ours = {"algo": setup.algo, "env": setup.env_id, "seed": setup.seed,
+            "hyperparameters": setup.config.to_dict()}
+    for name, value in ours.items():
+        if meta.get(name) != value:
+            raise CheckpointError(f"{checkpoint.path}: its {name} differs from the run's config.json; "
+                                  "it belongs to another run")
 
 
 def _eval_adapter(runner: LocalLauncher | ParallelLauncher, placement: Placement, threads: int,

@@ -7,6 +7,7 @@ network shapes and the replay ratio on a machine without torch.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -59,7 +60,8 @@ class OffPolicyConfig:
         raise NotImplementedError
 
     def validate(self) -> None:
-        """Raise ConfigError naming the first field that is out of range."""
+        """Raise ConfigError naming the first field that is of the wrong kind or out of range."""
+        self._check_kinds()
         positive_ints = ("total_steps", "batch_size", "buffer_size", "train_freq", "gradient_steps", "n_envs",
                          "weight_sync_interval")
         for name in positive_ints:
@@ -77,6 +79,26 @@ class OffPolicyConfig:
         if self.alpha < 0 or not 0.0 <= self.beta0 <= 1.0 or self.priority_eps <= 0:
             raise ConfigError("prioritized replay needs alpha >= 0, 0 <= beta0 <= 1 and priority_eps > 0")
 
+    def _check_kinds(self) -> None:
+        """Every field holds the kind of value its default has (a config read back from a hand-edited run
+        record can hold anything): ints are not bools, floats are finite numbers, layer widths are ints."""
+        for f in dataclasses.fields(self):
+            value, default = getattr(self, f.name), f.default
+            if default is dataclasses.MISSING:
+                continue
+            if isinstance(default, bool):
+                ok = isinstance(value, bool)
+            elif isinstance(default, int):
+                ok = isinstance(value, int) and not isinstance(value, bool)
+            elif isinstance(default, float):
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            elif isinstance(default, tuple):
+                ok = isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+            else:
+                ok = isinstance(value, type(default))
+            if not ok:
+                raise ConfigError(f"{f.name} must be {_kind_name(default)}, got {value!r}")
+
     def replace(self, **changes: Any) -> "OffPolicyConfig":
         """A copy with some fields changed (unknown field names are a ConfigError)."""
         known = {f.name for f in dataclasses.fields(self)}
@@ -91,9 +113,21 @@ class OffPolicyConfig:
         out["algo"] = self.algo
         return out
 
+def _kind_name(default: Any) -> str:
+    if isinstance(default, bool):
+        return "true or false"
+    if isinstance(default, int):
+        return "an integer"
+    if isinstance(default, float):
+        return "a finite number"
+    if isinstance(default, tuple):
+        return "a list of integers"
+    return f"a {type(default).__name__}"
+
+
 def config_from_dict(cls: type[OffPolicyConfig], data: dict[str, Any]) -> OffPolicyConfig:
     """Rebuild a config written by `to_dict` (the algo key is dropped, lists become tuples)."""
     values = {k: v for k, v in data.items() if k != "algo"}
     if "hidden" in values:
-        values["hidden"] = tuple(values["hidden"])
+        values["hidden"] = tuple(values["hidden"]) if isinstance(values["hidden"], list) else values["hidden"]
     return cls().replace(**values)
