@@ -11,16 +11,17 @@ without NVML or RAPL) and says so. Output, in runs/compare-<time>/: compare.json
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from pathlib import Path
 from typing import Callable
 
-from pearl.errors import ConfigError
+from pearl.errors import ConfigError, RunDirError
 from pearl.fileio import write_atomic, write_json_atomic
 from pearl.planner.make import fixed_plans, make_plan
 from pearl.planner.plan import Plan, save_plan
-from pearl.training import train
+from pearl.training import check_positive_int, train
 
 
 def candidates(profile_path: str, algo: str, env_id: str) -> list[tuple[str, Plan]]:
@@ -36,11 +37,15 @@ def candidates(profile_path: str, algo: str, env_id: str) -> list[tuple[str, Pla
 
 def run_compare(profile_path: str, algo: str, env_id: str, seconds: float = 20.0, runs_dir: str = "runs",
                 seed: int = 0, say: Callable[[str], None] = print) -> dict:
-    if not seconds > 0:
-        raise ConfigError(f"--seconds must be > 0, got {seconds}")
+    if not (seconds > 0 and math.isfinite(seconds)):  # inf would train each mapping for its full preset
+        raise ConfigError(f"--seconds must be a finite number > 0, got {seconds}")
+    check_positive_int("--seed", seed, minimum=0)  # before any plan or folder is written
     chosen = candidates(profile_path, algo, env_id)
     out = Path(runs_dir) / f"compare-{time.strftime('%Y%m%d-%H%M%S')}-{algo}-{env_id}"
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError(f"cannot make {out}: {exc.strerror or exc}; pass --runs-dir with a writable folder") from None
     rows = []
     for i, (label, plan) in enumerate(chosen, 1):
         say(f"{i}/{len(chosen)} {label}: {_mapping_text(plan)}, {seconds:g} s ...")

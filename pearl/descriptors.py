@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pearl.errors import PearlError
-from pearl.fileio import read_text
+from pearl.fileio import finite_number, read_text
 from pearl.kernels import DEVICE_KERNELS
 
 if sys.version_info >= (3, 11):
@@ -69,6 +69,10 @@ def load_descriptor(path: str | Path) -> DeviceDescriptor:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise DescriptorError(f"{path}: not valid TOML ({exc})") from None
+    except ValueError:  # an integer literal longer than Python converts (4300 digits by default)
+        raise DescriptorError(f"{path}: not a usable TOML file: it holds a number with thousands of digits") from None
+    except RecursionError:
+        raise DescriptorError(f"{path}: not a usable TOML file: its arrays or tables are nested too deeply") from None
     where = str(path)
     if data.get("schema") != SCHEMA:
         raise DescriptorError(f"{where}: field 'schema' must be {SCHEMA!r}, got {data.get('schema')!r}")
@@ -85,9 +89,10 @@ def load_descriptor(path: str | Path) -> DeviceDescriptor:
         value = figures_table.get(name)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise DescriptorError(f"{where}: field 'figures.{name}' is missing or not a number")
-        if value < 0:
-            raise DescriptorError(f"{where}: field 'figures.{name}' must be >= 0, got {value}")
-        figures[name] = float(value)
+        number = finite_number(value)
+        if number is None:  # TOML allows nan, inf and integers beyond the float range
+            raise DescriptorError(f"{where}: field 'figures.{name}' must be a finite number >= 0, got {value}")
+        figures[name] = number
     if figures["peak_w"] < figures["idle_w"]:
         raise DescriptorError(f"{where}: field 'figures.peak_w' ({figures['peak_w']}) is below "
                               f"idle_w ({figures['idle_w']})")
@@ -110,8 +115,21 @@ def _binary(table: object, path: Path) -> BinarySpec:
     sha = _text(table, "sha256", where, "binary")
     if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha.lower()):
         raise DescriptorError(f"{where}: field 'binary.sha256' must be 64 hex digits")
-    return BinarySpec((path.parent / _text(table, "path", where, "binary")).resolve(), sha.lower(),
-                      str(table.get("target", "")), tuple(kernels))
+    binary = _text(table, "path", where, "binary")
+    if "\x00" in binary:  # TOML allows "\u0000"; no file system does
+        raise DescriptorError(f"{where}: field 'binary.path' must be a file path, got {binary!r}")
+    target = table.get("target", "")
+    if not isinstance(target, str):
+        raise DescriptorError(f"{where}: field 'binary.target' must be a string (part of the device name the "
+                              f"binary was built for), got {target!r}")
+    return BinarySpec((path.parent / binary).resolve(), sha.lower(), target, tuple(kernels))
+
+
+def toml_string(text: str) -> str:
+    """text as a TOML basic string: quotes, backslashes and control characters escaped, so that a descriptor
+    written from any loaded one (device names come from drivers, vendors from users) loads back the same."""
+    escaped = (f"\\u{ord(c):04x}" if c < " " or c == "\x7f" else "\\" + c if c in '"\\' else c for c in text)
+    return '"' + "".join(escaped) + '"'
 
 
 def _table(data: dict, name: str, where: str) -> dict:

@@ -15,7 +15,11 @@ def make_env(env_id: str) -> gym.Env:
     """Create a gymnasium env; an unknown id becomes an EnvError that suggests close registered ids."""
     try:
         return gym.make(env_id)
-    except gym.error.Error as exc:  # NameNotFound, VersionNotFound, DeprecatedEnv, ...
+    except gym.error.DependencyNotInstalled as exc:  # registered, but its extra (box2d, mujoco) is missing
+        raise EnvError(f"{env_id} needs a package that is not installed: {exc}") from exc
+    except ImportError as exc:  # "module:Env-v0" ids, or an entry point needing jax, shimmy, ...
+        raise EnvError(f"cannot create the gymnasium environment {env_id!r}: {exc}") from exc
+    except (gym.error.Error, ValueError) as exc:  # NameNotFound, VersionNotFound, ...; ":" is a ValueError
         close = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=3)
         hint = (f"; did you mean {', '.join(close)}?" if close
                 else "; `python -c 'import gymnasium; gymnasium.pprint_registry()'` lists them")

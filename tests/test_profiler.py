@@ -69,6 +69,8 @@ def test_cli_writes_the_profile_and_a_json_summary(capsys, tmp_path) -> None:
     (["--algo", "ppo"], "--algo"),
     (["--device", "tpu:0"], "tpu:0"),
     (["--what-if", "no/such/descriptor.toml"], "no such device descriptor"),
+    # two what-if devices would get one id: refused before the measuring, not with a traceback after it
+    (["--what-if", str(Path(__file__).resolve().parent.parent / "devices" / "pocl-cpu.toml")] * 2, "two descriptors"),
 ])
 def test_bad_arguments_are_one_line_and_write_nothing(capsys, tmp_path, args: list[str], fragment: str) -> None:
     out = tmp_path / "p.json"

@@ -15,9 +15,12 @@ the policy's parameters on act's. This module imports no torch and no pyopencl.
 
 from __future__ import annotations
 
+import math
+from typing import Callable
+
 from pearl.algos import OffPolicyConfig, preset
 from pearl.algos.params import param_count
-from pearl.costmodel import CostModel
+from pearl.costmodel import CostModel, Estimate
 from pearl.errors import PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Problem, Resource
 from pearl.profiling.format import Profile, workload_key
@@ -47,18 +50,21 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec) 
         raise PlanError("the profile has no `cpu` device: environments step on the host CPU")
     steps = 1.0 / config.replay_ratio
     batch, envs = config.batch_size, config.n_envs
-    step_s = model.env_step_time(spec.env_id).seconds
+    step_s = _seconds(lambda: model.env_step_time(spec.env_id))
 
     def t(kernel: str, device: str, size: int) -> float:
-        return model.kernel_time(kernel, device, key, size).seconds
+        return _seconds(lambda: model.kernel_time(kernel, device, key, size))
 
     def can(kernel: str, device: str) -> bool:
         return bool(model.batches(kernel, device, key))
 
     def tau(src: str, dst: str, nbytes: float) -> float:
-        return model.transfer_time(src, dst, int(nbytes)).seconds
+        return _seconds(lambda: model.transfer_time(src, dst, int(nbytes)))
 
     devices = [d for d in model.devices() if any(can(k, d) for k in ("act", "learn", *REPLAY))]
+    if host_device not in devices:  # the problem needs the host's resource, where the actors run
+        raise PlanError(f"the profile has no kernel timings of {key} on {host_device}; run `pearl profile "
+                        f"--algo {algo}` on this machine")
     resources = {}
     for d in devices:
         entry = profile.device(d)
@@ -110,6 +116,11 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec) 
         memory[("replay_insert", d)] = config.buffer_size * transition_bytes(spec)
         memory[("learn", d)] = params * FLOAT * 4  # online + target + Adam's two moments
         memory[("act", d)] = policy_params * FLOAT
+    for name, table in (("kernel", cost), ("act", act_cost), ("actor period", actor_period), ("transfer", transfer)):
+        for what, seconds in table.items():
+            if not math.isfinite(seconds):  # e.g. a huge median times the steps of an iteration: no ILP takes it
+                raise PlanError(f"the profile's figures make the {name} time of {what} infinite; check its "
+                                "timings and bandwidths, or profile this machine again")
     problem = Problem(list(resources.values()), [Device(d, model.resource(d), profile.device(d).memory_bytes)
                                                  for d in devices],
                       model.resource(host_device), host_device, cost, act_cost, steps * step_s, actor_period, edges,
@@ -117,6 +128,14 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec) 
     facts = {"workload": key, "steps_per_iteration": steps, "batch_size": batch, "envs_per_actor": envs,
              "config": config}
     return problem, facts
+
+
+def _seconds(estimate: Callable[[], Estimate]) -> float:
+    """The cost model's figure; one the profile lacks (the cost model's KeyError names it) is a PlanError."""
+    try:
+        return estimate().seconds
+    except KeyError as exc:
+        raise PlanError(f"{exc.args[0]}; profile this machine again (`pearl profile`)") from None
 
 
 def _power(model: CostModel, device: str) -> tuple[float, float]:

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from pearl.errors import PearlError
-from pearl.fileio import read_json, write_json_atomic
+from pearl.fileio import finite_number, read_json, write_json_atomic
+from pearl.profiling.format import MAX_INT, MAX_LANES
 
 SCHEMA = "pearl.plan/1"
 MAPPED = ("env_step", "act", "replay_insert", "replay_sample", "priority_update", "learn")
@@ -92,18 +93,32 @@ def parse_plan(data: Any, where: str) -> Plan:
     if not isinstance(mapping, dict) or set(mapping) != set(MAPPED) or \
             not all(isinstance(v, str) and v for v in mapping.values()):
         fail("mapping", f"an object mapping each of {', '.join(MAPPED)} to a device id", mapping)
-    for name in ("actors", "envs_per_actor"):
+    # training starts `actors` processes: at most one per lane of the largest host a profile can describe
+    for name, most in (("actors", MAX_LANES), ("envs_per_actor", MAX_INT)):
         value = data.get(name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            fail(name, "an integer >= 1", value)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            fail(name, f"an integer from 1 to {most}", value)
     for name in ("profile", "predicted", "lanes"):
         if not isinstance(data.get(name), dict):
             fail(name, "an object", data.get(name))
     for name in ("env_steps_per_s", "updates_per_s", "learner_samples_per_s", "period_s"):
         value = data["predicted"].get(name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            fail(f"predicted.{name}", "a positive number", value)
+        if finite_number(value, positive=True) is None:
+            fail(f"predicted.{name}", "a finite number > 0", value)
+    # optional: older plans may lack them; `pearl train` compares kernels[k] with the time measured for k
+    solver = data.get("solver", {})
+    if not isinstance(solver, dict):
+        fail("solver", "an object", solver)
+    for name in ("baselines", "pareto"):
+        entries = data.get(name, [])
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            fail(name, "a list of objects", entries)
+    kernels = data.get("kernels", {})
+    if not isinstance(kernels, dict) or not set(kernels) <= set(MAPPED) or \
+            any(finite_number(v) is None for v in kernels.values()):
+        fail("kernels", f"an object mapping some of {', '.join(MAPPED)} to seconds (a finite number >= 0)",
+             kernels)
     return Plan(data["pearl_version"], data["created"], data["algo"], data["env"], data["objective"],
                 data["profile"], dict(mapping), data["actors"], data["envs_per_actor"], data["predicted"],
-                data["bottleneck"], data["lanes"], list(data.get("baselines", [])), dict(data.get("solver", {})),
-                list(data.get("pareto", [])), dict(data.get("kernels", {})))
+                data["bottleneck"], data["lanes"], list(data.get("baselines", [])), dict(solver),
+                list(data.get("pareto", [])), {k: float(v) for k, v in kernels.items()})

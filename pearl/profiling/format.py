@@ -31,12 +31,16 @@ from pathlib import Path
 from typing import Any
 
 from pearl.errors import PearlError
-from pearl.fileio import read_json, write_json_atomic
+from pearl.fileio import finite_number, read_json, write_json_atomic
 from pearl.kernels import KERNEL_NAMES
 
 SCHEMA = "pearl.profile/1"
 SCHEMA_NAME, SCHEMA_VERSION = SCHEMA.split("/")
 SOURCES = ("measured", "modelled")
+#: Integers beyond 2**53 lose digits as floats, which the cost model and planner compute in.
+MAX_INT = 2**53
+#: More cores than any machine pearl plans for; the planner weighs one actor option per lane of the host.
+MAX_LANES = 4096
 
 
 class ProfileError(PearlError):
@@ -174,7 +178,7 @@ def parse_profile(data: Any, where: str) -> Profile:
         v.fail("host", "an object")
     profile = Profile(v.text(data, "pearl_version"), v.text(data, "created"), mode, host)
     profile.devices = [DeviceEntry(v.text(d, "id", p), v.text(d, "kind", p), v.text(d, "adapter", p),
-                                   v.text(d, "name", p), v.integer(d, "lanes", p, 1),
+                                   v.text(d, "name", p), v.integer(d, "lanes", p, 1, MAX_LANES),
                                    v.integer(d, "memory_bytes", p, 0), v.source(d, p), v.optional_text(d, "shares", p),
                                    v.optional_text(d, "descriptor", p), bool(d.get("descriptor_matched", False)))
                        for p, d in v.items(data, "devices")]
@@ -232,9 +236,9 @@ class _Validator:
         raise ProfileError(f"{self.where}: field '{path or '<top>'}' must be {expected}{shown}")
 
     def items(self, data: dict, name: str):
-        value = data.get(name, [])
-        if not isinstance(value, list):
-            self.fail(name, "a list")
+        value = data.get(name)
+        if not isinstance(value, list):  # required: a misspelt "kernels" would otherwise be a profile of nothing
+            self.fail(name, "a list", value)
         for i, item in enumerate(value):
             if not isinstance(item, dict):
                 self.fail(f"{name}[{i}]", "an object")
@@ -252,24 +256,25 @@ class _Validator:
             self.fail(_join(prefix, key), "a string or null", value)
         return value
 
-    def integer(self, d: dict, key: str, prefix: str, minimum: int) -> int:
+    def integer(self, d: dict, key: str, prefix: str, minimum: int, maximum: int = MAX_INT) -> int:
         value = d.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            self.fail(_join(prefix, key), f"an integer >= {minimum}", value)
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+            self.fail(_join(prefix, key), f"an integer from {minimum} to {maximum}", value)
         return value
 
     def int_list(self, d: dict, key: str, prefix: str) -> list[int]:
         value = d.get(key)
-        if not isinstance(value, list) or not value or not all(isinstance(x, int) and x > 0 for x in value):
+        if not isinstance(value, list) or not value or \
+                not all(isinstance(x, int) and not isinstance(x, bool) and 0 < x <= MAX_INT for x in value):
             self.fail(_join(prefix, key), "a non-empty list of positive integers", value)
         return value
 
     def number(self, d: dict, key: str, prefix: str, positive: bool = False) -> float:
         value = d.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0 \
-                or (positive and value == 0) or value == float("inf"):
-            self.fail(_join(prefix, key), "a positive number" if positive else "a number >= 0", value)
-        return float(value)
+        number = finite_number(value, positive)
+        if number is None:
+            self.fail(_join(prefix, key), "a finite number > 0" if positive else "a finite number >= 0", value)
+        return number
 
     def stats(self, d: dict, prefix: str) -> tuple[float, float, float, int]:
         median, p10, p90 = (self.number(d, k, prefix) for k in ("median_s", "p10_s", "p90_s"))
@@ -282,7 +287,7 @@ class _Validator:
 
     def member(self, d: dict, key: str, prefix: str, allowed: set[str]) -> str:
         value = d.get(key)
-        if value not in allowed:
+        if not isinstance(value, str) or value not in allowed:  # a list or object is unhashable: no `in`
             self.fail(_join(prefix, key), f"one of {', '.join(sorted(allowed))}", value)
         return value
 

@@ -106,6 +106,10 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
         if algo not in PRESET_ENVS:
             raise ConfigError(f"unknown --algo {algo!r}; choose dqn, ddpg or all")
     what_if = [load_descriptor(p) for p in options.what_if]  # a bad descriptor fails before any measuring
+    stems = [d.source.stem for d in what_if]  # each becomes the device whatif:<stem>
+    if len(set(stems)) < len(stems):
+        raise ConfigError(f"--what-if names two descriptors called {max(stems, key=stems.count)}.toml: their "
+                          "what-if devices would share one id; rename one of the files")
     descriptors = _known_descriptors(options.descriptors_dir)
     note = progress or (lambda _label: None)
     profile = Profile(__version__, datetime.now(timezone.utc).isoformat(timespec="seconds"),

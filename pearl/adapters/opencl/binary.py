@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pearl.adapters.opencl.runtime import build_from_source, find_device, program_binary, sha256_file
-from pearl.descriptors import FIGURES, DeviceDescriptor, load_descriptor
+from pearl.descriptors import FIGURES, DeviceDescriptor, load_descriptor, toml_string
 from pearl.fileio import write_atomic
 from pearl.kernels import DEVICE_KERNELS
 
@@ -18,22 +18,25 @@ def build_binary(device_id: str, base: str | Path, out: str | Path) -> tuple[Pat
     """Compile for device_id, write the binary to out and `<out>.toml` (base's device and figures + [binary])."""
     import pyopencl as cl
 
+    descriptor = load_descriptor(base)  # a bad descriptor fails before the compile, and writes nothing
     device = find_device(device_id)
     program = build_from_source(cl.Context([device]))
     out = Path(out).resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, program_binary(program))
     descriptor_path = out.with_name(out.name + ".toml")
-    write_atomic(descriptor_path, descriptor_text(load_descriptor(base), out, device.name.strip()))
+    write_atomic(descriptor_path, descriptor_text(descriptor, out, device.name.strip()))
     return out, descriptor_path
 
 
 def descriptor_text(base: DeviceDescriptor, binary: Path, target: str) -> str:
-    lines = [f"# Written by `pearl build-binary` from {base.source.name} for {target}.",
-             'schema = "pearl.device/1"', "", "[device]", f'kind = "{base.kind}"', f'vendor = "{base.vendor}"',
-             f'model = "{base.model}"', "match = [" + ", ".join(f'"{m}"' for m in base.match) + "]", "",
-             "[figures]"]
+    # TOML comments hold no control characters (a line break would end one): blank them in the names
+    comment = "".join(" " if c < " " or c == "\x7f" else c
+                      for c in f"Written by `pearl build-binary` from {base.source.name} for {target}.")
+    lines = [f"# {comment}", 'schema = "pearl.device/1"', "", "[device]", f"kind = {toml_string(base.kind)}",
+             f"vendor = {toml_string(base.vendor)}", f"model = {toml_string(base.model)}",
+             "match = [" + ", ".join(toml_string(m) for m in base.match) + "]", "", "[figures]"]
     lines += [f"{name} = {base.figures[name]!r}" for name in FIGURES]
-    lines += ["", "[binary]", f'path = "{binary.name}"', f'sha256 = "{sha256_file(binary)}"', f'target = "{target}"',
-              "kernels = [" + ", ".join(f'"{k}"' for k in DEVICE_KERNELS) + "]", ""]
+    lines += ["", "[binary]", f"path = {toml_string(binary.name)}", f'sha256 = "{sha256_file(binary)}"',
+              f"target = {toml_string(target)}", "kernels = [" + ", ".join(f'"{k}"' for k in DEVICE_KERNELS) + "]",
+              ""]
     return "\n".join(lines)
