@@ -168,12 +168,14 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], w
     import platform
     import time
 
+    from pearl.fileio import check_writable
     from pearl.profiling.format import save_profile
     from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
 
     options = ProfileOptions(quick=quick, algos=("dqn", "ddpg") if algo == "all" else (algo,),
                              devices=devices or None, what_if=what_if)
     path = out or f"profiles/{platform.node() or 'host'}-{'quick' if quick else 'full'}.json"
+    check_writable(path)  # before the sweep, not after it
     t0 = time.perf_counter()
     with _progress(count_measurements(options), enabled=not as_json, label="profile", unit="measurement") as bar:
         done = [0]
@@ -334,7 +336,8 @@ def _nan_to_none(x: Any) -> Any:
 def _fail(message: str, debug: bool) -> None:
     if debug:
         traceback.print_exc()
-    click.echo(f"error: {message}", err=True)
+    # One line, whatever the message: click words some usage errors over several (its choices, for one).
+    click.echo(f"error: {' '.join(message.split())}", err=True)
     sys.exit(EXIT_USER_ERROR)
 
 

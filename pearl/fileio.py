@@ -56,6 +56,24 @@ def _cannot_write(path: Path, exc: OSError) -> WriteError:
     return WriteError(f"cannot write {path}: {why}; choose another path")
 
 
+def check_writable(path: str | Path) -> Path:
+    """WriteError unless path could be written: not a folder, and its nearest existing ancestor a folder that
+    takes files. For commands that run a while before they write their output (a profile sweep): they check
+    first. Nothing is left behind."""
+    path = Path(path)
+    if path.is_dir():
+        raise WriteError(f"cannot write {path}: it is a folder; choose another path")
+    existing = next((p for p in path.absolute().parents if p.exists()), Path("/"))
+    if not existing.is_dir():
+        raise WriteError(f"cannot write {path}: {existing} is a file, not a folder; choose another path")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise WriteError(f"cannot write {path}: {exc.strerror or exc} in {existing}; choose another path") from None
+    return path
+
+
 def _fsync_folder(folder: Path) -> None:
     fd = os.open(folder, os.O_RDONLY)
     try:

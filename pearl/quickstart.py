@@ -56,9 +56,13 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
     from pearl.planner.plan import save_plan
     from pearl.profiling.format import save_profile
     from pearl.profiling.profiler import ProfileOptions, run_profile
+    from pearl.fileio import check_writable
+    from pearl.runtime.record import check_runs_dir
     from pearl.training import check_positive_int, train
 
     check_positive_int("--seed", seed, minimum=0)  # here, not after the profile has run for a while
+    check_runs_dir(runs_dir, 0)  # a runs folder that cannot be written, too: the training checks its space
+    check_writable(profile_path())
     t0 = time.perf_counter()
     path = profile_path()
     if reprofile or not reusable(path):
