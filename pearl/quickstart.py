@@ -32,7 +32,8 @@ def profile_path() -> Path:
 
 
 def reusable(path: Path) -> bool:
-    """A profile of this machine (CPU model and cores), recent, with the DQN preset's measurements."""
+    """A profile of this machine (CPU model and cores), recent, with the DQN preset's measurements (in-situ
+    iteration included)."""
     from pearl.hostinfo import cpu_lanes, cpu_name
     from pearl.planner.build import preset_workload
     from pearl.envs import env_spec
@@ -47,7 +48,8 @@ def reusable(path: Path) -> bool:
         return False  # unreadable: measure again rather than fail
     _, key = preset_workload(ALGO, env_spec(ENV))
     return (datetime.now(timezone.utc) - created < FRESH and profile.host.get("cpu") == cpu_name()
-            and profile.host.get("cores") == cpu_lanes() and any(w.key == key for w in profile.workloads))
+            and profile.host.get("cores") == cpu_lanes() and any(w.key == key for w in profile.workloads)
+            and any(t.workload == key for t in profile.in_situ))  # older quick profiles lack the in-situ figure
 
 
 def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = False,

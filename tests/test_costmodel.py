@@ -33,7 +33,7 @@ def _timing(workload: str, kernel: str, device: str, batch: int, median: float, 
 
 
 def make_profile(kernels: list[dict] = (), *, devices: list[dict] | None = None, transfers: list[dict] = (),
-                 power: list[dict] = (), env_step: list[dict] = ()) -> Profile:
+                 power: list[dict] = (), env_step: list[dict] = (), in_situ: list[dict] | None = None) -> Profile:
     """A synthetic profile, through the real parser (so it is a valid pearl.profile/1)."""
     if devices is None:
         devices = [_device("cpu", "cpu", "host-cpu"), _device("opencl:0:0", "opencl", "host-cpu"),
@@ -46,6 +46,8 @@ def make_profile(kernels: list[dict] = (), *, devices: list[dict] | None = None,
     data = {"schema": SCHEMA, "pearl_version": "0.1.0", "created": "2026-01-01T00:00:00+00:00", "mode": "quick",
             "host": {"node": "test"}, "devices": devices, "workloads": workloads, "kernels": list(kernels),
             "env_step": list(env_step), "transfers": list(transfers), "power": list(power)}
+    if in_situ is not None:
+        data["in_situ"] = in_situ
     return parse_profile(json.loads(json.dumps(data)), "<synthetic>")
 
 
@@ -314,3 +316,33 @@ def test_holdout_script(tmp_path):
     # held out: 2 (predicted 2 from 1 and 4: 1 + 2 * 1/3 = 5/3), 4 (from 2 and 8: 2 + 3 * 2/6 = 3)
     assert "learn" in run.stdout and "act " not in run.stdout
     assert "overall median error 8.3% over 2 held-out points" in run.stdout
+
+
+# ---------------------------------------------------------------------------------------------- in situ
+def _in_situ(iteration_s: float, device: str = "cpu", prioritized: bool = False) -> dict:
+    return {"workload": DQN, "device": device, "iteration_s": iteration_s, "iterations": 100, "inserts": 2,
+            "insert_rows": 1, "batch": 128, "prioritized": prioritized, "source": "measured"}
+
+
+def _learner_kernels(device: str = "cpu") -> list[dict]:
+    return [_timing(DQN, "replay_insert", device, 1, 10e-6), _timing(DQN, "replay_sample", device, 128, 30e-6),
+            _timing(DQN, "learn", device, 128, 500e-6), _timing(DQN, "priority_update", device, 128, 40e-6)]
+
+
+def test_in_situ_factor_is_the_iteration_over_its_kernels() -> None:
+    # bare: 2 × 10 + 30 + 500 = 550 µs (uniform replay: no priority update); in situ 660 µs → 1.2
+    model = CostModel(make_profile(_learner_kernels(), in_situ=[_in_situ(660e-6)]))
+    assert model.in_situ_factor("cpu", DQN) == pytest.approx(1.2)
+    prioritized = CostModel(make_profile(_learner_kernels(), in_situ=[_in_situ(590e-6 * 1.5, prioritized=True)]))
+    assert prioritized.in_situ_factor("cpu", DQN) == pytest.approx(1.5)  # 550 + 40 µs bare
+    assert CostModel(make_profile(_learner_kernels())).in_situ_factor("cpu", DQN) == 1.0  # older profiles
+    assert model.in_situ_factor("opencl:0:0", DQN) == 1.0  # no in-situ timing of that device
+
+
+def test_in_situ_entries_are_validated() -> None:
+    with pytest.raises(ProfileError, match=r"in_situ\[0\]\.prioritized"):
+        make_profile(_learner_kernels(), in_situ=[{**_in_situ(1e-3), "prioritized": "yes"}])
+    with pytest.raises(ProfileError, match=r"in_situ\[0\]\.device"):
+        make_profile(_learner_kernels(), in_situ=[_in_situ(1e-3, device="cuda:9")])
+    with pytest.raises(ProfileError, match="repeats"):
+        make_profile(_learner_kernels(), in_situ=[_in_situ(1e-3), _in_situ(2e-3)])

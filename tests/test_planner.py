@@ -121,3 +121,29 @@ def test_planner_imports_no_hardware_library() -> None:
     code = ("import sys; import pearl.planner.make, pearl.costmodel; "
             "bad = [m for m in ('torch', 'pyopencl') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_in_situ_factor_scales_the_learner_side_costs() -> None:
+    """A profile whose learner iteration ran twice as slow in situ as its kernels alone doubles the replay and
+    learn costs of that device in the problem, and leaves act alone."""
+    import dataclasses
+
+    from pearl.costmodel import CostModel
+    from pearl.envs import env_spec
+    from pearl.planner.build import build_problem
+    from pearl.profiling.format import InSituTiming, load_profile
+
+    profile = load_profile(REFERENCE)
+    spec = env_spec("CartPole-v1")
+    without = dataclasses.replace(profile, in_situ=[])
+    base, facts = build_problem(without, CostModel(without), "dqn", spec)
+    key, model = facts["workload"], CostModel(without)
+    bare = (2 * model.kernel_time("replay_insert", "cpu", key, 1).seconds
+            + model.kernel_time("replay_sample", "cpu", key, 64).seconds
+            + model.kernel_time("learn", "cpu", key, 64).seconds)
+    doubled = dataclasses.replace(profile, in_situ=[InSituTiming(key, "cpu", 2 * bare, 100, 2, 1, 64, False,
+                                                                 "measured")])
+    scaled, _ = build_problem(doubled, CostModel(doubled), "dqn", spec)
+    for kernel in ("replay_insert", "replay_sample", "learn"):
+        assert scaled.cost[(kernel, "cpu")] == pytest.approx(2 * base.cost[(kernel, "cpu")])
+    assert scaled.act_cost == base.act_cost

@@ -28,6 +28,17 @@ def test_every_device_kernel_is_measured_at_every_grid_point(cpu_profile) -> Non
     assert cpu_profile.workloads[0].key == "dqn-CartPole-v1-o4-a2-h256x256"
 
 
+def test_the_learner_iteration_is_timed_in_situ(cpu_profile) -> None:
+    from pearl.costmodel import CostModel
+
+    [t] = cpu_profile.in_situ
+    assert (t.device, t.workload, t.inserts, t.insert_rows, t.batch) == ("cpu", "dqn-CartPole-v1-o4-a2-h256x256",
+                                                                          2, 1, 64)  # ρ = 0.5: 2 steps per update
+    assert t.iteration_s > 0 and t.iterations >= 5 and not t.prioritized
+    factor = CostModel(cpu_profile).in_situ_factor("cpu", t.workload)
+    assert 0.5 < factor < 3.0  # interleaved kernels cost about what they cost alone, give or take caches
+
+
 def test_profile_file_round_trips(cpu_profile, tmp_path) -> None:
     path = save_profile(cpu_profile, tmp_path / "p.json")
     assert load_profile(path) == cpu_profile

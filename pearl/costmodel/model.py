@@ -135,6 +135,8 @@ class CostModel:
                 raise ValueError(f"the profile has more than one {tr.direction} transfer of device {tr.device!r}")
             self._transfers[(tr.device, tr.direction)] = tr
 
+        self._in_situ = {(t.workload, t.device): t for t in profile.in_situ}
+
         self._power: dict[str, Power] = {}
         for p in profile.power:
             if p.device in self._power:
@@ -182,6 +184,20 @@ class CostModel:
             return f"{what}; it has no timing of {kernel!r} at all (it times: {', '.join(kernels) or 'nothing'})"
         listed = "; ".join(f"{d}: {', '.join(sorted(ws))}" for d, ws in sorted(have.items()))
         return f"{what}; for {kernel!r} it has (device: workloads) {listed}"
+
+    def in_situ_factor(self, device: str, workload: str) -> float:
+        """How much slower the replay and learn kernels of `device` ran inside the learner's iteration (fresh
+        samples, kernels interleaved, as the runtime runs them) than timed one at a time: the profile's in-situ
+        iteration ÷ the sum of its kernels' times at the same sizes. 1.0 when the profile has no in-situ
+        timing for that pair (older profiles, what-if devices)."""
+        t = self._in_situ.get((workload, device))
+        if t is None:
+            return 1.0
+        bare = (t.inserts * self.kernel_time("replay_insert", device, workload, t.insert_rows).seconds
+                + self.kernel_time("replay_sample", device, workload, t.batch).seconds
+                + self.kernel_time("learn", device, workload, t.batch).seconds
+                + (self.kernel_time("priority_update", device, workload, t.batch).seconds if t.prioritized else 0.0))
+        return t.iteration_s / bare if bare > 0 else 1.0
 
     def env_step_time(self, env: str) -> Estimate:
         """Seconds of one step of one `env` environment on the host."""

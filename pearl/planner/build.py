@@ -7,6 +7,8 @@ n_envs) and B the batch size:
     replay_insert (S/e) calls of e transitions
     replay_sample 1 call at batch B;  learn 1 call at B;  priority_update 1 call at B (0 for uniform replay)
     actor period  (S/(n·e)) · (e · env step + act at batch e)       for n actor processes
+The replay and learn kernels of a device are scaled by its in-situ factor (CostModel.in_situ_factor): the
+profile's learner iteration timed as the runtime runs it ÷ the sum of those kernels timed one at a time.
 Edges: observations to act and actions back ((S/e) transfers of e rows), transitions to replay, the sampled
 batch to learn, TD errors back to replay, and policy weights to act every K updates.
 Memory: replay storage on the replay device; parameters (+ target, + Adam's two moments) on the learner's;
@@ -74,12 +76,14 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec) 
         resources[r] = Resource(r, lanes, power[0], power[1])
     cost: dict[tuple[str, str], float] = {}
     for d in devices:
+        # the learner-side kernels as they run interleaved in the learner's iteration (see in_situ_factor)
+        f = _in_situ(model, d, key) if all(can(k, d) for k in (*REPLAY, "learn")) else 1.0
         if all(can(k, d) for k in REPLAY):
-            cost[("replay_insert", d)] = (steps / envs) * t("replay_insert", d, envs)
-            cost[("replay_sample", d)] = t("replay_sample", d, batch)
-            cost[("priority_update", d)] = t("priority_update", d, batch) if config.prioritized else 0.0
+            cost[("replay_insert", d)] = f * (steps / envs) * t("replay_insert", d, envs)
+            cost[("replay_sample", d)] = f * t("replay_sample", d, batch)
+            cost[("priority_update", d)] = f * t("priority_update", d, batch) if config.prioritized else 0.0
         if can("learn", d):
-            cost[("learn", d)] = t("learn", d, batch)
+            cost[("learn", d)] = f * t("learn", d, batch)
     host_lanes = resources[model.resource(host_device)].lanes
     options = [ActorOption(n, envs) for n in range(1, host_lanes + 1)]
     act_cost, actor_period = {}, {}
@@ -134,6 +138,13 @@ def _seconds(estimate: Callable[[], Estimate]) -> float:
     """The cost model's figure; one the profile lacks (the cost model's KeyError names it) is a PlanError."""
     try:
         return estimate().seconds
+    except KeyError as exc:
+        raise PlanError(f"{exc.args[0]}; profile this machine again (`pearl profile`)") from None
+
+
+def _in_situ(model: CostModel, device: str, key: str) -> float:
+    try:
+        return model.in_situ_factor(device, key)
     except KeyError as exc:
         raise PlanError(f"{exc.args[0]}; profile this machine again (`pearl profile`)") from None
 

@@ -10,7 +10,9 @@
       "kernels": [{"workload", "kernel", "device", "batch", "median_s", "p10_s", "p90_s", "samples", "source"}],
       "env_step": [{"env", "median_s", "p10_s", "p90_s", "samples", "source"}],
       "transfers": [{"device", "direction", "latency_s", "bandwidth_bytes_per_s", "source"}],
-      "power": [{"device", "idle_w", "busy_w", "source", "method"}]
+      "power": [{"device", "idle_w", "busy_w", "source", "method"}],
+      "in_situ": [{"workload", "device", "iteration_s", "iterations", "inserts", "insert_rows", "batch",
+                   "prioritized", "source"}]
     }
 
 - A workload key names the algorithm, env and network shapes (`dqn-CartPole-v1-o4-a2-h256x256`), so a
@@ -19,6 +21,11 @@
   share "host-cpu"; `cpu` always carries "host-cpu"); the planner counts such a resource once.
 - `source` is "measured" or "modelled" on every figure; anything derived from a figure keeps its source.
 - `direction` is "h2d" or "d2h"; `method` is how power was obtained: "nvml", "rapl" or "descriptor".
+- `in_situ` (optional; older profiles lack it): the learner's iteration timed as the runtime runs it, replay
+  and learn on one device: `inserts` calls of `insert_rows` transitions, a sample and a learn at `batch`,
+  and a priority update when `prioritized`, each on a freshly sampled batch, `iteration_s` the mean over
+  `iterations`. Kernels timed one at a time on one input run faster than interleaved on fresh data; the cost
+  model scales the replay and learn kernels of that device by the ratio.
 
 Loading validates every field and names the file and the field that is wrong. This module imports no
 hardware library.
@@ -114,6 +121,19 @@ class Power:
     method: str
 
 
+@dataclass(frozen=True)
+class InSituTiming:
+    workload: str
+    device: str
+    iteration_s: float
+    iterations: int
+    inserts: int
+    insert_rows: int
+    batch: int
+    prioritized: bool
+    source: str
+
+
 @dataclass
 class Profile:
     pearl_version: str
@@ -126,6 +146,7 @@ class Profile:
     env_step: list[EnvStepTiming] = field(default_factory=list)
     transfers: list[Transfer] = field(default_factory=list)
     power: list[Power] = field(default_factory=list)
+    in_situ: list[InSituTiming] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"schema": SCHEMA, **asdict(self)}
@@ -203,6 +224,12 @@ def parse_profile(data: Any, where: str) -> Profile:
     profile.power = [Power(v.member(w, "device", p, device_ids), v.number(w, "idle_w", p), v.number(w, "busy_w", p),
                            v.source(w, p), v.member(w, "method", p, {"nvml", "rapl", "descriptor"}))
                      for p, w in v.items(data, "power")]
+    if "in_situ" in data:
+        profile.in_situ = [InSituTiming(v.member(t, "workload", p, workload_keys), v.member(t, "device", p, device_ids),
+                                        v.number(t, "iteration_s", p, positive=True), v.integer(t, "iterations", p, 1),
+                                        v.integer(t, "inserts", p, 1), v.integer(t, "insert_rows", p, 1),
+                                        v.integer(t, "batch", p, 1), v.flag(t, "prioritized", p), v.source(t, p))
+                           for p, t in v.items(data, "in_situ")]
     _reject_duplicates(profile, where)
     return profile
 
@@ -216,6 +243,7 @@ def _reject_duplicates(profile: Profile, where: str) -> None:
         "env_step": [e.env for e in profile.env_step],
         "transfers": [(t.device, t.direction) for t in profile.transfers],
         "power": [p.device for p in profile.power],
+        "in_situ": [(t.workload, t.device) for t in profile.in_situ],
     }
     for name, keys in keyed.items():
         seen: set = set()
@@ -281,6 +309,12 @@ class _Validator:
         if not p10 <= median <= p90:
             self.fail(_join(prefix, "median_s"), "between p10_s and p90_s", median)
         return median, p10, p90, self.integer(d, "samples", prefix, 1)
+
+    def flag(self, d: dict, key: str, prefix: str) -> bool:
+        value = d.get(key)
+        if not isinstance(value, bool):
+            self.fail(_join(prefix, key), "true or false", value)
+        return value
 
     def source(self, d: dict, prefix: str) -> str:
         return self.member(d, "source", prefix, set(SOURCES))

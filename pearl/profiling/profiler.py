@@ -7,7 +7,9 @@ What is measured, per workload (algorithm preset with its network shapes) and de
 - replay_sample: b transitions (uniform, as the presets train);
 - learn: one update on a batch already resident on the device (sampled, untimed, before the call);
 - priority_update: the TD errors of one learn call into a *prioritized* replay (uniform replay makes it a
-  no-op, so its cost only exists with priorities).
+  no-op, so its cost only exists with priorities);
+- in situ: the learner's whole iteration (inserts, sample, learn, priority update) as the runtime runs it,
+  on fresh samples: what the kernels cost interleaved, which the cost model scales the kernels to.
 Each figure follows pearl.profiling.timing.measure. Transfers: a 4-byte copy gives the latency, a large one
 the bandwidth. Power: NVML, RAPL, else the device's descriptor (modelled). Devices that run on the same
 physical resource (PoCL's CPU device and `cpu`) are marked with the same `shares` value and get the same
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import platform
 import sys
+import time
 from dataclasses import dataclass
 from functools import partial
 from datetime import datetime, timezone
@@ -36,8 +39,8 @@ from pearl.envs import env_spec
 from pearl.errors import ConfigError, DeviceError
 from pearl.kernels import DEVICE_KERNELS
 from pearl.profiling import power
-from pearl.profiling.format import (DeviceEntry, EnvStepTiming, KernelTiming, Power, Profile, Transfer, Workload,
-                                    workload_key)
+from pearl.profiling.format import (DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power, Profile, Transfer,
+                                    Workload, workload_key)
 from pearl.profiling.timing import Stats, measure
 from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 
@@ -124,6 +127,8 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
         note(f"env_step {spec.env_id}")
         for target in targets:
             profile.kernels += _kernels(target, workload, config, spec, grid, note)
+            profile.in_situ.append(_in_situ(target, workload, config, spec, grid))
+            note(f"in-situ learner iteration {target.info.id}")
     for target in targets:
         profile.transfers += _transfers(target, grid)
         note(f"transfers {target.info.id}")
@@ -138,7 +143,7 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
 
 def count_measurements(options: ProfileOptions) -> int:
     grid = GRIDS["quick" if options.quick else "full"]
-    per_device = len(grid.act) + len(grid.insert) + 3 * len(grid.batch_factors)
+    per_device = len(grid.act) + len(grid.insert) + 3 * len(grid.batch_factors) + 1  # + the in-situ iteration
     devices = len(plan_devices(options))
     return len(options.algos) * (1 + devices * per_device) + devices + len(options.what_if)
 
@@ -233,6 +238,44 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
         record("priority_update", b, _time_priority_update(prioritized, learner, b, sync, timing))
     assert {k.kernel for k in out} == set(DEVICE_KERNELS)
     return out
+
+
+IN_SITU_TIME_FACTOR = 5  # the in-situ loop runs 5 × a grid point's min_time: 0.4 s quick, 1.5 s full
+
+
+def _in_situ(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,
+             grid: Grid) -> InSituTiming:
+    """The learner's iteration as the runtime runs it, replay and learn on this device: per update, 1/ρ env
+    steps inserted in calls of n_envs rows, a sample, a learn and (prioritized replay) a priority update, each
+    sample fresh from a replay of `prefill` rows. The device is waited for only at the end, as in a run."""
+    adapter, rng = target.adapter, np.random.default_rng(1)
+    replay = adapter.make_replay(config, spec, seed=1)
+    for start in range(0, grid.prefill, 1000):
+        replay.insert(_random_transitions(spec, min(1000, grid.prefill - start), rng))
+    learner = adapter.make_learn(config, spec, init_params(config, spec, seed=1))
+    rows = config.n_envs
+    inserts = max(1, round(1.0 / (config.replay_ratio * rows)))
+    pool = [_random_transitions(spec, rows, rng) for _ in range(64)]
+
+    def iteration(i: int) -> None:
+        for j in range(inserts):
+            replay.insert(pool[(i * inserts + j) % len(pool)])
+        batch = replay.sample(config.batch_size, 0.4)
+        td = learner.learn(batch).td_errors
+        if config.prioritized:
+            replay.update_priorities(PriorityUpdate(batch.indices, td))
+
+    for i in range(grid.warmup * 4):
+        iteration(i)
+    adapter.synchronize()
+    done, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < IN_SITU_TIME_FACTOR * grid.min_time or done < grid.min_samples:
+        iteration(done)
+        done += 1
+    adapter.synchronize()
+    seconds = (time.perf_counter() - t0) / done
+    return InSituTiming(workload.key, target.info.id, seconds, done, inserts, rows, config.batch_size,
+                        config.prioritized, "measured")
 
 
 def _time_priority_update(replay: ReplayKernels, learner: LearnKernel, batch_size: int, sync: Callable[[], None],
