@@ -9,6 +9,7 @@ Rates are measured over the training loop only (evaluation excluded):
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 import time
@@ -129,6 +130,14 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
                      "the sequential launcher runs the roles in turn; the plan predicts them running concurrently")}
 
 
+MAX_ENVS = 4096  # environments per actor
+
+
+def max_actors() -> int:
+    """Actor processes allowed: four per core (an actor beyond one per core only waits its turn)."""
+    return 4 * (os.cpu_count() or 1)
+
+
 def check_positive_int(name: str, value: int, minimum: int = 1) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -215,9 +224,11 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
 
     if launcher not in LAUNCHERS:
         raise ConfigError(f"unknown launcher {launcher!r}; choose one of: {', '.join(LAUNCHERS)}")
-    for name, value in (("--actors", actors), ("--envs-per-actor", envs_per_actor)):
+    for name, value, most in (("--actors", actors, max_actors()), ("--envs-per-actor", envs_per_actor, MAX_ENVS)):
         if value is not None:
             check_positive_int(name, value)
+            if value > most:  # each actor is a process, each env an env object: a typo must not fork thousands
+                raise ConfigError(f"{name} must be at most {most} on this machine, got {value}")
     if plan is not None and (actors is not None or envs_per_actor is not None):
         raise ConfigError("--plan sets the actors and envs per actor; drop --actors/--envs-per-actor "
                           "(or drop --plan)")

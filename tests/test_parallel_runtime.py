@@ -212,7 +212,8 @@ def test_sigterm_leaves_no_process_and_no_shared_memory(tmp_path) -> None:
     assert (run / "metrics.jsonl").read_text().count("\n") >= 2  # what was written is kept
 
 
-@pytest.mark.parametrize("args,fragment", [(["--actors", "0"], "--actors"),
+@pytest.mark.parametrize("args,fragment", [(["--actors", "0"], "--actors"), (["--actors", "100000"], "at most"),
+                                           (["--envs-per-actor", "1000000"], "at most"),
                                            (["--envs-per-actor", "-3"], "--envs-per-actor"),
                                            (["--plan", "p.json", "--actors", "2"], "--plan")])
 def test_bad_runtime_options_get_one_error_line(capsys, tmp_path, args, fragment) -> None:
