@@ -323,9 +323,11 @@ def _execute(setup: _Setup, runner: LocalLauncher | ParallelLauncher, record: Ru
     try:
         stats = runner.run(record, progress, max_seconds)
     except BaseException as exc:  # Ctrl-C, SIGTERM, a failed actor: say so in the summary, keep the metrics
+        last = _checkpoint_on_interrupt(runner, exc)
         record.write("summary.json", {"kind": "summary", "status": "interrupted", "algo": algo, "env": env_id,
                                       "seed": seed, "reason": f"{type(exc).__name__}: {exc}",
-                                      "checkpoints": [str(p) for p in checkpointer.written]})
+                                      "checkpoints": [str(p) for p in checkpointer.written],
+                                      "resume": f"pearl train --resume {record.dir}" if last else None})
         raise
     finally:
         record.close()
@@ -361,6 +363,18 @@ def _execute(setup: _Setup, runner: LocalLauncher | ParallelLauncher, record: Ru
         result.plan_check = plan_check(setup.plan, stats, config, result)
     record.write("summary.json", {"kind": "summary", "status": "finished", **result.to_dict()})
     return result
+
+
+def _checkpoint_on_interrupt(runner: LocalLauncher | ParallelLauncher, exc: BaseException) -> str | None:
+    """Save where an interrupted run stopped, so --resume loses nothing: for Ctrl-C, SIGTERM and a failed actor,
+    not for an error of pearl's own (its state may be what went wrong). Best effort: a checkpoint that cannot
+    be written must not hide the interruption."""
+    if not isinstance(exc, (KeyboardInterrupt, SystemExit, PearlError)):
+        return None
+    try:
+        return runner.checkpoint_now()
+    except Exception:  # noqa: BLE001 - the interruption is the error to report
+        return None
 
 
 def _disk_needed(setup: _Setup) -> int:

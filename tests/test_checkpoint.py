@@ -277,6 +277,23 @@ def test_resume_goes_on_to_the_budget_and_repeats_from_its_checkpoint(tmp_path) 
     assert json.loads(lines[-1])["global_step"] == 4096  # the resumed run appends to the same record
 
 
+def test_ctrl_c_saves_where_the_run_stopped_and_resume_goes_on_from_there(tmp_path) -> None:
+    def interrupt(steps: int) -> None:  # the progress callback runs in the training loop, once a second
+        if steps >= 1500:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train("dqn", "CartPole-v1", steps=8000, runs_dir=str(tmp_path), eval_episodes=0, launcher="sequential",
+              checkpoint_every=0, progress=interrupt, max_seconds=None)
+    run = next(tmp_path.glob("*"))
+    summary = json.loads((run / "summary.json").read_text())
+    saved = ckpt.read_checkpoint(ckpt.candidates(run / "checkpoints")[0])  # checkpoint_every=0: only this one
+    assert summary["status"] == "interrupted" and summary["resume"].endswith(str(run))
+    assert saved.steps >= 1500 and saved.replay is not None
+    got = resume(str(run), eval_episodes=0)
+    assert got.start_steps == saved.steps and got.steps == 8000
+
+
 def test_resume_without_replay_refills_it_before_learning_again(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(ckpt, "KEEP", 100)  # keep every checkpoint, to resume from an early one
     run, _ = _short_run(tmp_path, checkpoint_replay=False)

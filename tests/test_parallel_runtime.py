@@ -208,8 +208,13 @@ def test_sigterm_leaves_no_process_and_no_shared_memory(tmp_path) -> None:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
     assert not pearl_segments(proc.pid)
     run = next(tmp_path.glob("*"))
-    assert json.loads((run / "summary.json").read_text())["status"] == "interrupted"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
     assert (run / "metrics.jsonl").read_text().count("\n") >= 2  # what was written is kept
+    # where it stopped is saved, so --resume loses nothing
+    from pearl.runtime import checkpoint as ckpt
+    assert summary["resume"] == f"pearl train --resume {run}"
+    assert ckpt.read_checkpoint(ckpt.candidates(run / "checkpoints")[0]).steps > 0
 
 
 @pytest.mark.parametrize("args,fragment", [(["--actors", "0"], "--actors"), (["--actors", "100000"], "at most"),

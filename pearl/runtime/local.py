@@ -84,7 +84,7 @@ class LocalLauncher:
         self.replay = ReplayManager(adapters[placement.replay].make_replay(config, spec, seed + 2), config.batch_size)
         self.learner = Learner(adapters[placement.learn].make_learn(config, spec, params),
                                adapters[placement.learn], config)
-        start = 0
+        start = self._steps = 0  # env steps in replay so far (what checkpoint_now saves)
         if resume is not None:
             restore(resume, self.learner.kernel, self.replay.kernels)
             self.learner.published_version = self.learner.updates
@@ -113,6 +113,7 @@ class LocalLauncher:
             batch = actor.step(cfg.exploration(stats.steps), random=stats.steps < cfg.learning_starts)
             replay.insert(batch)
             stats.steps += len(batch)
+            self._steps = stats.steps
             while stats.steps >= next_train:  # a round of updates every train_freq env steps
                 next_train += cfg.train_freq
                 if self.learn and stats.steps > learn_after:
@@ -154,6 +155,14 @@ class LocalLauncher:
             actor.close()
         return stats
 
+
+    def checkpoint_now(self) -> str | None:
+        """A checkpoint of where an interrupted run stopped (Ctrl-C, an error); the path, or None without a
+        checkpointer or before any env step."""
+        if self.checkpointer is None or self._steps == 0 or (self.resume and self._steps == self.resume.steps):
+            return None
+        self._checkpoint(self._steps)
+        return str(self.checkpointer.written[-1])
 
     def _checkpoint(self, steps: int) -> None:
         assert self.checkpointer is not None

@@ -127,6 +127,7 @@ class ParallelLauncher:
         self.actors: list[Any] = []  # processes, for callers that count them
         self._actor_args: list[actor_process.ActorArgs] = []
         self.max_restarts, self.restarts = max_restarts, 0
+        self._pump: _ReplayPump | None = None
         self.restart_log: list[str] = []  # why each restart happened
 
     # ------------------------------------------------------------------------------------------ setup
@@ -161,8 +162,8 @@ class ParallelLauncher:
             board = shm.WeightBoard(segment, params)
             board.publish(self.policy, self.learner.updates)
             self._start_actors(segment, layout, params)
-            pump = _ReplayPump(self.replay, segment, self.n_actors, self.config, self.learn, self.prefetch,
-                               start_steps=self.start_steps, learn_after=self.learn_after)
+            pump = self._pump = _ReplayPump(self.replay, segment, self.n_actors, self.config, self.learn,
+                                            self.prefetch, start_steps=self.start_steps, learn_after=self.learn_after)
             if self.prefetch:
                 pump.start()
             self._wait_until_ready(segment, pump)
@@ -256,6 +257,15 @@ class ParallelLauncher:
         stats.restarts = self.restarts
         stats.lost_steps_max = self.restarts * self.config.n_envs
         return stats
+
+    def checkpoint_now(self) -> str | None:
+        """A checkpoint of where an interrupted run stopped (Ctrl-C, SIGTERM, a failed actor), taken after
+        `run` has stopped the actors and the replay thread; the path, or None when there is nothing new."""
+        pump = self._pump
+        if self.checkpointer is None or pump is None or pump.progress.inserted == self.start_steps:
+            return None
+        self._checkpoint(pump)
+        return str(self.checkpointer.written[-1])
 
     def _checkpoint(self, pump: "_ReplayPump") -> None:
         """A checkpoint of the learner and replay as they are now; the replay thread is held meanwhile, so
