@@ -5,7 +5,9 @@ the accounting again on its own (it does not call pearl.planner.ilp.evaluate):
     busy[r] = kernel costs on r + act cost + env cost on the host + each positive transfer on the resources of
               its two ends (once when they coincide); load[r] = busy[r] / lanes(r)
     role[name] = its kernels' costs + transfers of edges with exactly one end in it
-    actor_period, latency (no prefetch only); P = the largest; E = Σ idle·P + (busy_w − idle_w)·busy/lanes
+    actor_period, latency (no prefetch only), process[learner] = the replay kernels and learn that sit on
+    the host resource + the sample→learn and learn→priority transfers; P = the largest;
+    E = Σ idle·P + (busy_w − idle_w)·busy/lanes
     infeasible: replay kernels apart, memory over capacity, n + host roles > host lanes.
 """
 
@@ -148,6 +150,9 @@ def account(p: Problem, where: dict[str, str], a: ActorOption):
     learner = p.cost[("learn", where["learn"])]
     learner += sum(t(e) for e in p.edges if (e.src == "learn") != (e.dst == "learn"))
     lower += [replay, learner, p.actor_period[(a, where["act"])]]
+    chain_edges = (("replay_sample", "learn"), ("learn", "priority_update"))
+    lower.append(sum(p.cost[(k, where[k])] for k in (*REPLAY, "learn") if res[where[k]] == p.host)
+                 + sum(t(e) for e in p.edges if (e.src, e.dst) in chain_edges))
     if not p.prefetch:
         chain = sum(p.cost[(k, where[k])] for k in ("replay_sample", "learn", "priority_update"))
         chain += sum(
@@ -228,7 +233,7 @@ def test_period_bound_matches_brute_force(seed):
         solve(p, "perf-per-watt", period_bound=periods[0] * 0.5)
 
 
-@pytest.mark.parametrize("seed", [6, 12, 40, 41, 47, 71])  # instances whose front has 2 or 3 points
+@pytest.mark.parametrize("seed", [6, 7, 12, 17, 22, 41])  # instances whose front has 2 to 4 points
 def test_pareto_front(seed):
     p = random_problem(seed)
     points = brute_force(p)

@@ -13,6 +13,11 @@ Exact accounting (the program and `evaluate` share it; tests/test_planner_ilp.py
     actors      n ≤ lanes(host): one lane per actor process (roles share lanes through load and role)
     actor_period[a]  actor_period[a, d(act)] ≤ P
     latency     (no prefetch) sample + learn + priority update + the transfers sample→learn, learn→priority ≤ P
+    process     Σ cost of the replay kernels and learn placed on devices of the host resource
+                + the transfers sample→learn, learn→priority ≤ P: the learner process runs the replay manager
+                and the learner under one interpreter lock, and on the host's own cores (cpu, PoCL) their
+                work does not overlap (measured: replay on PoCL beside learn on cpu ran at 0.3-0.4 × the
+                overlapped prediction); an accelerator's device time still overlaps
     memory[d]   Σ memory of the kernels on d ≤ memory_bytes(d);  replay_same: the replay kernels share one device
     P = the largest of these lower bounds; E = Σ_r idle_w·P + (busy_w − idle_w)·busy[r]/lanes(r).
 
@@ -159,6 +164,10 @@ def evaluate(
         work += sum(_edge_transfer(problem, e, where) for e in problem.edges if _role_crossing(e, kernels))
         bounds[f"role[{name}]"] = work
     bounds["actor_period"] = problem.actor_period[(actors, where[ACT])]
+    on_host = [k for k in (*REPLAY, LEARN) if res_of[where[k]] == problem.host]
+    bounds["process[learner]"] = (sum(problem.cost[(k, where[k])] for k in on_host)
+                                  + sum(_edge_transfer(problem, e, where) for e in problem.edges
+                                        if (e.src, e.dst) in CHAIN))
     if not problem.prefetch:
         chain = sum(problem.cost[(k, where[k])] for k in ("replay_sample", LEARN, "priority_update"))
         chain += sum(_edge_transfer(problem, e, where) for e in problem.edges if (e.src, e.dst) in CHAIN)
@@ -327,6 +336,14 @@ def _build(problem: Problem, relax: frozenset[str] = frozenset()) -> _Model:
         terms = [problem.actor_period[(a, d)] / s * var for (aa, d), var in v.items() if aa == a]
         if terms:
             add(pulp.lpSum(terms) - period <= 0, f"actor_period_a{ai}", "actor_period")
+
+    # (h) process[learner]: the host-resident replay and learn work of the learner process, serialised
+    host_work = pulp.lpSum(problem.cost[key] / s * var for key, var in x.items()
+                           if key[0] in (*REPLAY, LEARN) and res_of[key[1]] == problem.host)
+    # (the chain transfers are host-side waits of the learner thread; without host work the row is implied
+    # by role[learner], which counts the same transfers)
+    add(host_work + edge_time(lambda e: (e.src, e.dst) in CHAIN) - period <= 0, "process_learner",
+        "process[learner]")
 
     # (f) latency
     if not problem.prefetch:

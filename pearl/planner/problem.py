@@ -23,6 +23,8 @@ Constraints (the names the code gives them)
     (e') actor_period[a]  one actor's share, (S/n)·(env step + act per env), ≤ P
     (f) latency           without prefetch: sample + learn + priority update (+ their transfers) ≤ P
     (g) shared[r]         devices on one resource r (PoCL and `cpu`; slices of a GPU) sum into one load[r]
+    (h) process[learner]  the replay kernels and learn placed on the host resource, + the sample→learn and
+                          learn→priority transfers, ≤ P: one interpreter runs them in turn (see ilp.py)
 Energy per iteration, linear: E = Σ_r idle_w(r)·P + (busy_w(r) − idle_w(r))·busy_seconds(r) / lanes(r).
 """
 
