@@ -15,6 +15,7 @@ This module imports no hardware library.
 
 from __future__ import annotations
 
+import difflib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,9 +75,11 @@ def load_descriptor(path: str | Path) -> DeviceDescriptor:
     except RecursionError:
         raise DescriptorError(f"{path}: not a usable TOML file: its arrays or tables are nested too deeply") from None
     where = str(path)
+    _known_keys(data, ("schema", "device", "figures", "binary"), where, "")
     if data.get("schema") != SCHEMA:
         raise DescriptorError(f"{where}: field 'schema' must be {SCHEMA!r}, got {data.get('schema')!r}")
     device = _table(data, "device", where)
+    _known_keys(device, ("kind", "vendor", "model", "match"), where, "device.")
     kind = _text(device, "kind", where, "device")
     if kind not in KINDS:
         raise DescriptorError(f"{where}: field 'device.kind' must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -84,6 +87,7 @@ def load_descriptor(path: str | Path) -> DeviceDescriptor:
     if not isinstance(match, list) or not all(isinstance(m, str) and m for m in match):
         raise DescriptorError(f"{where}: field 'device.match' must be a list of non-empty strings")
     figures_table = _table(data, "figures", where)
+    _known_keys(figures_table, FIGURES, where, "figures.")
     figures = {}
     for name in FIGURES:
         value = figures_table.get(name)
@@ -105,6 +109,7 @@ def _binary(table: object, path: Path) -> BinarySpec:
     where = str(path)
     if not isinstance(table, dict):
         raise DescriptorError(f"{where}: field 'binary' must be a table")
+    _known_keys(table, ("kernels", "sha256", "path", "target"), where, "binary.")
     kernels = table.get("kernels")
     if not isinstance(kernels, list) or not kernels:
         raise DescriptorError(f"{where}: field 'binary.kernels' must list the kernels the binary implements")
@@ -130,6 +135,15 @@ def toml_string(text: str) -> str:
     written from any loaded one (device names come from drivers, vendors from users) loads back the same."""
     escaped = (f"\\u{ord(c):04x}" if c < " " or c == "\x7f" else "\\" + c if c in '"\\' else c for c in text)
     return '"' + "".join(escaped) + '"'
+
+
+def _known_keys(table: dict, known: tuple[str, ...], where: str, prefix: str) -> None:
+    """A misspelt key would otherwise be ignored (a `[binry]` table: a board descriptor without its binary)."""
+    for key in table:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"; did you mean '{prefix}{close[0]}'?" if close else f"; known: {', '.join(known)}"
+            raise DescriptorError(f"{where}: unknown field '{prefix}{key}'{hint}")
 
 
 def _table(data: dict, name: str, where: str) -> dict:

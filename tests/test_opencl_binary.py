@@ -140,6 +140,18 @@ def test_descriptor_with_a_negative_figure(tmp_path) -> None:
         load_descriptor(path)
 
 
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("[figures]", "[figurs]", "did you mean 'figures'"),  # then [figures] is missing too; the typo is named first
+    ("idle_w = 10.0", "idle_watts = 10.0\nidle_w = 10.0", "'figures.idle_watts'"),
+    ("vendor = \"PoCL\"", "vendor = \"PoCL\"\nvendr = \"x\"", "did you mean 'device.vendor'"),
+])
+def test_misspelt_fields_are_named_not_ignored(tmp_path, old: str, new: str, message: str) -> None:
+    path = tmp_path / "typo.toml"
+    path.write_text(POCL_DESCRIPTOR.read_text().replace(old, new, 1))
+    with pytest.raises(DescriptorError, match=message):
+        load_descriptor(path)
+
+
 def test_shipped_descriptors_load() -> None:
     for path in sorted((ROOT / "devices").glob("*.toml")):
         d = load_descriptor(path)
