@@ -114,14 +114,36 @@ class LearnKernel(ABC):
         """The parameters `act` needs (what weight_sync copies)."""
 
     @abstractmethod
+    def _nets(self) -> dict[str, Any]:
+        """Every network by its name (targets included): objects with `dump(name)` and `load(params, name)`."""
+
+    @abstractmethod
+    def _optimizers(self) -> dict[str, Any]:
+        """Each trained network's optimiser by the network's name: objects with `state(net, name)` and
+        `load_state(state, net, name)`."""
+
     def state_dict(self) -> Params:
         """Everything a resumed run needs, as host arrays: every network's parameters (targets included, the
         names `get_params` gives), each optimiser's state (`adam.exp_avg.<param>`, `adam.exp_avg_sq.<param>`,
         `adam.step.<net>`) and `updates`. The names and shapes are the same on every adapter."""
+        nets = self._nets()
+        out: Params = {"updates": np.asarray(self.updates, dtype=np.int64)}
+        for name, net in nets.items():
+            out.update(net.dump(name))
+        for name, optimizer in self._optimizers().items():
+            out.update(optimizer.state(nets[name], name))
+        return out
 
-    @abstractmethod
     def load_state_dict(self, state: Params) -> None:
-        """Restore a `state_dict` of a kernel of the same algorithm and shapes (names and shapes checked)."""
+        """Restore a `state_dict` of a kernel of the same algorithm and shapes (names and shapes checked first,
+        so a state that does not fit changes nothing)."""
+        check_state(state, {k: np.shape(v) for k, v in self.state_dict().items()}, "learn")
+        nets = self._nets()
+        for name, net in nets.items():
+            net.load(state, name)
+        for name, optimizer in self._optimizers().items():
+            optimizer.load_state(state, nets[name], name)
+        self.updates = int(state["updates"])
 
 
 class ReplayKernels(ABC):

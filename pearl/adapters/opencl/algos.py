@@ -12,7 +12,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from pearl.adapters.base import ActKernel, LearnKernel
-from pearl.adapters.opencl.nets import DeviceAdam, DeviceMean, DeviceMLP, learn_state, load_learn_state, polyak
+from pearl.adapters.opencl.nets import DeviceAdam, DeviceMean, DeviceMLP, polyak
 from pearl.adapters.opencl.runtime import CLRuntime
 from pearl.algos.ddpg import DDPGConfig
 from pearl.algos.dqn import DQNConfig
@@ -87,12 +87,11 @@ class CLDQNLearn(LearnKernel):
     def policy_params(self) -> Params:
         return self.q.dump()
 
-    def state_dict(self) -> Params:
-        return learn_state({"q": self.q, "q_target": self.q_target}, {"q": self.opt}, self.updates)
+    def _nets(self) -> dict[str, DeviceMLP]:
+        return {"q": self.q, "q_target": self.q_target}
 
-    def load_state_dict(self, state: Params) -> None:
-        self.updates = load_learn_state(state, {"q": self.q, "q_target": self.q_target}, {"q": self.opt},
-                                        self.updates)
+    def _optimizers(self) -> dict[str, DeviceAdam]:
+        return {"q": self.opt}
 
 
 class CLDDPGAct(ActKernel):
@@ -175,9 +174,5 @@ class CLDDPGLearn(LearnKernel):
         return {"actor": self.actor, "actor_target": self.actor_target, "critic": self.critic,
                 "critic_target": self.critic_target}
 
-    def state_dict(self) -> Params:
-        return learn_state(self._nets(), {"actor": self.actor_opt, "critic": self.critic_opt}, self.updates)
-
-    def load_state_dict(self, state: Params) -> None:
-        self.updates = load_learn_state(state, self._nets(), {"actor": self.actor_opt, "critic": self.critic_opt},
-                                        self.updates)
+    def _optimizers(self) -> dict[str, DeviceAdam]:
+        return {"actor": self.actor_opt, "critic": self.critic_opt}

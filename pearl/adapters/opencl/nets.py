@@ -13,7 +13,6 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from pearl.adapters.base import check_state
 from pearl.adapters.opencl.runtime import CLRuntime
 from pearl.types import Params
 
@@ -61,9 +60,10 @@ class DeviceMLP:
             out[f"{net}.{i}.bias"] = layer.b.get(queue=self.rt.queue)
         return out
 
-    def names(self) -> list[str]:
+    def names(self, net: str | None = None) -> list[str]:
         """The parameter names of `buffers()`, in its order."""
-        return [f"{self.net}.{i}.{attr}" for i in range(len(self.layers)) for attr in ("weight", "bias")]
+        net = net or self.net
+        return [f"{net}.{i}.{attr}" for i in range(len(self.layers)) for attr in ("weight", "bias")]
 
     def buffers(self) -> list[cla.Array]:
         return [buf for layer in self.layers for buf in (layer.w, layer.b)]
@@ -145,19 +145,19 @@ class DeviceAdam:
         self.partial = rt.zeros(SUMSQ_WORK_ITEMS * len(grads))
         self.t = 0
 
-    def state(self, net: DeviceMLP) -> Params:
+    def state(self, net: DeviceMLP, name: str) -> Params:
         """Both moments per parameter and the step, named as `LearnKernel.state_dict` says."""
-        out: Params = {"adam.step." + net.net: np.asarray(self.t, dtype=np.int64)}
-        for name, m, v in zip(net.names(), self.m, self.v):
-            out["adam.exp_avg." + name] = m.get(queue=self.rt.queue)
-            out["adam.exp_avg_sq." + name] = v.get(queue=self.rt.queue)
+        out: Params = {"adam.step." + name: np.asarray(self.t, dtype=np.int64)}
+        for param, m, v in zip(net.names(name), self.m, self.v):
+            out["adam.exp_avg." + param] = m.get(queue=self.rt.queue)
+            out["adam.exp_avg_sq." + param] = v.get(queue=self.rt.queue)
         return out
 
-    def load_state(self, state: Params, net: DeviceMLP) -> None:
-        self.t = int(state["adam.step." + net.net])
-        for name, m, v in zip(net.names(), self.m, self.v):
-            m.set(np.ascontiguousarray(state["adam.exp_avg." + name], dtype=np.float32), queue=self.rt.queue)
-            v.set(np.ascontiguousarray(state["adam.exp_avg_sq." + name], dtype=np.float32), queue=self.rt.queue)
+    def load_state(self, state: Params, net: DeviceMLP, name: str) -> None:
+        self.t = int(state["adam.step." + name])
+        for param, m, v in zip(net.names(name), self.m, self.v):
+            m.set(np.ascontiguousarray(state["adam.exp_avg." + param], dtype=np.float32), queue=self.rt.queue)
+            v.set(np.ascontiguousarray(state["adam.exp_avg_sq." + param], dtype=np.float32), queue=self.rt.queue)
 
     def step(self) -> None:
         self.t += 1
@@ -185,24 +185,3 @@ class DeviceMean:
 
     def __float__(self) -> float:
         return self.sign * float(self.buf.get(queue=self.rt.queue).mean())
-
-
-def learn_state(nets: dict[str, DeviceMLP], optimizers: dict[str, DeviceAdam], updates: int) -> Params:
-    """A learn kernel's state dict (see `LearnKernel.state_dict`): every net, every optimiser, the count."""
-    out: Params = {"updates": np.asarray(updates, dtype=np.int64)}
-    for net in nets.values():
-        out.update(net.dump())
-    for name, optimizer in optimizers.items():
-        out.update(optimizer.state(nets[name]))
-    return out
-
-
-def load_learn_state(state: Params, nets: dict[str, DeviceMLP], optimizers: dict[str, DeviceAdam],
-                     updates: int) -> int:
-    """Restore what `learn_state` gave, after checking every name and shape; returns the update count."""
-    check_state(state, {k: np.shape(v) for k, v in learn_state(nets, optimizers, updates).items()}, "learn")
-    for net in nets.values():
-        net.load(state)
-    for name, optimizer in optimizers.items():
-        optimizer.load_state(state, nets[name])
-    return int(state["updates"])

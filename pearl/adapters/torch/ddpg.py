@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from pearl.adapters.base import ActKernel, LearnKernel
-from pearl.adapters.torch.nets import FlatAdam, build, dump_net, learn_state, load_learn_state, load_net, write_net
+from pearl.adapters.torch.nets import FlatAdam, build, dump_net, load_net, write_net
 from pearl.algos.ddpg import DDPGConfig
 from pearl.rng import CounterDraws, normal
 from pearl.types import LearnResult, Params, SampleBatch
@@ -94,12 +94,8 @@ class DDPGLearn(LearnKernel):
         return {"actor": self.actor, "actor_target": self.actor_target, "critic": self.critic,
                 "critic_target": self.critic_target}
 
-    def state_dict(self) -> Params:
-        return learn_state(self._nets(), {"actor": self.actor_opt, "critic": self.critic_opt}, self.updates)
-
-    def load_state_dict(self, state: Params) -> None:
-        self.updates = load_learn_state(state, self._nets(), {"actor": self.actor_opt, "critic": self.critic_opt},
-                                        self.updates)
+    def _optimizers(self) -> dict:
+        return {"actor": self.actor_opt, "critic": self.critic_opt}
 
     def write_policy(self, out: Params) -> None:
         write_net(self.actor, out, "actor")

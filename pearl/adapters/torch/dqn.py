@@ -11,8 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from pearl.adapters.base import ActKernel, LearnKernel
-from pearl.adapters.torch.nets import (FlatAdam, build, clip_grad_norm_, dump_net, learn_state, load_learn_state,
-                                      load_net, write_net)
+from pearl.adapters.torch.nets import FlatAdam, build, clip_grad_norm_, dump_net, load_net, write_net
 from pearl.algos.dqn import DQNConfig
 from pearl.rng import CounterDraws, below, uniform
 from pearl.types import LearnResult, Params, SampleBatch
@@ -87,12 +86,11 @@ class DQNLearn(LearnKernel):
     def policy_params(self) -> Params:
         return dump_net(self.q, "q")
 
-    def state_dict(self) -> Params:
-        return learn_state({"q": self.q, "q_target": self.q_target}, {"q": self.optimizer}, self.updates)
+    def _nets(self) -> dict:
+        return {"q": self.q, "q_target": self.q_target}
 
-    def load_state_dict(self, state: Params) -> None:
-        self.updates = load_learn_state(state, {"q": self.q, "q_target": self.q_target}, {"q": self.optimizer},
-                                        self.updates)
+    def _optimizers(self) -> dict:
+        return {"q": self.optimizer}
 
     def write_policy(self, out: Params) -> None:
         write_net(self.q, out, "q")

@@ -23,7 +23,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from pearl.adapters.base import check_state
 from pearl.types import Params
 
 
@@ -132,6 +131,14 @@ class MLP:
                 _relu_backward_(g, outs[i])  # outs[i] is the ReLU output that layer i read
         return None if input_grad is None else torch.mm(g, self.weights[0][:, input_grad])
 
+    def dump(self, net: str) -> Params:
+        """Host copies of the parameters, named `<net>.<i>.weight/bias` (see `dump_net`)."""
+        return dump_net(self, net)
+
+    def load(self, params: Params, net: str) -> None:
+        """Copy `<net>.<i>.weight/bias` from params in (see `load_net`)."""
+        load_net(self, params, net)
+
     def copy_from(self, other: MLP) -> None:
         self.flat.copy_(other.flat)
 
@@ -192,26 +199,6 @@ def named_views(flat: torch.Tensor, sizes: list[int], net: str) -> dict[str, tor
     for i, (weight, bias) in enumerate(zip(weights, biases)):
         out[f"{net}.{i}.weight"], out[f"{net}.{i}.bias"] = weight, bias
     return out
-
-
-def learn_state(nets: dict[str, MLP], optimizers: dict[str, FlatAdam], updates: int) -> Params:
-    """A learn kernel's state dict (see `LearnKernel.state_dict`): every net, every optimiser, the count."""
-    out: Params = {"updates": np.asarray(updates, dtype=np.int64)}
-    for name, net in nets.items():
-        out.update(dump_net(net, name))
-    for name, optimizer in optimizers.items():
-        out.update(optimizer.state(nets[name], name))
-    return out
-
-
-def load_learn_state(state: Params, nets: dict[str, MLP], optimizers: dict[str, FlatAdam], updates: int) -> int:
-    """Restore what `learn_state` gave, after checking every name and shape; returns the update count."""
-    check_state(state, {k: np.shape(v) for k, v in learn_state(nets, optimizers, updates).items()}, "learn")
-    for name, net in nets.items():
-        load_net(net, state, name)
-    for name, optimizer in optimizers.items():
-        optimizer.load_state(state, nets[name], name)
-    return int(state["updates"])
 
 
 def load_net(module: MLP, params: Params, net: str) -> None:
