@@ -56,6 +56,20 @@ def _cannot_write(path: Path, exc: OSError) -> WriteError:
     return WriteError(f"cannot write {path}: {why}; choose another path")
 
 
+def writable_folder(path: str | Path) -> tuple[Path, str | None]:
+    """The nearest existing path at or above path, and why a file cannot be made there (None when it can: it
+    is a folder that takes a temporary file). Nothing is left behind."""
+    existing = next((p for p in (Path(path), *Path(path).absolute().parents) if p.exists()), Path("/"))
+    if not existing.is_dir():
+        return existing, "is a file"
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        return existing, str(exc.strerror or exc)
+    return existing, None
+
+
 def check_writable(path: str | Path) -> Path:
     """WriteError unless path could be written: not a folder, and its nearest existing ancestor a folder that
     takes files. For commands that run a while before they write their output (a profile sweep): they check
@@ -63,14 +77,11 @@ def check_writable(path: str | Path) -> Path:
     path = Path(path)
     if path.is_dir():
         raise WriteError(f"cannot write {path}: it is a folder; choose another path")
-    existing = next((p for p in path.absolute().parents if p.exists()), Path("/"))
+    existing, problem = writable_folder(path.absolute().parent)
     if not existing.is_dir():
         raise WriteError(f"cannot write {path}: {existing} is a file, not a folder; choose another path")
-    try:
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as exc:
-        raise WriteError(f"cannot write {path}: {exc.strerror or exc} in {existing}; choose another path") from None
+    if problem is not None:
+        raise WriteError(f"cannot write {path}: {problem} in {existing}; choose another path")
     return path
 
 

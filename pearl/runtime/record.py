@@ -12,13 +12,12 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from pearl.errors import RunDirError
-from pearl.fileio import write_json_atomic
+from pearl.fileio import writable_folder, write_json_atomic
 
 SCHEMA = "pearl.run/1"
 
@@ -65,18 +64,13 @@ def check_runs_dir(root: str | os.PathLike[str], needed_bytes: int) -> None:
     """RunDirError unless root exists or can be made, can be written, and has needed_bytes free: checked
     before a run starts, so a full disk or a read-only folder stops it before any work is done. Nothing is
     created: the check writes and removes a temporary file in root or its nearest existing ancestor."""
-    root = Path(root)
-    existing = next((p for p in (root, *root.absolute().parents) if p.exists()), Path("/"))
+    existing, problem = writable_folder(root)
     if not existing.is_dir():
         raise RunDirError(f"cannot make the runs folder {root}: {existing} is a file; pass --runs-dir with a "
                           "writable folder")
-    try:
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-        free = shutil.disk_usage(existing).free
-    except OSError as exc:
-        raise RunDirError(f"cannot write under {existing}: {exc.strerror or exc}; pass --runs-dir with a writable "
-                          "folder") from None
+    if problem is not None:
+        raise RunDirError(f"cannot write under {existing}: {problem}; pass --runs-dir with a writable folder")
+    free = shutil.disk_usage(existing).free
     if free < needed_bytes:
         raise RunDirError(f"{existing} has {free / 2**20:,.0f} MiB free; this run's checkpoints and record need up "
                           f"to {needed_bytes / 2**20:,.0f} MiB: free some space, pass --runs-dir on another disk, "
