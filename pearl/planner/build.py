@@ -18,6 +18,7 @@ the policy's parameters on act's. This module imports no torch and no pyopencl.
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Callable
 
 from pearl.algos import OffPolicyConfig, preset
@@ -77,7 +78,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec) 
     cost: dict[tuple[str, str], float] = {}
     for d in devices:
         # the learner-side kernels as they run interleaved in the learner's iteration (see in_situ_factor)
-        f = _in_situ(model, d, key) if all(can(k, d) for k in (*REPLAY, "learn")) else 1.0
+        f = _profiled(partial(model.in_situ_factor, d, key)) if all(can(k, d) for k in (*REPLAY, "learn")) else 1.0
         if all(can(k, d) for k in REPLAY):
             cost[("replay_insert", d)] = f * (steps / envs) * t("replay_insert", d, envs)
             cost[("replay_sample", d)] = f * t("replay_sample", d, batch)
@@ -135,16 +136,13 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec) 
 
 
 def _seconds(estimate: Callable[[], Estimate]) -> float:
+    return _profiled(lambda: estimate().seconds)
+
+
+def _profiled(figure: Callable[[], float]) -> float:
     """The cost model's figure; one the profile lacks (the cost model's KeyError names it) is a PlanError."""
     try:
-        return estimate().seconds
-    except KeyError as exc:
-        raise PlanError(f"{exc.args[0]}; profile this machine again (`pearl profile`)") from None
-
-
-def _in_situ(model: CostModel, device: str, key: str) -> float:
-    try:
-        return model.in_situ_factor(device, key)
+        return figure()
     except KeyError as exc:
         raise PlanError(f"{exc.args[0]}; profile this machine again (`pearl profile`)") from None
 

@@ -202,6 +202,12 @@ def _random_transitions(spec: EnvSpec, m: int, rng: np.random.Generator) -> Tran
                            (rng.random(m) < 0.05).astype(np.float32))
 
 
+def _prefill(replay: ReplayKernels, spec: EnvSpec, rows: int, rng: np.random.Generator) -> None:
+    """rows random transitions into replay, in inserts of up to 1,000."""
+    for start in range(0, rows, 1000):
+        replay.insert(_random_transitions(spec, min(1000, rows - start), rng))
+
+
 def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec, grid: Grid,
              note: Callable[[str], None]) -> list[KernelTiming]:
     adapter, device, rng = target.adapter, target.info.id, np.random.default_rng(0)
@@ -223,8 +229,7 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
 
     replays = {p: adapter.make_replay(config.replace(prioritized=p), spec, seed=0) for p in (False, True)}
     for replay in replays.values():
-        for start in range(0, grid.prefill, 1000):
-            replay.insert(_random_transitions(spec, min(1000, grid.prefill - start), rng))
+        _prefill(replay, spec, grid.prefill, rng)
     uniform, prioritized = replays[False], replays[True]
     for m in grid.insert:
         transitions = _random_transitions(spec, m, rng)
@@ -250,8 +255,7 @@ def _in_situ(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
     sample fresh from a replay of `prefill` rows. The device is waited for only at the end, as in a run."""
     adapter, rng = target.adapter, np.random.default_rng(1)
     replay = adapter.make_replay(config, spec, seed=1)
-    for start in range(0, grid.prefill, 1000):
-        replay.insert(_random_transitions(spec, min(1000, grid.prefill - start), rng))
+    _prefill(replay, spec, grid.prefill, rng)
     learner = adapter.make_learn(config, spec, init_params(config, spec, seed=1))
     rows = config.n_envs
     inserts = max(1, round(1.0 / (config.replay_ratio * rows)))

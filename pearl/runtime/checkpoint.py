@@ -81,11 +81,11 @@ class Checkpointer:
         return self.every > 0 and updates - self.last_updates >= self.every
 
     def save(self, steps: int, updates: int, learn: Params, replay: Params | None) -> Path:
+        """replay: the replay's state, or None (the launchers read it only when include_replay)."""
         t0 = time.perf_counter()
         meta = {**self.meta, "schema": SCHEMA, "pearl_version": __version__, "steps": steps, "updates": updates,
-                "replay": replay is not None and self.include_replay,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        path = write_checkpoint(self.folder, meta, learn, replay if self.include_replay else None)
+                "replay": replay is not None, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        path = write_checkpoint(self.folder, meta, learn, replay)
         self.last_updates = updates
         self.written.append(path)
         prune(self.folder)
