@@ -99,9 +99,12 @@ class LearnKernel(ABC):
     def learn(self, batch: SampleBatch) -> LearnResult:
         """Update the networks on batch (arrays native to this device) and return the TD errors."""
 
-    @abstractmethod
     def get_params(self) -> Params:
         """Every network's parameters, targets included, as host arrays."""
+        out: Params = {}
+        for name, net in self._nets().items():
+            out.update(net.dump(name))
+        return out
 
     def write_policy(self, out: Params) -> None:
         """Copy the policy's parameters into the arrays of out (the names and shapes `policy_params` gives).
@@ -127,9 +130,7 @@ class LearnKernel(ABC):
         names `get_params` gives), each optimiser's state (`adam.exp_avg.<param>`, `adam.exp_avg_sq.<param>`,
         `adam.step.<net>`) and `updates`. The names and shapes are the same on every adapter."""
         nets = self._nets()
-        out: Params = {"updates": np.asarray(self.updates, dtype=np.int64)}
-        for name, net in nets.items():
-            out.update(net.dump(name))
+        out: Params = {"updates": np.asarray(self.updates, dtype=np.int64), **self.get_params()}
         for name, optimizer in self._optimizers().items():
             out.update(optimizer.state(nets[name], name))
         return out

@@ -81,9 +81,6 @@ class CLDQNLearn(LearnKernel):
         return LearnResult(td, {"losses/td_loss": DeviceMean(self.rt, loss),
                                 "losses/q_values": DeviceMean(self.rt, q_taken)})
 
-    def get_params(self) -> Params:
-        return {**self.q.dump(), **self.q_target.dump()}
-
     def policy_params(self) -> Params:
         return self.q.dump()
 
@@ -163,9 +160,6 @@ class CLDDPGLearn(LearnKernel):
         return LearnResult(td, {"losses/td_loss": DeviceMean(rt, loss),
                                 "losses/actor_loss": DeviceMean(rt, actor_q, sign=-1.0),
                                 "losses/q_values": DeviceMean(rt, q_taken)})
-
-    def get_params(self) -> Params:
-        return {**self.actor.dump(), **self.actor_target.dump(), **self.critic.dump(), **self.critic_target.dump()}
 
     def policy_params(self) -> Params:
         return self.actor.dump()

@@ -83,10 +83,6 @@ class DDPGLearn(LearnKernel):
         return LearnResult(td, {"losses/td_loss": critic_loss, "losses/actor_loss": actor_loss,
                                 "losses/q_values": q.mean()})
 
-    def get_params(self) -> Params:
-        return {**dump_net(self.actor, "actor"), **dump_net(self.actor_target, "actor_target"),
-                **dump_net(self.critic, "critic"), **dump_net(self.critic_target, "critic_target")}
-
     def policy_params(self) -> Params:
         return dump_net(self.actor, "actor")
 

@@ -80,9 +80,6 @@ class DQNLearn(LearnKernel):
         dq = dq.mul_(weights).mul_(-1.0 / td.shape[0])  # q − y = −δ
         return torch.zeros_like(out).scatter_(1, taken, dq.unsqueeze(1))
 
-    def get_params(self) -> Params:
-        return {**dump_net(self.q, "q"), **dump_net(self.q_target, "q_target")}
-
     def policy_params(self) -> Params:
         return dump_net(self.q, "q")
 
