@@ -49,7 +49,8 @@ def reusable(path: Path) -> bool:
     _, key = preset_workload(ALGO, env_spec(ENV))
     return (datetime.now(timezone.utc) - created < FRESH and profile.host.get("cpu") == cpu_name()
             and profile.host.get("cores") == cpu_lanes() and any(w.key == key for w in profile.workloads)
-            and any(t.workload == key for t in profile.in_situ))  # older quick profiles lack the in-situ figure
+            # older quick profiles lack the in-situ and weight-sync figures
+            and any(t.workload == key for t in profile.in_situ) and any(t.workload == key for t in profile.weight_sync))
 
 
 def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = False,

@@ -119,7 +119,8 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
         actor_side = kernel in ("env_step", "act", "replay_insert")
         per_iteration = (seconds / max(stats.steps, 1) * steps_per_iteration if actor_side
                          else seconds / max(stats.updates, 1))
-        measured[kernel] = {"device": plan.mapping[kernel], "predicted_s": predicted, "measured_s": per_iteration,
+        device = plan.mapping.get(kernel) or f"{plan.mapping['learn']}>{plan.mapping['act']}"  # weight_sync
+        measured[kernel] = {"device": device, "predicted_s": predicted, "measured_s": per_iteration,
                             "ratio": per_iteration / predicted if predicted > 0 else None}
     figures = ("env_steps_per_s", "updates_per_s", "learner_samples_per_s")
     return {"predicted": {k: plan.predicted[k] for k in figures},

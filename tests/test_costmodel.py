@@ -33,7 +33,8 @@ def _timing(workload: str, kernel: str, device: str, batch: int, median: float, 
 
 
 def make_profile(kernels: list[dict] = (), *, devices: list[dict] | None = None, transfers: list[dict] = (),
-                 power: list[dict] = (), env_step: list[dict] = (), in_situ: list[dict] | None = None) -> Profile:
+                 power: list[dict] = (), env_step: list[dict] = (), in_situ: list[dict] | None = None,
+                 weight_sync: list[dict] | None = None) -> Profile:
     """A synthetic profile, through the real parser (so it is a valid pearl.profile/1)."""
     if devices is None:
         devices = [_device("cpu", "cpu", "host-cpu"), _device("opencl:0:0", "opencl", "host-cpu"),
@@ -48,6 +49,8 @@ def make_profile(kernels: list[dict] = (), *, devices: list[dict] | None = None,
             "env_step": list(env_step), "transfers": list(transfers), "power": list(power)}
     if in_situ is not None:
         data["in_situ"] = in_situ
+    if weight_sync is not None:
+        data["weight_sync"] = weight_sync
     return parse_profile(json.loads(json.dumps(data)), "<synthetic>")
 
 
@@ -346,3 +349,31 @@ def test_in_situ_entries_are_validated() -> None:
         make_profile(_learner_kernels(), in_situ=[_in_situ(1e-3, device="cuda:9")])
     with pytest.raises(ProfileError, match="repeats"):
         make_profile(_learner_kernels(), in_situ=[_in_situ(1e-3), _in_situ(2e-3)])
+
+
+# ---------------------------------------------------------------------------------------------- weight sync
+def _weight_sync(publish: float, load: float, device: str = "cpu") -> dict:
+    return {"workload": DQN, "device": device, "publish_s": publish, "load_s": load, "samples": 50,
+            "source": "measured"}
+
+
+def test_weight_sync_time_gives_both_halves_with_their_source() -> None:
+    model = CostModel(make_profile(weight_sync=[_weight_sync(20e-6, 50e-6), _weight_sync(3e-4, 4e-4, "fpga:0")]))
+    publish, load = model.weight_sync_time("cpu", DQN)
+    assert (publish.seconds, load.seconds, publish.source) == (20e-6, 50e-6, "measured")
+    publish, load = model.weight_sync_time("fpga:0", DQN)
+    assert (publish.seconds, load.source) == (3e-4, "modelled")  # a modelled device makes its figures modelled
+    assert model.weight_sync_time("opencl:0:0", DQN) is None  # no figure of that device
+    assert model.weight_sync_time("cpu", DDPG) is None  # nor of that workload
+    assert CostModel(make_profile()).weight_sync_time("cpu", DQN) is None  # older profiles
+
+
+def test_weight_sync_entries_are_validated() -> None:
+    with pytest.raises(ProfileError, match=r"weight_sync\[0\]\.load_s"):
+        make_profile(weight_sync=[{**_weight_sync(1e-5, 1e-5), "load_s": -1.0}])
+    with pytest.raises(ProfileError, match=r"weight_sync\[0\]\.device"):
+        make_profile(weight_sync=[_weight_sync(1e-5, 1e-5, device="cuda:9")])
+    with pytest.raises(ProfileError, match="repeats"):
+        make_profile(weight_sync=[_weight_sync(1e-5, 1e-5), _weight_sync(2e-5, 1e-5)])
+    with pytest.raises(ProfileError, match=r"'weight_sync' must be a list"):
+        make_profile(weight_sync={"cpu": 1})

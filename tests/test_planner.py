@@ -147,3 +147,40 @@ def test_in_situ_factor_scales_the_learner_side_costs() -> None:
     for kernel in ("replay_insert", "replay_sample", "learn"):
         assert scaled.cost[(kernel, "cpu")] == pytest.approx(2 * base.cost[(kernel, "cpu")])
     assert scaled.act_cost == base.act_cost
+
+
+def test_weight_sync_is_costed_on_the_learner_and_each_actor() -> None:
+    """With the profile's weight-sync timing, the learner's publish (every update for the DQN preset) adds to
+    learn and each actor's load to act and the actor period; a plan reports them apart as weight_sync."""
+    import dataclasses
+
+    from pearl.costmodel import CostModel
+    from pearl.envs import env_spec
+    from pearl.planner.build import build_problem
+    from pearl.planner.ilp import solve
+    from pearl.planner.make import _kernel_seconds
+    from pearl.profiling.format import WeightSyncTiming, load_profile
+
+    profile = dataclasses.replace(load_profile(REFERENCE), weight_sync=[])
+    spec = env_spec("CartPole-v1")
+    base, facts = build_problem(profile, CostModel(profile), "dqn", spec)
+    assert all(e.name != "weights" for e in base.edges)  # the sync is no edge: it always crosses processes
+    assert facts["weight_sync_s"][("learn", "cpu")] == 0.0  # cpu without a timing: host to host, no transfer
+    assert facts["weight_sync_s"][("learn", "opencl:0:0")] == 0.0  # PoCL shares the host: no transfer either
+    key = facts["workload"]
+    timed = dataclasses.replace(profile, weight_sync=[WeightSyncTiming(key, d, 20e-6, 50e-6, 100, "measured")
+                                                      for d in ("cpu", "opencl:0:0")])
+    synced, facts2 = build_problem(timed, CostModel(timed), "dqn", spec)
+    # DQN CartPole: S = 2 env steps per update, 1 env per actor, K = 1: a publish per update, and each of n
+    # actors loads min(1, 2/n) snapshots per update
+    for d in ("cpu", "opencl:0:0"):
+        assert synced.cost[("learn", d)] == pytest.approx(base.cost[("learn", d)] + 20e-6)
+        for a in synced.actor_options():
+            loads = min(1.0, 2.0 / a.n)
+            assert synced.actor_period[(a, d)] == pytest.approx(base.actor_period[(a, d)] + loads * 50e-6)
+            assert synced.act_cost[(a, d)] == pytest.approx(base.act_cost[(a, d)] + a.n * loads * 50e-6)
+    solution = solve(synced)
+    kernels = _kernel_seconds(synced, facts2, solution)
+    n = solution.actors.n
+    assert kernels["weight_sync"] == pytest.approx(20e-6 + n * min(1.0, 2.0 / n) * 50e-6)
+    assert kernels["learn"] == pytest.approx(synced.cost[("learn", solution.placement["learn"])] - 20e-6)

@@ -39,6 +39,13 @@ def test_the_learner_iteration_is_timed_in_situ(cpu_profile) -> None:
     assert 0.5 < factor < 3.0  # interleaved kernels cost about what they cost alone, give or take caches
 
 
+def test_the_weight_sync_is_timed_on_each_device(cpu_profile) -> None:
+    [t] = cpu_profile.weight_sync
+    assert (t.device, t.workload, t.source) == ("cpu", "dqn-CartPole-v1-o4-a2-h256x256", "measured")
+    # 67,586 floats (270 KB) each way: a copy, so more than nothing and well under a few milliseconds
+    assert 0 < t.publish_s < 5e-3 and 0 < t.load_s < 5e-3 and t.samples >= 5
+
+
 def test_profile_file_round_trips(cpu_profile, tmp_path) -> None:
     path = save_profile(cpu_profile, tmp_path / "p.json")
     assert load_profile(path) == cpu_profile

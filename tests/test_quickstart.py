@@ -35,6 +35,7 @@ def test_fresh_profile_of_this_machine_is_reused(in_tmp, quick_profile) -> None:
     lambda p: p.host.update(cores=999),
     lambda p: setattr(p, "workloads", []) or setattr(p, "kernels", []),
     lambda p: setattr(p, "in_situ", []),  # made before profiles timed the learner's iteration in situ
+    lambda p: setattr(p, "weight_sync", []),  # made before profiles timed the weight sync
 ])
 def test_stale_or_foreign_profiles_are_not_reused(in_tmp, quick_profile, change) -> None:
     import copy

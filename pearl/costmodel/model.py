@@ -14,6 +14,8 @@
 - `transfer_time(src, dst, nbytes)`: 0 on the same device or between two devices on the host (`cpu` and
   every device whose `shares` equals cpu's); host→device is the device's h2d `latency + nbytes/bandwidth`,
   device→host its d2h; device→device goes through the host (d2h of src + h2d of dst).
+- `weight_sync_time(d, w)`: the two halves of a weight sync through host memory on device d, (publish by the
+  learn kernel, load into the act kernel), as the profile timed them; None where it has no such figure.
 - `power(d)`: idle and busy watts, with their source and method.
 
 Every estimate carries `source`: "measured" when every profile figure it was computed from (and the device
@@ -136,6 +138,7 @@ class CostModel:
             self._transfers[(tr.device, tr.direction)] = tr
 
         self._in_situ = {(t.workload, t.device): t for t in profile.in_situ}
+        self._weight_sync = {(t.workload, t.device): t for t in profile.weight_sync}
 
         self._power: dict[str, Power] = {}
         for p in profile.power:
@@ -198,6 +201,16 @@ class CostModel:
                 + self.kernel_time("learn", device, workload, t.batch).seconds
                 + (self.kernel_time("priority_update", device, workload, t.batch).seconds if t.prioritized else 0.0))
         return t.iteration_s / bare if bare > 0 else 1.0
+
+    def weight_sync_time(self, device: str, workload: str) -> tuple[Estimate, Estimate] | None:
+        """(publish, load) seconds of one weight sync through host memory with learn and act on `device`: the
+        learn kernel writing its policy into host arrays, and a copy of them loaded into the act kernel. None
+        when the profile has no such timing (older profiles, what-if devices)."""
+        t = self._weight_sync.get((workload, device))
+        if t is None:
+            return None
+        source = _combine(t.source, self._device_source.get(device, MEASURED))
+        return Estimate(t.publish_s, False, source), Estimate(t.load_s, False, source)
 
     def env_step_time(self, env: str) -> Estimate:
         """Seconds of one step of one `env` environment on the host."""

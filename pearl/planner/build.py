@@ -9,8 +9,14 @@ n_envs) and B the batch size:
     actor period  (S/(n·e)) · (e · env step + act at batch e)       for n actor processes
 The replay and learn kernels of a device are scaled by its in-situ factor (CostModel.in_situ_factor): the
 profile's learner iteration timed as the runtime runs it ÷ the sum of those kernels timed one at a time.
+Weight sync (actors are processes of their own, so the policy always goes through host memory, even with
+learn and act on one device): the learner publishes every K updates, at most as often as actors read,
+    publish       min(1/K, S/e) × the learn device's publish time, added to learn (the learner thread does it)
+    load          per actor min(1/K, S/(n·e)) × the act device's load time, added to act and the actor period
+timed by the profile (CostModel.weight_sync_time); a device it has no such figure of (an older profile, a
+what-if device) is costed by its transfers of the policy's bytes, device→host and host→device.
 Edges: observations to act and actions back ((S/e) transfers of e rows), transitions to replay, the sampled
-batch to learn, TD errors back to replay, and policy weights to act every K updates.
+batch to learn, TD errors back to replay.
 Memory: replay storage on the replay device; parameters (+ target, + Adam's two moments) on the learner's;
 the policy's parameters on act's. This module imports no torch and no pyopencl.
 """
@@ -75,6 +81,19 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec) 
         power = _power(model, d)
         lanes = max(entry.lanes, resources[r].lanes if r in resources else 1)
         resources[r] = Resource(r, lanes, power[0], power[1])
+    params = param_count(config, spec)
+    policy_params = params if algo == "dqn" else sum(
+        a * b + b for a, b in zip([spec.obs_dim, *config.hidden], [*config.hidden, spec.action_dim]))
+
+    def weight_sync(d: str) -> tuple[float, float]:
+        """(publish, load) seconds of one weight sync on device d."""
+        timed = _profiled(partial(model.weight_sync_time, d, key))
+        if timed is not None:
+            return timed[0].seconds, timed[1].seconds
+        return tau(d, host_device, policy_params * FLOAT), tau(host_device, d, policy_params * FLOAT)
+
+    syncs = 1.0 / config.weight_sync_interval  # snapshots per update the learner offers
+    sync_s: dict[tuple, float] = {}  # the weight-sync part of the learn and act costs, which plans report apart
     cost: dict[tuple[str, str], float] = {}
     for d in devices:
         # the learner-side kernels as they run interleaved in the learner's iteration (see in_situ_factor)
@@ -84,29 +103,27 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec) 
             cost[("replay_sample", d)] = f * t("replay_sample", d, batch)
             cost[("priority_update", d)] = f * t("priority_update", d, batch) if config.prioritized else 0.0
         if can("learn", d):
-            cost[("learn", d)] = f * t("learn", d, batch)
+            sync_s[("learn", d)] = min(syncs, steps / envs) * weight_sync(d)[0]
+            cost[("learn", d)] = f * t("learn", d, batch) + sync_s[("learn", d)]
     host_lanes = resources[model.resource(host_device)].lanes
     options = [ActorOption(n, envs) for n in range(1, host_lanes + 1)]
     act_cost, actor_period = {}, {}
     for d in devices:
         if can("act", d):
-            per_call = t("act", d, envs)
+            per_call, load = t("act", d, envs), weight_sync(d)[1]
             for a in options:
-                act_cost[(a, d)] = (steps / envs) * per_call
-                actor_period[(a, d)] = steps / (a.n * envs) * (envs * step_s + per_call)
+                loads = min(syncs, steps / (a.n * envs))  # per actor and iteration: at most one per act call
+                sync_s[("act", a, d)] = a.n * loads * load
+                act_cost[(a, d)] = (steps / envs) * per_call + sync_s[("act", a, d)]
+                actor_period[(a, d)] = steps / (a.n * envs) * (envs * step_s + per_call) + loads * load
     edges = [Edge("observations", "env_step", "act"), Edge("transitions", "env_step", "replay_insert"),
-             Edge("batch", "replay_sample", "learn"), Edge("td_errors", "learn", "priority_update"),
-             Edge("weights", "learn", "act")]
+             Edge("batch", "replay_sample", "learn"), Edge("td_errors", "learn", "priority_update")]
     obs_b, act_b = FLOAT * spec.obs_dim * envs, (8 if spec.discrete else FLOAT * spec.action_dim) * envs
-    params = param_count(config, spec)
-    policy_params = params if algo == "dqn" else sum(
-        a * b + b for a, b in zip([spec.obs_dim, *config.hidden], [*config.hidden, spec.action_dim]))
     per_edge = {
         "observations": lambda s, d: (steps / envs) * (tau(s, d, obs_b) + tau(d, s, act_b)),
         "transitions": lambda s, d: (steps / envs) * tau(s, d, envs * transition_bytes(spec)),
         "batch": lambda s, d: tau(s, d, batch * (transition_bytes(spec) + FLOAT)),
         "td_errors": lambda s, d: tau(s, d, batch * FLOAT) if config.prioritized else 0.0,
-        "weights": lambda s, d: tau(s, d, policy_params * FLOAT) / config.weight_sync_interval,
     }
     transfer = {}
     for e in edges:
@@ -131,7 +148,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec) 
                       model.resource(host_device), host_device, cost, act_cost, steps * step_s, actor_period, edges,
                       transfer, memory, prefetch=True)
     facts = {"workload": key, "steps_per_iteration": steps, "batch_size": batch, "envs_per_actor": envs,
-             "config": config}
+             "config": config, "weight_sync_s": sync_s}
     return problem, facts
 
 

@@ -89,16 +89,24 @@ def _plan(profile_path: str | Path, profile: Profile, model: CostModel, problem:
                 "solve_s": best.solve_s},
         pareto=[{**_figures(s.period_s, s.energy_j, facts, {}), "mapping": dict(s.placement), "actors": s.actors.n}
                 for s in front],
-        kernels=_kernel_seconds(problem, best),
+        kernels=_kernel_seconds(problem, facts, best),
     )
 
 
-def _kernel_seconds(problem: Problem, solution: Solution) -> dict[str, float]:
-    """Predicted seconds per iteration of each kernel on its planned device (all actors together for act)."""
-    out = {"env_step": problem.env_cost, "act": problem.act_cost[(solution.actors, solution.placement["act"])]}
+def _kernel_seconds(problem: Problem, facts: dict, solution: Solution) -> dict[str, float]:
+    """Predicted seconds per iteration of each kernel on its planned device (all actors together for act), with
+    the weight sync (the learner's publish + the actors' loads, which the problem counts in learn and act)
+    apart, as the runtime's clocks time it."""
+    sync = facts["weight_sync_s"]
+    publish = sync[("learn", solution.placement["learn"])]
+    load = sync[("act", solution.actors, solution.placement["act"])]
+    out = {"env_step": problem.env_cost,
+           "act": problem.act_cost[(solution.actors, solution.placement["act"])] - load}
     for k in PLACED:
         if k != "act":
             out[k] = problem.cost[(k, solution.placement[k])]
+    out["learn"] -= publish
+    out["weight_sync"] = publish + load
     return out
 
 

@@ -10,7 +10,8 @@ predicts for it and for the all-on-one-device mappings.
       "predicted": {"env_steps_per_s", "updates_per_s", "learner_samples_per_s", "period_s",
                     "energy_per_iteration_j", "power_w", "env_steps_per_joule", "source", "power_source"},
       "bottleneck": "load[host-cpu]" | "role[learner]" | ...,
-      "kernels": {kernel: predicted seconds per iteration on its device (env_step included)},
+      "kernels": {kernel: predicted seconds per iteration on its device (env_step included; weight_sync:
+                  the learner's publish + the actors' loads)},
       "lanes": {"cpu": lanes the plan uses on the host, "accelerator": lanes on other resources, "ratio"},
       "baselines": [{"device", "feasible", "env_steps_per_s", "env_steps_per_joule", "speedup"}],
       "solver": {"name", "status", "gap", "solve_s"},
@@ -114,9 +115,10 @@ def parse_plan(data: Any, where: str) -> Plan:
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
             fail(name, "a list of objects", entries)
     kernels = data.get("kernels", {})
-    if not isinstance(kernels, dict) or not set(kernels) <= set(MAPPED) or \
+    timed = (*MAPPED, "weight_sync")
+    if not isinstance(kernels, dict) or not set(kernels) <= set(timed) or \
             any(finite_number(v) is None for v in kernels.values()):
-        fail("kernels", f"an object mapping some of {', '.join(MAPPED)} to seconds (a finite number >= 0)",
+        fail("kernels", f"an object mapping some of {', '.join(timed)} to seconds (a finite number >= 0)",
              kernels)
     return Plan(data["pearl_version"], data["created"], data["algo"], data["env"], data["objective"],
                 data["profile"], dict(mapping), data["actors"], data["envs_per_actor"], data["predicted"],

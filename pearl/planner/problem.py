@@ -20,7 +20,7 @@ Constraints (the names the code gives them)
     (d) memory[d]         Σ_k mem[k,d]·x[k,d] ≤ memory(d)
     (e) actors            n ≤ lanes of the host: one lane per actor process (the roles' threads share lanes;
                           load[r] and role[...] account for their time)
-    (e') actor_period[a]  one actor's share, (S/n)·(env step + act per env), ≤ P
+    (e') actor_period[a]  one actor's share, (S/n)·(env step + act per env) + its weight loads, ≤ P
     (f) latency           without prefetch: sample + learn + priority update (+ their transfers) ≤ P
     (g) shared[r]         devices on one resource r (PoCL and `cpu`; slices of a GPU) sum into one load[r]
     (h) process[learner]  the replay kernels and learn placed on the host resource, + the sample→learn and

@@ -12,7 +12,8 @@
       "transfers": [{"device", "direction", "latency_s", "bandwidth_bytes_per_s", "source"}],
       "power": [{"device", "idle_w", "busy_w", "source", "method"}],
       "in_situ": [{"workload", "device", "iteration_s", "iterations", "inserts", "insert_rows", "batch",
-                   "prioritized", "source"}]
+                   "prioritized", "source"}],
+      "weight_sync": [{"workload", "device", "publish_s", "load_s", "samples", "source"}]
     }
 
 - A workload key names the algorithm, env and network shapes (`dqn-CartPole-v1-o4-a2-h256x256`), so a
@@ -26,6 +27,10 @@
   and a priority update when `prioritized`, each on a freshly sampled batch, `iteration_s` the mean over
   `iterations`. Kernels timed one at a time on one input run faster than interleaved on fresh data; the cost
   model scales the replay and learn kernels of that device by the ratio.
+- `weight_sync` (optional; older profiles lack it): the two halves of handing the policy from the learner to
+  an actor process through host memory, on one device: `publish_s`, the learn kernel writing its policy
+  weights into host arrays (as into the runtime's shared board), and `load_s`, a copy of those arrays (the
+  actor's read of the board) loaded into the act kernel; medians of `samples` calls each.
 
 Loading validates every field and names the file and the field that is wrong. This module imports no
 hardware library.
@@ -134,6 +139,16 @@ class InSituTiming:
     source: str
 
 
+@dataclass(frozen=True)
+class WeightSyncTiming:
+    workload: str
+    device: str
+    publish_s: float
+    load_s: float
+    samples: int
+    source: str
+
+
 @dataclass
 class Profile:
     pearl_version: str
@@ -147,6 +162,7 @@ class Profile:
     transfers: list[Transfer] = field(default_factory=list)
     power: list[Power] = field(default_factory=list)
     in_situ: list[InSituTiming] = field(default_factory=list)
+    weight_sync: list[WeightSyncTiming] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"schema": SCHEMA, **asdict(self)}
@@ -230,6 +246,12 @@ def parse_profile(data: Any, where: str) -> Profile:
                                         v.integer(t, "inserts", p, 1), v.integer(t, "insert_rows", p, 1),
                                         v.integer(t, "batch", p, 1), v.flag(t, "prioritized", p), v.source(t, p))
                            for p, t in v.items(data, "in_situ")]
+    if "weight_sync" in data:
+        profile.weight_sync = [WeightSyncTiming(v.member(t, "workload", p, workload_keys),
+                                                v.member(t, "device", p, device_ids), v.number(t, "publish_s", p),
+                                                v.number(t, "load_s", p), v.integer(t, "samples", p, 1),
+                                                v.source(t, p))
+                               for p, t in v.items(data, "weight_sync")]
     _reject_duplicates(profile, where)
     return profile
 
@@ -244,6 +266,7 @@ def _reject_duplicates(profile: Profile, where: str) -> None:
         "transfers": [(t.device, t.direction) for t in profile.transfers],
         "power": [p.device for p in profile.power],
         "in_situ": [(t.workload, t.device) for t in profile.in_situ],
+        "weight_sync": [(t.workload, t.device) for t in profile.weight_sync],
     }
     for name, keys in keyed.items():
         seen: set = set()

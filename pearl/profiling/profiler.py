@@ -9,7 +9,9 @@ What is measured, per workload (algorithm preset with its network shapes) and de
 - priority_update: the TD errors of one learn call into a *prioritized* replay (uniform replay makes it a
   no-op, so its cost only exists with priorities);
 - in situ: the learner's whole iteration (inserts, sample, learn, priority update) as the runtime runs it,
-  on fresh samples: what the kernels cost interleaved, which the cost model scales the kernels to.
+  on fresh samples: what the kernels cost interleaved, which the cost model scales the kernels to;
+- weight sync: the learn kernel writing its policy into one flat host array (the runtime's shared weight
+  board), and the actor's side, a copy of that array loaded into the act kernel.
 Each figure follows pearl.profiling.timing.measure. Transfers: a 4-byte copy gives the latency, a large one
 the bandwidth. Power: NVML, RAPL, else the device's descriptor (modelled). Devices that run on the same
 physical resource (PoCL's CPU device and `cpu`) are marked with the same `shares` value and get the same
@@ -40,7 +42,7 @@ from pearl.errors import ConfigError, DeviceError
 from pearl.kernels import DEVICE_KERNELS
 from pearl.profiling import power
 from pearl.profiling.format import (DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power, Profile, Transfer,
-                                    Workload, workload_key)
+                                    WeightSyncTiming, Workload, workload_key)
 from pearl.profiling.timing import Stats, measure
 from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 
@@ -129,6 +131,8 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
             profile.kernels += _kernels(target, workload, config, spec, grid, note)
             profile.in_situ.append(_in_situ(target, workload, config, spec, grid))
             note(f"in-situ learner iteration {target.info.id}")
+            profile.weight_sync.append(_weight_sync(target, workload, config, spec, grid))
+            note(f"weight sync {target.info.id}")
     for target in targets:
         profile.transfers += _transfers(target, grid)
         note(f"transfers {target.info.id}")
@@ -143,7 +147,8 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
 
 def count_measurements(options: ProfileOptions) -> int:
     grid = GRIDS["quick" if options.quick else "full"]
-    per_device = len(grid.act) + len(grid.insert) + 3 * len(grid.batch_factors) + 1  # + the in-situ iteration
+    # + the in-situ iteration and the weight sync
+    per_device = len(grid.act) + len(grid.insert) + 3 * len(grid.batch_factors) + 2
     devices = len(plan_devices(options))
     return len(options.algos) * (1 + devices * per_device) + devices + len(options.what_if)
 
@@ -280,6 +285,38 @@ def _in_situ(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
     seconds = (time.perf_counter() - t0) / done
     return InSituTiming(workload.key, target.info.id, seconds, done, inserts, rows, config.batch_size,
                         config.prioritized, "measured")
+
+
+def _weight_sync(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,
+                 grid: Grid) -> WeightSyncTiming:
+    """Both halves of one weight sync through host memory, as the parallel runtime does it: the learner writes
+    its policy into views of one flat float32 array (the shared board); an actor copies the array out and
+    loads it into its act kernel."""
+    adapter, sync = target.adapter, target.adapter.synchronize
+    timing = {"min_time": grid.min_time, "warmup": grid.warmup, "min_samples": grid.min_samples}
+    params = init_params(config, spec, seed=2)
+    learner = adapter.make_learn(config, spec, params)
+    shapes = {name: np.shape(value) for name, value in learner.policy_params().items()}
+    flat = np.zeros(sum(int(np.prod(s)) for s in shapes.values()), np.float32)
+    views, at = {}, 0
+    for name, shape in shapes.items():
+        size = int(np.prod(shape))
+        views[name], at = flat[at:at + size].reshape(shape), at + size
+    publish = measure(partial(learner.write_policy, views), sync, **timing)
+    act = adapter.make_act(config, spec, params, seed=2)
+
+    def load() -> None:
+        copy = flat.copy()
+        at = 0
+        loaded = {}
+        for name, shape in shapes.items():
+            size = int(np.prod(shape))
+            loaded[name], at = copy[at:at + size].reshape(shape), at + size
+        act.set_params(loaded)
+
+    loading = measure(load, sync, **timing)
+    return WeightSyncTiming(workload.key, target.info.id, publish.median_s, loading.median_s,
+                            min(publish.samples, loading.samples), "measured")
 
 
 def _time_priority_update(replay: ReplayKernels, learner: LearnKernel, batch_size: int, sync: Callable[[], None],
