@@ -46,7 +46,8 @@ def main() -> int:
     for (workload, kernel, device, batch), a, b in sorted(rows):
         ratio = b / a
         within += abs(ratio - 1) <= 0.25
-        print(f"{workload:34} {kernel:16} {device:11} {batch:5d} {a * 1e6:10.1f} {b * 1e6:10.1f} {ratio:6.2f}")
+        mark = "" if abs(ratio - 1) <= 0.25 else "  <- outside"
+        print(f"{workload:34} {kernel:16} {device:11} {batch:5d} {a * 1e6:10.1f} {b * 1e6:10.1f} {ratio:6.2f}{mark}")
     print(f"within ±25 %: {within} of {len(rows)}")
     return 0
 

@@ -211,3 +211,22 @@ def test_cost_model_reads_a_measured_profile(cpu_profile) -> None:
         assert not inside.extrapolated and inside.source == "measured" and inside.seconds > 0
         beyond = model.kernel_time(kernel, "cpu", workload, batches[-1] * 4)
         assert beyond.extrapolated and beyond.seconds >= model.kernel_time(kernel, "cpu", workload, batches[-1]).seconds
+
+
+def test_interleaved_rounds_visit_every_point_in_turn_and_pool_their_samples() -> None:
+    from pearl.profiling.timing import Point, measure_interleaved
+
+    log: list[tuple[str, object]] = []
+    blocks: list[tuple[int, int]] = []
+    points = [Point(lambda: log.append(("a", None)), lambda: None),
+              Point(lambda x: log.append(("b", x)), lambda: None, prepare=lambda: 7)]
+    stats = measure_interleaved(points, rounds=3, min_time=0.0, warmup=2, min_samples=5,
+                                after=lambda r, i: blocks.append((r, i)))
+    assert blocks == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
+    # per block: ceil(5 / 3) = 2 timed calls after the warm-up (2 calls in round 0, then 1)
+    assert [s.samples for s in stats] == [6, 6]
+    assert [name for name, _ in log] == ["a"] * 4 + ["b"] * 4 + (["a"] * 3 + ["b"] * 3) * 2
+    assert all(x == 7 for name, x in log if name == "b")  # prepare's result reaches the call
+    assert all(0 <= s.p10_s <= s.median_s <= s.p90_s for s in stats)
+    with pytest.raises(ValueError, match="rounds"):
+        measure_interleaved(points, rounds=0, min_time=0.0)

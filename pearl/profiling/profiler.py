@@ -12,10 +12,11 @@ What is measured, per workload (algorithm preset with its network shapes) and de
   on fresh samples: what the kernels cost interleaved, which the cost model scales the kernels to;
 - weight sync: the learn kernel writing its policy into one flat host array (the runtime's shared weight
   board), and the actor's side, a copy of that array loaded into the act kernel.
-Each figure follows pearl.profiling.timing.measure. Transfers: a 4-byte copy gives the latency, a large one
-the bandwidth. Power: NVML, RAPL, else the device's descriptor (modelled). Devices that run on the same
-physical resource (PoCL's CPU device and `cpu`) are marked with the same `shares` value and get the same
-power figures, since they are one resource.
+Kernel figures follow pearl.profiling.timing.measure_interleaved (rounds over a device's grid points, so
+every figure samples the whole sweep), the others timing.measure. Transfers: a 4-byte copy gives the
+latency, a large one the bandwidth. Power: NVML, RAPL, else the device's descriptor (modelled). Devices that
+run on the same physical resource (PoCL's CPU device and `cpu`) are marked with the same `shares` value and
+get the same power figures, since they are one resource.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from pearl.kernels import DEVICE_KERNELS
 from pearl.profiling import power
 from pearl.profiling.format import (DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power, Profile, Transfer,
                                     WeightSyncTiming, Workload, workload_key)
-from pearl.profiling.timing import Stats, measure
+from pearl.profiling.timing import Point, measure, measure_interleaved
 from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 
 #: The presets profiled for each --algo.
@@ -57,7 +58,8 @@ class Grid:
     act: tuple[int, ...]
     insert: tuple[int, ...]
     batch_factors: tuple[float, ...]  # sample / learn / priority_update batches, as multiples of the preset's
-    min_time: float
+    min_time: float  # per figure, spread over `rounds` blocks (timing.measure_interleaved)
+    rounds: int
     warmup: int
     min_samples: int
     prefill: int
@@ -66,13 +68,12 @@ class Grid:
 
 
 GRIDS = {
-    # quick: 80 ms and 5 calls per point, about 15 s for cpu + PoCL and both presets on 2 cores. Two
-    # back-to-back runs agree within ±25 % on 34 of the 40 entries above 100 µs; the 6 others are PoCL
-    # kernels whose time sits on one of two levels for a whole run (e.g. an insert at ~260 or ~390 µs).
-    "quick": Grid(act=(1, 8, 32), insert=(1, 8, 32), batch_factors=(0.5, 1.0, 2.0), min_time=0.08, warmup=3,
-                  min_samples=5, prefill=2_000, transfer_bytes=1 << 22, power_seconds=0.5),
+    # quick: 80 ms and 5 calls per point in 5 rounds, about 15 s for cpu + PoCL and both presets on 2 cores
+    "quick": Grid(act=(1, 8, 32), insert=(1, 8, 32), batch_factors=(0.5, 1.0, 2.0), min_time=0.08, rounds=5,
+                  warmup=3, min_samples=5, prefill=2_000, transfer_bytes=1 << 22, power_seconds=0.5),
     "full": Grid(act=(1, 2, 4, 8, 16, 32, 64), insert=(1, 4, 16, 64, 256), batch_factors=(0.25, 0.5, 1.0, 2.0, 4.0),
-                 min_time=0.3, warmup=5, min_samples=10, prefill=20_000, transfer_bytes=1 << 26, power_seconds=2.0),
+                 min_time=0.3, rounds=5, warmup=5, min_samples=10, prefill=20_000, transfer_bytes=1 << 26,
+                 power_seconds=2.0),
 }
 
 
@@ -148,7 +149,7 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
 def count_measurements(options: ProfileOptions) -> int:
     grid = GRIDS["quick" if options.quick else "full"]
     # + the in-situ iteration and the weight sync
-    per_device = len(grid.act) + len(grid.insert) + 3 * len(grid.batch_factors) + 2
+    per_device = (len(grid.act) + len(grid.insert) + 3 * len(grid.batch_factors)) * grid.rounds + 2
     devices = len(plan_devices(options))
     return len(options.algos) * (1 + devices * per_device) + devices + len(options.what_if)
 
@@ -215,37 +216,43 @@ def _prefill(replay: ReplayKernels, spec: EnvSpec, rows: int, rng: np.random.Gen
 
 def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec, grid: Grid,
              note: Callable[[str], None]) -> list[KernelTiming]:
+    """Every grid point of every device kernel, measured in interleaved rounds (timing.measure_interleaved)."""
     adapter, device, rng = target.adapter, target.info.id, np.random.default_rng(0)
     sync = adapter.synchronize
-    out: list[KernelTiming] = []
+    labels: list[tuple[str, int]] = []
+    points: list[Point] = []
 
-    def record(kernel: str, batch: int, stats: Stats) -> None:
-        out.append(KernelTiming(workload.key, kernel, device, batch, stats.median_s, stats.p10_s, stats.p90_s,
-                                stats.samples, "measured"))
-        note(f"{kernel} {device} b={batch}")
+    def point(kernel: str, batch: int, call: Callable[..., object], prepare: Callable | None = None) -> None:
+        labels.append((kernel, batch))
+        points.append(Point(call, sync, prepare))
 
-    timing = {"min_time": grid.min_time, "warmup": grid.warmup, "min_samples": grid.min_samples}
     params = init_params(config, spec, seed=0)
     explore = config.epsilon(config.total_steps) if config.algo == "dqn" else config.action_noise
     act = adapter.make_act(config, spec, params, seed=0)
     for n in grid.act:
-        obs = rng.normal(size=(n, spec.obs_dim)).astype(np.float32)
-        record("act", n, measure(partial(act.act, obs, explore), sync, **timing))
+        point("act", n, partial(act.act, rng.normal(size=(n, spec.obs_dim)).astype(np.float32), explore))
 
     replays = {p: adapter.make_replay(config.replace(prioritized=p), spec, seed=0) for p in (False, True)}
     for replay in replays.values():
         _prefill(replay, spec, grid.prefill, rng)
     uniform, prioritized = replays[False], replays[True]
     for m in grid.insert:
-        transitions = _random_transitions(spec, m, rng)
-        record("replay_insert", m, measure(partial(uniform.insert, transitions), sync, **timing))
+        point("replay_insert", m, partial(uniform.insert, _random_transitions(spec, m, rng)))
 
     learner = adapter.make_learn(config, spec, params)
     for b in sorted({max(2, int(round(config.batch_size * f))) for f in grid.batch_factors}):
-        record("replay_sample", b, measure(partial(uniform.sample, b, 0.4), sync, **timing))
-        batch = uniform.sample(b, 0.4)
-        record("learn", b, measure(partial(learner.learn, batch), sync, **timing))
-        record("priority_update", b, _time_priority_update(prioritized, learner, b, sync, timing))
+        point("replay_sample", b, partial(uniform.sample, b, 0.4))
+        point("learn", b, partial(learner.learn, uniform.sample(b, 0.4)))
+        # priority_update alone; each call gets fresh TD errors from an untimed sample + learn
+        point("priority_update", b, prioritized.update_priorities, partial(_fresh_update, prioritized, learner, b))
+
+    def after(r: int, i: int) -> None:
+        note(f"{labels[i][0]} {device} b={labels[i][1]} (round {r + 1}/{grid.rounds})")
+
+    stats = measure_interleaved(points, rounds=grid.rounds, min_time=grid.min_time, warmup=grid.warmup,
+                                min_samples=grid.min_samples, after=after)
+    out = [KernelTiming(workload.key, kernel, device, batch, st.median_s, st.p10_s, st.p90_s, st.samples, "measured")
+           for (kernel, batch), st in zip(labels, stats)]
     assert {k.kernel for k in out} == set(DEVICE_KERNELS)
     return out
 
@@ -319,14 +326,9 @@ def _weight_sync(target: _Target, workload: Workload, config: OffPolicyConfig, s
                             min(publish.samples, loading.samples), "measured")
 
 
-def _time_priority_update(replay: ReplayKernels, learner: LearnKernel, batch_size: int, sync: Callable[[], None],
-                          timing: dict) -> Stats:
-    """Time update_priorities alone; each call gets fresh TD errors from an untimed sample + learn."""
-    def fresh_update() -> PriorityUpdate:
-        sampled = replay.sample(batch_size, 0.4)
-        return PriorityUpdate(sampled.indices, learner.learn(sampled).td_errors)
-
-    return measure(replay.update_priorities, sync, prepare=fresh_update, **timing)
+def _fresh_update(replay: ReplayKernels, learner: LearnKernel, batch_size: int) -> PriorityUpdate:
+    sampled = replay.sample(batch_size, 0.4)
+    return PriorityUpdate(sampled.indices, learner.learn(sampled).td_errors)
 
 
 def _env_step(env_id: str, grid: Grid) -> EnvStepTiming:

@@ -1,5 +1,11 @@
 """Timing done right: warm up, wait for the device before stopping the clock, repeat until a minimum duration
-(and a minimum count), report the median and the 10th/90th percentiles with the sample count."""
+(and a minimum count), report the median and the 10th/90th percentiles with the sample count.
+
+`measure_interleaved` spreads each figure's samples over rounds that visit every figure in turn: on a shared
+host a kernel's speed drifts on a scale of 100 ms (measured: PoCL's 32-row replay insert, one object, ten
+back-to-back 80 ms blocks, block medians 335 to 489 µs), so one contiguous block per figure reports whichever
+level that block caught, and two profiles of one machine disagree.
+"""
 
 from __future__ import annotations
 
@@ -49,7 +55,38 @@ def durations(call: Callable[..., object], sync: Callable[[], None], *, min_time
 def measure(call: Callable[..., object], sync: Callable[[], None], *, min_time: float, warmup: int = 3,
             min_samples: int = 5, max_samples: int = 100_000, prepare: Callable[[], Any] | None = None) -> Stats:
     """`durations`, summarised."""
-    times = durations(call, sync, min_time=min_time, warmup=warmup, min_samples=min_samples,
-                      max_samples=max_samples, prepare=prepare)
+    return _stats(durations(call, sync, min_time=min_time, warmup=warmup, min_samples=min_samples,
+                            max_samples=max_samples, prepare=prepare))
+
+
+@dataclass(frozen=True)
+class Point:
+    """One figure to measure: call (with prepare's result when prepare is given), ended by sync()."""
+
+    call: Callable[..., object]
+    sync: Callable[[], None]
+    prepare: Callable[[], Any] | None = None
+
+
+def measure_interleaved(points: list[Point], *, rounds: int, min_time: float, warmup: int = 3, min_samples: int = 5,
+                        after: Callable[[int, int], None] | None = None) -> list[Stats]:
+    """Stats of every point, each from `rounds` blocks of at least min_time/rounds (and min_samples/rounds calls):
+    round r measures point 0, 1, ... in turn, so every figure samples the whole span of the sweep. Each block
+    starts with `warmup` calls in the first round and one call later (caches the other points displaced).
+    after(round, point) is called when a block is done."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    times: list[list[float]] = [[] for _ in points]
+    per_block = max(1, -(-min_samples // rounds))
+    for r in range(rounds):
+        for i, p in enumerate(points):
+            times[i] += durations(p.call, p.sync, min_time=min_time / rounds, warmup=warmup if r == 0 else 1,
+                                  min_samples=per_block, prepare=p.prepare)
+            if after is not None:
+                after(r, i)
+    return [_stats(t) for t in times]
+
+
+def _stats(times: list[float]) -> Stats:
     p10, median, p90 = np.percentile(times, [10, 50, 90])
     return Stats(float(median), float(p10), float(p90), len(times))
