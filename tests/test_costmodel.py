@@ -203,12 +203,25 @@ def test_transfer_times():
     assert model.transfer_time("cpu", "cuda:0", 0).seconds == pytest.approx(1e-5)  # latency only
 
 
-def test_transfers_on_one_resource_are_free():
-    model = CostModel(make_profile(transfers=TRANSFERS))
-    for src, dst in [("cuda:0", "cuda:0"), ("cpu", "cpu"), ("cpu", "opencl:0:0"), ("opencl:0:0", "cpu")]:
-        assert model.transfer_time(src, dst, 10**9) == Estimate(0.0, False, "measured")
-    # PoCL's device shares "host-cpu" with cpu, so to a GPU it costs what the host does
-    assert model.transfer_time("opencl:0:0", "cuda:0", 10**6) == model.transfer_time("cpu", "cuda:0", 10**6)
+POCL_TRANSFERS = [
+    {"device": "opencl:0:0", "direction": "h2d", "latency_s": 1e-4, "bandwidth_bytes_per_s": 2e9, "source": "measured"},
+    {"device": "opencl:0:0", "direction": "d2h", "latency_s": 5e-5, "bandwidth_bytes_per_s": 5e8, "source": "measured"},
+]
+
+
+def test_only_the_same_device_is_free_and_host_memory_devices_pay_their_copies():
+    model = CostModel(make_profile(transfers=TRANSFERS + POCL_TRANSFERS))
+    for d in ("cuda:0", "cpu", "opencl:0:0"):
+        assert model.transfer_time(d, d, 10**9) == Estimate(0.0, False, "measured")
+    # PoCL shares "host-cpu" with cpu, but its buffers are read and written through its runtime
+    assert model.transfer_time("opencl:0:0", "cpu", 10**6).seconds == pytest.approx(5e-5 + 2e-3)
+    assert model.transfer_time("cpu", "opencl:0:0", 10**6).seconds == pytest.approx(1e-4 + 5e-4)
+    # six arrays pay six latencies and the bytes once
+    assert model.transfer_time("opencl:0:0", "cpu", 10**6, arrays=6).seconds == pytest.approx(6 * 5e-5 + 2e-3)
+    # to a GPU: PoCL's d2h, then the GPU's h2d
+    assert model.transfer_time("opencl:0:0", "cuda:0", 10**6).seconds == pytest.approx((5e-5 + 2e-3) + (1e-5 + 1e-4))
+    with pytest.raises(ValueError, match="arrays"):
+        model.transfer_time("cpu", "cuda:0", 10, arrays=0)
     assert model.resource("opencl:0:0") == model.resource("cpu") == "host-cpu"
     assert model.resource("cuda:0") == "cuda:0"
     assert model.devices() == ["cpu", "opencl:0:0", "cuda:0", "cuda:1", "cuda:2", "fpga:0"]

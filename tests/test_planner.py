@@ -135,13 +135,13 @@ def test_in_situ_factor_scales_the_learner_side_costs() -> None:
 
     profile = load_profile(REFERENCE)
     spec = env_spec("CartPole-v1")
-    without = dataclasses.replace(profile, in_situ=[])
+    without = dataclasses.replace(profile, in_situ=[], weight_sync=[])  # learn then holds no publish
     base, facts = build_problem(without, CostModel(without), "dqn", spec)
     key, model = facts["workload"], CostModel(without)
     bare = (2 * model.kernel_time("replay_insert", "cpu", key, 1).seconds
             + model.kernel_time("replay_sample", "cpu", key, 64).seconds
             + model.kernel_time("learn", "cpu", key, 64).seconds)
-    doubled = dataclasses.replace(profile, in_situ=[InSituTiming(key, "cpu", 2 * bare, 100, 2, 1, 64, False,
+    doubled = dataclasses.replace(without, in_situ=[InSituTiming(key, "cpu", 2 * bare, 100, 2, 1, 64, False,
                                                                  "measured")])
     scaled, _ = build_problem(doubled, CostModel(doubled), "dqn", spec)
     for kernel in ("replay_insert", "replay_sample", "learn"):
@@ -166,19 +166,24 @@ def test_weight_sync_is_costed_on_the_learner_and_each_actor() -> None:
     base, facts = build_problem(profile, CostModel(profile), "dqn", spec)
     assert all(e.name != "weights" for e in base.edges)  # the sync is no edge: it always crosses processes
     assert facts["weight_sync_s"][("learn", "cpu")] == 0.0  # cpu without a timing: host to host, no transfer
-    assert facts["weight_sync_s"][("learn", "opencl:0:0")] == 0.0  # PoCL shares the host: no transfer either
+    # PoCL without a timing: its d2h of the policy (4-256-256-2: 67,586 floats)
+    pocl_d2h = CostModel(profile).transfer_time("opencl:0:0", "cpu", 67_586 * 4).seconds
+    assert pocl_d2h > 0 and facts["weight_sync_s"][("learn", "opencl:0:0")] == pytest.approx(pocl_d2h)
     key = facts["workload"]
     timed = dataclasses.replace(profile, weight_sync=[WeightSyncTiming(key, d, 20e-6, 50e-6, 100, "measured")
                                                       for d in ("cpu", "opencl:0:0")])
     synced, facts2 = build_problem(timed, CostModel(timed), "dqn", spec)
     # DQN CartPole: S = 2 env steps per update, 1 env per actor, K = 1: a publish per update, and each of n
     # actors loads min(1, 2/n) snapshots per update
+    old = facts["weight_sync_s"]  # what the base problem counted for the sync (transfers alone)
     for d in ("cpu", "opencl:0:0"):
-        assert synced.cost[("learn", d)] == pytest.approx(base.cost[("learn", d)] + 20e-6)
+        assert synced.cost[("learn", d)] == pytest.approx(base.cost[("learn", d)] - old[("learn", d)] + 20e-6)
         for a in synced.actor_options():
             loads = min(1.0, 2.0 / a.n)
-            assert synced.actor_period[(a, d)] == pytest.approx(base.actor_period[(a, d)] + loads * 50e-6)
-            assert synced.act_cost[(a, d)] == pytest.approx(base.act_cost[(a, d)] + a.n * loads * 50e-6)
+            bare_period = base.actor_period[(a, d)] - old[("act", a, d)] / a.n
+            assert synced.actor_period[(a, d)] == pytest.approx(bare_period + loads * 50e-6)
+            bare_act = base.act_cost[(a, d)] - old[("act", a, d)]
+            assert synced.act_cost[(a, d)] == pytest.approx(bare_act + a.n * loads * 50e-6)
     solution = solve(synced)
     kernels = _kernel_seconds(synced, facts2, solution)
     n = solution.actors.n

@@ -1,7 +1,7 @@
 """The cost model: a profile turned into the times and watts the planner uses, and the roofline what-if model.
 
     CostModel(profile).kernel_time(kernel, device, workload, batch) -> Estimate(seconds, extrapolated, source)
-    CostModel(profile).transfer_time(src, dst, nbytes)             -> Estimate
+    CostModel(profile).transfer_time(src, dst, nbytes, arrays=1)   -> Estimate
     CostModel(profile).env_step_time(env)                          -> Estimate
     CostModel(profile).power(device)                               -> PowerEstimate(idle_w, busy_w, source, method)
     kernel_work(kernel, workload, batch) -> Work(flops, bytes, launches);  roofline_time(work, figures) -> seconds

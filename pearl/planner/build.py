@@ -15,8 +15,9 @@ learn and act on one device): the learner publishes every K updates, at most as 
     load          per actor min(1/K, S/(n·e)) × the act device's load time, added to act and the actor period
 timed by the profile (CostModel.weight_sync_time); a device it has no such figure of (an older profile, a
 what-if device) is costed by its transfers of the policy's bytes, device→host and host→device.
-Edges: observations to act and actions back ((S/e) transfers of e rows), transitions to replay, the sampled
-batch to learn, TD errors back to replay.
+Edges: the sampled batch to learn (its 6 arrays, one copy each) and TD errors back to replay, when those
+kernels sit on different devices. Observations, actions and transitions cross no edge of their own: act and
+replay_insert take and give host arrays, so the profile's timings of them hold those copies.
 Memory: replay storage on the replay device; parameters (+ target, + Adam's two moments) on the learner's;
 the policy's parameters on act's. This module imports no torch and no pyopencl.
 """
@@ -36,6 +37,9 @@ from pearl.profiling.format import Profile, workload_key
 from pearl.types import EnvSpec
 
 FLOAT = 4
+#: arrays of a sampled batch that move when learn sits on another device than replay (Adapter.adopt): obs,
+#: action, reward, next_obs, terminated and the importance weights
+BATCH_ARRAYS = 6
 
 
 def preset_workload(algo: str, spec: EnvSpec) -> tuple[OffPolicyConfig, str]:
@@ -67,8 +71,8 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec) 
     def can(kernel: str, device: str) -> bool:
         return bool(model.batches(kernel, device, key))
 
-    def tau(src: str, dst: str, nbytes: float) -> float:
-        return _seconds(lambda: model.transfer_time(src, dst, int(nbytes)))
+    def tau(src: str, dst: str, nbytes: float, arrays: int = 1) -> float:
+        return _seconds(lambda: model.transfer_time(src, dst, int(nbytes), arrays))
 
     devices = [d for d in model.devices() if any(can(k, d) for k in ("act", "learn", *REPLAY))]
     if host_device not in devices:  # the problem needs the host's resource, where the actors run
@@ -116,18 +120,14 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec) 
                 sync_s[("act", a, d)] = a.n * loads * load
                 act_cost[(a, d)] = (steps / envs) * per_call + sync_s[("act", a, d)]
                 actor_period[(a, d)] = steps / (a.n * envs) * (envs * step_s + per_call) + loads * load
-    edges = [Edge("observations", "env_step", "act"), Edge("transitions", "env_step", "replay_insert"),
-             Edge("batch", "replay_sample", "learn"), Edge("td_errors", "learn", "priority_update")]
-    obs_b, act_b = FLOAT * spec.obs_dim * envs, (8 if spec.discrete else FLOAT * spec.action_dim) * envs
+    edges = [Edge("batch", "replay_sample", "learn"), Edge("td_errors", "learn", "priority_update")]
     per_edge = {
-        "observations": lambda s, d: (steps / envs) * (tau(s, d, obs_b) + tau(d, s, act_b)),
-        "transitions": lambda s, d: (steps / envs) * tau(s, d, envs * transition_bytes(spec)),
-        "batch": lambda s, d: tau(s, d, batch * (transition_bytes(spec) + FLOAT)),
+        "batch": lambda s, d: tau(s, d, batch * (transition_bytes(spec) + FLOAT), BATCH_ARRAYS),
         "td_errors": lambda s, d: tau(s, d, batch * FLOAT) if config.prioritized else 0.0,
     }
     transfer = {}
     for e in edges:
-        for s in ([host_device] if e.src == "env_step" else devices):
+        for s in devices:
             for d in devices:
                 if s != d:
                     seconds = per_edge[e.name](s, d)
