@@ -63,6 +63,8 @@ def devices(as_json: bool) -> None:
 @click.option("--device", default=None, help="Device of every kernel: cpu (the default), cuda:N or opencl:P:D.")
 @click.option("--plan", "plan_path", default=None, help="Plan file from `pearl plan`: run its placement and actors.")
 @click.option("--descriptor", default=None, help="Device descriptor (TOML) whose kernel binary an OpenCL device loads.")
+@click.option("--emulate", "emulate", multiple=True, metavar="ABSENT=opencl:P:D",
+              help="Run the kernels a plan places on an absent (what-if) device on this OpenCL device instead.")
 @click.option("--steps", type=int, default=None, help="Env steps to train (default: the preset's).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of weights, envs and sampling.")
 @click.option("--eval-episodes", type=int, default=10, show_default=True, help="Greedy evaluation episodes.")
@@ -85,11 +87,13 @@ def devices(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the results.")
 @click.pass_context
 def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str | None, plan_path: str | None,
-          descriptor: str | None, steps: int | None, seed: int, eval_episodes: int, runs_dir: str, threads: int,
+          descriptor: str | None, emulate: tuple[str, ...], steps: int | None, seed: int, eval_episodes: int,
+          runs_dir: str, threads: int,
           actors: int | None, envs_per_actor: int | None, sequential: bool, no_learn: bool, max_restarts: int,
           checkpoint_every: int, no_checkpoint_replay: bool, resume_dir: str | None, as_json: bool) -> None:
     """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/ (or go on with one: --resume)."""
     from pearl.algos import preset
+    from pearl.training import parse_emulation
     from pearl.training import resume as resume_training
     from pearl.training import train as run_training
 
@@ -101,13 +105,15 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
                 raise click.UsageError(f"{name} is required (or --resume RUN_DIR to go on with a run)", ctx)
         assert algo is not None and env_id is not None
         total = steps if steps is not None else preset(algo, env_id).total_steps
+        emulated = parse_emulation(emulate)
         with _progress(total, enabled=not as_json, label=f"{algo} {env_id}") as bar:
             result = run_training(algo, env_id, device=device, plan=plan_path, steps=steps, seed=seed,
                                   eval_episodes=eval_episodes, runs_dir=runs_dir, threads=threads,
                                   descriptor=descriptor, progress=bar,
                                   launcher="sequential" if sequential else "parallel", actors=actors,
                                   envs_per_actor=envs_per_actor, learn=not no_learn, max_restarts=max_restarts,
-                                  checkpoint_every=checkpoint_every, checkpoint_replay=not no_checkpoint_replay)
+                                  checkpoint_every=checkpoint_every, checkpoint_replay=not no_checkpoint_replay,
+                                  emulate=emulated)
     if as_json:
         _print_json(result.to_dict())
         return
@@ -127,7 +133,8 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
                    f"steps/s, measured {check['measured']['env_steps_per_s']:,.0f} ({check['note']})")
         for kernel, k in check["kernels"].items():
             ratio = f"{k['ratio']:.2f}×" if k["ratio"] is not None else "n/a"
-            click.echo(f"    {kernel:16} on {k['device']:11} predicted {k['predicted_s'] * 1e6:9.1f} µs/iteration, "
+            where = f"{k['device']} (ran on {k['emulated_on']})" if "emulated_on" in k else k["device"]
+            click.echo(f"    {kernel:16} on {where:11} predicted {k['predicted_s'] * 1e6:9.1f} µs/iteration, "
                        f"measured {k['measured_s'] * 1e6:9.1f} ({ratio})")
     if result.resumed_from:
         skipped = f" (skipped {len(result.skipped_checkpoints)} damaged newer one(s))" if result.skipped_checkpoints \

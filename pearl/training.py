@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -87,8 +87,24 @@ class TrainResult:
         return asdict(self)
 
 
-def _checked_plan(path: str, algo: str, env_id: str, device: str | None) -> "Plan":
-    """The plan, refused with the reason when it is for other work, another machine or absent devices."""
+def parse_emulation(specs: Sequence[str]) -> dict[str, str]:
+    """`--emulate ABSENT=opencl:P:D` options as {absent device: OpenCL device}; ConfigError for a malformed one."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        absent, sep, emulator = spec.partition("=")
+        if not sep or not absent or not emulator:
+            raise ConfigError(f"--emulate takes ABSENT=opencl:P:D (e.g. whatif:nvidia-a100-sxm4-80gb=opencl:0:0), "
+                              f"got {spec!r}")
+        if absent in out:
+            raise ConfigError(f"--emulate names {absent} twice")
+        out[absent] = emulator
+    return out
+
+
+def _checked_plan(path: str, algo: str, env_id: str, device: str | None,
+                  emulate: dict[str, str] | None = None) -> "Plan":
+    """The plan, refused with the reason when it is for other work, another machine or absent devices that
+    `emulate` does not map to an OpenCL device of this machine."""
     from pearl.hostinfo import cpu_lanes, cpu_name
     from pearl.planner.plan import load_plan
 
@@ -103,17 +119,36 @@ def _checked_plan(path: str, algo: str, env_id: str, device: str | None) -> "Pla
     if here != there:
         raise PlanError(f"{path} was planned from a profile of another machine ({there[0]}, {there[1]} cores); "
                         f"this one is {here[0]}, {here[1]} cores: run `pearl profile` here and plan again")
-    absent = sorted(d for d in set(plan.mapping.values()) if d.startswith("whatif:"))
+    _check_emulation(path, plan, emulate or {})
+    absent = sorted(d for d in set(plan.mapping.values()) if d.startswith("whatif:") and d not in (emulate or {}))
     if absent:
         raise PlanError(f"{path} places kernels on {', '.join(absent)}, a device modelled from its descriptor "
-                        "that this machine does not have; plan without --what-if devices to train")
+                        "that this machine does not have; plan without --what-if devices to train, or run those "
+                        f"kernels on an OpenCL device of this machine with --emulate {absent[0]}=opencl:0:0")
     return plan
 
 
-def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult) -> dict:
-    """Predicted against measured, overall and per kernel (seconds per iteration = one update)."""
+def _check_emulation(path: str, plan: "Plan", emulate: dict[str, str]) -> None:
+    planned = set(plan.mapping.values())
+    for absent, emulator in sorted(emulate.items()):
+        if absent not in planned:
+            raise ConfigError(f"--emulate names {absent}, which {path} places no kernel on (it uses "
+                              f"{', '.join(sorted(planned))})")
+        if not absent.startswith("whatif:"):
+            raise ConfigError(f"--emulate stands in for a device this machine lacks (a whatif: device of the plan); "
+                              f"{absent} is one of this machine's own")
+        if not emulator.startswith("opencl:"):
+            raise ConfigError(f"--emulate runs {absent}'s kernels on an OpenCL device (opencl:P:D, see `pearl "
+                              f"devices`); {emulator} is not one")
+
+
+def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult,
+               emulate: dict[str, str] | None = None) -> dict:
+    """Predicted against measured, overall and per kernel (seconds per iteration = one update). Kernels of an
+    emulated device carry `emulated_on`: their measured time is the emulator's, not the planned device's."""
+    emulate = emulate or {}
     steps_per_iteration = 1.0 / config.replay_ratio
-    measured = {}
+    measured: dict[str, dict] = {}
     for kernel, predicted in plan.kernels.items():
         seconds = stats.kernel_seconds.get(kernel, 0.0)
         actor_side = kernel in ("env_step", "act", "replay_insert")
@@ -122,13 +157,17 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
         device = plan.mapping.get(kernel) or f"{plan.mapping['learn']}>{plan.mapping['act']}"  # weight_sync
         measured[kernel] = {"device": device, "predicted_s": predicted, "measured_s": per_iteration,
                             "ratio": per_iteration / predicted if predicted > 0 else None}
+        if device in emulate:
+            measured[kernel]["emulated_on"] = emulate[device]
     figures = ("env_steps_per_s", "updates_per_s", "learner_samples_per_s")
     return {"predicted": {k: plan.predicted[k] for k in figures},
             "measured": {k: getattr(result, k) for k in figures},
             "kernels": measured,
             "note": ("the parallel launcher runs actors, replay and learner concurrently, as the plan assumes"
                      if result.launcher == "parallel" else
-                     "the sequential launcher runs the roles in turn; the plan predicts them running concurrently")}
+                     "the sequential launcher runs the roles in turn; the plan predicts them running concurrently")
+            + "".join(f"; {a}'s kernels ran on {e} (emulated: measured is {e}, predicted is {a})"
+                      for a, e in sorted(emulate.items()) if a in plan.mapping.values())}
 
 
 MAX_ENVS = 4096  # environments per actor
@@ -164,6 +203,7 @@ class _Setup:
     max_restarts: int
     checkpoint_every: int
     checkpoint_replay: bool
+    emulate: dict[str, str] = field(default_factory=dict)  # planned absent device -> the OpenCL device running it
 
     def config_record(self) -> dict:
         return {
@@ -171,7 +211,8 @@ class _Setup:
             "placement": self.placement.to_dict(), "threads": self.threads, "descriptor": self.descriptor,
             "launcher": self.launcher, "actors": self.actors, "envs_per_actor": self.config.n_envs,
             "learn": self.learn, "max_restarts": self.max_restarts, "checkpoint_every": self.checkpoint_every,
-            "checkpoint_replay": self.checkpoint_replay, "preset": has_preset(self.algo, self.env_id),
+            "checkpoint_replay": self.checkpoint_replay, "emulate": dict(self.emulate),
+            "preset": has_preset(self.algo, self.env_id),
             "hyperparameters": self.config.to_dict(), "env_spec": asdict(self.spec), "pearl_version": __version__,
             "host": {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0]},
         }
@@ -186,14 +227,16 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
           threads: int = DEFAULT_THREADS, descriptor: str | None = None, max_seconds: float | None = None,
           progress: Callable[[int], None] | None = None, launcher: str = "parallel", actors: int | None = None,
           envs_per_actor: int | None = None, learn: bool = True, max_restarts: int = 3,
-          checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY, checkpoint_replay: bool = True) -> TrainResult:
+          checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY, checkpoint_replay: bool = True,
+          emulate: dict[str, str] | None = None) -> TrainResult:
     """Train `algo` on `env_id` with every kernel on `device`, evaluate greedily, and write runs/<id>/.
 
     config defaults to pearl's preset for (algo, env_id) when there is one, else the algorithm's defaults;
     steps, when given, overrides config.total_steps. threads is the CPU threads one kernel may use;
     descriptor names a device descriptor whose precompiled kernel binary an OpenCL device loads. plan names a
     plan file (`pearl plan`): each kernel then runs on its planned device with the planned actor count, and
-    the result holds predicted against measured figures (plan_check); device must then be None.
+    the result holds predicted against measured figures (plan_check); device must then be None. emulate maps
+    an absent (what-if) device of the plan to an OpenCL device of this machine that runs its kernels instead.
 
     launcher "parallel" (the default) runs each actor in its own process beside the learner, with the
     replay ratio held by a rate limiter; "sequential" runs the roles in turn in this process, the published
@@ -233,10 +276,14 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
     if plan is not None and (actors is not None or envs_per_actor is not None):
         raise ConfigError("--plan sets the actors and envs per actor; drop --actors/--envs-per-actor "
                           "(or drop --plan)")
-    loaded = _checked_plan(plan, algo, env_id, device) if plan is not None else None
+    emulate = dict(emulate or {})
+    if emulate and plan is None:
+        raise ConfigError("--emulate stands in for an absent device of a plan; it needs --plan")
+    loaded = _checked_plan(plan, algo, env_id, device, emulate) if plan is not None else None
     device = device or "cpu"
     if loaded is not None:
-        placement = Placement(loaded.mapping["act"], loaded.mapping["replay_insert"], loaded.mapping["learn"])
+        where = {k: emulate.get(d, d) for k, d in loaded.mapping.items()}
+        placement = Placement(where["act"], where["replay_insert"], where["learn"])
         actors, envs_per_actor = loaded.actors, loaded.envs_per_actor
         device = "plan"
     else:
@@ -251,7 +298,7 @@ def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None
                           "(drop --descriptor, or train on an opencl:P:D device)")
     check_positive_int("--max-restarts", max_restarts, minimum=0)
     setup = _Setup(algo, env_id, seed, config, spec, placement, device, launcher, actors, learn, threads,
-                   descriptor, loaded, max_restarts, checkpoint_every, checkpoint_replay)
+                   descriptor, loaded, max_restarts, checkpoint_every, checkpoint_replay, emulate)
     check_runs_dir(runs_dir, _disk_needed(setup))
     checkpointer = _checkpointer(setup)
     runner = _runner(setup, None, checkpointer)  # a bad or absent device fails here, before runs/<id>/ exists
@@ -361,7 +408,7 @@ def _execute(setup: _Setup, runner: LocalLauncher | ParallelLauncher, record: Ru
         result.learning_env_steps_per_s = (stats.steps - stats.learn_start_steps) / learning_s
         result.learning_updates_per_s = (stats.updates - stats.start_updates) / learning_s
     if setup.plan is not None:
-        result.plan_check = plan_check(setup.plan, stats, config, result)
+        result.plan_check = plan_check(setup.plan, stats, config, result, setup.emulate)
     record.write("summary.json", {"kind": "summary", "status": "finished", **result.to_dict()})
     return result
 
@@ -422,11 +469,15 @@ def _setup_from_record(folder: Path) -> _Setup:
     descriptor = data.get("descriptor")
     if descriptor is not None and not isinstance(descriptor, str):
         raise RunDirError(f"{path}: field 'descriptor' must be a path or null, got {descriptor!r}")
-    plan = _checked_plan(str(folder / "plan.json"), algo, env_id, None) if (folder / "plan.json").exists() else None
+    emulate = data.get("emulate", {})  # runs recorded before emulation existed lack it
+    if not isinstance(emulate, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in emulate.items()):
+        raise RunDirError(f"{path}: field 'emulate' must map device ids to device ids, got {emulate!r}")
+    plan = (_checked_plan(str(folder / "plan.json"), algo, env_id, None, emulate)
+            if (folder / "plan.json").exists() else None)
     return _Setup(algo, env_id, field_.get("seed", int), config, spec, placement, field_.get("device", str),
                   launcher, field_.get("actors", int, 1), field_.get("learn", bool), field_.get("threads", int, 1),
                   descriptor, plan, field_.get("max_restarts", int), field_.get("checkpoint_every", int),
-                  field_.get("checkpoint_replay", bool))
+                  field_.get("checkpoint_replay", bool), emulate)
 
 
 @dataclass

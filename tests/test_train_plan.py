@@ -82,3 +82,53 @@ def test_truncated_plan(capsys, plan_file, tmp_path) -> None:
     code, _, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--plan", str(broken),
                            "--runs-dir", str(tmp_path / "runs"))
     assert code == 2 and "not valid JSON" in err
+
+
+A100 = "whatif:nvidia-a100-sxm4-80gb"
+
+
+def test_an_absent_device_runs_emulated_on_an_opencl_device(capsys, plan_file, tmp_path) -> None:
+    from opencl_support import first_opencl_device
+    from pearl.training import _setup_from_record
+
+    device = first_opencl_device()
+    planned = edited(plan_file, tmp_path, lambda d: d["mapping"].update(learn=A100))
+    code, out, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--plan", str(planned),
+                             "--emulate", f"{A100}={device}", "--steps", "1500", "--eval-episodes", "1", "--json",
+                             "--runs-dir", str(tmp_path / "runs"))
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["placement"]["learn"] == device and result["placement"]["act"] == "cpu"
+    learn = result["plan_check"]["kernels"]["learn"]
+    assert learn["device"] == A100 and learn["emulated_on"] == device and learn["measured_s"] > 0
+    assert "emulated_on" not in result["plan_check"]["kernels"]["act"]
+    assert f"{A100}'s kernels ran on {device}" in result["plan_check"]["note"]
+    run_dir = Path(result["run_dir"])
+    assert json.loads((run_dir / "config.json").read_text())["emulate"] == {A100: device}
+    setup = _setup_from_record(run_dir)  # what --resume rebuilds: the same emulated placement
+    assert setup.emulate == {A100: device} and setup.placement.learn == device
+
+
+@pytest.mark.parametrize(("emulate", "fragment"), [
+    (["--emulate", "opencl:0:0"], "takes ABSENT=opencl:P:D"),
+    (["--emulate", f"{A100}=cpu"], "cpu is not one"),
+    (["--emulate", f"{A100}=opencl:0:0", "--emulate", f"{A100}=opencl:0:1"], "twice"),
+    (["--emulate", f"{A100}=opencl:0:0", "--emulate", "whatif:other=opencl:0:0"], "places no kernel on"),
+    (["--emulate", "cpu=opencl:0:0"], "one of this machine's own"),
+])
+def test_refused_emulations(capsys, plan_file, tmp_path, emulate, fragment: str) -> None:
+    planned = edited(plan_file, tmp_path, lambda d: d["mapping"].update(learn=A100))
+    code, _, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--plan", str(planned),
+                           *emulate, "--runs-dir", str(tmp_path / "runs"))
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and fragment in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_emulation_needs_a_plan_and_the_refusal_says_how(capsys, plan_file, tmp_path) -> None:
+    code, _, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--emulate",
+                           f"{A100}=opencl:0:0", "--runs-dir", str(tmp_path / "runs"))
+    assert code == 2 and "needs --plan" in err
+    planned = edited(plan_file, tmp_path, lambda d: d["mapping"].update(learn=A100))
+    code, _, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--plan", str(planned),
+                           "--runs-dir", str(tmp_path / "runs"))
+    assert code == 2 and f"--emulate {A100}=opencl:0:0" in err
