@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from pearl import __version__
-from pearl.errors import PearlError
+from pearl.errors import ConfigError, PearlError
 
 EXIT_USER_ERROR = 2
 # click >= 8.2 raises this for a bare `pearl`; older clicks print the help themselves.
@@ -213,14 +213,22 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], w
 @click.option("--env", "env_id", required=True, help="Gymnasium environment id (the preset's shapes).")
 @click.option("--objective", type=click.Choice(["throughput", "perf-per-watt"]), default="throughput",
               show_default=True, help="Maximise env steps per second, or env steps per joule.")
+@click.option("--envs-per-actor", "envs", default=None, metavar="N|auto",
+              help="Environments each actor steps: N, or auto (the planner chooses) [default: the preset's].")
 @click.option("--out", default="plan.json", show_default=True, help="Plan file to write.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
-def plan(profile_path: str, algo: str, env_id: str, objective: str, out: str, as_json: bool) -> None:
+def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | None, out: str,
+         as_json: bool) -> None:
     """Solve the placement integer program on a profile and write a deployment plan."""
     from pearl.planner.make import make_plan
     from pearl.planner.plan import save_plan
 
-    result = make_plan(profile_path, algo, env_id, objective)
+    if envs is not None and envs != "auto":
+        try:
+            envs = int(envs)
+        except ValueError:
+            raise ConfigError(f"--envs-per-actor takes a number of environments or auto, got {envs!r}") from None
+    result = make_plan(profile_path, algo, env_id, objective, envs=envs)
     written = save_plan(result, out)
     if as_json:
         _print_json({"plan": str(written), **result.to_dict()})

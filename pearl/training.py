@@ -31,7 +31,7 @@ from pearl.runtime.evaluate import evaluate
 from pearl.runtime.local import LocalLauncher, Placement
 from pearl.runtime.parallel import ParallelLauncher
 from pearl.runtime.record import RunRecord, check_runs_dir
-from pearl.types import EnvSpec
+from pearl.types import MAX_ENVS, EnvSpec
 
 if TYPE_CHECKING:
     from pearl.planner.plan import Plan
@@ -170,7 +170,6 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
                       for a, e in sorted(emulate.items()) if a in plan.mapping.values())}
 
 
-MAX_ENVS = 4096  # environments per actor
 
 
 def max_actors() -> int:

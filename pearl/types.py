@@ -12,6 +12,9 @@ from typing import Any
 
 import numpy as np
 
+#: Environments one actor may step: each is an env object in the actor's process, so a typo must not make millions.
+MAX_ENVS = 4096
+
 Params = dict[str, np.ndarray]
 """Network parameters by name, as host numpy arrays: how weights move between adapters."""
 

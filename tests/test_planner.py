@@ -189,3 +189,52 @@ def test_weight_sync_is_costed_on_the_learner_and_each_actor() -> None:
     n = solution.actors.n
     assert kernels["weight_sync"] == pytest.approx(20e-6 + n * min(1.0, 2.0 / n) * 50e-6)
     assert kernels["learn"] == pytest.approx(synced.cost[("learn", solution.placement["learn"])] - 20e-6)
+
+
+def test_envs_auto_keeps_the_best_choice_and_merges_the_fronts() -> None:
+    from pearl.costmodel import CostModel
+    from pearl.planner.make import ENV_CHOICES, make_plan
+    from pearl.profiling.format import load_profile
+
+    largest = max(CostModel(load_profile(REFERENCE)).batches("act", "cpu", "dqn-CartPole-v1-o4-a2-h256x256"))
+    choices = [e for e in ENV_CHOICES if e <= largest]
+    assert len(choices) > 1
+    for objective, figure in (("throughput", "period_s"), ("perf-per-watt", "energy_per_iteration_j")):
+        each = {e: make_plan(REFERENCE, "dqn", "CartPole-v1", objective, envs=e) for e in choices}
+        auto = make_plan(REFERENCE, "dqn", "CartPole-v1", objective, envs="auto")
+        best = min(each.values(), key=lambda p: p.predicted[figure])
+        assert auto.predicted[figure] == pytest.approx(best.predicted[figure])
+        assert auto.envs_per_actor == min(each, key=lambda e: each[e].predicted[figure])
+        front = auto.pareto
+        assert all(p["envs_per_actor"] in choices for p in front)
+        assert all(a["period_s"] < b["period_s"] and a["energy_per_iteration_j"] > b["energy_per_iteration_j"]
+                   for a, b in zip(front, front[1:]))
+        fastest = min(p.predicted["period_s"] for p in each.values())
+        assert front[0]["period_s"] == pytest.approx(fastest)  # the merged front starts at the fastest of all
+    assert make_plan(REFERENCE, "dqn", "CartPole-v1").envs_per_actor == 1  # the preset's by default
+
+
+def test_envs_per_actor_set_the_act_and_insert_costs() -> None:
+    from pearl.costmodel import CostModel
+    from pearl.envs import env_spec
+    from pearl.planner.build import build_problem
+    from pearl.profiling.format import load_profile
+
+    profile = load_profile(REFERENCE)
+    model, spec = CostModel(profile), env_spec("CartPole-v1")
+    problem, facts = build_problem(profile, model, "dqn", spec, envs=8)
+    key, steps = facts["workload"], facts["steps_per_iteration"]
+    assert facts["envs_per_actor"] == 8 and {a.envs for a in problem.actor_options()} == {8}
+    insert = model.in_situ_factor("cpu", key) * (steps / 8) * model.kernel_time("replay_insert", "cpu", key, 8).seconds
+    assert problem.cost[("replay_insert", "cpu")] == pytest.approx(insert)
+    for a in problem.actor_options():
+        act = (steps / 8) * model.kernel_time("act", "cpu", key, 8).seconds
+        assert problem.act_cost[(a, "cpu")] == pytest.approx(act + facts["weight_sync_s"][("act", a, "cpu")])
+
+
+def test_envs_per_actor_option_is_checked(capsys, tmp_path) -> None:
+    for bad, fragment in (("many", "a number of environments or auto"), ("0", "from 1 to 4096")):
+        code, _, err = run_cli(capsys, "plan", "--profile", str(REFERENCE), "--algo", "dqn", "--env", "CartPole-v1",
+                               "--envs-per-actor", bad, "--out", str(tmp_path / "p.json"))
+        assert code == 2 and err.startswith("error: ") and err.count("\n") == 1 and fragment in err
+    assert not (tmp_path / "p.json").exists()

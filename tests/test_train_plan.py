@@ -132,3 +132,16 @@ def test_emulation_needs_a_plan_and_the_refusal_says_how(capsys, plan_file, tmp_
     code, _, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--plan", str(planned),
                            "--runs-dir", str(tmp_path / "runs"))
     assert code == 2 and f"--emulate {A100}=opencl:0:0" in err
+
+
+def test_a_plan_with_several_envs_per_actor_trains_with_them(capsys, plan_file, tmp_path) -> None:
+    from pearl.planner.make import make_plan
+
+    profile = plan_file.parent / "profile.json"
+    plan = save_plan(make_plan(profile, "dqn", "CartPole-v1", envs=8), tmp_path / "eight.json")
+    assert load_plan(plan).envs_per_actor == 8
+    code, out, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--plan", str(plan),
+                             "--steps", "1500", "--eval-episodes", "1", "--json", "--runs-dir", str(tmp_path / "r"))
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["envs_per_actor"] == 8 and result["plan_check"]["kernels"]["act"]["measured_s"] > 0

@@ -52,9 +52,13 @@ def transition_bytes(spec: EnvSpec) -> int:
     return FLOAT * (2 * spec.obs_dim + 2) + action
 
 
-def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec) -> tuple[Problem, dict]:
-    """The problem, and facts the plan reports (S, B, the workload key, the host device)."""
+def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
+                  envs: int | None = None) -> tuple[Problem, dict]:
+    """The problem for actors stepping `envs` environments each (default: the preset's n_envs), and facts the
+    plan reports (S, B, the workload key, the host device)."""
     config, key = preset_workload(algo, spec)
+    if envs is not None:
+        config = config.replace(n_envs=envs)
     if key not in model.workloads():
         raise PlanError(f"the profile has no measurements of {key}; run `pearl profile --algo {algo}` on this "
                         "machine (profiles hold the presets' network shapes)")

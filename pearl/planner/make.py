@@ -9,20 +9,62 @@ from pathlib import Path
 from pearl import __version__
 from pearl.costmodel import CostModel
 from pearl.envs import check_algo_fits, env_spec
+from pearl.errors import ConfigError
 from pearl.planner.build import build_problem
 from pearl.planner.ilp import evaluate, pareto, solve
 from pearl.planner.plan import Plan
 from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
 from pearl.profiling.format import Profile, load_profile
+from pearl.types import MAX_ENVS
 
 OBJECTIVES = ("throughput", "perf-per-watt")
 
 
-def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str = "throughput") -> Plan:
+#: what `envs="auto"` chooses from: environments per actor, each batched into one act call
+ENV_CHOICES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str = "throughput",
+              envs: int | str | None = None) -> Plan:
+    """The plan for `objective`. envs: environments per actor; None keeps the preset's (its published returns
+    were measured with it), an integer fixes it, "auto" lets the planner choose from ENV_CHOICES (up to the
+    largest act batch the profile measured, so no act time is extrapolated): one program per choice, the best
+    kept, the Pareto fronts merged."""
     profile, model, problem, facts = _setup(profile_path, algo, env_id)
-    front = pareto(problem)
-    best = front[0] if objective == "throughput" else solve(problem, "perf-per-watt")
-    return _plan(profile_path, profile, model, problem, facts, algo, env_id, objective, best, front)
+    if envs == "auto":
+        largest = max(model.batches("act", problem.host_device, facts["workload"]), default=1)
+        choices = [e for e in ENV_CHOICES if e <= largest]
+    elif envs is None:
+        choices = [facts["envs_per_actor"]]
+    elif isinstance(envs, int) and not isinstance(envs, bool) and 1 <= envs <= MAX_ENVS:
+        choices = [envs]
+    else:
+        raise ConfigError(f"envs per actor must be 'auto' or an integer from 1 to {MAX_ENVS}, got {envs!r}")
+    candidates = []
+    for e in choices:
+        p_e, f_e = (problem, facts) if e == facts["envs_per_actor"] else \
+            build_problem(profile, model, algo, env_spec(env_id), e)
+        front = pareto(p_e)
+        best = front[0] if objective == "throughput" else solve(p_e, "perf-per-watt")
+        candidates.append((p_e, f_e, best, front))
+    first = 0 if objective == "throughput" else 1  # lexicographic, as within one program
+
+    def rank(solution: Solution) -> tuple[float, float]:
+        figures = (solution.period_s, solution.energy_j)
+        return figures[first], figures[1 - first]
+
+    p_e, f_e, best, _ = min(candidates, key=lambda c: rank(c[2]))
+    return _plan(profile_path, profile, model, p_e, f_e, algo, env_id, objective, best,
+                 _merged_front([point for c in candidates for point in c[3]]))
+
+
+def _merged_front(points: list[Solution]) -> list[Solution]:
+    """The non-dominated points of several fronts: in order of period, each using strictly less energy."""
+    front: list[Solution] = []
+    for point in sorted(points, key=lambda p: (p.period_s, p.energy_j)):
+        if not front or point.energy_j < front[-1].energy_j * (1 - 1e-9):
+            front.append(point)
+    return front
 
 
 def fixed_plans(profile_path: str | Path, algo: str, env_id: str) -> dict[str, Plan]:
@@ -87,8 +129,8 @@ def _plan(profile_path: str | Path, profile: Profile, model: CostModel, problem:
         # a CBC run stopped by its time limit reports no bound: its gap is unknown (None), not infinite
         solver={"name": best.solver, "status": best.status, "gap": best.gap if math.isfinite(best.gap) else None,
                 "solve_s": best.solve_s},
-        pareto=[{**_figures(s.period_s, s.energy_j, facts, {}), "mapping": dict(s.placement), "actors": s.actors.n}
-                for s in front],
+        pareto=[{**_figures(s.period_s, s.energy_j, facts, {}), "mapping": dict(s.placement), "actors": s.actors.n,
+                 "envs_per_actor": s.actors.envs} for s in front],
         kernels=_kernel_seconds(problem, facts, best),
     )
 
