@@ -6,6 +6,7 @@ traceback appears only with `pearl --debug ...`. `--json` prints exactly one JSO
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import signal
@@ -359,7 +360,9 @@ def _fail(message: str, debug: bool) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and turn user errors into one `error:` line and exit status 2."""
     args = sys.argv[1:] if argv is None else argv
-    debug = "--debug" in args
+    # --debug is the group's option: it counts before the command (the group's options take no values),
+    # not as a value or a misplaced option after it (click refuses that one)
+    debug = "--debug" in itertools.takewhile(lambda a: a.startswith("-"), args)
     try:
         code = cli.main(args=args, prog_name="pearl", standalone_mode=False)
     except _NO_ARGS as exc:

@@ -91,6 +91,14 @@ def test_debug_shows_the_traceback(capsys) -> None:
     assert "Traceback" in err and err.strip().splitlines()[-1].startswith("error: ")
 
 
+def test_debug_counts_only_before_the_command(capsys) -> None:
+    # after the command it is no option of train: one line, no traceback, even though the env is bad too
+    code, out, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "NoSuchEnv-v9", "--debug")
+    assert code == 2 and "Traceback" not in err and err.count("\n") == 1 and "--debug" in err
+    code, _, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "--debug")  # a value, not the flag
+    assert code == 2 and "Traceback" not in err and err.count("\n") == 1
+
+
 def test_unwritable_runs_dir_is_a_user_error(capsys, tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
