@@ -212,6 +212,10 @@ def test_envs_auto_keeps_the_best_choice_and_merges_the_fronts() -> None:
         fastest = min(p.predicted["period_s"] for p in each.values())
         assert front[0]["period_s"] == pytest.approx(fastest)  # the merged front starts at the fastest of all
     assert make_plan(REFERENCE, "dqn", "CartPole-v1").envs_per_actor == 1  # the preset's by default
+    from pearl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown objective"):
+        make_plan(REFERENCE, "dqn", "CartPole-v1", "fastest")
 
 
 def test_envs_per_actor_set_the_act_and_insert_costs() -> None:

@@ -30,6 +30,8 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
     were measured with it), an integer fixes it, "auto" lets the planner choose from ENV_CHOICES (up to the
     largest act batch the profile measured, so no act time is extrapolated): one program per choice, the best
     kept, the Pareto fronts merged."""
+    if objective not in OBJECTIVES:
+        raise ConfigError(f"unknown objective {objective!r}: use one of {', '.join(OBJECTIVES)}")
     profile, model, problem, facts = _setup(profile_path, algo, env_id)
     if envs == "auto":
         largest = max(model.batches("act", problem.host_device, facts["workload"]), default=1)
