@@ -12,7 +12,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pearl.errors import PearlError
 
@@ -136,3 +136,60 @@ def finite_number(value: Any, positive: bool = False) -> float | None:
     if not math.isfinite(number) or number < 0 or (positive and number == 0):
         return None
     return number
+
+
+#: Integers beyond 2**53 lose digits as floats, which pearl computes in.
+MAX_INT = 2**53
+
+
+class FieldChecker:
+    """Checks of the fields of one JSON document (a profile, a plan, a run's config.json): a field that is
+    missing or of the wrong kind raises `error` with one line naming the file and the field's path."""
+
+    def __init__(self, where: str, error: type[PearlError]) -> None:
+        self.where, self.error = where, error
+
+    def fail(self, path: str, expected: str, got: Any = ...) -> NoReturn:
+        shown = "" if got is ... else f", got {got!r}"
+        raise self.error(f"{self.where}: field '{path or '<top>'}' must be {expected}{shown}")
+
+    def text(self, d: dict, key: str, prefix: str = "") -> str:
+        value = d.get(key)
+        if not isinstance(value, str) or not value:
+            self.fail(field_path(prefix, key), "a non-empty string", value)
+        return value
+
+    def integer(self, d: dict, key: str, prefix: str = "", minimum: int = 0, maximum: int = MAX_INT) -> int:
+        value = d.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+            self.fail(field_path(prefix, key), f"an integer from {minimum} to {maximum}", value)
+        return value
+
+    def number(self, d: dict, key: str, prefix: str = "", positive: bool = False) -> float:
+        value = d.get(key)
+        number = finite_number(value, positive)
+        if number is None:
+            self.fail(field_path(prefix, key), "a finite number > 0" if positive else "a finite number >= 0", value)
+        return number
+
+    def flag(self, d: dict, key: str, prefix: str = "") -> bool:
+        value = d.get(key)
+        if not isinstance(value, bool):
+            self.fail(field_path(prefix, key), "true or false", value)
+        return value
+
+    def member(self, d: dict, key: str, prefix: str, allowed: set[str]) -> str:
+        value = d.get(key)
+        if not isinstance(value, str) or value not in allowed:  # a list or object is unhashable: no `in`
+            self.fail(field_path(prefix, key), f"one of {', '.join(sorted(allowed))}", value)
+        return value
+
+    def mapping(self, d: dict, key: str, prefix: str = "") -> dict:
+        value = d.get(key)
+        if not isinstance(value, dict):
+            self.fail(field_path(prefix, key), "an object", value)
+        return value
+
+
+def field_path(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key

@@ -24,7 +24,7 @@ from pearl.algos import OffPolicyConfig, algo_config_class, config_from_dict, ha
 from pearl.algos.params import init_params
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import CheckpointError, ConfigError, DeviceError, PearlError, PlanError, RunDirError
-from pearl.fileio import read_json
+from pearl.fileio import FieldChecker, read_json
 from pearl.runtime.checkpoint import FOLDER as CHECKPOINTS
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, describe, estimate_bytes, latest
 from pearl.runtime.evaluate import evaluate
@@ -479,20 +479,23 @@ def _setup_from_record(folder: Path) -> _Setup:
                   field_.get("checkpoint_replay", bool), emulate)
 
 
-@dataclass
-class _RecordFields:
-    path: Path
-    data: Any
+class _RecordFields(FieldChecker):
+    """The fields of a run's config.json (pearl.fileio.FieldChecker's checks), each by the kind it must be."""
+
+    def __init__(self, path: Path, data: Any) -> None:
+        super().__init__(str(path), RunDirError)
+        if not isinstance(data, dict):
+            raise RunDirError(f"{path}: must hold a JSON object, got {type(data).__name__}")
+        self.data = data
 
     def get(self, name: str, kind: type, minimum: int = 0) -> Any:
-        if not isinstance(self.data, dict):
-            raise RunDirError(f"{self.path}: must hold a JSON object, got {type(self.data).__name__}")
-        value = self.data.get(name)
-        ok = isinstance(value, kind) and (kind is not int or (not isinstance(value, bool) and value >= minimum))
-        if not ok:
-            expected = f"an integer >= {minimum}" if kind is int else kind.__name__
-            raise RunDirError(f"{self.path}: field {name!r} must be {expected}, got {value!r}")
-        return value
+        if kind is int:
+            return self.integer(self.data, name, minimum=minimum)
+        if kind is bool:
+            return self.flag(self.data, name)
+        if kind is dict:
+            return self.mapping(self.data, name)
+        return self.text(self.data, name)
 
 
 def _check_same_run(checkpoint: Checkpoint, setup: _Setup) -> None:

@@ -457,3 +457,15 @@ def test_resume_of_a_mutated_run_record_is_one_error_line(finished_run, how, cap
         config_path.write_bytes(original)
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, (how, err)
     assert "Traceback" not in out + err
+
+
+@pytest.mark.parametrize("document", [b"[1, 2]", b"\"config\"", b"null"])
+def test_resume_of_a_config_that_is_no_object_is_one_error_line(finished_run, capsys, document: bytes) -> None:
+    config_path = finished_run / "config.json"
+    original = config_path.read_bytes()
+    try:
+        config_path.write_bytes(document)
+        code, out, err = run_cli(capsys, "train", "--resume", str(finished_run), "--eval-episodes", "0")
+    finally:
+        config_path.write_bytes(original)
+    assert code == 2 and err.count("\n") == 1 and "must hold a JSON object" in err and "Traceback" not in out + err

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from pearl.errors import PearlError
-from pearl.fileio import finite_number, read_json, write_json_atomic
-from pearl.profiling.format import MAX_INT, MAX_LANES
+from pearl.fileio import MAX_INT, FieldChecker, finite_number, read_json, write_json_atomic
+from pearl.profiling.format import MAX_LANES
 
 SCHEMA = "pearl.plan/1"
 MAPPED = ("env_step", "act", "replay_insert", "replay_sample", "priority_update", "learn")
@@ -73,10 +73,8 @@ def load_plan(path: str | Path) -> Plan:
 
 
 def parse_plan(data: Any, where: str) -> Plan:
-    def fail(field_name: str, expected: str, got: Any = ...) -> None:
-        shown = "" if got is ... else f", got {got!r}"
-        raise PlanFileError(f"{where}: field '{field_name}' must be {expected}{shown}")
-
+    check = FieldChecker(where, PlanFileError)
+    fail = check.fail
     if not isinstance(data, dict):
         fail("<top>", "a JSON object")
     schema = data.get("schema")
@@ -85,27 +83,20 @@ def parse_plan(data: Any, where: str) -> Plan:
     if schema != SCHEMA:
         raise PlanFileError(f"{where}: field 'schema' is {schema!r}, a version this pearl cannot read "
                             f"(it reads {SCHEMA!r}); re-run `pearl plan` or upgrade pearl")
-    for name in ("pearl_version", "created", "algo", "env", "objective", "bottleneck"):
-        if not isinstance(data.get(name), str) or not data[name]:
-            fail(name, "a non-empty string", data.get(name))
-    if data["objective"] not in ("throughput", "perf-per-watt"):
-        fail("objective", "'throughput' or 'perf-per-watt'", data["objective"])
+    for name in ("pearl_version", "created", "algo", "env", "bottleneck"):
+        check.text(data, name)
+    check.member(data, "objective", "", {"throughput", "perf-per-watt"})
     mapping = data.get("mapping")
     if not isinstance(mapping, dict) or set(mapping) != set(MAPPED) or \
             not all(isinstance(v, str) and v for v in mapping.values()):
         fail("mapping", f"an object mapping each of {', '.join(MAPPED)} to a device id", mapping)
     # training starts `actors` processes: at most one per lane of the largest host a profile can describe
-    for name, most in (("actors", MAX_LANES), ("envs_per_actor", MAX_INT)):
-        value = data.get(name)
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-            fail(name, f"an integer from 1 to {most}", value)
+    check.integer(data, "actors", minimum=1, maximum=MAX_LANES)
+    check.integer(data, "envs_per_actor", minimum=1, maximum=MAX_INT)
     for name in ("profile", "predicted", "lanes"):
-        if not isinstance(data.get(name), dict):
-            fail(name, "an object", data.get(name))
+        check.mapping(data, name)
     for name in ("env_steps_per_s", "updates_per_s", "learner_samples_per_s", "period_s"):
-        value = data["predicted"].get(name)
-        if finite_number(value, positive=True) is None:
-            fail(f"predicted.{name}", "a finite number > 0", value)
+        check.number(data["predicted"], name, "predicted", positive=True)
     # optional: older plans may lack them; `pearl train` compares kernels[k] with the time measured for k
     solver = data.get("solver", {})
     if not isinstance(solver, dict):

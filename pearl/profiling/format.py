@@ -43,14 +43,12 @@ from pathlib import Path
 from typing import Any
 
 from pearl.errors import PearlError
-from pearl.fileio import finite_number, read_json, write_json_atomic
+from pearl.fileio import MAX_INT, FieldChecker, field_path, read_json, write_json_atomic
 from pearl.kernels import KERNEL_NAMES
 
 SCHEMA = "pearl.profile/1"
 SCHEMA_NAME, SCHEMA_VERSION = SCHEMA.split("/")
 SOURCES = ("measured", "modelled")
-#: Integers beyond 2**53 lose digits as floats, which the cost model and planner compute in.
-MAX_INT = 2**53
 #: More cores than any machine pearl plans for; the planner weighs one actor option per lane of the host.
 MAX_LANES = 4096
 
@@ -276,15 +274,12 @@ def _reject_duplicates(profile: Profile, where: str) -> None:
             seen.add(key)
 
 
-class _Validator:
-    """Field checks whose errors name the file and the JSON path of the field."""
+class _Validator(FieldChecker):
+    """The shared field checks (pearl.fileio.FieldChecker) plus the profile's own: lists of entries, timing
+    statistics, sources."""
 
     def __init__(self, where: str) -> None:
-        self.where = where
-
-    def fail(self, path: str, expected: str, got: Any = ...) -> None:
-        shown = "" if got is ... else f", got {got!r}"
-        raise ProfileError(f"{self.where}: field '{path or '<top>'}' must be {expected}{shown}")
+        super().__init__(where, ProfileError)
 
     def items(self, data: dict, name: str):
         value = data.get(name)
@@ -295,59 +290,25 @@ class _Validator:
                 self.fail(f"{name}[{i}]", "an object")
             yield f"{name}[{i}]", item
 
-    def text(self, d: dict, key: str, prefix: str = "") -> str:
-        value = d.get(key)
-        if not isinstance(value, str) or not value:
-            self.fail(_join(prefix, key), "a non-empty string", value)
-        return value
-
     def optional_text(self, d: dict, key: str, prefix: str) -> str | None:
         value = d.get(key)
         if value is not None and not isinstance(value, str):
-            self.fail(_join(prefix, key), "a string or null", value)
-        return value
-
-    def integer(self, d: dict, key: str, prefix: str, minimum: int, maximum: int = MAX_INT) -> int:
-        value = d.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-            self.fail(_join(prefix, key), f"an integer from {minimum} to {maximum}", value)
+            self.fail(field_path(prefix, key), "a string or null", value)
         return value
 
     def int_list(self, d: dict, key: str, prefix: str) -> list[int]:
         value = d.get(key)
         if not isinstance(value, list) or not value or \
                 not all(isinstance(x, int) and not isinstance(x, bool) and 0 < x <= MAX_INT for x in value):
-            self.fail(_join(prefix, key), "a non-empty list of positive integers", value)
+            self.fail(field_path(prefix, key), "a non-empty list of positive integers", value)
         return value
-
-    def number(self, d: dict, key: str, prefix: str, positive: bool = False) -> float:
-        value = d.get(key)
-        number = finite_number(value, positive)
-        if number is None:
-            self.fail(_join(prefix, key), "a finite number > 0" if positive else "a finite number >= 0", value)
-        return number
 
     def stats(self, d: dict, prefix: str) -> tuple[float, float, float, int]:
         median, p10, p90 = (self.number(d, k, prefix) for k in ("median_s", "p10_s", "p90_s"))
         if not p10 <= median <= p90:
-            self.fail(_join(prefix, "median_s"), "between p10_s and p90_s", median)
+            self.fail(field_path(prefix, "median_s"), "between p10_s and p90_s", median)
         return median, p10, p90, self.integer(d, "samples", prefix, 1)
-
-    def flag(self, d: dict, key: str, prefix: str) -> bool:
-        value = d.get(key)
-        if not isinstance(value, bool):
-            self.fail(_join(prefix, key), "true or false", value)
-        return value
 
     def source(self, d: dict, prefix: str) -> str:
         return self.member(d, "source", prefix, set(SOURCES))
 
-    def member(self, d: dict, key: str, prefix: str, allowed: set[str]) -> str:
-        value = d.get(key)
-        if not isinstance(value, str) or value not in allowed:  # a list or object is unhashable: no `in`
-            self.fail(_join(prefix, key), f"one of {', '.join(sorted(allowed))}", value)
-        return value
-
-
-def _join(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
