@@ -89,9 +89,9 @@ def devices(as_json: bool) -> None:
 @click.pass_context
 def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str | None, plan_path: str | None,
           descriptor: str | None, emulate: tuple[str, ...], steps: int | None, seed: int, eval_episodes: int,
-          runs_dir: str, threads: int,
-          actors: int | None, envs_per_actor: int | None, sequential: bool, no_learn: bool, max_restarts: int,
-          checkpoint_every: int, no_checkpoint_replay: bool, resume_dir: str | None, as_json: bool) -> None:
+          runs_dir: str, threads: int, actors: int | None, envs_per_actor: int | None, sequential: bool,
+          no_learn: bool, max_restarts: int, checkpoint_every: int, no_checkpoint_replay: bool,
+          resume_dir: str | None, as_json: bool) -> None:
     """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/ (or go on with one: --resume)."""
     from pearl.algos import preset
     from pearl.training import parse_emulation

@@ -119,8 +119,9 @@ def _checked_plan(path: str, algo: str, env_id: str, device: str | None,
     if here != there:
         raise PlanError(f"{path} was planned from a profile of another machine ({there[0]}, {there[1]} cores); "
                         f"this one is {here[0]}, {here[1]} cores: run `pearl profile` here and plan again")
-    _check_emulation(path, plan, emulate or {})
-    absent = sorted(d for d in set(plan.mapping.values()) if d.startswith("whatif:") and d not in (emulate or {}))
+    emulate = emulate or {}
+    _check_emulation(path, plan, emulate)
+    absent = sorted(d for d in set(plan.mapping.values()) if d.startswith("whatif:") and d not in emulate)
     if absent:
         raise PlanError(f"{path} places kernels on {', '.join(absent)}, a device modelled from its descriptor "
                         "that this machine does not have; plan without --what-if devices to train, or run those "
@@ -168,8 +169,6 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
                      "the sequential launcher runs the roles in turn; the plan predicts them running concurrently")
             + "".join(f"; {a}'s kernels ran on {e} (emulated: measured is {e}, predicted is {a})"
                       for a, e in sorted(emulate.items()) if a in plan.mapping.values())}
-
-
 
 
 def max_actors() -> int:

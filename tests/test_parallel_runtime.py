@@ -16,6 +16,7 @@ import pytest
 from counter_env import episode_length
 
 from pearl.algos import DQNConfig
+from pearl.algos.params import ParamLayout
 from pearl.envs import env_spec
 from pearl.errors import PearlError
 from pearl.runtime import shm
@@ -67,7 +68,7 @@ def test_ring_keeps_order_across_wraparound_and_refuses_when_full() -> None:
 
 def test_weight_board_serves_only_complete_newer_snapshots() -> None:
     params = {"q.0.weight": np.zeros((3, 2), np.float32), "q.0.bias": np.zeros(3, np.float32)}
-    layout = shm.ParamLayout.of(params)
+    layout = ParamLayout.of(params)
     seg = shm.Segment(shm.Layout.of(shm.WeightBoard.specs(layout)))
     try:
         writer = shm.WeightBoard(seg, layout)

@@ -9,6 +9,8 @@ Initialisation matches torch.nn.Linear's default: weight and bias ~ U(−1/√fa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from pearl.algos.base import OffPolicyConfig
@@ -64,6 +66,31 @@ def subset(params: Params, net: str) -> Params:
     return {k: v for k, v in params.items() if k.startswith(prefix)}
 
 
-def param_count(config: OffPolicyConfig, spec: EnvSpec) -> int:
-    """Trainable parameters (targets excluded)."""
-    return sum(a * b + b for sizes in network_sizes(config, spec).values() for a, b in zip(sizes[:-1], sizes[1:]))
+def param_count(config: OffPolicyConfig, spec: EnvSpec, net: str | None = None) -> int:
+    """Trainable parameters (targets excluded) of every network, or of the one named."""
+    nets = network_sizes(config, spec)
+    chosen = nets.values() if net is None else [nets[net]]
+    return sum(a * b + b for sizes in chosen for a, b in zip(sizes[:-1], sizes[1:]))
+
+
+@dataclass(frozen=True)
+class ParamLayout:
+    """Where each named parameter sits in one flat float32 buffer, such as the runtime's shared weight board (in
+    the order the learner lists them, layer by layer, so an adapter that keeps a network in one flat buffer can
+    copy it in one go)."""
+
+    entries: tuple[tuple[str, tuple[int, ...], int], ...]  # (name, shape, offset in elements)
+    size: int
+
+    @classmethod
+    def of(cls, params: Params) -> "ParamLayout":
+        offset, out = 0, []
+        for name in params:
+            shape = tuple(np.shape(params[name]))
+            out.append((name, shape, offset))
+            offset += int(np.prod(shape, dtype=np.int64))
+        return cls(tuple(out), offset)
+
+    def views(self, flat: np.ndarray) -> Params:
+        """Each named parameter as a view into flat, a buffer of `size` elements laid out like this."""
+        return {name: flat[o:o + int(np.prod(shape, dtype=np.int64))].reshape(shape) for name, shape, o in self.entries}

@@ -25,11 +25,11 @@ the policy's parameters on act's. This module imports no torch and no pyopencl.
 from __future__ import annotations
 
 import math
-from functools import partial
+from functools import cache, partial
 from typing import Callable
 
 from pearl.algos import OffPolicyConfig, preset
-from pearl.algos.params import param_count
+from pearl.algos.params import param_count, policy_net
 from pearl.costmodel import CostModel, Estimate
 from pearl.errors import PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Problem, Resource
@@ -89,10 +89,9 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
         power = _power(model, d)
         lanes = max(entry.lanes, resources[r].lanes if r in resources else 1)
         resources[r] = Resource(r, lanes, power[0], power[1])
-    params = param_count(config, spec)
-    policy_params = params if algo == "dqn" else sum(
-        a * b + b for a, b in zip([spec.obs_dim, *config.hidden], [*config.hidden, spec.action_dim]))
+    params, policy_params = param_count(config, spec), param_count(config, spec, policy_net(algo))
 
+    @cache  # asked for by learn's device and by act's
     def weight_sync(d: str) -> tuple[float, float]:
         """(publish, load) seconds of one weight sync on device d."""
         timed = _profiled(partial(model.weight_sync_time, d, key))

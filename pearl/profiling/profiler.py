@@ -36,7 +36,7 @@ import numpy as np
 from pearl import __version__
 from pearl.adapters import Adapter, DeviceInfo, LearnKernel, ReplayKernels, discover, open_adapter
 from pearl.algos import OffPolicyConfig, preset
-from pearl.algos.params import init_params
+from pearl.algos.params import ParamLayout, init_params
 from pearl.descriptors import DEVICES_DIR, DeviceDescriptor, load_descriptor
 from pearl.envs import env_spec
 from pearl.errors import ConfigError, DeviceError
@@ -303,23 +303,13 @@ def _weight_sync(target: _Target, workload: Workload, config: OffPolicyConfig, s
     timing = {"min_time": grid.min_time, "warmup": grid.warmup, "min_samples": grid.min_samples}
     params = init_params(config, spec, seed=2)
     learner = adapter.make_learn(config, spec, params)
-    shapes = {name: np.shape(value) for name, value in learner.policy_params().items()}
-    flat = np.zeros(sum(int(np.prod(s)) for s in shapes.values()), np.float32)
-    views, at = {}, 0
-    for name, shape in shapes.items():
-        size = int(np.prod(shape))
-        views[name], at = flat[at:at + size].reshape(shape), at + size
-    publish = measure(partial(learner.write_policy, views), sync, **timing)
+    layout = ParamLayout.of(learner.policy_params())
+    flat = np.zeros(layout.size, np.float32)
+    publish = measure(partial(learner.write_policy, layout.views(flat)), sync, **timing)
     act = adapter.make_act(config, spec, params, seed=2)
 
-    def load() -> None:
-        copy = flat.copy()
-        at = 0
-        loaded = {}
-        for name, shape in shapes.items():
-            size = int(np.prod(shape))
-            loaded[name], at = copy[at:at + size].reshape(shape), at + size
-        act.set_params(loaded)
+    def load() -> None:  # as an actor does: WeightBoard.read copies the board, then the act kernel loads it
+        act.set_params(layout.views(flat.copy()))
 
     loading = measure(load, sync, **timing)
     return WeightSyncTiming(workload.key, target.info.id, publish.median_s, loading.median_s,

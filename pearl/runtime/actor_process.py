@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pearl.algos.base import OffPolicyConfig
+from pearl.algos.params import ParamLayout
 from pearl.runtime import shm
 from pearl.runtime.limiter import RateLimiter
 from pearl.types import EnvSpec, WeightSnapshot
@@ -41,7 +42,7 @@ class ActorArgs:
     actor_id: int
     segment: str
     layout: shm.Layout
-    params: shm.ParamLayout
+    params: ParamLayout
     config: OffPolicyConfig
     spec: EnvSpec
     device: str

@@ -43,7 +43,7 @@ import numpy as np
 
 from pearl.adapters import open_adapter
 from pearl.algos.base import OffPolicyConfig
-from pearl.algos.params import init_params
+from pearl.algos.params import ParamLayout, init_params
 from pearl.errors import PearlError
 from pearl.replay import linear_beta
 from pearl.runtime import actor_process, shm
@@ -131,15 +131,15 @@ class ParallelLauncher:
         self.restart_log: list[str] = []  # why each restart happened
 
     # ------------------------------------------------------------------------------------------ setup
-    def _layout(self) -> tuple[shm.Layout, shm.ParamLayout]:
-        params = shm.ParamLayout.of(self.policy)
+    def _layout(self) -> tuple[shm.Layout, ParamLayout]:
+        params = ParamLayout.of(self.policy)
         specs = shm.counter_specs(self.n_actors) + shm.WeightBoard.specs(params)
         for i in range(self.n_actors):
             specs += shm.ring_specs(f"ring{i}", self.ring_capacity, self.spec)
             specs += actor_process.episode_specs(f"episodes{i}", EPISODE_RING)
         return shm.Layout.of(specs), params
 
-    def _start_actors(self, segment: shm.Segment, layout: shm.Layout, params: shm.ParamLayout) -> None:
+    def _start_actors(self, segment: shm.Segment, layout: shm.Layout, params: ParamLayout) -> None:
         for i in range(self.n_actors):
             args = actor_process.ActorArgs(
                 actor_id=i, segment=segment.name, layout=layout, params=params, config=self.config, spec=self.spec,

@@ -30,6 +30,7 @@ from typing import Callable
 
 import numpy as np
 
+from pearl.algos.params import ParamLayout
 from pearl.types import EnvSpec, Params
 
 _ALIGN = 64  # each array starts on its own cache line
@@ -156,24 +157,6 @@ class Ring:
 
 
 # ---------------------------------------------------------------------------------------- weight board
-@dataclass(frozen=True)
-class ParamLayout:
-    """Where each named parameter sits in the board's flat float32 buffer (in the order the learner lists
-    them, layer by layer, so an adapter that keeps a network in one flat buffer can copy it in one go)."""
-
-    entries: tuple[tuple[str, tuple[int, ...], int], ...]  # (name, shape, offset in elements)
-    size: int
-
-    @classmethod
-    def of(cls, params: Params) -> "ParamLayout":
-        offset, out = 0, []
-        for name in params:
-            shape = tuple(np.shape(params[name]))
-            out.append((name, shape, offset))
-            offset += int(np.prod(shape, dtype=np.int64))
-        return cls(tuple(out), offset)
-
-
 SEQ, VERSION = 0, 1
 
 
@@ -184,8 +167,7 @@ class WeightBoard:
         self.flat = segment[f"{prefix}.flat"]
         self.ctl = segment[f"{prefix}.ctl"]
         self.params = params
-        self.views = {name: self.flat[o:o + int(np.prod(shape, dtype=np.int64))].reshape(shape)
-                      for name, shape, o in params.entries}
+        self.views = params.views(self.flat)
 
     @staticmethod
     def specs(params: ParamLayout, prefix: str = "weights") -> list[tuple[str, tuple[int, ...], str]]:
@@ -216,8 +198,7 @@ class WeightBoard:
         version = int(self.ctl[VERSION])
         if int(self.ctl[SEQ]) != seq:  # overwritten while copying: keep the old weights for now
             return None
-        return seq, version, {name: copy[o:o + int(np.prod(shape, dtype=np.int64))].reshape(shape)
-                              for name, shape, o in self.params.entries}
+        return seq, version, self.params.views(copy)
 
 
 def sweep_stale(directory: Path = SHM_DIR) -> list[str]:
