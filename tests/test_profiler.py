@@ -223,9 +223,10 @@ def test_interleaved_rounds_visit_every_point_in_turn_and_pool_their_samples() -
     stats = measure_interleaved(points, rounds=3, min_time=0.0, warmup=2, min_samples=5,
                                 after=lambda r, i: blocks.append((r, i)))
     assert blocks == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
-    # per block: ceil(5 / 3) = 2 timed calls after the warm-up (2 calls in round 0, then 1)
+    # an untimed round first (2 warm-up calls + a block of ceil(5 / 3) = 2 per point), then per timed block
+    # one untimed call and 2 timed ones
     assert [s.samples for s in stats] == [6, 6]
-    assert [name for name, _ in log] == ["a"] * 4 + ["b"] * 4 + (["a"] * 3 + ["b"] * 3) * 2
+    assert [name for name, _ in log] == ["a"] * 4 + ["b"] * 4 + (["a"] * 3 + ["b"] * 3) * 3
     assert all(x == 7 for name, x in log if name == "b")  # prepare's result reaches the call
     assert all(0 <= s.p10_s <= s.median_s <= s.p90_s for s in stats)
     with pytest.raises(ValueError, match="rounds"):

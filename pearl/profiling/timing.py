@@ -4,7 +4,9 @@
 `measure_interleaved` spreads each figure's samples over rounds that visit every figure in turn: on a shared
 host a kernel's speed drifts on a scale of 100 ms (measured: PoCL's 32-row replay insert, one object, ten
 back-to-back 80 ms blocks, block medians 335 to 489 µs), so one contiguous block per figure reports whichever
-level that block caught, and two profiles of one machine disagree.
+level that block caught, and two profiles of one machine disagree. The rounds start after an untimed one:
+without it the first timed round of the first OpenCL sweep in a process ran 10 to 60 % slower than the rest
+(8 of 12 quick profiles on a 2-core VM), however many warm-up calls each point had first.
 """
 
 from __future__ import annotations
@@ -71,17 +73,19 @@ class Point:
 def measure_interleaved(points: list[Point], *, rounds: int, min_time: float, warmup: int = 3, min_samples: int = 5,
                         after: Callable[[int, int], None] | None = None) -> list[Stats]:
     """Stats of every point, each from `rounds` blocks of at least min_time/rounds (and min_samples/rounds calls):
-    round r measures point 0, 1, ... in turn, so every figure samples the whole span of the sweep. Each block
-    starts with `warmup` calls in the first round and one call later (caches the other points displaced).
-    after(round, point) is called when a block is done."""
+    round r measures point 0, 1, ... in turn, so every figure samples the whole span of the sweep. An untimed
+    round comes first (`warmup` calls, then a block's worth, per point); each timed block starts with one
+    untimed call (caches the other points displaced). after(round, point) is called when a timed block is done."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
-    times: list[list[float]] = [[] for _ in points]
     per_block = max(1, -(-min_samples // rounds))
+    for p in points:
+        durations(p.call, p.sync, min_time=min_time / rounds, warmup=warmup, min_samples=per_block, prepare=p.prepare)
+    times: list[list[float]] = [[] for _ in points]
     for r in range(rounds):
         for i, p in enumerate(points):
-            times[i] += durations(p.call, p.sync, min_time=min_time / rounds, warmup=warmup if r == 0 else 1,
-                                  min_samples=per_block, prepare=p.prepare)
+            times[i] += durations(p.call, p.sync, min_time=min_time / rounds, warmup=1, min_samples=per_block,
+                                  prepare=p.prepare)
             if after is not None:
                 after(r, i)
     return [_stats(t) for t in times]
