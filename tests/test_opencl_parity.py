@@ -111,6 +111,35 @@ def test_weights_round_trip(ocl) -> None:
         np.testing.assert_array_equal(got[name], params[name])
 
 
+def test_loaded_weights_are_the_ones_given_even_if_the_caller_reuses_them(ocl) -> None:
+    """set_params uploads asynchronously: the arrays it was given may change the moment it returns (an actor
+    reuses its weight buffer), and the act kernel must still use the weights as they were."""
+    config, spec = preset("dqn", "CartPole-v1"), env_spec("CartPole-v1")
+    first, second = init_params(config, spec, seed=1), init_params(config, spec, seed=2)
+    torch_act = TorchAdapter("cpu").make_act(config, spec, first, seed=0)
+    act = ocl.make_act(config, spec, second, seed=0)
+    given = {name: value.copy() for name, value in first.items()}
+    n = 1 << 22  # queue a few ms of work first, so the uploads wait behind it
+    ocl.rt.launch("philox_bits", n, np.uint32(1), np.uint32(2), ocl.rt.zeros(n, np.uint32), ocl.rt.zeros(n, np.uint32))
+    act.set_params(given)
+    for value in given.values():
+        value[...] = np.nan  # reused before the device copied anything
+    obs = np.random.default_rng(0).normal(size=(64, spec.obs_dim)).astype(np.float32)
+    np.testing.assert_array_equal(act.act(obs, 0.0), torch_act.act(obs, 0.0))
+
+
+def test_wrong_parameter_shapes_leave_the_weights_alone(ocl) -> None:
+    config, spec = preset("dqn", "CartPole-v1"), env_spec("CartPole-v1")
+    params, other = init_params(config, spec, seed=0), init_params(config, spec, seed=1)
+    act = ocl.make_act(config, spec, params, seed=0)
+    other["q.2.bias"] = other["q.2.bias"][:1]  # the last tensor is wrong: nothing before it may be copied
+    with pytest.raises(ValueError, match="q.2.bias"):
+        act.set_params(other)
+    obs = np.random.default_rng(1).normal(size=(64, spec.obs_dim)).astype(np.float32)
+    want = TorchAdapter("cpu").make_act(config, spec, params, seed=0).act(obs, 0.0)
+    np.testing.assert_array_equal(act.act(obs, 0.0), want)
+
+
 def test_philox_bits_equal_numpy(ocl) -> None:
     n = 4096
     out0, out1 = ocl.rt.zeros(n, np.uint32), ocl.rt.zeros(n, np.uint32)

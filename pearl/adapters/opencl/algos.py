@@ -48,7 +48,7 @@ class CLDQNAct(ActKernel):
     def act(self, obs: np.ndarray, explore: float) -> np.ndarray:
         n = obs.shape[0]
         x = self.bufs.get("obs", obs.shape)
-        x.set(np.ascontiguousarray(obs, dtype=np.float32), queue=self.rt.queue)
+        x.set(np.ascontiguousarray(obs, dtype=np.float32), queue=self.rt.queue, async_=True)  # read back below
         q = self.q.forward(x, n)[-1]
         actions = self.bufs.get("actions", (n,), np.int32)
         self.rt.launch("dqn_act", n, q, self.n_actions, float(explore), _u32(self.key), _u32(self.call), actions)
@@ -103,7 +103,7 @@ class CLDDPGAct(ActKernel):
     def act(self, obs: np.ndarray, explore: float) -> np.ndarray:
         n = obs.shape[0]
         x = self.bufs.get("obs", obs.shape)
-        x.set(np.ascontiguousarray(obs, dtype=np.float32), queue=self.rt.queue)
+        x.set(np.ascontiguousarray(obs, dtype=np.float32), queue=self.rt.queue, async_=True)  # read back below
         actions = self.actor.forward(x, n)[-1]
         self.rt.launch("ddpg_act", actions.size, actions, float(explore), _u32(self.key), _u32(self.call))
         self.call += 1

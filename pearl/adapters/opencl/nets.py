@@ -40,17 +40,25 @@ class DeviceMLP:
 
     # ---------------------------------------------------------------- parameters
     def load(self, params: Params, net: str | None = None) -> None:
-        """Copy `<net>.<i>.weight/bias` from host params into the device buffers (shapes must match)."""
+        """Copy `<net>.<i>.weight/bias` from host params into the device buffers (shapes must match; nothing
+        is copied unless all do).
+
+        The uploads are asynchronous, from private copies that each upload's event keeps alive: an actor's
+        weight load costs no round trip to the device, and the caller may reuse `params` at once. Kernels on
+        the same (in-order) queue run after them."""
         net = net or self.net
+        uploads = []
         for i, layer in enumerate(self.layers):
             for attr, buf in (("weight", layer.w), ("bias", layer.b)):
                 name = f"{net}.{i}.{attr}"
                 if name not in params:
                     raise ValueError(f"parameters lack {name!r}")
-                value = np.ascontiguousarray(params[name], dtype=np.float32)
+                value = np.array(params[name], dtype=np.float32, order="C")  # always a copy: see above
                 if value.shape != buf.shape:
                     raise ValueError(f"{name} has shape {value.shape}, the network expects {buf.shape}")
-                buf.set(value, queue=self.rt.queue)
+                uploads.append((buf, value))
+        for buf, value in uploads:
+            buf.set(value, queue=self.rt.queue, async_=True)
 
     def dump(self, net: str | None = None) -> Params:
         net = net or self.net
