@@ -232,6 +232,29 @@ def test_oversized_insert_keeps_the_newest(rt, prioritized: bool) -> None:
     np.testing.assert_array_equal(batch.indices.get(), batch.reward.get().astype(np.int64) % 10)
 
 
+@pytest.mark.parametrize(("config", "spec"), [(DQNConfig(buffer_size=20, batch_size=8), DISCRETE),
+                                              (DDPGConfig(buffer_size=20, batch_size=8), CONTINUOUS)])
+def test_insert_owns_its_upload(rt, config, spec) -> None:
+    """insert returns before the device has copied anything: what it stores must not change when the caller
+    reuses its arrays straight away, nor when the next insert of the same size reuses the staging rows."""
+    replay = OpenCLReplay(rt, config, spec, seed=0)
+    first, second = transitions(0, 8, spec), transitions(8, 8, spec)
+    n = 1 << 22  # queue a few ms of work first, so the upload waits behind it
+    rt.launch("philox_bits", n, np.uint32(1), np.uint32(2), rt.zeros(n, np.uint32), rt.zeros(n, np.uint32))
+    replay.insert(first)
+    for a in (first.obs, first.action, first.reward, first.next_obs, first.terminated):
+        a[...] = -7  # the caller's buffers, overwritten before any device work is waited for
+    replay.insert(second)
+    stored = replay.state_dict()  # slot n holds transition n
+    n = np.arange(16)
+    np.testing.assert_array_equal(stored["reward"], n)
+    np.testing.assert_array_equal(stored["obs"], np.repeat(n[:, None], spec.obs_dim, 1))
+    np.testing.assert_array_equal(stored["next_obs"], stored["obs"] + 0.5)
+    np.testing.assert_array_equal(stored["terminated"], n % 2)
+    want = n % spec.action_dim if spec.discrete else np.repeat(n[:, None], spec.action_dim, 1)
+    np.testing.assert_array_equal(stored["action"], want)
+
+
 def test_uniform_sampling_is_rng_below_of_philox(rt) -> None:
     replay = OpenCLReplay(rt, DQNConfig(buffer_size=100, batch_size=32), DISCRETE, seed=77)
     replay.insert(transitions(0, 37, DISCRETE))

@@ -180,23 +180,26 @@ __kernel void replay_set_priorities(__global float *tree, int leaf_offset, int l
     max_priority[0] = top;
 }
 
-/* Insert: row i of the uploaded batch goes to ring slot slots[i] (distinct slots, one work-item per row). */
+/* Insert: row i of the uploaded rows goes to ring slot (start + i) % capacity, which it also writes to
+ * slots[i] for the priority kernels. One upload holds every field, as 32-bit words: a row is obs (obs_dim
+ * floats), action (act_width int32 or float32), reward, next_obs (obs_dim), terminated; so an insert is one
+ * copy and one launch instead of a copy per field. Words move as uint so no bit pattern passes through a
+ * float register. */
 __kernel void replay_scatter(__global float *obs, __global uint *action, __global float *reward,
-                             __global float *next_obs, __global float *terminated,
-                             __global const float *in_obs, __global const uint *in_action,
-                             __global const float *in_reward, __global const float *in_next_obs,
-                             __global const float *in_terminated, __global const int *slots, int obs_dim,
-                             int act_width) {
+                             __global float *next_obs, __global float *terminated, __global const uint *rows,
+                             __global int *slots, int start, int capacity, int obs_dim, int act_width) {
     int i = get_global_id(0);
-    size_t dst = (size_t)slots[i];
-    size_t src = (size_t)i;
+    int slot = (int)(((long)start + i) % capacity);
+    slots[i] = slot;
+    size_t dst = (size_t)slot;
+    __global const uint *row = rows + (size_t)i * (size_t)(2 * obs_dim + act_width + 2);
     for (int k = 0; k < obs_dim; ++k) {
-        obs[dst * obs_dim + k] = in_obs[src * obs_dim + k];
-        next_obs[dst * obs_dim + k] = in_next_obs[src * obs_dim + k];
+        obs[dst * obs_dim + k] = as_float(row[k]);
+        next_obs[dst * obs_dim + k] = as_float(row[obs_dim + act_width + 1 + k]);
     }
-    for (int k = 0; k < act_width; ++k) action[dst * act_width + k] = in_action[src * act_width + k];
-    reward[dst] = in_reward[src];
-    terminated[dst] = in_terminated[src];
+    for (int k = 0; k < act_width; ++k) action[dst * act_width + k] = row[obs_dim + k];
+    reward[dst] = as_float(row[obs_dim + act_width]);
+    terminated[dst] = as_float(row[2 * obs_dim + act_width + 1]);
 }
 
 /* Sample: copy the rows of the B sampled slots into the batch buffers, and write the importance weights.

@@ -227,7 +227,7 @@ class DeviceSumTree:
 
 @dataclass
 class _Buffers:
-    """Device arrays for one batch (or insert) size, allocated once and overwritten by each use."""
+    """Device arrays for one sampled batch size, allocated once and overwritten by each sample."""
 
     slots: cla.Array
     obs: cla.Array
@@ -236,6 +236,14 @@ class _Buffers:
     next_obs: cla.Array
     terminated: cla.Array
     weights: cla.Array | None = None
+
+
+@dataclass
+class _Staging:
+    """An insert's upload (transitions packed in rows) and the ring slots replay_scatter wrote them to."""
+
+    rows: cla.Array
+    slots: cla.Array
 
 
 class OpenCLReplay(ReplayKernels):
@@ -272,7 +280,8 @@ class OpenCLReplay(ReplayKernels):
         self._size = 0
         self._call = 0
         self._batches: dict[int, _Buffers] = {}
-        self._staging: _Buffers | None = None  # the last insert's size: actors insert a fixed n_envs rows
+        self._row_width = 2 * self._obs_dim + self._act_width + 2  # one transition in an upload, in words
+        self._staging: _Staging | None = None  # the last insert's size: actors insert a fixed n_envs rows
 
     # ------------------------------------------------------------------ properties
     @property
@@ -298,25 +307,35 @@ class OpenCLReplay(ReplayKernels):
         rows = self._check_rows(batch, m)
         if m == 0:
             return
-        slots = (self._position + np.arange(m, dtype=np.int64)) % self._capacity
+        keep = max(0, m - self._capacity)  # an oversized batch: only its newest `capacity` rows survive
+        n, start = m - keep, (self._position + keep) % self._capacity
         self._position = (self._position + m) % self._capacity
         self._size = min(self._size + m, self._capacity)
-        keep = max(0, m - self._capacity)  # an oversized batch: only its newest `capacity` rows survive
-        n = m - keep
         stage = self._staging
         if stage is None or stage.slots.size != n:
-            stage = self._staging = self._allocate(n)
-        stage.slots.set(slots[keep:].astype(np.int32))
-        for name, host in rows.items():
-            getattr(stage, name).set(host[keep:])  # blocking, and after earlier kernels that read `stage`
+            stage = self._staging = _Staging(self.rt.zeros((n, self._row_width), np.uint32),
+                                           self.rt.zeros(n, np.int32))
+        # Asynchronous: the upload's event (kept by the array) holds `packed` alive until the copy is done,
+        # and the in-order queue runs it after every earlier kernel that read the staging rows.
+        stage.rows.set(self._pack(rows, keep), queue=self.rt.queue, async_=True)
         s = self._store
-        self.rt.launch("replay_scatter", n, s.obs, s.action, s.reward, s.next_obs, s.terminated, stage.obs,
-                       stage.action, stage.reward, stage.next_obs, stage.terminated, stage.slots, self._obs_dim,
-                       self._act_width)
+        self.rt.launch("replay_scatter", n, s.obs, s.action, s.reward, s.next_obs, s.terminated, stage.rows,
+                       stage.slots, start, self._capacity, self._obs_dim, self._act_width)
         if self.tree is not None:
             self.rt.launch("replay_insert_priorities", n, self.tree.buffer, self.tree.leaf_offset, stage.slots,
                            self._max_priority)
             self.tree.refresh(stage.slots)
+
+    def _pack(self, rows: dict[str, np.ndarray], keep: int) -> np.ndarray:
+        """rows[keep:] as one array of 32-bit words, a row per transition in replay_scatter's layout."""
+        n, d, a = len(rows["reward"]) - keep, self._obs_dim, self._act_width
+        packed = np.empty((n, self._row_width), dtype=np.uint32)
+        packed[:, :d] = rows["obs"][keep:].view(np.uint32)
+        packed[:, d:d + a] = rows["action"][keep:].reshape(n, a).view(np.uint32)
+        packed[:, d + a] = rows["reward"][keep:].view(np.uint32)
+        packed[:, d + a + 1:2 * d + a + 1] = rows["next_obs"][keep:].view(np.uint32)
+        packed[:, 2 * d + a + 1] = rows["terminated"][keep:].view(np.uint32)
+        return packed
 
     def sample(self, batch_size: int, beta: float) -> SampleBatch:
         batch_size = _check_int("batch_size", batch_size, 1)
