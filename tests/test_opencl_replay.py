@@ -104,6 +104,24 @@ def test_device_tree_matches_numpy_tree(rt, capacity: int, arity: int) -> None:
         assert (leaves[found] > 0).all(), "a zero-priority leaf was returned"
 
 
+@pytest.mark.parametrize("group", [1, 3, 64])
+def test_every_group_size_refreshes_like_numpy(rt, group: int) -> None:
+    """A write is one work-group whose work-items take every group-th slot, a barrier between levels: with one
+    work-item (as an FPGA single-work-item build would run it) or a group smaller than the batch, every
+    level must still equal the numpy tree's, the last duplicate winning."""
+    rng = np.random.default_rng(group)
+    dev, ref = DeviceSumTree(rt, 300, 4, max_group=group), SumTree(300, 4)
+    for n in (1, 5, 200, 700):
+        idx = rng.integers(0, 300, n)
+        idx = np.concatenate([idx, idx[: n // 2]])
+        prio = eighths(rng, idx.size)
+        dev.update(idx, prio)
+        ref.update(idx, prio)
+        flat = dev.buffer.get()
+        for d, level in enumerate(ref.levels):
+            np.testing.assert_array_equal(flat[dev.offsets[d]: dev.offsets[d] + level.size], level)
+
+
 def test_device_tree_levels_match_numpy_levels(rt) -> None:
     rng = np.random.default_rng(3)
     dev, ref = DeviceSumTree(rt, 300, 4), SumTree(300, 4)

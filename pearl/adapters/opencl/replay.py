@@ -22,8 +22,9 @@ it; if none is (v reached the node's mass), step back to the last child with pos
 numpy rule, so wherever float32 sums are exact (small integers, multiples of 1/8, ...) both trees return
 the same leaves for the same values.
 
-Leaves are written by one work-item in input order (a slot repeated in a batch keeps its last value), then
-the parents of the written slots are recomputed one launch per level, bottom-up.
+A write is one launch of one work-group: its leaves (by one work-item in input order where a slot may
+repeat, so a repeated slot keeps its last value), then the parents of the written slots, level by level,
+bottom-up, a barrier between levels (`DeviceSumTree.write`).
 
 Sampling (reproducible: a counter, not a stream)
 ------------------------------------------------
@@ -66,6 +67,10 @@ _FIELDS = ("obs", "action", "reward", "next_obs", "terminated")  # the stored co
 MAX_BATCH = 1024
 #: Largest replay capacity: uniform slots and stratified values resolve 24 random bits.
 MAX_CAPACITY = 2**24
+#: Most work-items in the one group that writes leaves and refreshes their ancestors (each takes every
+#: GROUP_SIZE-th slot). 256 is what an FPGA offline compiler assumes for a kernel with barriers and no size
+#: attribute, and what the tiled product's 16×16 groups already need.
+GROUP_SIZE = 256
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 _INT32_MAX = 2**31 - 1
@@ -90,10 +95,12 @@ def _whole(x: cla.Array, dtype: type, name: str) -> cla.Array:
 class DeviceSumTree:
     """K-ary float32 sum tree over ``capacity`` leaves in one device buffer (layout in the module docstring)."""
 
-    def __init__(self, rt: CLRuntime, capacity: int, arity: int = 16) -> None:
+    def __init__(self, rt: CLRuntime, capacity: int, arity: int = 16, max_group: int = GROUP_SIZE) -> None:
+        """max_group caps the work-items of a write's group (lower it for a compiler that assumes fewer)."""
         self.rt = rt
         self._capacity = _check_int("capacity", capacity, 1)
         self._arity = _check_int("arity", arity, 2)
+        self._max_group = _check_int("max_group", max_group, 1)
         self._depth = depth = tree_depth(self._capacity, self._arity)
         self._offsets = tuple(sum(self._arity**e for e in range(d)) for d in range(depth + 1))
         nodes = self._offsets[depth] + self._arity**depth
@@ -102,6 +109,7 @@ class DeviceSumTree:
                              f"{_INT32_MAX} fit int32 indexing")
         self.buffer = rt.zeros(nodes, np.float32)
         self._root = np.zeros(1, dtype=np.float32)  # read-back target of `total`
+        self._group: int | None = None  # work-items of a write's group, found on first use
 
     # ------------------------------------------------------------------ properties
     @property
@@ -159,17 +167,22 @@ class DeviceSumTree:
             raise ValueError(f"priorities must have shape {indices.shape} to match indices, got {priorities.shape}")
         if indices.size == 0:
             return
-        # One work-item: in-order writes are what makes the last duplicate win on every device.
-        self.rt.launch("sumtree_set_leaves", 1, self.buffer, self.leaf_offset, self._capacity, indices, priorities,
-                       indices.size)
-        self.refresh(indices)
+        # Work-item 0 writes in order (the last duplicate wins on every device); its group then refreshes.
+        self.write("sumtree_set_leaves", indices.size, indices, priorities, indices.size)
 
-    def refresh(self, slots: cla.Array) -> None:
-        """Recompute every ancestor of the leaves ``slots`` (device int32), one launch per level, bottom-up."""
-        K, depth = self._arity, self._depth
-        for d in range(depth, 0, -1):  # d: the level of the children
-            self.rt.launch("sumtree_refresh_level", slots.size, self.buffer, slots, self._capacity, K,
-                           K ** (depth - d + 1), self._offsets[d], self._offsets[d - 1])
+    def write(self, kernel: str, n: int, *args: Any) -> None:
+        """Launch one of the kernels that write leaves and refresh their ancestors (tree, capacity, arity and
+        depth come first in each): one work-group of up to max_group work-items, as they require."""
+        group = min(max(n, 1), self._group_limit())
+        self.rt.launch(kernel, group, self.buffer, self._capacity, self._arity, self._depth, *args,
+                       local_size=(group,))
+
+    def _group_limit(self) -> int:
+        if self._group is None:
+            kernel = self.rt.kernel("sumtree_set_leaves")
+            fits = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.rt.device)
+            self._group = max(1, min(self._max_group, self.rt.device.max_work_group_size, fits))
+        return self._group
 
     # ------------------------------------------------------------------ queries
     def get(self, indices: np.ndarray) -> np.ndarray:
@@ -322,9 +335,7 @@ class OpenCLReplay(ReplayKernels):
         self.rt.launch("replay_scatter", n, s.obs, s.action, s.reward, s.next_obs, s.terminated, stage.rows,
                        stage.slots, start, self._capacity, self._obs_dim, self._act_width)
         if self.tree is not None:
-            self.rt.launch("replay_insert_priorities", n, self.tree.buffer, self.tree.leaf_offset, stage.slots,
-                           self._max_priority)
-            self.tree.refresh(stage.slots)
+            self.tree.write("replay_insert_priorities", n, stage.slots, n, self._max_priority)
 
     def _pack(self, rows: dict[str, np.ndarray], keep: int) -> np.ndarray:
         """rows[keep:] as one array of 32-bit words, a row per transition in replay_scatter's layout."""
@@ -381,10 +392,9 @@ class OpenCLReplay(ReplayKernels):
             idx, td = self._upload_update(idx, td)
         if idx.size == 0:
             return
-        # One work-item: in order (last duplicate wins), and the running max needs no atomics.
-        self.rt.launch("replay_set_priorities", 1, self.tree.buffer, self.tree.leaf_offset, self._size, idx, td,
-                       idx.size, self._alpha, self._eps, self._max_priority)
-        self.tree.refresh(idx)
+        # Work-item 0 sets the leaves in order (last duplicate wins; the running max needs no atomics).
+        self.tree.write("replay_set_priorities", idx.size, self._size, idx, td, idx.size, self._alpha, self._eps,
+                        self._max_priority)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> Params:
