@@ -231,3 +231,24 @@ def test_interleaved_rounds_visit_every_point_in_turn_and_pool_their_samples() -
     assert all(0 <= s.p10_s <= s.median_s <= s.p90_s for s in stats)
     with pytest.raises(ValueError, match="rounds"):
         measure_interleaved(points, rounds=0, min_time=0.0)
+
+
+def test_timed_calls_run_without_the_garbage_collector_and_it_is_restored() -> None:
+    import gc
+
+    from pearl.profiling.timing import durations
+
+    seen: list[bool] = []
+    assert gc.isenabled()
+    times = durations(lambda: seen.append(gc.isenabled()), lambda: None, min_time=0.0, warmup=2, min_samples=4)
+    assert len(times) == 4 and seen == [True, True, False, False, False, False]  # warm-ups are not timed
+    assert gc.isenabled()
+    gc.disable()
+    try:  # a caller that had it off keeps it off
+        durations(lambda: None, lambda: None, min_time=0.0, warmup=0, min_samples=1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(ZeroDivisionError):  # and a call that raises still gives it back
+        durations(lambda: 1 / 0, lambda: None, min_time=0.0, warmup=0, min_samples=1)
+    assert gc.isenabled()

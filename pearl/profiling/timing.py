@@ -1,5 +1,6 @@
 """Timing done right: warm up, wait for the device before stopping the clock, repeat until a minimum duration
-(and a minimum count), report the median and the 10th/90th percentiles with the sample count.
+(and a minimum count) with the garbage collector off, report the median and the 10th/90th percentiles with
+the sample count.
 
 `measure_interleaved` spreads each figure's samples over rounds that visit every figure in turn: on a shared
 host a kernel's speed drifts on a scale of 100 ms (measured: PoCL's 32-row replay insert, one object, ten
@@ -11,7 +12,9 @@ without it the first timed round of the first OpenCL sweep in a process ran 10 t
 
 from __future__ import annotations
 
+import gc
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -48,10 +51,24 @@ def durations(call: Callable[..., object], sync: Callable[[], None], *, min_time
     for _ in range(warmup):
         once(None)
     times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < max_samples and (len(times) < min_samples or time.perf_counter() - start < min_time):
-        once(times)
+    with _no_gc():
+        start = time.perf_counter()
+        while len(times) < max_samples and (len(times) < min_samples or time.perf_counter() - start < min_time):
+            once(times)
     return times
+
+
+@contextmanager
+def _no_gc():
+    """The cyclic garbage collector off for a timed block (as timeit does): a collection of the heap that torch
+    and pyopencl objects make is a pause of its own that lands on whichever call allocates at the time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def measure(call: Callable[..., object], sync: Callable[[], None], *, min_time: float, warmup: int = 3,
