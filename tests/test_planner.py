@@ -114,6 +114,22 @@ def test_bad_plan_files_name_the_field(plans, tmp_path, change, field: str) -> N
     assert f"'{field}'" in str(exc.value) and str(path) in str(exc.value)
 
 
+def test_json_output_of_a_real_process_is_one_json_object(tmp_path) -> None:
+    """In a fresh process, as a user's pipe sees it: a solver's banner written from C to fd 1 (highspy 1.16 does
+    that for the first solver object) would sit before the JSON, which capsys cannot see."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "plan.json"
+    proc = subprocess.run([sys.executable, "-m", "pearl", "plan", "--profile", str(REFERENCE), "--algo", "dqn",
+                           "--env", "CartPole-v1", "--out", str(out), "--json"], capture_output=True, text=True,
+                          cwd=tmp_path, check=False)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)  # the whole of stdout
+    assert summary["plan"] == str(out) and summary["solver"]["status"] == "Optimal"
+    assert "HiGHS" not in proc.stderr
+
+
 def test_planner_imports_no_hardware_library() -> None:
     import subprocess
     import sys

@@ -32,6 +32,8 @@ maps constraint names back to the human labels (``load[cpu]``).
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -359,6 +361,8 @@ def _build(problem: Problem, relax: frozenset[str] = frozenset()) -> _Model:
 
 def _pick_solver(solver: str | None) -> str:
     highs = pulp.HiGHS(msg=False).available()
+    if highs:
+        _swallow_highs_banner()
     if solver is None:
         return "highs" if highs else "cbc"
     name = solver.lower()
@@ -373,6 +377,46 @@ def _pick_solver(solver: str | None) -> str:
         if not cbc:
             raise PlanError("no MIP solver is available: install highspy, or a PuLP that bundles CBC")
     return name
+
+
+_BANNER_SWALLOWED = False
+
+
+def _swallow_highs_banner() -> None:
+    """highspy 1.16 writes a two-line banner to the process's standard output (fd 1, from C++, so neither
+    sys.stdout nor PuLP's msg=False catches it) when the process makes its first Highs object. `--json`
+    promises one JSON object on stdout: make that first object here, with fd 1 pointed at /dev/null."""
+    global _BANNER_SWALLOWED
+    if _BANNER_SWALLOWED:
+        return
+    _BANNER_SWALLOWED = True
+    try:
+        import highspy
+    except ImportError:
+        return
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no fd 1 to protect
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            highspy.Highs()
+            _flush_c_stdout()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _flush_c_stdout() -> None:
+    """Anything C stdio still buffers for fd 1 goes to where fd 1 points now."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):  # no C library to ask (not a POSIX platform): nothing buffered there
+        pass
 
 
 @dataclass
