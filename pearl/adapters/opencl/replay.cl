@@ -111,17 +111,12 @@ int sumtree_descend(__global const float *tree, int arity, int depth, int capaci
  * barrier closes each level. Call it after a barrier that follows the leaf writes. Slots outside
  * [0, capacity) are skipped (memory safety). Every work-item must call it (it holds barriers). */
 void sumtree_refresh_group(__global float *tree, __global const int *slots, int n, int capacity, int arity,
-                           int depth) {
+                           int depth, int leaf_offset) {
     int l = (int)get_local_id(0), group = (int)get_local_size(0);
-    int child_offset = 0, width = 1; /* the children's level: its offset and its K^level nodes */
-    for (int d = 0; d < depth; ++d) {
-        child_offset += width;
-        width *= arity;
-    }
-    int divisor = 1; /* K^(depth - level of the children + 1) maps a slot to its parent */
+    int child_offset = leaf_offset; /* where the children's level starts */
+    int divisor = 1;                /* K^(depth - level of the children + 1) maps a slot to its parent */
     for (int d = depth; d > 0; --d) {
-        width /= arity;
-        int parent_offset = child_offset - width; /* offset(d - 1) = offset(d) - K^(d - 1) */
+        int parent_offset = (child_offset - 1) / arity; /* offset(d) = 1 + K * offset(d - 1) */
         divisor *= arity;
         for (int i = l; i < n; i += group) {
             int s = slots[i];
@@ -151,7 +146,7 @@ __kernel void sumtree_set_leaves(__global float *tree, int capacity, int arity, 
         }
     }
     barrier(CLK_GLOBAL_MEM_FENCE);
-    sumtree_refresh_group(tree, slots, n, capacity, arity, depth);
+    sumtree_refresh_group(tree, slots, n, capacity, arity, depth, leaf_offset);
 }
 
 /* out[i] = the leaf of slots[i] (out-of-range slots read 0). */
@@ -199,7 +194,7 @@ __kernel void replay_insert_priorities(__global float *tree, int capacity, int a
     float top = max_priority[0];
     for (int i = (int)get_local_id(0); i < n; i += (int)get_local_size(0)) tree[leaf_offset + slots[i]] = top;
     barrier(CLK_GLOBAL_MEM_FENCE);
-    sumtree_refresh_group(tree, slots, n, capacity, arity, depth);
+    sumtree_refresh_group(tree, slots, n, capacity, arity, depth, leaf_offset);
 }
 
 /* Priority update, one work-group: work-item 0 sets slot slots[i] <- (|td[i]| + eps)^alpha in order, the last
@@ -223,7 +218,7 @@ __kernel void replay_set_priorities(__global float *tree, int capacity, int arit
         max_priority[0] = top;
     }
     barrier(CLK_GLOBAL_MEM_FENCE);
-    sumtree_refresh_group(tree, slots, n, capacity, arity, depth);
+    sumtree_refresh_group(tree, slots, n, capacity, arity, depth, leaf_offset);
 }
 
 /* Insert: row i of the uploaded rows goes to ring slot (start + i) % capacity, which it also writes to

@@ -109,7 +109,7 @@ class DeviceSumTree:
                              f"{_INT32_MAX} fit int32 indexing")
         self.buffer = rt.zeros(nodes, np.float32)
         self._root = np.zeros(1, dtype=np.float32)  # read-back target of `total`
-        self._group: int | None = None  # work-items of a write's group, found on first use
+        self._groups: dict[str, int] = {}  # per write kernel, its largest group here, found on first use
 
     # ------------------------------------------------------------------ properties
     @property
@@ -173,16 +173,18 @@ class DeviceSumTree:
     def write(self, kernel: str, n: int, *args: Any) -> None:
         """Launch one of the kernels that write leaves and refresh their ancestors (tree, capacity, arity and
         depth come first in each): one work-group of up to max_group work-items, as they require."""
-        group = min(max(n, 1), self._group_limit())
+        group = min(max(n, 1), self._group_limit(kernel))
         self.rt.launch(kernel, group, self.buffer, self._capacity, self._arity, self._depth, *args,
                        local_size=(group,))
 
-    def _group_limit(self) -> int:
-        if self._group is None:
-            kernel = self.rt.kernel("sumtree_set_leaves")
-            fits = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.rt.device)
-            self._group = max(1, min(self._max_group, self.rt.device.max_work_group_size, fits))
-        return self._group
+    def _group_limit(self, kernel: str) -> int:
+        """The largest group `kernel` may run as on this device (each kernel has its own limit), at most
+        max_group."""
+        if kernel not in self._groups:
+            fits = self.rt.kernel(kernel).get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE,
+                                                              self.rt.device)
+            self._groups[kernel] = max(1, min(self._max_group, self.rt.device.max_work_group_size, fits))
+        return self._groups[kernel]
 
     # ------------------------------------------------------------------ queries
     def get(self, indices: np.ndarray) -> np.ndarray:
