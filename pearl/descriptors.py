@@ -33,7 +33,18 @@ SCHEMA = "pearl.device/1"
 KINDS = ("cpu", "gpu", "fpga")
 FIGURES = ("idle_w", "peak_w", "fp32_peak_flops", "memory_bandwidth_bytes_per_s", "memory_bytes",
            "host_link_bandwidth_bytes_per_s", "host_link_latency_s", "launch_latency_s")
-DEVICES_DIR = Path(__file__).resolve().parent.parent / "devices"
+
+
+def devices_dir(package: Path) -> Path:
+    """Where the shipped descriptors are: devices/ beside the package in a source checkout (an editable
+    install), else the copy a wheel carries inside the package (setup.py puts it there)."""
+    checkout = package.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "devices").is_dir():
+        return checkout / "devices"
+    return package / "_devices"
+
+
+DEVICES_DIR = devices_dir(Path(__file__).resolve().parent)
 
 
 class DescriptorError(PearlError):
