@@ -7,6 +7,8 @@ Runs the quick profile N times (default 2) back to back in this process and comp
 before it: for every (workload, kernel, device, batch) whose median is above the threshold in the earlier
 run, the ratio later/earlier, and how many lie within ±25 %. With more than two runs it ends with one line
 per pair, so one pair's luck (this machine's speed drifts over seconds) is not taken for the rule.
+`benchmarks/machine_drift.py` measures how steady the machine itself is over the same span: the ceiling for
+this comparison.
 """
 
 from __future__ import annotations
