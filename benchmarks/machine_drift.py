@@ -30,8 +30,7 @@ from pearl.algos.params import init_params
 from pearl.envs import env_spec
 from pearl.errors import PearlError
 from pearl.hostinfo import cpu_name
-from pearl.profiling.profiler import PRESET_ENVS, ProfileOptions, plan_devices
-from pearl.types import TransitionBatch
+from pearl.profiling.profiler import GRIDS, PRESET_ENVS, ProfileOptions, _prefill, plan_devices
 
 BLOCK_S = 0.05
 
@@ -55,13 +54,11 @@ def works(devices: list[str]) -> dict[str, tuple[Callable[[], object], int]]:
 
 def fixed_learn(device: str) -> Callable[[], object]:
     """One DQN learn step at batch 64 on device, ended by the device's synchronize: always the same batch,
-    sampled once from a replay of 2,000 random transitions."""
+    sampled once from a replay prefilled as a quick profile prefills it."""
     config, spec = preset("dqn", PRESET_ENVS["dqn"]), env_spec(PRESET_ENVS["dqn"])
     adapter, rng = open_adapter(device, threads=1), np.random.default_rng(0)
     replay = adapter.make_replay(config, spec, seed=0)
-    obs, next_obs = rng.normal(size=(2, 2000, spec.obs_dim)).astype(np.float32)
-    replay.insert(TransitionBatch(obs, rng.integers(0, spec.action_dim, 2000), rng.normal(size=2000).astype(
-        np.float32), next_obs, np.zeros(2000, np.float32)))
+    _prefill(replay, spec, GRIDS["quick"].prefill, rng)
     learner = adapter.make_learn(config, spec, init_params(config, spec, seed=0))
     batch = replay.sample(64, 0.4)
 
