@@ -89,7 +89,7 @@ A100 = "whatif:nvidia-a100-sxm4-80gb"
 
 def test_an_absent_device_runs_emulated_on_an_opencl_device(capsys, plan_file, tmp_path) -> None:
     from opencl_support import first_opencl_device
-    from pearl.training import _setup_from_record
+    from pearl.training import _recorded_setup
 
     device = first_opencl_device()
     planned = edited(plan_file, tmp_path, lambda d: d["mapping"].update(learn=A100))
@@ -105,8 +105,8 @@ def test_an_absent_device_runs_emulated_on_an_opencl_device(capsys, plan_file, t
     assert f"{A100}'s kernels ran on {device}" in result["plan_check"]["note"]
     run_dir = Path(result["run_dir"])
     assert json.loads((run_dir / "config.json").read_text())["emulate"] == {A100: device}
-    setup = _setup_from_record(run_dir)  # what --resume rebuilds: the same emulated placement
-    assert setup.emulate == {A100: device} and setup.placement.learn == device
+    setup = _recorded_setup(run_dir)  # what --resume rebuilds: the same emulated placement
+    assert setup.options.emulate == {A100: device} and setup.placement.learn == device
 
 
 @pytest.mark.parametrize(("emulate", "fragment"), [
