@@ -368,7 +368,6 @@ def _setup(o: RunOptions) -> _Setup:
     o = o.replace(launcher=launcher_name(o.launcher), emulate=dict(o.emulate))
     for name, value, minimum in (("--seed", o.seed, 0), ("--eval-episodes", o.eval_episodes, 0),
                                  ("--threads", o.threads, 1), ("--checkpoint-every", o.checkpoint_every, 0),
-                                 ("--max-restarts", o.max_restarts, 0),
                                  ("--eval-every-episodes", o.eval_every_episodes, 1)):
         check_positive_int(name, value, minimum)
     for name, value in (("--steps", o.steps), ("--eval-every", o.eval_every)):
@@ -382,6 +381,7 @@ def _setup(o: RunOptions) -> _Setup:
         raise ConfigError("--plan sets the actors and envs per actor; drop --actors/--envs-per-actor "
                           "(or drop --plan)")
     loaded = _checked_plan(o.plan, o.algo, o.env, o.device, o.emulate) if o.plan is not None else None
+    check_positive_int("--max-restarts", o.max_restarts, minimum=0)
     algo, env_id = (loaded.algo, loaded.env) if loaded is not None else (o.algo, o.env)
     if algo is None or env_id is None:
         raise ConfigError("--algo and --env are required (or --plan PLAN, which names them, or --resume RUN_DIR)")

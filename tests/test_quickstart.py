@@ -63,6 +63,6 @@ def test_quickstart_is_the_main_job(in_tmp, capsys) -> None:
     assert load_profile(in_tmp / report["profile"]).mode == "quick"
     assert report["run"]["plan_check"]["kernels"]["learn"]["measured_s"] > 0
     assert report["run"]["placement"]["learn"] == report["plan"]["mapping"]["learn"]
-    # The sequential launcher runs the preset's own schedule: the published result, every run.
-    assert report["run"]["launcher"] == "sequential" and len(report["run"]["eval_returns"]) == 20
+    # the default launcher, concurrent as the plan assumes; its result for a seed does not depend on timing
+    assert report["run"]["launcher"] == "local" and len(report["run"]["eval_returns"]) == 20
     assert report["run"]["eval_return_mean"] >= 475
