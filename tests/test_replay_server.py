@@ -369,3 +369,15 @@ def test_rate_limiter_state_round_trip() -> None:
     b = SampleToInsertRatio(2.0, 5, 10.0)
     b.load_state_dict(a.state_dict())
     assert (b.inserts, b.samples, b.diff) == (9, 7, a.diff)
+
+
+def test_ray_launcher_without_ray_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from pearl.runtime import ray_launcher
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError, as when it is absent
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # start_local_ray sets it; restored after
+    for call in (ray_launcher.require_ray, ray_launcher.start_local_ray, lambda: ray_launcher.connect("x:1")):
+        with pytest.raises(ConfigError, match='pip install "pearl\\[ray\\]"'):
+            call()
