@@ -12,11 +12,13 @@ Prioritized replay of --capacity CartPole-v1 transitions, filled and given rando
   instance started by `pearl.runtime.ray_launcher.start_local_ray` (loopback, no dashboard).
 
 Operations: ``sample B`` (B = 64, 128 rows, beta 0.4: union draws, gather, importance weights, and for Ray two
-batched round trips), ``insert 64`` (one batch of 64 rows, to completion: for Ray the send plus `flush`),
-``insert 64 x16`` (16 batches sent back to back, then one flush; the time per batch, i.e. pipelined
-throughput) and ``update 128`` (priority update of 128 slots, to completion; the learner itself sends it
-without waiting). Each figure is the median and 90th percentile of single calls, pooled over --rounds rounds
-that visit every side in turn (rotating the order; the garbage collector off while timing), after a warm-up.
+batched round trips), ``sample 128 x8`` (`ShardedReplay.sample_many`: 8 batches against one reading of the
+shards, two round trips in all; the time per batch; in process: 8 calls), ``insert 64`` (one batch of 64
+rows, to completion: for Ray the send plus `flush`), ``insert 64 x16`` (16 batches sent back to back, then one
+flush; the time per batch, i.e. pipelined throughput) and ``update 128`` (priority update of 128 slots, to
+completion; the learner itself sends it without waiting). Each figure is the median and 90th percentile of
+single calls, pooled over --rounds rounds that visit every side in turn (rotating the order; the garbage
+collector off while timing), after a warm-up.
 Not a test: the numbers depend on the machine and its load.
 """
 
@@ -43,6 +45,7 @@ from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 INSERT_ROWS = 64
 UPDATE_ROWS = 128
 PIPELINE = 16
+MANY = 8
 
 
 @dataclass
@@ -51,6 +54,7 @@ class Side:
 
     name: str
     sample: Callable[[int], object]
+    sample_many: Callable[[int, int], object]
     insert: Callable[[TransitionBatch], object]
     sync: Callable[[], None]
     update: Callable[[np.ndarray, np.ndarray], object]
@@ -75,7 +79,11 @@ def torch_side(config: DQNConfig, spec: EnvSpec) -> Side:
     fill(replay.insert, config.buffer_size, spec)
     replay.update_priorities(PriorityUpdate(np.arange(config.buffer_size),
                                             np.random.default_rng(1).exponential(size=config.buffer_size)))
-    return Side("in process (torch cpu)", lambda b: replay.sample(b, 0.4), replay.insert, lambda: None,
+    def many(k: int, b: int) -> None:
+        for _ in range(k):
+            replay.sample(b, 0.4)
+
+    return Side("in process (torch cpu)", lambda b: replay.sample(b, 0.4), many, replay.insert, lambda: None,
                 lambda i, td: replay.update_priorities(PriorityUpdate(i, td)), lambda b: replay.sample(b, 0.4).indices)
 
 
@@ -86,7 +94,8 @@ def sharded_side(name: str, replay: ShardedReplay, spec: EnvSpec, sync: Callable
         replay.update_priorities(encode_indices(s, np.arange(replay.shard_capacity)),
                                  rng.exponential(size=replay.shard_capacity))
     sync()
-    return Side(name, lambda b: replay.sample(b, 0.4), replay.insert, sync, replay.update_priorities,
+    return Side(name, lambda b: replay.sample(b, 0.4), lambda k, b: replay.sample_many(k, b, 0.4), replay.insert,
+                sync, replay.update_priorities,
                 lambda b: replay.sample(b, 0.4).indices)
 
 
@@ -103,6 +112,7 @@ def operations(side: Side, spec: EnvSpec) -> dict[str, tuple[Callable[[], object
 
     return {"sample 64": (lambda: side.sample(64), lambda: None, 1),
             "sample 128": (lambda: side.sample(128), lambda: None, 1),
+            f"sample 128 x{MANY}": (lambda: side.sample_many(MANY, 128), lambda: None, MANY),
             f"insert {INSERT_ROWS}": (lambda: side.insert(batch), side.sync, 1),
             f"insert {INSERT_ROWS} x{PIPELINE}": (pipelined, side.sync, PIPELINE),
             f"update {UPDATE_ROWS}": (lambda: side.update(idx, td), side.sync, 1)}

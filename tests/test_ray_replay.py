@@ -109,6 +109,9 @@ def test_remote_sharded_sampling_equals_the_local_client(ray_instance: str, prio
             local.update_priorities(a.indices, td)
             remote.update_priorities(b.indices, td)
         assert remote.size == local.size == 182
+        for a, b in zip(local.sample_many(3, 32), remote.sample_many(3, 32), strict=True):
+            for name in ("indices", "weights", *FIELDS):
+                np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
         # a checkpoint of the remote replay restores into the local one, and they go on drawing alike
         fresh = ShardedReplay.from_config(cfg, SPEC, 3, seed=0)
         fresh.load_state_dict(remote.state_dict())

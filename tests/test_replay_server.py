@@ -169,6 +169,23 @@ def test_one_shard_is_the_single_buffer_bit_for_bit() -> None:
             np.testing.assert_array_equal(got.reward, want.indices.astype(np.float32))
 
 
+@pytest.mark.parametrize("prioritized", [True, False])
+def test_sample_many_equals_successive_samples(prioritized: bool) -> None:
+    a = ShardedReplay(600, SPEC, 3, prioritized=prioritized, seed=8)
+    b = ShardedReplay(600, SPEC, 3, prioritized=prioritized, seed=8)
+    for replay in (a, b):
+        fill(replay, [50, 20, 90, 10])
+        replay.update_priorities(encode_indices(0, np.arange(60)), np.linspace(0.1, 9, 60))
+    many = a.sample_many(5, 48, 0.6)
+    assert len(many) == 5
+    for got in many:
+        want = b.sample(48, 0.6)
+        for name in ("indices", "weights", *FIELDS):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+    with pytest.raises(ConfigError, match="count"):
+        a.sample_many(0, 8)
+
+
 def naive_weights(prio_by_shard: list[np.ndarray], shard: np.ndarray, slot: np.ndarray, beta: float) -> np.ndarray:
     """The single-buffer formula over the union, from scratch: w = (N * p / Σp) ** -β, divided by the batch max."""
     union = np.concatenate(prio_by_shard)

@@ -106,6 +106,17 @@ class ShardSample:
     priorities: np.ndarray  # (n,) float64
     rows: dict[str, np.ndarray] = field(default_factory=dict)  # FIELDS -> (n, ...) arrays
 
+    def part(self, lo: int, hi: int) -> "ShardSample":
+        """Entries lo .. hi - 1 (views)."""
+        return ShardSample(self.slots[lo:hi], self.priorities[lo:hi], {k: v[lo:hi] for k, v in self.rows.items()})
+
+
+def _check_beta(beta: object) -> float:
+    number = not isinstance(beta, bool) and isinstance(beta, (int, float, np.integer, np.floating))
+    if not (number and math.isfinite(beta) and beta >= 0):
+        raise ConfigError(f"beta must be a finite number >= 0, got {beta!r}")
+    return float(beta)
+
 
 def _check_count(name: str, value: object, lo: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < lo:
@@ -341,23 +352,44 @@ class ShardedReplay:
 
     def sample(self, batch_size: int, beta: float = 0.4) -> SampleBatch:
         """``batch_size`` rows from the union of the shards, with union importance weights (module docstring)."""
+        return self.sample_many(1, batch_size, beta)[0]
+
+    def sample_many(self, count: int, batch_size: int, beta: float = 0.4) -> list[SampleBatch]:
+        """``count`` batches drawn against one reading of the shards, in one stats call and one read per shard.
+
+        They are the batches ``count`` successive `sample` calls would give with nothing written in between
+        (the same draws from ``rng``, rows and weights); over Ray that is two round trips for all of them, not
+        two per batch. Every batch sees the priorities read at the start, so a learner that takes k batches at
+        once updates priorities up to k batches late.
+        """
+        count = _check_count("count", count, 1)
         batch_size = _check_count("batch_size", batch_size, 1)
+        beta = _check_beta(beta)
         stats = self._stats()
-        sizes = np.array([s.size for s in stats], dtype=np.int64)
-        n = int(sizes.sum())
+        n = sum(s.size for s in stats)
         if n == 0:
             raise ConfigError("cannot sample an empty replay")
-        if self.prioritized:
-            shard, got = self._sample_prioritized(batch_size, stats)
-        else:
-            shard, got = self._sample_uniform(batch_size, sizes)
-        slots, prio, rows = self._assemble(shard, got, batch_size)
-        weights = self._weights(prio, stats, n, beta) if self.prioritized else np.ones(batch_size, np.float32)
-        return SampleBatch(encode_indices(shard, slots), rows["obs"], rows["action"], rows["reward"],
-                           rows["next_obs"], rows["terminated"], weights, "host")
+        draw = self._draw_prioritized if self.prioritized else self._draw_uniform
+        draws = [draw(batch_size, stats) for _ in range(count)]
+        wanted = sorted({s for _, requests in draws for s in requests})
+        merged = {s: np.concatenate([r[s] for _, r in draws if s in r]) for s in wanted}
+        got = self._lookup(merged) if self.prioritized else self._gather(merged)
+        taken = dict.fromkeys(wanted, 0)
+        out = []
+        for shard, requests in draws:
+            parts = {}
+            for s, v in requests.items():
+                parts[s] = got[s].part(taken[s], taken[s] + v.size)
+                taken[s] += v.size
+            slots, prio, rows = self._assemble(shard, parts, batch_size)
+            weights = self._weights(prio, stats, n, beta) if self.prioritized else np.ones(batch_size, np.float32)
+            out.append(SampleBatch(encode_indices(shard, slots), rows["obs"], rows["action"], rows["reward"],
+                                   rows["next_obs"], rows["terminated"], weights, "host"))
+        return out
 
-    def _sample_prioritized(self, b: int, stats: list[ShardStats]) -> tuple[np.ndarray, dict[int, ShardSample]]:
-        """Stratified values over the concatenated shard totals, each routed to its shard (module docstring)."""
+    def _draw_prioritized(self, b: int, stats: list[ShardStats]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        """Stratified values over the concatenated shard totals, each routed to its shard (module docstring):
+        the shard of every draw, and per shard the values relative to its start."""
         totals = np.array([s.total for s in stats], dtype=np.float64)
         cum = np.cumsum(totals)
         total = float(cum[-1])
@@ -371,16 +403,16 @@ class ShardedReplay:
         last = int(np.flatnonzero(totals > 0)[-1])
         np.minimum(shard, last, out=shard)  # v == total (or rounding past it): the last shard holding priority
         starts = cum - totals
-        requests = {int(s): values[shard == s] - starts[s] for s in np.unique(shard)}
-        return shard, self._lookup(requests)
+        return shard, {int(s): values[shard == s] - starts[s] for s in np.unique(shard)}
 
-    def _sample_uniform(self, b: int, sizes: np.ndarray) -> tuple[np.ndarray, dict[int, ShardSample]]:
+    def _draw_uniform(self, b: int, stats: list[ShardStats]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
         """Union positions k ~ U{0, N - 1}, mapped to (shard, slot) by the cumulative sizes."""
+        sizes = np.array([s.size for s in stats], dtype=np.int64)
         cum = np.cumsum(sizes)
         k = self.rng.integers(0, int(cum[-1]), b, dtype=np.int64)
         shard = np.searchsorted(cum, k, side="right")
         slots = k - (cum - sizes)[shard]
-        return shard, self._gather({int(s): slots[shard == s] for s in np.unique(shard)})
+        return shard, {int(s): slots[shard == s] for s in np.unique(shard)}
 
     def _assemble(self, shard: np.ndarray, got: dict[int, ShardSample],
                   b: int) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
@@ -400,12 +432,10 @@ class ShardedReplay:
     @staticmethod
     def _weights(prio: np.ndarray, stats: list[ShardStats], n: int, beta: float) -> np.ndarray:
         """``(N * P) ** -beta / max``, P = p / T over the union (pearl.replay.ReplayIndex.sample's convention)."""
-        if isinstance(beta, bool) or not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta >= 0):
-            raise ConfigError(f"beta must be a finite number >= 0, got {beta!r}")
         total = 0.0
         for s in stats:
             total += s.total  # left to right: one shard's total comes back unchanged
-        weights = (n * (prio / total)) ** -float(beta)
+        weights = (n * (prio / total)) ** -beta
         weights /= weights.max()
         return np.maximum(weights, _TINY32).astype(np.float32)
 
