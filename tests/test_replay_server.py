@@ -398,3 +398,31 @@ def test_ray_launcher_without_ray_says_how_to_install(monkeypatch: pytest.Monkey
     for call in (ray_launcher.require_ray, ray_launcher.start_local_ray, lambda: ray_launcher.connect("x:1")):
         with pytest.raises(ConfigError, match='pip install "pearl\\[ray\\]"'):
             call()
+
+
+def test_only_the_ray_launcher_imports_ray() -> None:
+    # Ray is an optional extra: every other module of pearl must import without it.
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "pearl"
+    importers = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == "ray" or n.startswith("ray.") for n in names):
+                importers.add(path.relative_to(root.parent).as_posix())
+    assert importers == {"pearl/runtime/ray_launcher.py"}
+
+
+def test_the_replay_server_and_launcher_modules_import_no_ray_nor_torch() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, pearl.runtime.replay_server, pearl.runtime.ray_launcher; "
+            "print(sorted(m for m in ('ray', 'torch', 'pyopencl') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "[]"
