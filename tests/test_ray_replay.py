@@ -156,3 +156,24 @@ def test_a_shard_that_cannot_be_placed_is_refused_before_any_actor_starts(ray_in
     handles = ray_launcher.remote_shards(cfg, SPEC, 1, ShardPlacement(num_cpus=0.5, node_id=node))
     assert ray.get(handles[0].stats.remote()).size == 0
     ray.kill(handles[0])
+
+
+def test_large_batches_go_through_the_object_store_and_come_back_writable(ray_instance: str) -> None:
+    # 20 000 rows make arrays above Ray's inline limit, so the shard reads them from the object store (read-only)
+    # and the checkpoint's arrays come back through it too.
+    cfg = DQNConfig(buffer_size=40_000, prioritized=True)
+    remote = RemoteShardedReplay.place(cfg, SPEC, 2, seed=1, placement=HALF)
+    try:
+        remote.insert(rows(0, 20_000))
+        remote.insert(rows(20_000, 20_000))
+        state = remote.state_dict()
+        for i in (0, 1):
+            np.testing.assert_array_equal(state[f"shard{i}.reward"], np.arange(i * 20_000, (i + 1) * 20_000))
+            assert state[f"shard{i}.obs"].flags.writeable
+        local = ShardedReplay.from_config(cfg, SPEC, 2, seed=1)
+        local.load_state_dict(state)
+        batch = remote.sample(128)
+        np.testing.assert_array_equal(batch.obs[:, 0], batch.reward)
+        np.testing.assert_array_equal(local.sample(128).indices, batch.indices)
+    finally:
+        remote.kill()
