@@ -19,6 +19,7 @@ from pearl.runtime.replay_server import (
     decode_indices,
     encode_indices,
     sampler_rng,
+    shard_for,
 )
 from pearl.types import EnvSpec, TransitionBatch
 
@@ -67,6 +68,18 @@ def test_every_inserted_row_is_stored_exactly_once(shards: int) -> None:
         start = sum(batch_sizes[:i])
         held = replay.shards[i % shards].store["reward"][:replay.shards[i % shards].size]
         assert np.isin(np.arange(start, start + m), held).all()
+
+
+def test_a_named_shard_takes_the_batch() -> None:
+    replay = ShardedReplay(300, SPEC, 3)
+    for seq in range(3):  # actor 2's batches: shards 2, 0, 1, whatever else arrives in between
+        assert replay.insert(rows(10 * seq, 10), shard=shard_for(2, seq, 3)) == (2 + seq) % 3
+        replay.insert(rows(100 + seq, 1))  # round-robin ones keep their own order
+    np.testing.assert_array_equal(replay.shards[2].store["reward"][:11], np.r_[0:10, 102])
+    np.testing.assert_array_equal(replay.shards[0].store["reward"][:11], np.r_[100, 10:20])
+    for bad in (3, -1, 1.0, True):
+        with pytest.raises(ConfigError, match="does not exist"):
+            replay.insert(rows(0, 1), shard=bad)
 
 
 def test_fifo_removal_keeps_the_newest_rows_of_each_shard() -> None:

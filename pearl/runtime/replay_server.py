@@ -15,8 +15,9 @@ a repeated slot in one update takes its last TD error.
 Sharding (`ShardedReplay`)
 --------------------------
 Capacity ``C`` is split evenly over S shards, ``C // S`` each (the remainder is dropped, so S must not
-exceed C). Inserted batches go **whole** to one shard, round-robin (batch k to shard k mod S): one call per
-batch, never one per row, and with equal batch sizes the shards fill evenly. A batch is never split, so a
+exceed C). Inserted batches go **whole** to one shard, round-robin (batch k to shard k mod S) or to the shard
+the caller names (`shard_for`: actor a's n-th batch to shard (a + n) mod S, whatever the arrival order): one
+call per batch, never one per row, and with equal batch sizes the shards fill evenly. A batch is never split, so a
 batch larger than a shard keeps only its newest ``C // S`` rows (as one buffer keeps its newest C).
 
 Sampling B rows draws the union of the shards as if it were one tree over all their slots:
@@ -64,7 +65,7 @@ from pearl.replay import ReplayIndex
 from pearl.types import EnvSpec, Params, SampleBatch, TransitionBatch
 
 __all__ = ["FIELDS", "SHARD_SHIFT", "ReplayShard", "SampleToInsertRatio", "ShardSample", "ShardStats",
-           "ShardedReplay", "decode_indices", "encode_indices", "sampler_rng"]
+           "ShardedReplay", "decode_indices", "encode_indices", "sampler_rng", "shard_for"]
 
 FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
 SHARD_SHIFT = 40
@@ -82,6 +83,12 @@ def decode_indices(indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The (shard, slot) arrays that `encode_indices` packed."""
     idx = np.asarray(indices, dtype=np.int64)
     return idx >> SHARD_SHIFT, idx & _SLOT_MASK
+
+
+def shard_for(actor_id: int, sequence: int, shards: int) -> int:
+    """The shard of an actor's ``sequence``-th batch, ``(actor_id + sequence) mod shards``: round-robin per actor,
+    actors starting on different shards, independent of the order batches arrive in."""
+    return (int(actor_id) + int(sequence)) % int(shards)
 
 
 def sampler_rng(seed: int, role: str = "replay", counter: int = 0) -> np.random.Generator:
@@ -343,12 +350,20 @@ class ShardedReplay:
     def size(self) -> int:
         return sum(s.size for s in self._stats())
 
-    def insert(self, batch: TransitionBatch) -> int:
-        """Send the whole batch to the next shard in round-robin order; returns that shard's number."""
-        shard = self.next_shard
-        self._insert(shard, batch)
-        self.next_shard = (shard + 1) % self.num_shards
-        return shard
+    def insert(self, batch: TransitionBatch, shard: int | None = None) -> int:
+        """Send the whole batch to ``shard``, by default the next one in round-robin order; returns the shard.
+
+        Round-robin follows the order batches reach this client. Where several actors' batches interleave in
+        an order that timing decides, pass ``shard=shard_for(actor_id, sequence, S)`` instead, so which shard
+        holds a row is a function of the run, not of timing.
+        """
+        if shard is None:
+            shard = self.next_shard
+            self.next_shard = (shard + 1) % self.num_shards
+        elif isinstance(shard, bool) or not isinstance(shard, (int, np.integer)) or not 0 <= shard < self.num_shards:
+            raise ConfigError(f"replay shard {shard!r} does not exist: there are {self.num_shards}")
+        self._insert(int(shard), batch)
+        return int(shard)
 
     def sample(self, batch_size: int, beta: float = 0.4) -> SampleBatch:
         """``batch_size`` rows from the union of the shards, with union importance weights (module docstring)."""
