@@ -15,10 +15,11 @@ a repeated slot in one update takes its last TD error.
 Sharding (`ShardedReplay`)
 --------------------------
 Capacity ``C`` is split evenly over S shards, ``C // S`` each (the remainder is dropped, so S must not
-exceed C). Inserted batches go **whole** to one shard, round-robin (batch k to shard k mod S) or to the shard
-the caller names (`shard_for`: actor a's n-th batch to shard (a + n) mod S, whatever the arrival order): one
-call per batch, never one per row, and with equal batch sizes the shards fill evenly. A batch is never split, so a
-batch larger than a shard keeps only its newest ``C // S`` rows (as one buffer keeps its newest C).
+exceed C). Inserted batches go **whole** to one shard, round-robin (batch k to shard k mod S) or to the
+shard the caller names (`shard_for`: actor a's n-th batch to shard (a + n) mod S, whatever the arrival
+order): one call per batch, never one per row, and with equal batch sizes the shards fill evenly. A batch
+is never split, so a batch larger than a shard keeps only its newest ``C // S`` rows (as one buffer keeps
+its newest C).
 
 Sampling B rows draws the union of the shards as if it were one tree over all their slots:
 
@@ -38,7 +39,8 @@ divided by the largest w in the batch, floored at float32's smallest normal (all
 A sample reads every shard's (size, total) first and looks the values up second. In process nothing can
 change in between; across Ray actors an insert or priority update landing in between makes the draw
 approximate for that batch (values past a shard's new total are clamped to it), as in Ape-X's sharded
-replay. Priority updates are routed by the index encoding below; the learner may send them without waiting.
+replay. `ShardedReplay.sample_many` draws k batches against one such reading (two round trips for all k).
+Priority updates are routed by the index encoding below; the learner may send them without waiting.
 
 Index encoding
 --------------
