@@ -33,8 +33,8 @@ from pearl.errors import ConfigError, PearlError
 from pearl.runtime.replay_server import ReplayShard, ShardedReplay, ShardSample, ShardStats
 from pearl.types import EnvSpec, Params, TransitionBatch
 
-__all__ = ["LOOPBACK", "RemoteShardedReplay", "ShardPlacement", "connect", "remote_shards", "require_ray",
-           "shutdown", "start_local_ray"]
+__all__ = ["INSTALL_HINT", "LOOPBACK", "RemoteShardedReplay", "ShardPlacement", "check_placements", "connect",
+           "remote_shards", "require_ray", "shutdown", "start_local_ray"]
 
 LOOPBACK = "127.0.0.1"
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
