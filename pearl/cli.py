@@ -149,6 +149,10 @@ def _print_train(result: Any) -> None:
     click.echo(f"  trained {result.steps} env steps in {result.train_wall_s:.1f} s: "
                f"{result.env_steps_per_s:,.0f} env steps/s, {result.updates_per_s:,.0f} updates/s, "
                f"{result.learner_samples_per_s:,.0f} learner samples/s (replay ratio {result.replay_ratio:.3f})")
+    if result.learning_env_steps_per_s is not None:
+        click.echo(f"  learning phase (after learning_starts, what a plan predicts): "
+                   f"{result.learning_env_steps_per_s:,.0f} env steps/s, "
+                   f"{result.learning_updates_per_s:,.0f} updates/s")
     if result.eval_episodes:
         final = result.final
         click.echo(f"  final policy over {result.eval_episodes} episodes: return "
@@ -161,7 +165,8 @@ def _print_train(result: Any) -> None:
     if result.plan_check:
         check = result.plan_check
         click.echo(f"  plan: {result.actors} actor(s); predicted {check['predicted']['env_steps_per_s']:,.0f} env "
-                   f"steps/s, measured {check['measured']['env_steps_per_s']:,.0f} ({check['note']})")
+                   f"steps/s, measured {check['measured']['env_steps_per_s']:,.0f} over the "
+                   f"{check['measured']['phase']} phase ({check['note']})")
         for kernel, k in check["kernels"].items():
             ratio = f"{k['ratio']:.2f}×" if k["ratio"] is not None else "n/a"
             where = f"{k['device']} (ran on {k['emulated_on']})" if "emulated_on" in k else k["device"]

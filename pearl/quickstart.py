@@ -84,7 +84,8 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
         bar.close()
     measured = result.plan_check["measured"]["env_steps_per_s"]
     say(f"done in {time.perf_counter() - t0:.0f} s: evaluation return {result.eval_return_mean:.1f} ± "
-        f"{result.eval_return_std:.1f} over 20 episodes; {measured:,.0f} env steps/s measured against "
+        f"{result.eval_return_std:.1f} over 20 episodes ({result.headline} policy); {measured:,.0f} env steps/s "
+        "measured over the learning phase against "
         f"{plan.predicted['env_steps_per_s']:,.0f} predicted; run record {result.run_dir}")
     return {"profile": str(path), "plan": plan.to_dict(), "run": result.to_dict()}
 

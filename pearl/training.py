@@ -237,13 +237,24 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
             measured[kernel]["emulated_on"] = emulate[device]
     figures = ("env_steps_per_s", "updates_per_s", "learner_samples_per_s")
     return {"predicted": {k: plan.predicted[k] for k in figures},
-            "measured": {k: getattr(result, k) for k in figures},
+            "measured": learning_phase_rates(result, config.batch_size),
             "kernels": measured,
             "note": ("the parallel launcher runs actors, replay and learner concurrently, as the plan assumes"
                      if result.launcher == "parallel" else
                      "the sequential launcher runs the roles in turn; the plan predicts them running concurrently")
             + "".join(f"; {a}'s kernels ran on {e} (emulated: measured is {e}, predicted is {a})"
                       for a, e in sorted(emulate.items()) if a in plan.mapping.values())}
+
+
+def learning_phase_rates(result: TrainResult, batch_size: int) -> dict[str, float]:
+    """The measured rates a plan's prediction compares with: over the learning phase (after learning_starts,
+    when actors and learner both run, as the plan models), or over the whole run when it never learnt."""
+    steps = result.learning_env_steps_per_s
+    updates = result.learning_updates_per_s
+    if steps is None or updates is None:
+        steps, updates = result.env_steps_per_s, result.updates_per_s
+    return {"env_steps_per_s": steps, "updates_per_s": updates, "learner_samples_per_s": updates * batch_size,
+            "phase": "learning" if result.learning_env_steps_per_s is not None else "whole run"}
 
 
 def max_actors() -> int:

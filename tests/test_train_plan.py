@@ -46,6 +46,9 @@ def test_train_follows_the_plan_and_records_the_comparison(capsys, plan_file, tm
     for k in ("learn", "act", "env_step"):
         assert check["kernels"][k]["measured_s"] > 0 and check["kernels"][k]["predicted_s"] > 0
     assert check["predicted"]["env_steps_per_s"] == pytest.approx(plan.predicted["env_steps_per_s"])
+    # like with like: the plan models actors and learner running together, i.e. the learning phase
+    assert check["measured"]["phase"] == "learning"
+    assert check["measured"]["env_steps_per_s"] == result["learning_env_steps_per_s"] != result["env_steps_per_s"]
     run_dir = Path(result["run_dir"])
     assert json.loads((run_dir / "plan.json").read_text())["mapping"] == plan.mapping
     assert json.loads((run_dir / "summary.json").read_text())["plan_check"] == check
@@ -145,3 +148,19 @@ def test_a_plan_with_several_envs_per_actor_trains_with_them(capsys, plan_file, 
     assert code == 0, err
     result = json.loads(out)
     assert result["envs_per_actor"] == 8 and result["plan_check"]["kernels"]["act"]["measured_s"] > 0
+
+
+def test_a_plan_names_its_algo_and_env(capsys, plan_file, tmp_path) -> None:
+    code, out, err = run_cli(capsys, "train", "--plan", str(plan_file), "--steps", "1500", "--eval-episodes", "1",
+                             "--json", "--runs-dir", str(tmp_path))
+    assert code == 0, err
+    result = json.loads(out)
+    assert (result["algo"], result["env"]) == (load_plan(plan_file).algo, load_plan(plan_file).env)
+
+
+@pytest.mark.parametrize("args,fragment", [(["--algo", "ddpg"], "but --algo says ddpg"),
+                                           (["--env", "Acrobot-v1"], "but --env says Acrobot-v1")])
+def test_a_plan_given_a_disagreeing_algo_or_env_is_refused(capsys, plan_file, tmp_path, args, fragment) -> None:
+    code, _, err = run_cli(capsys, "train", "--plan", str(plan_file), *args, "--runs-dir", str(tmp_path / "runs"))
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and fragment in err, err
+    assert not (tmp_path / "runs").exists()
