@@ -20,8 +20,13 @@ copies what it gets back into fresh arrays before anyone may write them.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import os
-from collections.abc import Sequence
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -30,11 +35,16 @@ import numpy as np
 
 from pearl.algos.base import OffPolicyConfig
 from pearl.errors import ConfigError, PearlError
+from pearl.runtime.actor_worker import ActorWorker, Collected
+from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed
+from pearl.runtime.launcher import Job, LoopStats, SegmentLauncher
+from pearl.runtime.local import ActorFailed, _raise_on_sigterm
+from pearl.runtime.protocol import Episode, KernelClock, merge_clocks
 from pearl.runtime.replay_server import ReplayShard, ShardedReplay, ShardSample, ShardStats
 from pearl.types import EnvSpec, Params, TransitionBatch
 
-__all__ = ["INSTALL_HINT", "LOOPBACK", "RemoteShardedReplay", "ShardPlacement", "check_placements", "connect",
-           "remote_shards", "require_ray", "shutdown", "start_local_ray"]
+__all__ = ["INSTALL_HINT", "LOOPBACK", "RayLauncher", "RemoteShardedReplay", "ShardPlacement", "check_installed",
+           "check_placements", "connect", "remote_shards", "require_ray", "shutdown", "start_local_ray"]
 
 LOOPBACK = "127.0.0.1"
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
@@ -49,6 +59,12 @@ def require_ray() -> ModuleType:
     except ImportError:
         raise ConfigError(INSTALL_HINT) from None
     return ray
+
+
+def check_installed() -> None:
+    """ConfigError saying how to install Ray when it is missing; Ray is not imported (see the module docstring)."""
+    if importlib.util.find_spec("ray") is None:
+        raise ConfigError(INSTALL_HINT)
 
 
 def start_local_ray(num_cpus: int | None = None, object_store_memory: int | None = None) -> str:
@@ -144,7 +160,7 @@ def check_placements(placements: Sequence[ShardPlacement], role: str = "replay s
         for name, amount in p.demand().items():
             if amount > have.get(name, 0.0) + 1e-9:
                 raise ConfigError(f"{role} {i} cannot be placed on node {p.node_id}: it has {have.get(name, 0.0):g} "
-                                  f"{name}, the shard asks for {amount:g}")
+                                  f"{name}, the {role} asks for {amount:g}")
 
 
 def remote_shards(config: OffPolicyConfig, spec: EnvSpec, shards: int,
@@ -256,3 +272,233 @@ class RemoteShardedReplay(ShardedReplay):
         for h in self.handles:
             ray.kill(h)
         self.handles, self.pending = [], []
+
+
+# ------------------------------------------------------------------------------------ the Ray launcher
+_WORKER_CLASS: Any = None
+_RESTART_SEED = 104_729  # a restarted worker's seed moves by this per restart (as the local launcher's actors)
+
+
+def _worker_class() -> Any:
+    """``ray.remote(ActorWorker)``, made once and only when a worker is first placed."""
+    global _WORKER_CLASS
+    if _WORKER_CLASS is None:
+        _WORKER_CLASS = require_ray().remote(ActorWorker)
+    return _WORKER_CLASS
+
+
+@dataclass
+class _InFlight:
+    """A segment whose collection was asked for: the weights it acts with and each worker's future."""
+
+    tag: int
+    weights: Any  # the object ref of the published policy
+    futures: list[Any]
+
+
+class RayLauncher(SegmentLauncher):
+    """Actor workers as Ray actors, replay and learner in this process (the driver), on the run's schedule.
+
+    The workers collect segment k + 1 .. k + lag while the learner trains on segment k: `start` asks every
+    worker for segments first .. first + lag (with the starting policy, put in the object store once);
+    `_collect(k)` waits for segment k's futures and inserts them in actor order; `_publish(k)` puts W(k) in
+    the object store and asks every worker for segment k + 1 + lag, which acts with it. Ray runs one caller's
+    calls to an actor in order, so each worker collects its segments in turn. Which rows reach replay and
+    which weights each step acts with are the schedule's, so the parameters equal the sequential and the
+    local launcher's bit for bit.
+
+    A worker that dies is restarted by Ray (``max_restarts``); the learner sets it up again at the rows it has
+    received from it (reseeded, as the local launcher's actors) and asks again for every segment in flight.
+    """
+
+    name = "ray"
+
+    def __init__(self, job: Job, resume: Checkpoint | None = None, checkpointer: Checkpointer | None = None,
+                 address: str | None = None, max_restarts: int = 3,
+                 actor_placement: ShardPlacement | None = None) -> None:
+        super().__init__(job, resume, checkpointer)
+        self.address, self.max_restarts, self.actor_placement = address, max_restarts, actor_placement
+        self.restarts, self.restart_log = 0, []
+        self.workers: list[Any] = []
+        self.pids: list[int] = []
+        self.seeds = [actor_seed(job.seed, i, self.steps) for i in range(job.actors)]
+        self.inflight: dict[int, _InFlight] = {}
+        self.episodes: list[Episode] = []
+        self.clocks: dict[int, KernelClock] = {}  # each worker's latest clock
+        self.retired: list[KernelClock] = []  # the clocks of workers that died
+        self.dropped_by: dict[int, int] = {}
+        self.started_here = False  # pearl started the local Ray instance
+        self.joined = False  # this launcher connected the driver (and disconnects it at stop)
+        self._previous_sigterm: Any = None
+        self.waits: dict[str, float] = {}
+
+    def _learner_devices(self) -> list[str]:
+        return sorted({self.placement.replay, self.placement.learn})  # the workers open the act device
+
+    # --------------------------------------------------------------------------------- start / stop
+    def start(self) -> None:
+        ray = self._join()
+        self._previous_sigterm = _raise_on_sigterm()  # after ray.init, which installs its own handler
+        placement = dataclasses.replace(self._placement(ray), max_restarts=self.max_restarts)
+        check_placements([placement] * self.job.actors, role="actor worker")
+        cls, sched = _worker_class(), self.schedule
+        self.workers = [cls.options(**placement.options()).remote(
+            i, self.config, self.spec, self.placement.act, self.job.descriptor_for(self.placement.act), sched,
+            self.policy) for i in range(self.job.actors)]
+        self.pids = self._get([w.setup.remote(self.seeds[i], sched.steps_before(self.first_segment, i))
+                               for i, w in enumerate(self.workers)], "setting up")
+        first = ray.put(self.policy)
+        for k in range(self.first_segment, min(self.first_segment + sched.lag + 1, sched.segments)):
+            self._submit(k, sched.weights_for(k), first)
+
+    def _join(self) -> ModuleType:
+        """Connect the driver: to the cluster at the address, to Ray already running in this process, or to
+        a local instance started here (loopback only, no dashboard)."""
+        running = sys.modules.get("ray")
+        if self.address is not None:
+            connect(self.address)
+            self.joined = True
+        elif running is not None and running.is_initialized():
+            return running  # the caller's Ray: theirs to shut down
+        else:
+            start_local_ray()
+            self.started_here = self.joined = True
+        return require_ray()
+
+    def _placement(self, ray: ModuleType) -> ShardPlacement:
+        """The workers' placement: the one given, else one CPU each, or an equal part of the CPUs when the
+        cluster has fewer CPUs than workers (Ray's CPUs are admission only; the workers share the cores)."""
+        if self.actor_placement is not None:
+            return self.actor_placement
+        cpus = float(ray.cluster_resources().get("CPU", 1.0))
+        return ShardPlacement(num_cpus=min(1.0, cpus / self.job.actors))
+
+    def stop(self) -> None:
+        ray = sys.modules.get("ray")
+        workers, self.workers, self.inflight = self.workers, [], {}
+        try:
+            if ray is not None and ray.is_initialized():
+                for w in workers:
+                    ray.kill(w, no_restart=True)
+        finally:
+            if self._previous_sigterm is not None:
+                signal.signal(signal.SIGTERM, self._previous_sigterm)
+                self._previous_sigterm = None
+            if self.joined:
+                self.joined = False
+                shutdown()  # a local instance pearl started stops with every process it ran
+
+    # ------------------------------------------------------------------------------ the schedule's hooks
+    def _submit(self, k: int, tag: int, weights: Any) -> None:
+        self.inflight[k] = _InFlight(tag, weights, [w.collect.remote(k, tag, weights) for w in self.workers])
+
+    def _collect(self, k: int, insert: Callable[[TransitionBatch], None], wait: Callable[[], None]) -> None:
+        """Wait for every worker's share of segment k, then insert the shares in actor order (all at once, so
+        replay holds whole segments whenever the run is interrupted)."""
+        ray = require_ray()
+        futures = self.inflight[k].futures
+        while True:
+            t0 = time.perf_counter()
+            _, waiting = ray.wait(futures, num_returns=len(futures), timeout=0.2)
+            self.waited += time.perf_counter() - t0
+            if not waiting:
+                break
+            wait()
+        got = [self._result(k, i) for i in range(len(self.workers))]
+        del self.inflight[k]
+        for i, collected in enumerate(got):
+            batch = collected.batch
+            if len(batch):  # the object store's arrays are read-only: replay gets its own copy
+                insert(TransitionBatch(*(np.array(getattr(batch, f)) for f in _BATCH_FIELDS), i,
+                                       batch.policy_version))
+            self.episodes.extend(collected.episodes)
+            clock = self.clocks.setdefault(i, KernelClock())
+            clock.seconds.update(collected.seconds)
+            clock.calls.update(collected.calls)
+            self.dropped_by[i] = collected.dropped
+        self.dropped = sum(self.dropped_by.values())
+
+    def _publish(self, tag: int) -> None:
+        """W(tag) into the object store, and every worker asked for the segment that acts with it."""
+        k = tag + 1 + self.schedule.lag
+        if k < self.schedule.segments:
+            self._submit(k, tag, require_ray().put(self.learner.snapshot().params))
+
+    def _episodes(self) -> list[Episode]:
+        out, self.episodes = self.episodes, []
+        return out
+
+    def _extra_metrics(self) -> dict[str, Any]:
+        return {"runtime/actor_restarts": self.restarts}
+
+    def _clocks(self) -> tuple[dict[str, float], dict[str, int]]:
+        seconds, calls = merge_clocks((*self.clocks.values(), *self.retired, self.replay.clock, self.learner.clock))
+        if not self.config.prioritized:  # uniform replay: the learner skips the no-op priority update
+            seconds.setdefault("priority_update", 0.0)
+            calls.setdefault("priority_update", 0)
+        self.waits = {"learner_wait_s": self.waited}
+        return seconds, calls
+
+    def _finish(self, stats: LoopStats) -> LoopStats:
+        stats = super()._finish(stats)
+        stats.restarts, stats.lost_steps_max = self.restarts, self.restarts * self.config.n_envs
+        stats.waits = dict(self.waits)
+        return stats
+
+    # ------------------------------------------------------------------------------------ failures
+    def _result(self, k: int, i: int) -> Collected:
+        """Worker i's share of segment k; a worker that died (or failed) is restarted and asked again."""
+        ray = require_ray()
+        while True:
+            try:
+                return ray.get(self.inflight[k].futures[i])
+            except ray.exceptions.RayActorError as exc:
+                self._restart(k, i, f"died: {_first_line(exc)}")
+            except ray.exceptions.RayTaskError as exc:
+                cause = exc.cause if exc.cause is not None else exc
+                reason = f"failed: {type(cause).__name__}: {_first_line(cause)}"
+                self._check_restart_limit(i, reason)
+                ray.kill(self.workers[i], no_restart=False)  # its state is unknown: Ray starts it afresh
+                self._restart(k, i, reason)
+
+    def _check_restart_limit(self, i: int, reason: str) -> None:
+        if self.restarts >= self.max_restarts:
+            raise ActorFailed(f"actor {i} {reason} (after {self.restarts} restart(s); the limit is "
+                              f"{self.max_restarts})")
+
+    def _restart(self, k: int, i: int, reason: str) -> None:
+        """Set worker i up again (Ray restarted its process) at the rows the learner received from it, and ask
+        it again for every segment in flight, k first."""
+        self._check_restart_limit(i, reason)
+        self.restarts += 1
+        self.restart_log.append(f"actor {i} {reason}")
+        if i in self.clocks:
+            self.retired.append(self.clocks.pop(i))
+        seed = self.seeds[i] + _RESTART_SEED * self.restarts
+        worker = self.workers[i]
+        self.pids[i] = self._get([worker.setup.remote(seed, self.schedule.steps_before(k, i))], "restarting")[0]
+        for j in sorted(self.inflight):
+            flight = self.inflight[j]
+            flight.futures[i] = worker.collect.remote(j, flight.tag, flight.weights)
+
+    def _get(self, refs: list[Any], doing: str) -> list[Any]:
+        """``ray.get``; a worker's error (or death) while `doing` ends the run with its message."""
+        ray = require_ray()
+        try:
+            return ray.get(refs)
+        except ray.exceptions.RayTaskError as exc:
+            cause = exc.cause if exc.cause is not None else exc
+            if isinstance(cause, PearlError):
+                raise cause from None
+            raise ActorFailed(f"an actor worker failed {doing}: {type(cause).__name__}: {_first_line(cause)}") \
+                from None
+        except ray.exceptions.RayActorError as exc:
+            raise ActorFailed(f"an actor worker died {doing}: {_first_line(exc)}") from None
+
+
+_BATCH_FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "no message"

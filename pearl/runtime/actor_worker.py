@@ -1,0 +1,116 @@
+"""One actor worker of the Ray launcher: a vector of envs stepped until its share of a segment is collected.
+
+A plain class, no Ray: `pearl.runtime.ray_launcher` places it as a Ray actor (and a test may drive it in
+process). It holds a `VectorActor` and its `ActorShare`, built exactly as the sequential launcher builds
+them (the same seeds, the act kernel's seed + 1, one CPU thread), so the same seed gives the same
+transitions whichever launcher runs it. One `collect` call returns one batch of the worker's whole share of
+a segment: transitions travel in batches, never one step per call. A step that straddles into the next
+segment keeps its later rows for the next call (as the sequential launcher's pending rows).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pearl.algos.base import OffPolicyConfig
+from pearl.errors import PearlError
+from pearl.runtime.protocol import Episode, VectorActor
+from pearl.runtime.schedule import ActorShare, Schedule
+from pearl.types import EnvSpec, Params, TransitionBatch, WeightSnapshot
+
+
+@dataclass
+class Collected:
+    """What one `collect` call sends back: the worker's share of segment k and what it measured."""
+
+    segment: int
+    batch: TransitionBatch  # exactly schedule.share(segment, actor) rows, in collection order
+    episodes: list[Episode] = field(default_factory=list)  # finished since the previous call
+    seconds: dict[str, float] = field(default_factory=dict)  # the worker's kernel clock, cumulative
+    calls: dict[str, int] = field(default_factory=dict)
+    dropped: int = 0  # rows its last step produced past its last share
+
+
+class ActorWorker:
+    """A VectorActor and its ActorShare (see the module docstring); `setup` builds them, `collect` steps."""
+
+    def __init__(self, actor_id: int, config: OffPolicyConfig, spec: EnvSpec, device: str, descriptor: str | None,
+                 schedule: Schedule, policy: Params) -> None:
+        self.id, self.config, self.spec, self.schedule = actor_id, config, spec, schedule
+        self.device, self.descriptor, self.policy = device, descriptor, policy
+        self.share: ActorShare | None = None
+        self.pending: deque[TransitionBatch] = deque()
+
+    def setup(self, seed: int, collected: int) -> int:
+        """(Re)build the envs and the act kernel, reseeded, at the actor's transition number `collected`; the
+        process id (a fresh worker, or one Ray restarted, starts from here)."""
+        from pearl.adapters import open_adapter  # imported here: the hardware library loads in the worker only
+
+        self.close()
+        act = open_adapter(self.device, 1, self.descriptor).make_act(self.config, self.spec, self.policy, seed + 1)
+        actor = VectorActor(self.id, self.spec.env_id, self.spec, self.config.n_envs, act, seed)
+        self.share = ActorShare(actor, self.schedule, self.config, collected)
+        self.pending = deque()
+        return os.getpid()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def node_id(self) -> str:
+        """The Ray node this worker runs on (asked from inside the role)."""
+        from pearl.runtime.ray_launcher import require_ray  # only ever called inside a Ray actor
+
+        return str(require_ray().get_runtime_context().get_node_id())
+
+    def collect(self, k: int, tag: int, weights: Params) -> Collected:
+        """Step until this worker's share of segment k is collected, acting with `weights` (segment `tag`'s)."""
+        share, sched = self.share, self.schedule
+        if share is None:
+            raise PearlError(f"actor worker {self.id} was asked to collect before its setup")
+        while share.collected < sched.steps_before(k + 1, self.id):
+            need = share.needs()
+            if share.weights != need:
+                if need != tag:
+                    raise PearlError(f"actor worker {self.id}: segment {k} needs the weights of segment {need}, "
+                                     f"got those of {tag}")
+                share.load(tag, WeightSnapshot(tag, {n: np.array(v) for n, v in weights.items()}))
+            batch = share.step()
+            if len(batch):
+                self.pending.append(batch)
+        clock = share.actor.clock
+        return Collected(k, self._take(sched.share(k, self.id)), share.actor.drain_episodes(), dict(clock.seconds),
+                         dict(clock.calls), share.dropped)
+
+    def _take(self, n: int) -> TransitionBatch:
+        """The first n pending rows as one batch, splitting a batch that holds more."""
+        parts: list[TransitionBatch] = []
+        while n > 0:
+            batch = self.pending.popleft()
+            if len(batch) > n:
+                self.pending.appendleft(batch.tail(n))
+                batch = batch.head(n)
+            parts.append(batch)
+            n -= len(batch)
+        return concat(parts, self.spec, self.id)
+
+    def close(self) -> None:
+        if self.share is not None:
+            self.share.actor.close()
+            self.share = None
+
+
+def concat(parts: list[TransitionBatch], spec: EnvSpec, actor_id: int) -> TransitionBatch:
+    """One batch of the parts' rows in order (an empty one of the right shapes for no parts)."""
+    if not parts:
+        return TransitionBatch(np.zeros((0, spec.obs_dim), np.float32), np.zeros((0, *spec.action_shape),
+                               spec.action_dtype), np.zeros(0, np.float32), np.zeros((0, spec.obs_dim), np.float32),
+                               np.zeros(0, np.float32), actor_id)
+    if len(parts) == 1:
+        return parts[0]
+    fields = ("obs", "action", "reward", "next_obs", "terminated")
+    return TransitionBatch(*(np.concatenate([getattr(p, f) for p in parts]) for f in fields), actor_id,
+                           parts[0].policy_version)
