@@ -269,20 +269,21 @@ def check_positive_int(name: str, value: int, minimum: int = 1) -> None:
 
 # launcher name → "module:class"; each is imported only when chosen (Ray's only for "ray")
 LAUNCHERS = {"local": "pearl.runtime.local:LocalLauncher",
-             "sequential": "pearl.runtime.sequential:SequentialLauncher"}
+             "sequential": "pearl.runtime.sequential:SequentialLauncher",
+             "ray": "pearl.runtime.ray_launcher:RayLauncher"}
 LAUNCHER_ALIASES = {"parallel": "local"}  # the local launcher's name before the Ray launcher existed
 
 
 def launcher_name(name: str) -> str:
     """The launcher's canonical name; ConfigError naming the choices (and the nearest) for an unknown one."""
     name = LAUNCHER_ALIASES.get(name, name)
-    if name == "ray":
-        raise ConfigError("the Ray launcher is not part of this version of pearl yet; use --launcher local "
-                          "(actor processes on this machine) or --launcher sequential")
     if name not in LAUNCHERS:
-        close = difflib.get_close_matches(name, [*LAUNCHERS, "ray"], n=1)
+        close = difflib.get_close_matches(name, list(LAUNCHERS), n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ConfigError(f"unknown launcher {name!r}{hint}; choose one of: local, sequential, ray")
+    if name == "ray":  # without Ray: one error line saying how to install it (Ray itself is not imported here)
+        from pearl.runtime.ray_launcher import check_installed
+        check_installed()
     return name
 
 
@@ -323,7 +324,7 @@ class _Setup:
             "launcher": o.launcher, "actors": self.actors, "envs_per_actor": self.config.n_envs,
             "learn": o.learn, "max_restarts": o.max_restarts, "checkpoint_every": o.checkpoint_every,
             "checkpoint_replay": o.checkpoint_replay, "emulate": dict(o.emulate), "policy_lag": o.policy_lag,
-            "segment_steps": o.segment_steps, "eval_every": self.eval_every,
+            "segment_steps": o.segment_steps, "eval_every": self.eval_every, "ray_address": o.ray_address,
             "eval_every_episodes": o.eval_every_episodes, "schedule": self.job.schedule().to_dict(),
             "preset": has_preset(self.algo, self.env_id),
             "hyperparameters": self.config.to_dict(), "env_spec": asdict(self.spec), "pearl_version": __version__,
@@ -386,6 +387,11 @@ def _setup(o: RunOptions) -> _Setup:
             check_positive_int(name, value, minimum=0 if name == "--eval-every" else 1)
     if isinstance(o.policy_lag, bool) or not isinstance(o.policy_lag, int) or o.policy_lag < 0:
         raise ConfigError(f"--policy-lag must be an integer >= 0, got {o.policy_lag!r}")
+    if o.ray_address is not None:
+        if o.launcher != "ray":
+            raise ConfigError(f"--ray-address joins a Ray cluster; it needs --launcher ray, not {o.launcher}")
+        if not isinstance(o.ray_address, str) or not o.ray_address.strip():
+            raise ConfigError(f"--ray-address must be a cluster address such as 10.0.0.5:6379, got {o.ray_address!r}")
     if o.emulate and o.plan is None:
         raise ConfigError("--emulate stands in for an absent device of a plan; it needs --plan")
     if o.plan is not None and (o.actors is not None or o.envs_per_actor is not None):
@@ -473,7 +479,10 @@ def _recorded_setup(folder: Path, max_restarts: int | None = None) -> _Setup:
 
 def _runner(setup: _Setup, checkpoint: "Checkpoint | None", checkpointer: Checkpointer) -> SegmentLauncher:
     cls = _launcher_class(setup.options.launcher)
-    extra = {"max_restarts": setup.options.max_restarts} if setup.options.launcher == "local" else {}
+    o = setup.options
+    extra: dict[str, Any] = {"max_restarts": o.max_restarts} if o.launcher in ("local", "ray") else {}
+    if o.launcher == "ray":
+        extra["address"] = o.ray_address
     try:
         return cls(setup.job, checkpoint, checkpointer, **extra)
     except MemoryError:
@@ -620,6 +629,9 @@ def _options_from_record(folder: Path) -> RunOptions:
     segment_steps = data.get("segment_steps")
     if segment_steps is not None:
         segment_steps = field_.get("segment_steps", int, 1)
+    ray_address = data.get("ray_address")
+    if ray_address is not None and not isinstance(ray_address, str):
+        raise RunDirError(f"{path}: field 'ray_address' must be a cluster address or null, got {ray_address!r}")
     has_plan = (folder / "plan.json").exists()
     device = field_.get("device", str)
     return RunOptions(
@@ -631,7 +643,8 @@ def _options_from_record(folder: Path) -> RunOptions:
         max_restarts=field_.get("max_restarts", int), checkpoint_every=field_.get("checkpoint_every", int),
         checkpoint_replay=field_.get("checkpoint_replay", bool), policy_lag=field_.get("policy_lag", int),
         segment_steps=segment_steps, eval_every=field_.get("eval_every", int),
-        eval_every_episodes=field_.get("eval_every_episodes", int, 1), runs_dir=str(folder.parent))
+        eval_every_episodes=field_.get("eval_every_episodes", int, 1), runs_dir=str(folder.parent),
+        ray_address=ray_address)
 
 
 class _RecordFields(FieldChecker):
