@@ -23,6 +23,10 @@ from pearl.runtime.schedule import ActorShare, Schedule
 from pearl.types import EnvSpec, Params, TransitionBatch, WeightSnapshot
 
 
+class WorkerRestarted(PearlError):
+    """A collect call reached a worker that was not set up: Ray restarted it after its process died."""
+
+
 @dataclass
 class Collected:
     """What one `collect` call sends back: the worker's share of segment k and what it measured."""
@@ -70,7 +74,7 @@ class ActorWorker:
         """Step until this worker's share of segment k is collected, acting with `weights` (segment `tag`'s)."""
         share, sched = self.share, self.schedule
         if share is None:
-            raise PearlError(f"actor worker {self.id} was asked to collect before its setup")
+            raise WorkerRestarted(f"actor worker {self.id} was asked to collect before its setup (Ray restarted it)")
         while share.collected < sched.steps_before(k + 1, self.id):
             need = share.needs()
             if share.weights != need:

@@ -35,7 +35,7 @@ import numpy as np
 
 from pearl.algos.base import OffPolicyConfig
 from pearl.errors import ConfigError, PearlError
-from pearl.runtime.actor_worker import ActorWorker, Collected
+from pearl.runtime.actor_worker import ActorWorker, Collected, WorkerRestarted
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed
 from pearl.runtime.launcher import Job, LoopStats, SegmentLauncher
 from pearl.runtime.local import ActorFailed, _raise_on_sigterm
@@ -151,6 +151,7 @@ def check_placements(placements: Sequence[ShardPlacement], role: str = "replay s
                 raise ConfigError(f"{role} {i} cannot be placed: the cluster has {totals.get(name, 0.0):g} {name}, "
                                   f"the {role}s up to it ask for {asked[name]:g}")
     nodes = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
+    pinned: dict[tuple[str, str], float] = {}  # (node, resource) → asked by the roles pinned to it so far
     for i, p in enumerate(placements):
         if p.node_id is None or p.soft:
             continue
@@ -158,9 +159,10 @@ def check_placements(placements: Sequence[ShardPlacement], role: str = "replay s
             raise ConfigError(f"{role} {i} is pinned to node {p.node_id}, which is not in the cluster")
         have = nodes[p.node_id].get("Resources", {})
         for name, amount in p.demand().items():
-            if amount > have.get(name, 0.0) + 1e-9:
+            pinned[p.node_id, name] = asked = pinned.get((p.node_id, name), 0.0) + amount
+            if asked > have.get(name, 0.0) + 1e-9:
                 raise ConfigError(f"{role} {i} cannot be placed on node {p.node_id}: it has {have.get(name, 0.0):g} "
-                                  f"{name}, the {role} asks for {amount:g}")
+                                  f"{name}, the {role}s pinned to it up to this one ask for {asked:g}")
 
 
 def remote_shards(config: OffPolicyConfig, spec: EnvSpec, shards: int,
@@ -276,6 +278,7 @@ class RemoteShardedReplay(ShardedReplay):
 
 # ------------------------------------------------------------------------------------ the Ray launcher
 _WORKER_CLASS: Any = None
+STARTUP_TIMEOUT_S = 300.0  # workers are placed, started and set up (envs, act kernel) within this
 _RESTART_SEED = 104_729  # a restarted worker's seed moves by this per restart (as the local launcher's actors)
 
 
@@ -321,6 +324,8 @@ class RayLauncher(SegmentLauncher):
         self.restarts, self.restart_log = 0, []
         self.workers: list[Any] = []
         self.pids: list[int] = []
+        self.nodes: list[str] = []  # the Ray node each worker runs on (and the learner's: this process's)
+        self.learner_node: str | None = None
         self.seeds = [actor_seed(job.seed, i, self.steps) for i in range(job.actors)]
         self.inflight: dict[int, _InFlight] = {}
         self.episodes: list[Episode] = []
@@ -346,7 +351,9 @@ class RayLauncher(SegmentLauncher):
             i, self.config, self.spec, self.placement.act, self.job.descriptor_for(self.placement.act), sched,
             self.policy) for i in range(self.job.actors)]
         self.pids = self._get([w.setup.remote(self.seeds[i], sched.steps_before(self.first_segment, i))
-                               for i, w in enumerate(self.workers)], "setting up")
+                               for i, w in enumerate(self.workers)], "setting up", STARTUP_TIMEOUT_S)
+        self.nodes = self._get([w.node_id.remote() for w in self.workers], "setting up")  # asked from inside
+        self.learner_node = str(ray.get_runtime_context().get_node_id())
         first = ray.put(self.policy)
         for k in range(self.first_segment, min(self.first_segment + sched.lag + 1, sched.segments)):
             self._submit(k, sched.weights_for(k), first)
@@ -456,6 +463,9 @@ class RayLauncher(SegmentLauncher):
                 self._restart(k, i, f"died: {_first_line(exc)}")
             except ray.exceptions.RayTaskError as exc:
                 cause = exc.cause if exc.cause is not None else exc
+                if isinstance(cause, WorkerRestarted):  # it died after the call was sent; Ray restarted it
+                    self._restart(k, i, "died (Ray restarted it)")
+                    continue
                 reason = f"failed: {type(cause).__name__}: {_first_line(cause)}"
                 self._check_restart_limit(i, reason)
                 ray.kill(self.workers[i], no_restart=False)  # its state is unknown: Ray starts it afresh
@@ -476,16 +486,20 @@ class RayLauncher(SegmentLauncher):
             self.retired.append(self.clocks.pop(i))
         seed = self.seeds[i] + _RESTART_SEED * self.restarts
         worker = self.workers[i]
-        self.pids[i] = self._get([worker.setup.remote(seed, self.schedule.steps_before(k, i))], "restarting")[0]
+        self.pids[i], self.nodes[i] = self._get([worker.setup.remote(seed, self.schedule.steps_before(k, i)),
+                                                 worker.node_id.remote()], "restarting")
         for j in sorted(self.inflight):
             flight = self.inflight[j]
             flight.futures[i] = worker.collect.remote(j, flight.tag, flight.weights)
 
-    def _get(self, refs: list[Any], doing: str) -> list[Any]:
+    def _get(self, refs: list[Any], doing: str, timeout: float | None = None) -> list[Any]:
         """``ray.get``; a worker's error (or death) while `doing` ends the run with its message."""
         ray = require_ray()
         try:
-            return ray.get(refs)
+            return ray.get(refs, timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise ActorFailed(f"the actor workers were not running after {timeout:.0f} s {doing}: the cluster may "
+                              "lack the resources they ask for (`ray status` shows what is pending)") from None
         except ray.exceptions.RayTaskError as exc:
             cause = exc.cause if exc.cause is not None else exc
             if isinstance(cause, PearlError):

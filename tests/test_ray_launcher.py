@@ -1,0 +1,248 @@
+"""The Ray launcher on a local multi-node Ray cluster: the same learning as the sequential launcher, roles on the
+planned nodes, every transition once, a killed worker restarted, placement errors, nothing left running.
+
+One `ray.cluster_utils.Cluster` for the whole module (starting one costs seconds): a head without CPUs that
+carries the learner's resource (the driver, where replay and the learner run, is connected to it), a node
+for the actors ({"actors": 2}) and a spare node that only node affinity reaches. Ray is imported only after
+RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 is set (pearl's loopback setting), and tests check for it with
+`find_spec`, which does not import it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from counter_env import episode_length
+
+from pearl.algos import DQNConfig
+from pearl.envs import env_spec
+from pearl.errors import ConfigError
+from pearl.runtime.launcher import Job, Placement
+from pearl.runtime.sequential import SequentialLauncher
+
+TESTS = Path(__file__).parent
+COUNTER = "counter_env:PearlCounter-v0"
+SMALL = dict(hidden=(16, 16), batch_size=16, learning_rate=1e-3)
+needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                               reason='Ray is not installed (pip install "pearl[ray]")')
+
+
+def test_without_ray_the_ray_launcher_is_one_error_line(capsys, monkeypatch, tmp_path) -> None:
+    from cli_support import run_cli
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now fails and find_spec finds nothing, as without it
+    code, _, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "100",
+                           "--launcher", "ray", "--runs-dir", str(tmp_path))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and 'pip install "pearl[ray]"' in lines[0]
+
+
+def test_a_ray_address_needs_the_ray_launcher(capsys, tmp_path) -> None:
+    from cli_support import run_cli
+
+    code, _, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "100",
+                           "--ray-address", "10.0.0.5:6379", "--runs-dir", str(tmp_path))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "needs --launcher ray" in lines[0]
+
+
+# ------------------------------------------------------------------------------------------- cluster
+def descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        children.setdefault(int(text[text.rindex(")") + 2:].split()[1]), []).append(int(stat.parent.name))
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def alive(pids: set[int]) -> set[int]:
+    out = set()
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                out.add(pid)
+        except OSError:
+            continue
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before Ray is first imported: loopback only
+    old_path = os.environ.get("PYTHONPATH")
+    # the nodes (and the workers they start) import counter_env by name
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), old_path]))
+    from ray.cluster_utils import Cluster
+
+    from pearl.runtime.ray_launcher import require_ray
+
+    store = 80 * 2**20
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "resources": {"learner": 1},
+                                                      "object_store_memory": store, "include_dashboard": False})
+    actors = c.add_node(num_cpus=2, resources={"actors": 2}, object_store_memory=store)
+    spare = c.add_node(num_cpus=2, object_store_memory=store)
+    c.wait_for_nodes()
+    ray = require_ray()
+    ray.init(address=c.address, log_to_driver=False, configure_logging=False)
+    started = descendants(os.getpid())
+    try:
+        yield SimpleNamespace(head=c.head_node.node_id, actors=actors.node_id, spare=spare.node_id, ray=ray)
+    finally:
+        ray.shutdown()
+        c.shutdown()
+        if old_path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old_path
+    deadline = time.monotonic() + 20
+    while alive(started) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive(started), f"Ray processes left after the tests: {sorted(alive(started))}"
+
+
+def on_actors_node(cpus: float = 1.0):
+    from pearl.runtime.ray_launcher import ShardPlacement
+
+    return ShardPlacement(num_cpus=cpus, resources={"actors": 1})
+
+
+@needs_ray
+def test_ray_gives_the_sequential_launchers_parameters_bit_for_bit(cluster) -> None:
+    """The Ray launcher changes speed, not the learning: same seed and lag, same final bits."""
+    from pearl.runtime.ray_launcher import RayLauncher
+
+    cfg = DQNConfig(total_steps=3000, learning_starts=400, train_freq=64, gradient_steps=32, n_envs=3,
+                    target_update_interval=64, prioritized=True, **SMALL)
+    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=5, actors=2, policy_lag=1, threads=1)
+    a = SequentialLauncher(job).run()
+    ray_launcher = RayLauncher(job, actor_placement=on_actors_node())
+    b = ray_launcher.run()
+    sched = job.schedule()
+    assert a.updates == b.updates == sched.updates_through(sched.segments - 1) > 0
+    assert a.final_params.keys() == b.final_params.keys()
+    for name in a.final_params:
+        assert np.array_equal(a.final_params[name], b.final_params[name]), name
+    assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
+    assert b.kernel_calls["act"] == a.kernel_calls["act"] and b.restarts == 0
+    # the roles ran where the placement put them: the workers on the actors' node, the learner on the head
+    assert ray_launcher.nodes == [cluster.actors] * 2 and ray_launcher.learner_node == cluster.head
+    assert ray_launcher.workers == []  # stopped
+
+
+@needs_ray
+def test_every_transition_from_several_workers_arrives_once_in_schedule_order(cluster) -> None:
+    """3 workers × 4 counter envs, pinned to the spare node: every env's steps once, in order, and replay holds
+    each segment's shares in actor order."""
+    from pearl.runtime.ray_launcher import RayLauncher, ShardPlacement
+
+    total = 3000
+    cfg = DQNConfig(total_steps=total, buffer_size=4096, n_envs=4, learning_starts=0, **SMALL)
+    job = Job(cfg, env_spec(COUNTER), Placement.single("cpu"), seed=11, actors=3, learn=False, threads=1)
+    launcher = RayLauncher(job, actor_placement=ShardPlacement(num_cpus=0.5, node_id=cluster.spare))
+    stats = launcher.run()
+    assert launcher.nodes == [cluster.spare] * 3
+    assert stats.steps == total and launcher.replay.size == total and stats.updates == 0
+    store = launcher.replay.kernels.store
+    obs, nxt = store["obs"][:total].numpy(), store["next_obs"][:total].numpy()
+    reward, term = store["reward"][:total].numpy(), store["terminated"][:total].numpy()
+    assert np.array_equal(nxt[:, :2], obs[:, :2]) and np.array_equal(nxt[:, 2], obs[:, 2] + 1)
+    assert np.array_equal(reward, obs[:, 2])
+    lengths = np.array([episode_length(tag, ep) for tag, ep in obs[:, :2]])
+    assert np.array_equal(term, (nxt[:, 2] >= lengths).astype(np.float32))
+    seen: dict[tuple[float, float], list[int]] = defaultdict(list)
+    for tag, ep, t in obs:
+        seen[(tag, ep)].append(int(t))
+    assert len({tag for tag, _ in seen}) == 12  # every env of every worker delivered
+    for key, ts in seen.items():
+        assert ts == list(range(len(ts))), f"env {key}: lost, repeated or reordered steps"
+    sched = launcher.schedule
+    owner = obs[:, 0] // 7919  # worker a's envs are tagged with its seed, 11 + a·7919, plus the env index
+    for k in range(sched.segments):
+        lo = k * sched.segment_steps
+        for a in range(3):
+            rows = owner[lo + sched.offset(k, a):lo + sched.offset(k, a) + sched.share(k, a)]
+            assert (rows == a).all(), f"segment {k}: worker {a}'s share is not where the schedule puts it"
+    assert len(stats.episodes) > 100
+
+
+@needs_ray
+def test_a_worker_killed_with_sigkill_is_restarted_and_the_run_completes(cluster) -> None:
+    from pearl.runtime.ray_launcher import RayLauncher
+
+    killed: list[int] = []
+
+    class KillsWorkerOne(RayLauncher):
+        """Kills worker 1's process once, right after segment 5's updates (a fixed point of the run)."""
+
+        def _publish(self, tag: int) -> None:
+            if tag == 5 and not killed:
+                killed.append(self.pids[1])
+                os.kill(self.pids[1], signal.SIGKILL)
+            super()._publish(tag)
+
+    cfg = DQNConfig(total_steps=6000, learning_starts=500, train_freq=64, gradient_steps=16, n_envs=4, **SMALL)
+    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=3, actors=2, threads=1)
+    launcher = KillsWorkerOne(job, actor_placement=on_actors_node())
+    stats = launcher.run()
+    assert killed and stats.restarts == 1 and launcher.restart_log[0].startswith("actor 1 died")
+    assert stats.steps == cfg.total_steps and launcher.replay.size == cfg.total_steps
+    assert stats.updates == job.schedule().updates_through(job.schedule().segments - 1)
+    assert launcher.pids[1] != killed[0] and launcher.nodes == [cluster.actors] * 2
+
+
+@needs_ray
+def test_a_role_that_cannot_be_placed_is_refused_before_any_work(cluster) -> None:
+    from pearl.runtime.ray_launcher import RayLauncher, ShardPlacement
+
+    cfg = DQNConfig(total_steps=1000, **SMALL)
+    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=0, actors=3, threads=1)
+    free = cluster.ray.available_resources().get("CPU")
+    for placement, message in ((ShardPlacement(num_cpus=1, resources={"gpu_node": 1}),
+                                "actor worker 0 cannot be placed: the cluster has 0 gpu_node"),
+                               (on_actors_node(), "actor worker 2 cannot be placed: the cluster has 2 actors"),
+                               (ShardPlacement(num_cpus=0.75, node_id=cluster.spare),
+                                "actor worker 2 cannot be placed on node .*: it has 2 CPU, the actor workers pinned")):
+        launcher = RayLauncher(job, actor_placement=placement)
+        with pytest.raises(ConfigError, match=message):
+            launcher.run()
+        assert launcher.workers == [] and launcher.replay.size == 0
+    assert cluster.ray.available_resources().get("CPU") == free  # no worker was started
+
+
+@needs_ray
+def test_pearl_train_on_the_ray_launcher_records_it_and_resumes_on_it(capsys, cluster, tmp_path) -> None:
+    """`launcher="ray"` joins the Ray this process already runs; config.json records the launcher and the
+    address (none: a local instance), and `pearl train --resume` goes on with the run on Ray."""
+    from cli_support import run_cli
+
+    from pearl.training import train
+
+    cfg = DQNConfig(total_steps=2048, learning_starts=256, train_freq=256, gradient_steps=32, n_envs=2, **SMALL)
+    first = train("dqn", "CartPole-v1", config=cfg, launcher="ray", actors=2, eval_episodes=0, eval_every=0,
+                  runs_dir=str(tmp_path), max_seconds=1e-9)  # stops after its first segment
+    assert first.launcher == "ray" and first.steps == 256
+    config = json.loads((Path(first.run_dir) / "config.json").read_text())
+    assert config["launcher"] == "ray" and config["ray_address"] is None
+    code, out, err = run_cli(capsys, "train", "--resume", first.run_dir, "--eval-episodes", "2", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["launcher"] == "ray" and result["steps"] == 2048 and result["start_steps"] == 256
+    assert result["actor_restarts"] == 0
