@@ -198,7 +198,7 @@ def test_a_worker_killed_with_sigkill_is_restarted_and_the_run_completes(cluster
                 os.kill(self.pids[1], signal.SIGKILL)
             super()._publish(tag)
 
-    cfg = DQNConfig(total_steps=6000, learning_starts=500, train_freq=64, gradient_steps=16, n_envs=4, **SMALL)
+    cfg = DQNConfig(total_steps=4000, learning_starts=500, train_freq=64, gradient_steps=16, n_envs=4, **SMALL)
     job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=3, actors=2, threads=1)
     launcher = KillsWorkerOne(job, actor_placement=on_actors_node())
     stats = launcher.run()
@@ -246,3 +246,37 @@ def test_pearl_train_on_the_ray_launcher_records_it_and_resumes_on_it(capsys, cl
     result = json.loads(out)
     assert result["launcher"] == "ray" and result["steps"] == 2048 and result["start_steps"] == 256
     assert result["actor_restarts"] == 0
+
+
+@needs_ray
+def test_sigterm_stops_the_local_ray_instance_pearl_started_and_leaves_no_process(tmp_path) -> None:
+    """`pearl train --launcher ray` without an address starts its own Ray instance; SIGTERM ends the run like
+    the local launcher's (status 143, the record kept, a checkpoint to resume from) and no Ray process stays."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.Popen([sys.executable, "-m", "pearl", "train", "--algo", "dqn", "--env", "CartPole-v1",
+                             "--steps", "1000000", "--launcher", "ray", "--runs-dir", str(tmp_path), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until a metrics line was written: Ray and the worker run
+        metrics = list(tmp_path.glob("*/metrics.jsonl"))
+        if metrics and metrics[0].read_text().count("\n") >= 2:
+            break
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("training did not start within 120 s")
+    ray_processes = descendants(proc.pid)
+    assert ray_processes, "the run started no Ray process"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err
+    deadline = time.monotonic() + 20
+    while alive(ray_processes) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive(ray_processes), f"Ray processes left after SIGTERM: {sorted(alive(ray_processes))}"
+    summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+    assert summary["status"] == "interrupted" and summary["resume"].startswith("pearl train --resume")

@@ -43,19 +43,21 @@ class ActorWorker:
     """A VectorActor and its ActorShare (see the module docstring); `setup` builds them, `collect` steps."""
 
     def __init__(self, actor_id: int, config: OffPolicyConfig, spec: EnvSpec, device: str, descriptor: str | None,
-                 schedule: Schedule, policy: Params) -> None:
+                 schedule: Schedule) -> None:
+        # small arguments only: Ray keeps them to construct the worker again when it restarts it
         self.id, self.config, self.spec, self.schedule = actor_id, config, spec, schedule
-        self.device, self.descriptor, self.policy = device, descriptor, policy
+        self.device, self.descriptor = device, descriptor
         self.share: ActorShare | None = None
         self.pending: deque[TransitionBatch] = deque()
 
-    def setup(self, seed: int, collected: int) -> int:
-        """(Re)build the envs and the act kernel, reseeded, at the actor's transition number `collected`; the
-        process id (a fresh worker, or one Ray restarted, starts from here)."""
+    def setup(self, seed: int, collected: int, policy: Params) -> int:
+        """(Re)build the envs and the act kernel (with `policy`), reseeded, at the actor's transition number
+        `collected`; the process id (a fresh worker, or one Ray restarted, starts from here)."""
         from pearl.adapters import open_adapter  # imported here: the hardware library loads in the worker only
 
         self.close()
-        act = open_adapter(self.device, 1, self.descriptor).make_act(self.config, self.spec, self.policy, seed + 1)
+        policy = {n: np.array(v) for n, v in policy.items()}  # writable copies of the object store's arrays
+        act = open_adapter(self.device, 1, self.descriptor).make_act(self.config, self.spec, policy, seed + 1)
         actor = VectorActor(self.id, self.spec.env_id, self.spec, self.config.n_envs, act, seed)
         self.share = ActorShare(actor, self.schedule, self.config, collected)
         self.pending = deque()

@@ -348,13 +348,13 @@ class RayLauncher(SegmentLauncher):
         check_placements([placement] * self.job.actors, role="actor worker")
         cls, sched = _worker_class(), self.schedule
         self.workers = [cls.options(**placement.options()).remote(
-            i, self.config, self.spec, self.placement.act, self.job.descriptor_for(self.placement.act), sched,
-            self.policy) for i in range(self.job.actors)]
-        self.pids = self._get([w.setup.remote(self.seeds[i], sched.steps_before(self.first_segment, i))
+            i, self.config, self.spec, self.placement.act, self.job.descriptor_for(self.placement.act), sched)
+            for i in range(self.job.actors)]
+        first = ray.put(self.policy)
+        self.pids = self._get([w.setup.remote(self.seeds[i], sched.steps_before(self.first_segment, i), first)
                                for i, w in enumerate(self.workers)], "setting up", STARTUP_TIMEOUT_S)
         self.nodes = self._get([w.node_id.remote() for w in self.workers], "setting up")  # asked from inside
         self.learner_node = str(ray.get_runtime_context().get_node_id())
-        first = ray.put(self.policy)
         for k in range(self.first_segment, min(self.first_segment + sched.lag + 1, sched.segments)):
             self._submit(k, sched.weights_for(k), first)
 
@@ -486,8 +486,8 @@ class RayLauncher(SegmentLauncher):
             self.retired.append(self.clocks.pop(i))
         seed = self.seeds[i] + _RESTART_SEED * self.restarts
         worker = self.workers[i]
-        self.pids[i], self.nodes[i] = self._get([worker.setup.remote(seed, self.schedule.steps_before(k, i)),
-                                                 worker.node_id.remote()], "restarting")
+        setup = worker.setup.remote(seed, self.schedule.steps_before(k, i), self.inflight[k].weights)
+        self.pids[i], self.nodes[i] = self._get([setup, worker.node_id.remote()], "restarting")
         for j in sorted(self.inflight):
             flight = self.inflight[j]
             flight.futures[i] = worker.collect.remote(j, flight.tag, flight.weights)
