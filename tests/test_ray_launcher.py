@@ -209,6 +209,19 @@ def test_a_worker_killed_with_sigkill_is_restarted_and_the_run_completes(cluster
 
 
 @needs_ray
+def test_an_env_that_raises_ends_the_run_with_its_message_once_the_restarts_are_spent(cluster) -> None:
+    from pearl.runtime.local import ActorFailed
+    from pearl.runtime.ray_launcher import RayLauncher
+
+    cfg = DQNConfig(total_steps=5000, **SMALL)
+    job = Job(cfg, env_spec("counter_env:PearlFailing-v0"), Placement.single("cpu"), seed=0, actors=1, threads=1)
+    launcher = RayLauncher(job, max_restarts=1, actor_placement=on_actors_node())
+    with pytest.raises(ActorFailed, match=r"actor 0 failed: RuntimeError: the simulator crashed \(after 1 restart"):
+        launcher.run()
+    assert launcher.restarts == 1 and launcher.workers == []
+
+
+@needs_ray
 def test_a_role_that_cannot_be_placed_is_refused_before_any_work(cluster) -> None:
     from pearl.runtime.ray_launcher import RayLauncher, ShardPlacement
 

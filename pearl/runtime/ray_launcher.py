@@ -486,11 +486,29 @@ class RayLauncher(SegmentLauncher):
             self.retired.append(self.clocks.pop(i))
         seed = self.seeds[i] + _RESTART_SEED * self.restarts
         worker = self.workers[i]
-        setup = worker.setup.remote(seed, self.schedule.steps_before(k, i), self.inflight[k].weights)
-        self.pids[i], self.nodes[i] = self._get([setup, worker.node_id.remote()], "restarting")
+        self.pids[i], self.nodes[i] = self._setup_restarted(i, seed, self.schedule.steps_before(k, i),
+                                                            self.inflight[k].weights)
         for j in sorted(self.inflight):
             flight = self.inflight[j]
             flight.futures[i] = worker.collect.remote(j, flight.tag, flight.weights)
+
+    def _setup_restarted(self, i: int, seed: int, collected: int, weights: Any) -> list[Any]:
+        """Wait until Ray runs worker i in a new process (its pid changed: a killed one may still answer for a
+        moment), then set it up; the new pid and node. Calls that reach it while it restarts are sent again."""
+        ray, worker, old = require_ray(), self.workers[i], self.pids[i]
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            try:
+                if ray.get(worker.pid.remote()) != old:
+                    return self._get([worker.setup.remote(seed, collected, weights), worker.node_id.remote()],
+                                     "restarting")
+            except ray.exceptions.ActorUnavailableError:
+                pass
+            except ray.exceptions.RayActorError as exc:
+                raise ActorFailed(f"actor {i} could not be restarted: {_first_line(exc)}") from None
+            if time.monotonic() > deadline:
+                raise ActorFailed(f"actor {i} was not restarted within {STARTUP_TIMEOUT_S:.0f} s")
+            time.sleep(0.05)
 
     def _get(self, refs: list[Any], doing: str, timeout: float | None = None) -> list[Any]:
         """``ray.get``; a worker's error (or death) while `doing` ends the run with its message."""
