@@ -21,6 +21,7 @@ import statistics
 import tempfile
 
 import pearl
+from pearl.hostinfo import cpu_name
 
 LAUNCHERS = ("local", "ray")
 
@@ -38,7 +39,7 @@ def main() -> None:
     parser.add_argument("--actors", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+    print(f"machine: {cpu_name()}, {os.cpu_count()} cores, "
           f"{platform.platform()}; DQN CartPole-v1 preset, {args.steps:,} env steps, {args.actors} actor(s), "
           f"seed {args.seed}")
     figures: dict[str, list[float]] = {name: [] for name in LAUNCHERS}
