@@ -392,6 +392,8 @@ def _setup(o: RunOptions) -> _Setup:
             raise ConfigError(f"--ray-address joins a Ray cluster; it needs --launcher ray, not {o.launcher}")
         if not isinstance(o.ray_address, str) or not o.ray_address.strip():
             raise ConfigError(f"--ray-address must be a cluster address such as 10.0.0.5:6379, got {o.ray_address!r}")
+        from pearl.runtime.ray_launcher import check_address
+        check_address(o.ray_address)  # before the run folder is made: Ray would retry a dead address for minutes
     if o.emulate and o.plan is None:
         raise ConfigError("--emulate stands in for an absent device of a plan; it needs --plan")
     if o.plan is not None and (o.actors is not None or o.envs_per_actor is not None):

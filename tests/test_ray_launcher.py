@@ -301,3 +301,18 @@ def test_sigterm_stops_the_local_ray_instance_pearl_started_and_leaves_no_proces
     assert not alive(ray_processes), f"Ray processes left after SIGTERM: {sorted(alive(ray_processes))}"
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
     assert summary["status"] == "interrupted" and summary["resume"].startswith("pearl train --resume")
+
+
+@needs_ray
+@pytest.mark.parametrize("address,fragment", [("127.0.0.1:1", "nothing answers there"),
+                                              ("nonsense", "must be host:port")])
+def test_a_ray_address_where_no_cluster_answers_is_one_error_line(capsys, monkeypatch, tmp_path, address,
+                                                                  fragment) -> None:
+    from cli_support import run_cli
+
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # in case this test imports Ray first
+    code, _, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "100",
+                           "--launcher", "ray", "--ray-address", address, "--runs-dir", str(tmp_path))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0]
+    assert not list(tmp_path.iterdir())  # refused before the run folder was made

@@ -24,6 +24,7 @@ import dataclasses
 import importlib.util
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -43,7 +44,8 @@ from pearl.runtime.protocol import Episode, KernelClock, merge_clocks
 from pearl.runtime.replay_server import ReplayShard, ShardedReplay, ShardSample, ShardStats
 from pearl.types import EnvSpec, Params, TransitionBatch
 
-__all__ = ["INSTALL_HINT", "LOOPBACK", "RayLauncher", "RemoteShardedReplay", "ShardPlacement", "check_installed",
+__all__ = ["INSTALL_HINT", "LOOPBACK", "RayLauncher", "RemoteShardedReplay", "ShardPlacement", "check_address",
+           "check_installed",
            "check_placements", "connect", "remote_shards", "require_ray", "shutdown", "start_local_ray"]
 
 LOOPBACK = "127.0.0.1"
@@ -93,10 +95,26 @@ def connect(address: str) -> None:
     ray = require_ray()
     if not isinstance(address, str) or not address.strip():
         raise ConfigError(f"--ray-address must be a cluster address such as 10.0.0.5:6379, got {address!r}")
+    check_address(address)
     try:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise ConfigError(f"cannot join the Ray cluster at {address}: {exc}") from None
+
+
+def check_address(address: str, timeout: float = 5.0) -> None:
+    """ConfigError unless something accepts a TCP connection at the cluster address ("auto" is Ray's own
+    search): Ray itself retries an address where nothing listens for minutes before it gives up."""
+    if address == "auto":
+        return
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--ray-address must be host:port (e.g. 10.0.0.5:6379) or ray://host:port, got {address!r}")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ConfigError(f"cannot join the Ray cluster at {address}: nothing answers there "
+                          f"({exc.strerror or exc}); is its head running (`ray start --head`)?") from None
 
 
 def shutdown() -> None:
