@@ -88,6 +88,9 @@ def devices(as_json: bool) -> None:
 @click.option("--ray-address", default=None, metavar="ADDR",
               help="With --launcher ray: the Ray cluster to join (host:port of its head) [default: start a local "
                    "Ray instance on this machine, loopback only].")
+@click.option("--replay-shards", type=int, default=0, show_default=True,
+              help="With --launcher ray: replay as S replay-server actors (0: in the learner's process, which keeps "
+                   "the other launchers' parameters bit for bit).")
 @click.option("--sequential", is_flag=True, help="The same as --launcher sequential.")
 @click.option("--policy-lag", type=int, default=1, show_default=True,
               help="Segments the actors' weights trail the learner (0: the presets' strictly sequential schedule).")
@@ -107,7 +110,8 @@ def devices(as_json: bool) -> None:
 def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str | None, plan_path: str | None,
           descriptor: str | None, emulate: tuple[str, ...], steps: int | None, seed: int, eval_episodes: int,
           eval_every: int | None, eval_every_episodes: int, runs_dir: str, threads: int, actors: int | None,
-          envs_per_actor: int | None, launcher: str, ray_address: str | None, sequential: bool, policy_lag: int,
+          envs_per_actor: int | None, launcher: str, ray_address: str | None, replay_shards: int,
+          sequential: bool, policy_lag: int,
           segment_steps: int | None, no_learn: bool, max_restarts: int, checkpoint_every: int,
           no_checkpoint_replay: bool, resume_dir: str | None, as_json: bool) -> None:
     """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/ (or go on with one: --resume)."""
@@ -131,7 +135,8 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
                              descriptor=descriptor, launcher=launcher, actors=actors, envs_per_actor=envs_per_actor,
                              learn=not no_learn, max_restarts=max_restarts, checkpoint_every=checkpoint_every,
                              checkpoint_replay=not no_checkpoint_replay, emulate=parse_emulation(emulate),
-                             policy_lag=policy_lag, segment_steps=segment_steps, ray_address=ray_address)
+                             policy_lag=policy_lag, segment_steps=segment_steps, ray_address=ray_address,
+                             replay_shards=replay_shards)
         label, total = planned_work(options)
         with _progress(total, enabled=not as_json, label=label) as bar:
             result = run_training(options=options, progress=bar)

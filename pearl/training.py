@@ -102,6 +102,9 @@ class RunOptions:
     """Stop training after this much wall time (at the next segment boundary)."""
     ray_address: str | None = None
     """The Ray cluster to join (launcher "ray"); None starts a local Ray instance on this machine."""
+    replay_shards: int = 0
+    """Launcher "ray": replay as this many replay-server shard actors (0: replay in the learner's process, as
+    the other launchers, which keeps their parameters bit for bit; the shards' sampler draws differently)."""
 
     def replace(self, **changes: Any) -> "RunOptions":
         unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
@@ -325,6 +328,7 @@ class _Setup:
             "learn": o.learn, "max_restarts": o.max_restarts, "checkpoint_every": o.checkpoint_every,
             "checkpoint_replay": o.checkpoint_replay, "emulate": dict(o.emulate), "policy_lag": o.policy_lag,
             "segment_steps": o.segment_steps, "eval_every": self.eval_every, "ray_address": o.ray_address,
+            "replay_shards": o.replay_shards,
             "eval_every_episodes": o.eval_every_episodes, "schedule": self.job.schedule().to_dict(),
             "preset": has_preset(self.algo, self.env_id),
             "hyperparameters": self.config.to_dict(), "env_spec": asdict(self.spec), "pearl_version": __version__,
@@ -394,6 +398,10 @@ def _setup(o: RunOptions) -> _Setup:
             raise ConfigError(f"--ray-address must be a cluster address such as 10.0.0.5:6379, got {o.ray_address!r}")
         from pearl.runtime.ray_launcher import check_address
         check_address(o.ray_address)  # before the run folder is made: Ray would retry a dead address for minutes
+    check_positive_int("--replay-shards", o.replay_shards, minimum=0)
+    if o.replay_shards and o.launcher != "ray":
+        raise ConfigError(f"--replay-shards places replay-server actors on Ray; it needs --launcher ray, "
+                          f"not {o.launcher}")
     if o.emulate and o.plan is None:
         raise ConfigError("--emulate stands in for an absent device of a plan; it needs --plan")
     if o.plan is not None and (o.actors is not None or o.envs_per_actor is not None):
@@ -484,7 +492,7 @@ def _runner(setup: _Setup, checkpoint: "Checkpoint | None", checkpointer: Checkp
     o = setup.options
     extra: dict[str, Any] = {"max_restarts": o.max_restarts} if o.launcher in ("local", "ray") else {}
     if o.launcher == "ray":
-        extra["address"] = o.ray_address
+        extra.update(address=o.ray_address, replay_shards=o.replay_shards)
     try:
         return cls(setup.job, checkpoint, checkpointer, **extra)
     except MemoryError:
@@ -646,7 +654,7 @@ def _options_from_record(folder: Path) -> RunOptions:
         checkpoint_replay=field_.get("checkpoint_replay", bool), policy_lag=field_.get("policy_lag", int),
         segment_steps=segment_steps, eval_every=field_.get("eval_every", int),
         eval_every_episodes=field_.get("eval_every_episodes", int, 1), runs_dir=str(folder.parent),
-        ray_address=ray_address)
+        ray_address=ray_address, replay_shards=field_.get("replay_shards", int) if "replay_shards" in data else 0)
 
 
 class _RecordFields(FieldChecker):

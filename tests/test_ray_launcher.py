@@ -47,13 +47,16 @@ def test_without_ray_the_ray_launcher_is_one_error_line(capsys, monkeypatch, tmp
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and 'pip install "pearl[ray]"' in lines[0]
 
 
-def test_a_ray_address_needs_the_ray_launcher(capsys, tmp_path) -> None:
+@pytest.mark.parametrize("args,fragment", [(["--ray-address", "10.0.0.5:6379"], "needs --launcher ray"),
+                                           (["--replay-shards", "2"], "needs --launcher ray"),
+                                           (["--replay-shards", "-1", "--launcher", "ray"], "--replay-shards")])
+def test_ray_options_need_the_ray_launcher(capsys, tmp_path, args, fragment) -> None:
     from cli_support import run_cli
 
     code, _, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "100",
-                           "--ray-address", "10.0.0.5:6379", "--runs-dir", str(tmp_path))
+                           "--runs-dir", str(tmp_path), *args)
     lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and "needs --launcher ray" in lines[0]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0]
 
 
 # ------------------------------------------------------------------------------------------- cluster
@@ -267,6 +270,26 @@ def test_pearl_train_on_the_ray_launcher_records_it_and_resumes_on_it(capsys, cl
     result = json.loads(out)
     assert result["launcher"] == "ray" and result["steps"] == 2048 and result["start_steps"] == 256
     assert result["actor_restarts"] == 0
+
+
+@needs_ray
+def test_replay_shards_hold_the_run_and_its_checkpoints(cluster, tmp_path) -> None:
+    """--replay-shards 2: replay lives in two replay-server actors; the run's checkpoint holds their contents,
+    and a resume loads them back into new shards and finishes the run."""
+    from pearl.runtime import checkpoint as ckpt
+    from pearl.training import resume, train
+
+    cfg = DQNConfig(total_steps=2048, learning_starts=256, train_freq=256, gradient_steps=32, n_envs=2,
+                    prioritized=True, **SMALL)
+    first = train("dqn", "CartPole-v1", config=cfg, launcher="ray", actors=2, replay_shards=2, eval_episodes=0,
+                  eval_every=0, runs_dir=str(tmp_path), max_seconds=1e-9)  # stops after its first segment
+    run = Path(first.run_dir)
+    assert json.loads((run / "config.json").read_text())["replay_shards"] == 2
+    saved = ckpt.read_checkpoint(ckpt.candidates(run / "checkpoints")[0])
+    assert saved.replay is not None and len(saved.replay["shard0.reward"]) + len(saved.replay["shard1.reward"]) == 256
+    result = resume(str(run), eval_episodes=2)
+    assert result.steps == 2048 and result.start_steps == 256 and result.updates == 7 * 32
+    assert np.isfinite(result.eval_return_mean)
 
 
 @needs_ray

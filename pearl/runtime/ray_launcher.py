@@ -34,15 +34,16 @@ from typing import Any
 
 import numpy as np
 
+from pearl.adapters.base import ReplayKernels, host_array
 from pearl.algos.base import OffPolicyConfig
 from pearl.errors import ConfigError, PearlError
 from pearl.runtime.actor_worker import ActorWorker, Collected, WorkerRestarted
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed
 from pearl.runtime.launcher import Job, LoopStats, SegmentLauncher
 from pearl.runtime.local import ActorFailed, _raise_on_sigterm
-from pearl.runtime.protocol import Episode, KernelClock, merge_clocks
+from pearl.runtime.protocol import Episode, KernelClock, ReplayManager, merge_clocks
 from pearl.runtime.replay_server import ReplayShard, ShardedReplay, ShardSample, ShardStats
-from pearl.types import EnvSpec, Params, TransitionBatch
+from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch
 
 __all__ = ["INSTALL_HINT", "LOOPBACK", "RayLauncher", "RemoteShardedReplay", "ShardPlacement", "check_address",
            "check_installed",
@@ -294,6 +295,33 @@ class RemoteShardedReplay(ShardedReplay):
         self.handles, self.pending = [], []
 
 
+class ShardedReplayKernels(ReplayKernels):
+    """The replay kernels of a run whose replay is the replay server: `RemoteShardedReplay` behind the interface
+    the learner's `ReplayManager` drives (host batches; the learner's adapter moves them to its device)."""
+
+    def __init__(self, replay: ShardedReplay) -> None:
+        self.replay = replay
+
+    @property
+    def size(self) -> int:
+        return self.replay.size
+
+    def insert(self, batch: TransitionBatch) -> None:
+        self.replay.insert(batch)
+
+    def sample(self, batch_size: int, beta: float) -> SampleBatch:
+        return self.replay.sample(batch_size, beta)
+
+    def update_priorities(self, update: PriorityUpdate) -> None:
+        self.replay.update_priorities(host_array(update.indices), host_array(update.td_errors))
+
+    def state_dict(self) -> Params:
+        return self.replay.state_dict()
+
+    def load_state_dict(self, state: Params) -> None:
+        self.replay.load_state_dict(state)
+
+
 # ------------------------------------------------------------------------------------ the Ray launcher
 _WORKER_CLASS: Any = None
 STARTUP_TIMEOUT_S = 300.0  # workers are placed, started and set up (envs, act kernel) within this
@@ -336,8 +364,15 @@ class RayLauncher(SegmentLauncher):
 
     def __init__(self, job: Job, resume: Checkpoint | None = None, checkpointer: Checkpointer | None = None,
                  address: str | None = None, max_restarts: int = 3,
-                 actor_placement: ShardPlacement | None = None) -> None:
-        super().__init__(job, resume, checkpointer)
+                 actor_placement: ShardPlacement | None = None, replay_shards: int = 0,
+                 replay_placement: ShardPlacement | None = None) -> None:
+        # with replay shards, a checkpoint's replay goes into the shards (at start), not into the driver's replay
+        held = resume if replay_shards and resume is not None and resume.replay is not None else None
+        super().__init__(job, dataclasses.replace(resume, replay=None) if held is not None else resume, checkpointer)
+        if held is not None:
+            self.resume, self.schedule = held, job.schedule(held)
+        self.replay_shards, self.replay_placement = replay_shards, replay_placement
+        self.remote_replay: RemoteShardedReplay | None = None
         self.address, self.max_restarts, self.actor_placement = address, max_restarts, actor_placement
         self.restarts, self.restart_log = 0, []
         self.workers: list[Any] = []
@@ -346,6 +381,7 @@ class RayLauncher(SegmentLauncher):
         self.learner_node: str | None = None
         self.seeds = [actor_seed(job.seed, i, self.steps) for i in range(job.actors)]
         self.inflight: dict[int, _InFlight] = {}
+        self.discarded: list[Any] = []  # futures a worker's death made void (read at stop, so Ray reports none)
         self.episodes: list[Episode] = []
         self.clocks: dict[int, KernelClock] = {}  # each worker's latest clock
         self.retired: list[KernelClock] = []  # the clocks of workers that died
@@ -364,6 +400,8 @@ class RayLauncher(SegmentLauncher):
         self._previous_sigterm = _raise_on_sigterm()  # after ray.init, which installs its own handler
         placement = dataclasses.replace(self._placement(ray), max_restarts=self.max_restarts)
         check_placements([placement] * self.job.actors, role="actor worker")
+        if self.replay_shards:
+            self._place_replay()
         cls, sched = _worker_class(), self.schedule
         self.workers = [cls.options(**placement.options()).remote(
             i, self.config, self.spec, self.placement.act, self.job.descriptor_for(self.placement.act), sched)
@@ -375,6 +413,19 @@ class RayLauncher(SegmentLauncher):
         self.learner_node = str(ray.get_runtime_context().get_node_id())
         for k in range(self.first_segment, min(self.first_segment + sched.lag + 1, sched.segments)):
             self._submit(k, sched.weights_for(k), first)
+
+    def _place_replay(self) -> None:
+        """The replay server: `replay_shards` ReplayShard actors (a checkpoint's replay loaded into them)."""
+        placement = self.replay_placement or ShardPlacement(num_cpus=0)
+        cfg, spec = self.config, self.spec
+        self.remote_replay = RemoteShardedReplay.place(cfg, spec, self.replay_shards, self.job.seed + 2, placement)
+        self.replay = ReplayManager(ShardedReplayKernels(self.remote_replay), cfg.batch_size)
+        if self.resume is not None and self.resume.replay is not None:
+            try:
+                self.replay.kernels.load_state_dict(self.resume.replay)
+            except (ValueError, TypeError, KeyError, PearlError) as exc:
+                raise ConfigError(f"{self.resume.path}: its replay does not fit {self.replay_shards} replay "
+                                  f"shard(s): {exc}") from None
 
     def _join(self) -> ModuleType:
         """Connect the driver: to the cluster at the address, to Ray already running in this process, or to
@@ -405,6 +456,10 @@ class RayLauncher(SegmentLauncher):
             if ray is not None and ray.is_initialized():
                 for w in workers:
                     ray.kill(w, no_restart=True)
+                self._drop_discarded(ray)
+                if self.remote_replay is not None and self.remote_replay.handles:
+                    self._keep_replay()
+                    self.remote_replay.kill()
         finally:
             if self._previous_sigterm is not None:
                 signal.signal(signal.SIGTERM, self._previous_sigterm)
@@ -412,6 +467,25 @@ class RayLauncher(SegmentLauncher):
             if self.joined:
                 self.joined = False
                 shutdown()  # a local instance pearl started stops with every process it ran
+
+    def _drop_discarded(self, ray: ModuleType) -> None:
+        """Read the void futures' errors: Ray prints an error that no one read when its future is freed."""
+        discarded, self.discarded = self.discarded, []
+        for ref in discarded:
+            try:
+                ray.get(ref, timeout=1.0)
+            except Exception:  # noqa: BLE001 - their errors are the known deaths, already handled
+                pass
+
+    def _keep_replay(self) -> None:
+        """Before the shards stop: their contents into an in-process ShardedReplay, so that a checkpoint taken
+        after `stop` (an interrupted run's) still holds the replay."""
+        remote = self.remote_replay
+        assert remote is not None
+        local = ShardedReplay(self.config.buffer_size, self.spec, self.replay_shards, remote.prioritized,
+                              self.config.alpha, self.config.priority_eps)
+        local.load_state_dict(remote.state_dict())
+        self.replay.kernels = ShardedReplayKernels(local)
 
     # ------------------------------------------------------------------------------ the schedule's hooks
     def _submit(self, k: int, tag: int, weights: Any) -> None:
@@ -508,6 +582,7 @@ class RayLauncher(SegmentLauncher):
                                                             self.inflight[k].weights)
         for j in sorted(self.inflight):
             flight = self.inflight[j]
+            self.discarded.append(flight.futures[i])
             flight.futures[i] = worker.collect.remote(j, flight.tag, flight.weights)
 
     def _setup_restarted(self, i: int, seed: int, collected: int, weights: Any) -> list[Any]:
