@@ -248,6 +248,10 @@ def test_a_role_that_cannot_be_placed_is_refused_before_any_work(cluster) -> Non
         with pytest.raises(ConfigError, match=message):
             launcher.run()
         assert launcher.workers == [] and launcher.pids == [] and launcher.replay.size == 0
+    gpu_job = Job(cfg, env_spec("CartPole-v1"), Placement("cuda:0", "cpu", "cpu"), seed=0, actors=2, threads=1)
+    launcher = RayLauncher(gpu_job)  # acting on a GPU: each worker asks for a share of one
+    with pytest.raises(ConfigError, match="actor worker 0 cannot be placed: the cluster has 0 GPU"):
+        launcher.run()
     assert idle()  # no worker was started (one refused after others would hold their CPUs)
 
 

@@ -126,10 +126,12 @@ def shutdown() -> None:
 
 @dataclass(frozen=True)
 class ShardPlacement:
-    """Where one replay shard actor goes and what it reserves (Ray's resources are logical: admission only)."""
+    """Where one role's actor (a replay shard, an actor worker) goes and what it reserves (Ray's resources are
+    logical: admission only)."""
 
     num_cpus: float = 1.0
     resources: dict[str, float] = field(default_factory=dict)
+    num_gpus: float = 0.0  # fractional where roles share a GPU
     node_id: str | None = None  # a Ray node id (hex) to pin the shard to
     soft: bool = False  # with node_id: run elsewhere when that node cannot take it
     max_restarts: int = 0  # Ray restarts a dead shard empty; the run then needs a checkpoint to refill it
@@ -137,6 +139,8 @@ class ShardPlacement:
     def options(self) -> dict[str, Any]:
         """Keyword arguments for Ray's ``.options()``."""
         opts: dict[str, Any] = {"num_cpus": self.num_cpus, "max_restarts": self.max_restarts}
+        if self.num_gpus:
+            opts["num_gpus"] = self.num_gpus
         if self.resources:
             opts["resources"] = dict(self.resources)
         if self.node_id is not None:
@@ -146,7 +150,8 @@ class ShardPlacement:
         return opts
 
     def demand(self) -> dict[str, float]:
-        return {"CPU": float(self.num_cpus), **{k: float(v) for k, v in self.resources.items()}}
+        gpus = {"GPU": float(self.num_gpus)} if self.num_gpus else {}
+        return {"CPU": float(self.num_cpus), **gpus, **{k: float(v) for k, v in self.resources.items()}}
 
 
 def _shard_class() -> Any:
@@ -443,11 +448,16 @@ class RayLauncher(SegmentLauncher):
 
     def _placement(self, ray: ModuleType) -> ShardPlacement:
         """The workers' placement: the one given, else one CPU each, or an equal part of the CPUs when the
-        cluster has fewer CPUs than workers (Ray's CPUs are admission only; the workers share the cores)."""
+        cluster has fewer CPUs than workers (Ray's CPUs are admission only; the workers share the cores), and
+        a share of a GPU each when they act on one."""
         if self.actor_placement is not None:
             return self.actor_placement
-        cpus = float(ray.cluster_resources().get("CPU", 1.0))
-        return ShardPlacement(num_cpus=min(1.0, cpus / self.job.actors))
+        have = ray.cluster_resources()
+        cpus = float(have.get("CPU", 1.0))
+        # acting on a GPU: a share of one (the check below names a cluster without one)
+        gpus = min(1.0, max(float(have.get("GPU", 0.0)), 1.0) / self.job.actors) \
+            if self.placement.act.startswith("cuda") else 0.0
+        return ShardPlacement(num_cpus=min(1.0, cpus / self.job.actors), num_gpus=gpus)
 
     def stop(self) -> None:
         ray = sys.modules.get("ray")
