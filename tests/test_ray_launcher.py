@@ -28,6 +28,7 @@ from pearl.algos import DQNConfig
 from pearl.envs import env_spec
 from pearl.errors import ConfigError
 from pearl.runtime.launcher import Job, Placement
+from pearl.runtime.local import LocalLauncher
 from pearl.runtime.sequential import SequentialLauncher
 
 TESTS = Path(__file__).parent
@@ -128,21 +129,22 @@ def on_actors_node(cpus: float = 1.0):
 
 
 @needs_ray
-def test_ray_gives_the_sequential_launchers_parameters_bit_for_bit(cluster) -> None:
+def test_ray_gives_the_sequential_and_local_launchers_parameters_bit_for_bit(cluster) -> None:
     """The Ray launcher changes speed, not the learning: same seed and lag, same final bits."""
     from pearl.runtime.ray_launcher import RayLauncher
 
     cfg = DQNConfig(total_steps=3000, learning_starts=400, train_freq=64, gradient_steps=32, n_envs=3,
                     target_update_interval=64, prioritized=True, **SMALL)
     job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=5, actors=2, policy_lag=1, threads=1)
-    a = SequentialLauncher(job).run()
+    a, local = SequentialLauncher(job).run(), LocalLauncher(job).run()
     ray_launcher = RayLauncher(job, actor_placement=on_actors_node())
     b = ray_launcher.run()
     sched = job.schedule()
-    assert a.updates == b.updates == sched.updates_through(sched.segments - 1) > 0
-    assert a.final_params.keys() == b.final_params.keys()
+    assert a.updates == b.updates == local.updates == sched.updates_through(sched.segments - 1) > 0
+    assert a.final_params.keys() == b.final_params.keys() == local.final_params.keys()
     for name in a.final_params:
         assert np.array_equal(a.final_params[name], b.final_params[name]), name
+        assert np.array_equal(local.final_params[name], b.final_params[name]), name
     assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
     assert b.kernel_calls["act"] == a.kernel_calls["act"] and b.restarts == 0
     # the roles ran where the placement put them: the workers on the actors' node, the learner on the head
