@@ -208,23 +208,39 @@ def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restart
 @click.option("--algo", type=click.Choice(["dqn", "ddpg", "all"]), default="all", show_default=True,
               help="Which presets' kernels to measure.")
 @click.option("--device", "devices", multiple=True, help="Profile only this device (repeatable).")
+@click.option("--env", "env_id", default=None,
+              help="Profile one workload of yours: --algo on this gymnasium env (module:Env-v0 for your own), next "
+                   "to what --out already holds [default: the presets' envs].")
+@click.option("--hidden", default=None, metavar="W,W,...", help="The workload's hidden layer widths (with --env).")
+@click.option("--batch-size", type=int, default=None, help="The workload's batch size (with --env).")
+@click.option("--n-envs", type=int, default=None, help="Environments each actor steps (with --env).")
 @click.option("--what-if", "what_if", multiple=True,
               help="Add a device that is absent, costed by a roofline model from this descriptor (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with a summary.")
-def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], what_if: tuple[str, ...],
+def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], env_id: str | None,
+            hidden: str | None, batch_size: int | None, n_envs: int | None, what_if: tuple[str, ...],
             as_json: bool) -> None:
     """Measure every kernel on every device of this machine (and power, transfers) into a profile file."""
     import platform
     import time
 
     from pearl.fileio import check_writable
-    from pearl.profiling.format import save_profile
+    from pathlib import Path
+
+    from pearl.profiling.format import check_same_machine, load_profile, merge_profiles, save_profile
     from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
 
     options = ProfileOptions(quick=quick, algos=("dqn", "ddpg") if algo == "all" else (algo,),
-                             devices=devices or None, what_if=what_if)
+                             devices=devices or None, what_if=what_if, env=env_id, hidden=_widths(hidden),
+                             batch_size=batch_size, n_envs=n_envs)
     path = out or f"profiles/{platform.node() or 'host'}-{'quick' if quick else 'full'}.json"
     check_writable(path)  # before the sweep, not after it
+    kept = None
+    if env_id is not None and Path(path).exists():  # a workload of the user's joins what the file holds
+        from pearl.hostinfo import cpu_lanes, cpu_name
+
+        kept = load_profile(path)
+        check_same_machine(kept, {"cpu": cpu_name(), "cores": cpu_lanes()}, path)
     t0 = time.perf_counter()
     with _progress(count_measurements(options), enabled=not as_json, label="profile", unit="measurement") as bar:
         done = [0]
@@ -234,6 +250,8 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], w
             bar(done[0])
 
         result = run_profile(options, step)
+    if kept is not None:
+        result = merge_profiles(kept, result, path)
     written = save_profile(result, path)
     summary = {"profile": str(written), "mode": result.mode, "devices": [d.id for d in result.devices],
                "workloads": [w.key for w in result.workloads], "kernel_measurements": len(result.kernels),
@@ -350,6 +368,19 @@ def build_binary(device: str, descriptor: str, out: str) -> None:
     binary, written = build(device, descriptor, out)
     click.echo(f"binary: {binary}\ndescriptor: {written}")
     click.echo(f"train with: pearl train --device {device} --descriptor {written} ...")
+
+
+def _widths(text: str | None) -> tuple[int, ...] | None:
+    """`--hidden 256,256` as (256, 256); ConfigError unless it is a list of positive integers."""
+    if text is None:
+        return None
+    try:
+        widths = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        widths = ()
+    if not widths or any(w < 1 for w in widths):
+        raise ConfigError(f"--hidden takes comma-separated positive layer widths, e.g. 256,256; got {text!r}")
+    return widths
 
 
 class _progress:

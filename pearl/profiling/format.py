@@ -254,6 +254,34 @@ def parse_profile(data: Any, where: str) -> Profile:
     return profile
 
 
+def check_same_machine(kept: Profile, host: dict[str, Any], where: str) -> None:
+    """ProfileError unless `kept` (read from `where`) was measured on a machine with host's CPU and cores."""
+    for field_name in ("cpu", "cores"):
+        if kept.host.get(field_name) != host.get(field_name):
+            raise ProfileError(f"{where}: a profile of another machine ({kept.host.get('cpu')}, "
+                               f"{kept.host.get('cores')} cores), which this one would not add to; pass another "
+                               "--out, or remove the file")
+
+
+def merge_profiles(kept: Profile, new: Profile, where: str) -> Profile:
+    """`new` with what `kept` (read from `where`) holds besides it: the workloads, envs, devices, transfers and
+    power figures that `new` did not measure again. Both must be of this machine (the same CPU and cores), or
+    the figures would not be comparable: ProfileError naming the file."""
+    check_same_machine(kept, new.host, where)
+    devices = {d.id for d in new.devices}
+    keys = {w.key for w in new.workloads}
+    out = Profile(new.pearl_version, new.created, new.mode, new.host,
+                  devices=new.devices + [d for d in kept.devices if d.id not in devices],
+                  workloads=new.workloads + [w for w in kept.workloads if w.key not in keys],
+                  env_step=new.env_step + [e for e in kept.env_step if e.env not in {n.env for n in new.env_step}],
+                  transfers=new.transfers + [t for t in kept.transfers if t.device not in devices],
+                  power=new.power + [p for p in kept.power if p.device not in devices])
+    for name in ("kernels", "in_situ", "weight_sync"):
+        setattr(out, name, getattr(new, name) + [t for t in getattr(kept, name) if t.workload not in keys])
+    _reject_duplicates(out, where)
+    return out
+
+
 def _reject_duplicates(profile: Profile, where: str) -> None:
     """One entry per device, workload, measurement, env, transfer direction and power figure."""
     keyed = {

@@ -1,5 +1,6 @@
 """`pearl profile`: measure every kernel × every adapter that implements it × a grid of batch sizes, for
-the DQN and DDPG presets, plus env stepping, host↔device transfers and power, into a `Profile`.
+the DQN and DDPG presets (or one workload of the user's: an algorithm on any env, with its own network and
+batch), plus env stepping, host↔device transfers and power, into a `Profile`.
 
 What is measured, per workload (algorithm preset with its network shapes) and device:
 - act: n observations (n = environments an actor steps), the preset's exploration;
@@ -39,7 +40,7 @@ from pearl.adapters import Adapter, DeviceInfo, ReplayKernels, discover, open_ad
 from pearl.algos import OffPolicyConfig, preset
 from pearl.algos.params import ParamLayout, init_params
 from pearl.descriptors import DEVICES_DIR, DeviceDescriptor, load_descriptor
-from pearl.envs import env_spec
+from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError
 from pearl.kernels import DEVICE_KERNELS
 from pearl.profiling import power
@@ -85,6 +86,32 @@ class ProfileOptions:
     devices: tuple[str, ...] | None = None  # default: every usable device found
     what_if: tuple[str, ...] = ()
     descriptors_dir: Path = DEVICES_DIR
+    env: str | None = None  # a workload of the user's: algos[0] on this env (None: each algo's preset env)
+    hidden: tuple[int, ...] | None = None  # the workload's hidden layers (None: its preset's or defaults)
+    batch_size: int | None = None  # the workload's batch (None: its preset's or defaults)
+    n_envs: int | None = None  # environments per actor (None: its preset's or defaults)
+
+
+def workloads(options: ProfileOptions) -> list[tuple[OffPolicyConfig, EnvSpec]]:
+    """The (config, env spec) of every workload to measure: each algorithm's preset, or the one workload of
+    --env with its shapes (hidden, batch size, envs per actor) where given. ConfigError for a bad one."""
+    for algo in options.algos:
+        if algo not in PRESET_ENVS:
+            raise ConfigError(f"unknown --algo {algo!r}; choose dqn, ddpg or all")
+    shapes = {k: v for k, v in (("hidden", options.hidden), ("batch_size", options.batch_size),
+                                ("n_envs", options.n_envs)) if v is not None}
+    if options.env is None:
+        if shapes:
+            raise ConfigError("--hidden, --batch-size and --n-envs shape a workload of --env; give --env too")
+        return [(preset(algo, PRESET_ENVS[algo]), env_spec(PRESET_ENVS[algo])) for algo in options.algos]
+    if len(options.algos) != 1:
+        raise ConfigError("--env profiles one workload: give --algo dqn or --algo ddpg with it")
+    algo = options.algos[0]
+    spec = env_spec(options.env)
+    check_algo_fits(algo, spec)
+    config = preset(algo, options.env).replace(**shapes)
+    config.validate()
+    return [(config, spec)]
 
 
 @dataclass
@@ -109,9 +136,7 @@ def plan_devices(options: ProfileOptions) -> list[DeviceInfo]:
 def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None = None) -> Profile:
     """Measure this machine; progress(label) is called once per measurement."""
     grid = GRIDS["quick" if options.quick else "full"]
-    for algo in options.algos:
-        if algo not in PRESET_ENVS:
-            raise ConfigError(f"unknown --algo {algo!r}; choose dqn, ddpg or all")
+    measured = workloads(options)  # a bad workload fails before any measuring
     what_if = [load_descriptor(p) for p in options.what_if]  # a bad descriptor fails before any measuring
     stems = [d.source.stem for d in what_if]  # each becomes the device whatif:<stem>
     if len(set(stems)) < len(stems):
@@ -123,8 +148,7 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
                       "quick" if options.quick else "full", _host())
     targets = [_target(info, descriptors) for info in plan_devices(options)]
     profile.devices = [t.entry for t in targets]
-    for algo in options.algos:
-        config, spec = preset(algo, PRESET_ENVS[algo]), env_spec(PRESET_ENVS[algo])
+    for config, spec in measured:
         workload = _workload(config, spec)
         profile.workloads.append(workload)
         profile.env_step.append(_env_step(spec.env_id, grid))
@@ -152,7 +176,7 @@ def count_measurements(options: ProfileOptions) -> int:
     # + the in-situ iteration and the weight sync
     per_device = (len(grid.act) + len(grid.insert) + 3 * len(grid.batch_factors)) * grid.rounds + 2
     devices = len(plan_devices(options))
-    return len(options.algos) * (1 + devices * per_device) + devices + len(options.what_if)
+    return len(workloads(options)) * (1 + devices * per_device) + devices + len(options.what_if)
 
 
 # --------------------------------------------------------------------------- devices and descriptors
