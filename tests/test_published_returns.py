@@ -1,4 +1,4 @@
-"""Full preset trainings reach the published returns (DESIGN.md §8). Slow: about a minute each on 2 cores.
+"""Full preset trainings reach the published returns. Slow: about a minute each on 2 cores.
 
 The DQN trainings use the sequential launcher: a seed then gives the same run every time, so these tests
 cannot flake. Under the parallel launcher the interleaving of actors and learner varies from run to run,
