@@ -6,6 +6,7 @@ traceback appears only with `pearl --debug ...`. `--json` prints exactly one JSO
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
 import math
@@ -34,7 +35,9 @@ def cli(debug: bool) -> None:
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 def devices(as_json: bool) -> None:
-    """List the devices pearl can run kernels on, and why the missing backends are missing."""
+    """List this machine's devices and the missing backends.
+
+    Every device pearl can run kernels on, and why each missing backend is missing."""
     from dataclasses import asdict
 
     from pearl.adapters import discover
@@ -172,7 +175,10 @@ def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restart
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with a summary.")
 def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], what_if: tuple[str, ...],
             as_json: bool) -> None:
-    """Measure every kernel on every device of this machine (and power, transfers) into a profile file."""
+    """Measure every kernel on every device into a profile.
+
+    Times every kernel on every device of this machine over a grid of batch sizes, with power and transfers,
+    and writes a profile file."""
     import platform
     import time
 
@@ -220,7 +226,9 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], w
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
 def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | None, out: str,
          as_json: bool) -> None:
-    """Solve the placement integer program on a profile and write a deployment plan."""
+    """Place every kernel by integer program: write a plan.
+
+    Solves the placement integer program on a profile and writes a deployment plan."""
     from pearl.planner.make import make_plan
     from pearl.planner.plan import save_plan
 
@@ -256,8 +264,10 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
 @click.option("--reprofile", is_flag=True, help="Profile again even when a fresh profile of this machine exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the profile, plan and run.")
 def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool) -> None:
-    """Profile this machine quickly (or reuse a fresh profile), plan DQN on CartPole-v1 for throughput, train
-    it with that plan, and print the report."""
+    """Profile, plan and train DQN CartPole in one go.
+
+    Profiles this machine quickly (or reuses a fresh profile), plans DQN on CartPole-v1 for throughput, trains
+    it with that plan, and prints the report."""
     from pearl.quickstart import run_quickstart
 
     report = run_quickstart(seed=seed, runs_dir=runs_dir, reprofile=reprofile,
@@ -276,8 +286,10 @@ def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool) -> None
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as one JSON object.")
 def compare(profile_path: str, algo: str, env_id: str, seconds: float, seed: int, runs_dir: str,
             as_json: bool) -> None:
-    """Run both objectives' plans, the Pareto ends and the all-on-one-device mappings; show predicted
-    against measured throughput and energy per step, with a plot and a markdown report."""
+    """Measure plans and one-device mappings against predictions.
+
+    Runs both objectives' plans, the Pareto ends and the all-on-one-device mappings; shows predicted against
+    measured throughput and energy per step, with a plot and a markdown report."""
     from pearl.compare import run_compare
 
     report = run_compare(profile_path, algo, env_id, seconds=seconds, runs_dir=runs_dir, seed=seed,
@@ -285,14 +297,22 @@ def compare(profile_path: str, algo: str, env_id: str, seconds: float, seed: int
     if as_json:
         _print_json(report)
         return
-    click.echo(f"{'mapping':44} {'predicted/s':>11} {'measured/s':>10} {'error':>6} {'J/step pred':>11} "
-               f"{'J/step meas':>11}")
+    for line in compare_table(report):
+        click.echo(line)
+
+
+def compare_table(report: dict) -> list[str]:
+    """`pearl compare`'s table: the mapping column as wide as the longest name, so no name is cut."""
+    width = max([len("mapping"), *(len(r["label"]) for r in report["rows"])])
+    lines = [f"{'mapping':{width}} {'predicted/s':>11} {'measured/s':>10} {'error':>6} {'J/step pred':>11} "
+             f"{'J/step meas':>11}"]
     for r in report["rows"]:
         predicted = f"{r['predicted_j_per_step']:.3g}" if r["predicted_j_per_step"] else "n/a"
         measured = f"{r['measured_j_per_step']:.3g}" if r["measured_j_per_step"] else "n/a"
-        click.echo(f"{r['label'][:44]:44} {r['predicted_env_steps_per_s']:11,.0f} "
-                   f"{r['measured_env_steps_per_s']:10,.0f} {r['error']:+6.0%} {predicted:>11} {measured:>11}")
-    click.echo(f"power: {report['rows'][0]['power_source']}; report, plot and runs in {report['dir']}")
+        lines.append(f"{r['label']:{width}} {r['predicted_env_steps_per_s']:11,.0f} "
+                     f"{r['measured_env_steps_per_s']:10,.0f} {r['error']:+6.0%} {predicted:>11} {measured:>11}")
+    lines.append(f"power: {report['rows'][0]['power_source']}; report, plot and runs in {report['dir']}")
+    return lines
 
 
 @cli.command("build-binary")
@@ -300,7 +320,9 @@ def compare(profile_path: str, algo: str, env_id: str, seconds: float, seed: int
 @click.option("--descriptor", required=True, help="Descriptor of the device model (its [device] and [figures]).")
 @click.option("--out", required=True, help="Where to write the binary; the new descriptor goes to OUT.toml.")
 def build_binary(device: str, descriptor: str, out: str) -> None:
-    """Compile pearl's OpenCL program for a device and write the binary plus a descriptor naming it."""
+    """Compile the OpenCL kernels into a binary for a device.
+
+    Compiles pearl's OpenCL program for a device and writes the binary plus a descriptor naming it."""
     from pearl.adapters.registry import require_opencl
 
     require_opencl(device)
@@ -309,6 +331,36 @@ def build_binary(device: str, descriptor: str, out: str) -> None:
     binary, written = build(device, descriptor, out)
     click.echo(f"binary: {binary}\ndescriptor: {written}")
     click.echo(f"train with: pearl train --device {device} --descriptor {written} ...")
+
+
+# `pearl --help` shows each command's first sentence; train's docstring belongs to the train command.
+train.short_help = "Train DQN or DDPG and write a run record."
+
+
+class _Choice(click.Choice):
+    """click's Choice, whose error names the nearest choice: `--objective perf_per_watt` → perf-per-watt."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as exc:
+            choices = [str(c) for c in self.choices]
+            normal = str(value).strip().lower().replace("_", "-")
+            close = [normal] if normal in choices else difflib.get_close_matches(normal, choices, n=1, cutoff=0.5)
+            if close:
+                exc.message = f"{exc.message.rstrip('.')}; did you mean {close[0]!r}?"
+            raise
+
+
+def _suggesting_choices(group: click.Group) -> None:
+    """Give every command's Choice options the nearest-choice hint (one place, so no option is missed)."""
+    for command in group.commands.values():
+        for param in command.params:
+            if type(param.type) is click.Choice:
+                param.type = _Choice(list(param.type.choices), case_sensitive=param.type.case_sensitive)
+
+
+_suggesting_choices(cli)
 
 
 class _progress:

@@ -73,6 +73,40 @@ class DeviceDescriptor:
         return any(m.lower() in device_name.lower() for m in self.match)
 
 
+def shipped_names(folder: Path | None = None) -> list[str]:
+    """The names of the descriptors shipped in devices/ (file names without .toml), sorted."""
+    folder = DEVICES_DIR if folder is None else folder
+    return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
+
+
+def resolve_descriptor(name_or_path: str | Path, folder: Path | None = None) -> Path:
+    """A descriptor file from a path, or from the bare name of a shipped one (`nvidia-a100-sxm4-80gb`, with or
+    without `.toml`). A path that exists wins over a shipped name; a miss names the shipped descriptors."""
+    folder = DEVICES_DIR if folder is None else folder
+    path = Path(name_or_path)
+    if _exists(path):
+        return path
+    text = str(name_or_path)
+    if "/" not in text and text not in ("", ".", ".."):
+        stem = text[:-5] if text.endswith(".toml") else text
+        shipped = folder / f"{stem}.toml"
+        if _exists(shipped):
+            return shipped
+    names = shipped_names(folder)
+    stem = path.name[:-5] if path.name.endswith(".toml") else path.name
+    close = difflib.get_close_matches(stem, names, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    listing = f"shipped descriptors: {', '.join(names)}" if names else f"no descriptors in {folder}"
+    raise DescriptorError(f"{text}: no such device descriptor (a path, or a name from devices/); {hint}{listing}")
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        return False
+
+
 def load_descriptor(path: str | Path) -> DeviceDescriptor:
     """Parse and validate a descriptor; every problem names the file and the field."""
     path = Path(path)

@@ -38,7 +38,7 @@ from pearl import __version__
 from pearl.adapters import Adapter, DeviceInfo, ReplayKernels, discover, open_adapter
 from pearl.algos import OffPolicyConfig, preset
 from pearl.algos.params import ParamLayout, init_params
-from pearl.descriptors import DEVICES_DIR, DeviceDescriptor, load_descriptor
+from pearl.descriptors import DEVICES_DIR, DeviceDescriptor, load_descriptor, resolve_descriptor
 from pearl.envs import env_spec
 from pearl.errors import ConfigError, DeviceError
 from pearl.kernels import DEVICE_KERNELS
@@ -112,7 +112,8 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
     for algo in options.algos:
         if algo not in PRESET_ENVS:
             raise ConfigError(f"unknown --algo {algo!r}; choose dqn, ddpg or all")
-    what_if = [load_descriptor(p) for p in options.what_if]  # a bad descriptor fails before any measuring
+    # a path or a shipped descriptor's name; a bad descriptor fails before any measuring
+    what_if = [load_descriptor(resolve_descriptor(p, Path(options.descriptors_dir))) for p in options.what_if]
     stems = [d.source.stem for d in what_if]  # each becomes the device whatif:<stem>
     if len(set(stems)) < len(stems):
         raise ConfigError(f"--what-if names two descriptors called {max(stems, key=stems.count)}.toml: their "
