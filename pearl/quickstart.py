@@ -1,12 +1,14 @@
 """pearl quickstart: the main job end to end on this machine, with no arguments.
 
-1. a quick profile of this machine: profiles/<host>-quick.json, reused when it is less than a week old, was
-   measured on this CPU with this many cores, and holds the DQN preset's shapes;
+1. a quick profile of this machine: <runs>/profiles/<host>-quick.json, reused when it is less than a week
+   old, was measured on this CPU with this many cores, and holds the DQN preset's shapes. It lives in the
+   runs folder beside the run records (git ignores runs/), not in the tracked profiles/ folder, so a
+   quickstart in a clone leaves the checkout clean;
 2. a throughput plan for DQN on CartPole-v1 from it;
 3. DQN trained on CartPole-v1 with that plan (the preset: 50,000 steps), evaluated greedily. The quickstart
    trains on the sequential launcher (the plan's devices and actors, roles run in turn): this preset reaches
    500 there for every run of a seed, while on the parallel launcher it reached ≥ 475 on about half the runs
-   measured (README, Presets). Measured throughput is then below the plan's prediction, which assumes the
+   measured (docs/MEASUREMENTS.md, Presets). Measured throughput is then below the plan's prediction, which assumes the
    roles run concurrently; `pearl train --plan` runs the same plan on the parallel launcher;
 4. the report: where each kernel ran, predicted against measured, the evaluation return.
 """
@@ -27,8 +29,9 @@ FRESH = timedelta(days=7)
 LAUNCHER = "sequential"  # the preset's own schedule: a repeatable result (see step 3 above)
 
 
-def profile_path() -> Path:
-    return Path("profiles") / f"{platform.node() or 'host'}-quick.json"
+def profile_path(runs_dir: str | Path = "runs") -> Path:
+    """Where the quickstart keeps its quick profile: inside the runs folder, which is not tracked."""
+    return Path(runs_dir) / "profiles" / f"{platform.node() or 'host'}-quick.json"
 
 
 def reusable(path: Path) -> bool:
@@ -65,9 +68,9 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
 
     check_positive_int("--seed", seed, minimum=0)  # here, not after the profile has run for a while
     check_runs_dir(runs_dir, 0)  # a runs folder that cannot be written, too: the training checks its space
-    check_writable(profile_path())
+    path = profile_path(runs_dir)
+    check_writable(path)
     t0 = time.perf_counter()
-    path = profile_path()
     if reprofile or not reusable(path):
         say(f"1/3 profiling this machine (quick) into {path} ...")
         save_profile(run_profile(ProfileOptions(quick=True, algos=(ALGO,))), path)
