@@ -366,26 +366,37 @@ def _transfers(target: _Target, grid: Grid) -> list[Transfer]:
 
 
 def _power(targets: list[_Target], profile: Profile, grid: Grid) -> list[Power]:
-    readings: dict[str, power.PowerReading] = {}
+    """Each device's own figures; devices on one resource (`shares`) then all carry the best of theirs, since
+    the planner charges a resource once: measured, else a descriptor that matched the device by name (PoCL's
+    own pocl-cpu.toml, a CPU model's), else the generic CPU fallback; the first device breaks ties."""
+    own = {t.info.id: r for t in targets if (r := _read_power(t, grid)) is not None}
+
+    def rank(t: _Target) -> tuple[int, int]:
+        reading = own[t.info.id]
+        return (0 if reading.source == "measured" else 1 if t.entry.descriptor_matched else 2, targets.index(t))
+
+    out = []
     for t in targets:
-        shared = next((readings[o.info.id] for o in targets
-                       if o.info.id in readings and t.entry.shares and o.entry.shares == t.entry.shares), None)
-        reading = shared or _read_power(t, grid)
-        if reading is not None:
-            readings[t.info.id] = reading
-    return [Power(d, r.idle_w, r.busy_w, r.source, r.method) for d, r in readings.items()]
+        group = [o for o in targets if o.info.id in own and (o is t or (t.entry.shares is not None and
+                                                                        o.entry.shares == t.entry.shares))]
+        if group:
+            r = own[min(group, key=rank).info.id]
+            out.append(Power(t.info.id, r.idle_w, r.busy_w, r.source, r.method, r.descriptor, r.scale))
+    return out
 
 
 def _read_power(target: _Target, grid: Grid) -> power.PowerReading | None:
-    busy = _busy_loop(target)
     measured = None
     if target.info.kind == "cuda":
-        measured = power.nvml(int(target.info.id.split(":")[1]), busy, grid.power_seconds)
-    elif target.info.kind == "cpu":
-        measured = power.rapl(busy, grid.power_seconds)
+        measured = power.nvml(int(target.info.id.split(":")[1]), _busy_loop(target), grid.power_seconds)
+    elif target.info.kind == "cpu" and power.rapl_domains():
+        measured = power.rapl(_busy_loop(target), grid.power_seconds)
     if measured is not None:
         return measured
-    return power.from_descriptor(target.descriptor) if target.descriptor is not None else None
+    if target.descriptor is None:
+        return None
+    # a device on the host's cores (cpu, PoCL's CPU device) is charged the share of the chip it has
+    return power.from_descriptor(target.descriptor, target.info.lanes if target.entry.shares else None)
 
 
 def _busy_loop(target: _Target) -> Callable[[], None]:
