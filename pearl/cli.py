@@ -12,6 +12,7 @@ import json
 import math
 import signal
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -180,7 +181,6 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], w
     Times every kernel on every device of this machine over a grid of batch sizes, with power and transfers,
     and writes a profile file."""
     import platform
-    import time
 
     from pearl.fileio import check_writable
     from pearl.profiling.format import save_profile
@@ -191,7 +191,8 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], w
     path = out or f"profiles/{platform.node() or 'host'}-{'quick' if quick else 'full'}.json"
     check_writable(path)  # before the sweep, not after it
     t0 = time.perf_counter()
-    with _progress(count_measurements(options), enabled=not as_json, label="profile", unit="measurement") as bar:
+    # one unit per timing block (each kernel point is timed in several rounds; the profile keeps their median)
+    with _progress(count_measurements(options), enabled=not as_json, label="profile", unit="timing") as bar:
         done = [0]
 
         def step(_label: str) -> None:
@@ -201,16 +202,20 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], w
         result = run_profile(options, step)
     written = save_profile(result, path)
     summary = {"profile": str(written), "mode": result.mode, "devices": [d.id for d in result.devices],
-               "workloads": [w.key for w in result.workloads], "kernel_measurements": len(result.kernels),
-               "power": {p.device: {"idle_w": p.idle_w, "busy_w": p.busy_w, "source": p.source} for p in result.power},
+               "workloads": [w.key for w in result.workloads], "timings": done[0],
+               "kernel_measurements": len(result.kernels),
+               "power": {p.device: {"idle_w": p.idle_w, "busy_w": p.busy_w, "source": p.source,
+                                    "descriptor": p.descriptor, "scale": p.scale} for p in result.power},
                "wall_s": time.perf_counter() - t0}
     if as_json:
         _print_json(summary)
         return
-    click.echo(f"profiled {', '.join(summary['devices'])} in {summary['wall_s']:.1f} s "
-               f"({summary['kernel_measurements']} kernel measurements, {result.mode} mode)")
+    click.echo(f"profiled {', '.join(summary['devices'])} in {summary['wall_s']:.1f} s: {done[0]} timings, "
+               f"{summary['kernel_measurements']} kernel measurements (each the median of its rounds), "
+               f"{result.mode} mode")
     for p in result.power:
-        click.echo(f"  power {p.device}: idle {p.idle_w:.0f} W, busy {p.busy_w:.0f} W ({p.source}, {p.method})")
+        origin = f" {p.descriptor}" + (f" × {p.scale:.3g}" if p.scale != 1 else "") if p.descriptor else ""
+        click.echo(f"  power {p.device}: idle {p.idle_w:.0f} W, busy {p.busy_w:.0f} W ({p.source}, {p.method}{origin})")
     click.echo(f"  wrote {written}")
 
 
@@ -271,7 +276,8 @@ def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool) -> None
     from pearl.quickstart import run_quickstart
 
     report = run_quickstart(seed=seed, runs_dir=runs_dir, reprofile=reprofile,
-                            say=(lambda _m: None) if as_json else click.echo, progress=not as_json)
+                            say=(lambda _m: None) if as_json else click.echo,
+                            progress=lambda total, label, unit: _progress(total, not as_json, label, unit))
     if as_json:
         _print_json(report)
 
@@ -364,11 +370,21 @@ _suggesting_choices(cli)
 
 
 class _progress:
-    """A tqdm bar on a terminal (stderr), nothing otherwise; called with the steps done so far."""
+    """Progress of long work on stderr, called with the units done so far: a tqdm bar on a terminal; when
+    stderr is a file or a pipe, a line such as `profile: 40/157 timings (25%), 10 s` every `every` seconds
+    and one when the work ends (only for work that ran that long, so short commands stay quiet); nothing
+    when disabled (--json)."""
 
-    def __init__(self, total: int | None, enabled: bool, label: str, unit: str = "step") -> None:
+    EVERY_S = 10.0
+
+    def __init__(self, total: int | None, enabled: bool, label: str, unit: str = "step",
+                 every: float = EVERY_S) -> None:
         self.bar = None
-        if enabled and sys.stderr.isatty():
+        self.total, self.label, self.unit, self.every = total, label, unit, every
+        self.lines = enabled and not sys.stderr.isatty()
+        self.done, self.printed = 0, 0
+        self.t0 = self.last = time.monotonic()
+        if enabled and not self.lines:
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, unit=unit, desc=label, file=sys.stderr, dynamic_ncols=True)
@@ -376,13 +392,28 @@ class _progress:
     def __enter__(self) -> "_progress":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         if self.bar is not None:
             self.bar.close()
+        elif self.printed and exc_type is None:
+            self._line(time.monotonic(), "done in ")
 
     def __call__(self, done: int) -> None:
+        self.done = done
         if self.bar is not None:
             self.bar.update(done - self.bar.n)
+        elif self.lines:
+            now = time.monotonic()
+            if now - self.last >= self.every:
+                self.last = now
+                self._line(now, "")
+
+    def _line(self, now: float, when: str) -> None:
+        units = f"{self.unit}s" if self.done != 1 else self.unit
+        count = f"{self.done:,}/{self.total:,} {units} ({self.done / self.total:.0%})" if self.total \
+            else f"{self.done:,} {units}"
+        click.echo(f"{self.label}: {count}, {when}{now - self.t0:.0f} s", err=True)
+        self.printed += 1
 
 
 def _print_json(obj: dict) -> None:

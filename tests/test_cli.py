@@ -194,3 +194,29 @@ def test_compare_table_shows_whole_mapping_names() -> None:
     # the columns line up: every row's figures start where the header's do
     start = lines[0].index("predicted/s")
     assert all(line[start - 1] == " " and line[len(label)] == " " for line in lines[:3])
+
+
+def test_progress_when_piped_prints_a_line_now_and_then(capsys) -> None:
+    from pearl.cli import _progress
+
+    with _progress(157, enabled=True, label="profile", unit="timing", every=0.0) as bar:
+        bar(40)
+        bar(157)
+    lines = capsys.readouterr().err.splitlines()  # capsys's stderr is not a terminal, as in a pipe
+    assert lines[0].startswith("profile: 40/157 timings (25%), ")
+    assert lines[1].startswith("profile: 157/157 timings (100%), ")
+    assert lines[2].startswith("profile: 157/157 timings (100%), done in ") and len(lines) == 3
+    with _progress(None, enabled=True, label="resume runs/x", every=0.0) as bar:
+        bar(1)
+    assert capsys.readouterr().err.splitlines()[0].startswith("resume runs/x: 1 step, ")
+
+
+def test_progress_stays_quiet_for_short_work_and_for_json(capsys) -> None:
+    from pearl.cli import _progress
+
+    with _progress(100, enabled=True, label="train", every=60.0) as bar:
+        for done in range(1, 101):
+            bar(done)
+    with _progress(100, enabled=False, label="train", every=0.0) as bar:
+        bar(50)
+    assert capsys.readouterr().err == ""

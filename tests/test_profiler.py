@@ -85,6 +85,9 @@ def test_cli_writes_the_profile_and_a_json_summary(capsys, tmp_path) -> None:
     assert code == 0, err
     summary = json.loads(stdout)
     assert summary["profile"] == str(out) and summary["kernel_measurements"] == 15
+    # the progress bar's total is what the sweep does, so the bar ends full and the summary says the same count
+    options = ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",))
+    assert summary["timings"] == count_measurements(options)
     assert load_profile(out).mode == "quick"
 
 
