@@ -1,7 +1,7 @@
 """pearl against Stable-Baselines3 on the same presets, side by side in one invocation.
 
     pip install -e ".[bench]"          # stable-baselines3, for benchmarks only
-    python benchmarks/vs_sb3.py [--what dqn ddpg collect] [--seed 0] [--rounds 1] [--threads 1]
+    python benchmarks/vs_sb3.py [--what dqn ddpg collect seeds] [--seed 0] [--seeds 0-7] [--rounds 1] [--threads 1]
                                 [--ddpg-threads 2] [--actors 1] [--envs-per-actor 8] [--ddpg-envs-per-actor 1]
                                 [--collect-actors 2] [--collect-envs 256] [--collect-steps 1000000]
 
@@ -15,6 +15,14 @@ Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --round
 - collect: collection only, 50,000 steps: SB3 DQN with learning_starts above the total (it steps and
   stores, with random actions) against `pearl train --no-learn` (it acts with the policy, steps, stores),
   with --collect-actors × --collect-envs for --collect-steps, and with 1 actor × 1 env for 50,000.
+
+- seeds: learning across seeds, DQN CartPole-v1 on --seeds (0-7 by default) with each side's defaults (pearl:
+  1 actor × 1 env on the default launcher; SB3: the zoo settings). Both keep the best policy of in-training
+  greedy evaluations the same way (every 5,000 env steps, 10 episodes: pearl's own, SB3's EvalCallback), and
+  both the final and the best policy are scored on the same 20 evaluation episodes; the count of seeds at
+  >= 475 is printed for each. Not part of the default --what: it takes about 15 minutes on 2 cores.
+
+The speed cases (dqn, ddpg, collect) run pearl without in-training evaluations, as SB3 runs without them.
 
 What is printed: env steps/s over the training loop (SB3: `model.learn` wall time; pearl: its training
 loop, from the result's train_wall_s, both excluding process start, model construction and evaluation),
@@ -36,7 +44,8 @@ import sys
 import time
 
 EVAL_EPISODES = 20
-EVAL_SEED = 100_000  # pearl.training.EVAL_SEED_OFFSET + seed 0
+EVAL_SEED = 100_000  # pearl's EVAL_SEED_OFFSET (pearl.runtime.evaluate); + seed in the seeds case
+SELECT_EVERY, SELECT_EPISODES = 5_000, 10  # in-training evaluations that keep the best policy (seeds case)
 
 
 def sb3_case(case: str, seed: int) -> dict:
@@ -47,7 +56,7 @@ def sb3_case(case: str, seed: int) -> dict:
     from stable_baselines3 import DDPG, DQN
     from stable_baselines3.common.noise import NormalActionNoise
 
-    if case in ("dqn", "collect"):
+    if case in ("dqn", "collect", "seeds"):
         steps = 50_000
         model = DQN("MlpPolicy", "CartPole-v1", learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
                     learning_starts=1_000 if case == "dqn" else steps + 1, gamma=0.99, target_update_interval=10,
@@ -59,20 +68,34 @@ def sb3_case(case: str, seed: int) -> dict:
                      learning_starts=10_000, gamma=0.98, tau=0.005, train_freq=1, gradient_steps=1,
                      action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)),
                      policy_kwargs=dict(net_arch=[400, 300]), seed=seed, verbose=0)
+    callback, best_dir = None, None
+    if case == "seeds":
+        import tempfile
+
+        from stable_baselines3.common.callbacks import EvalCallback
+
+        best_dir = tempfile.mkdtemp(prefix="sb3-best-")
+        callback = EvalCallback(gym.make("CartPole-v1"), n_eval_episodes=SELECT_EPISODES, eval_freq=SELECT_EVERY,
+                                best_model_save_path=best_dir, deterministic=True, verbose=0)
     t0 = time.perf_counter()
-    model.learn(total_timesteps=steps)
+    model.learn(total_timesteps=steps, callback=callback)
     wall = time.perf_counter() - t0
-    returns = [] if case == "collect" else _sb3_eval(model, "CartPole-v1" if case == "dqn" else "Pendulum-v1")
-    return {"side": "sb3", "case": case, "steps": steps, "wall_s": wall, "env_steps_per_s": steps / wall,
-            "eval_mean": float(np.mean(returns)) if returns else None, "threads": torch.get_num_threads()}
+    returns = [] if case == "collect" else _sb3_eval(model, "Pendulum-v1" if case == "ddpg" else "CartPole-v1",
+                                                     seed if case == "seeds" else 0)
+    out = {"side": "sb3", "case": case, "steps": steps, "wall_s": wall, "env_steps_per_s": steps / wall,
+           "eval_mean": float(np.mean(returns)) if returns else None, "threads": torch.get_num_threads()}
+    if best_dir is not None:
+        best = DQN.load(f"{best_dir}/best_model.zip")
+        out["final_mean"], out["best_mean"] = out["eval_mean"], float(np.mean(_sb3_eval(best, "CartPole-v1", seed)))
+    return out
 
 
-def _sb3_eval(model, env_id: str) -> list[float]:
+def _sb3_eval(model, env_id: str, seed: int = 0) -> list[float]:
     import gymnasium as gym
 
     env, returns = gym.make(env_id), []
     for episode in range(EVAL_EPISODES):
-        obs, _ = env.reset(seed=EVAL_SEED + episode)
+        obs, _ = env.reset(seed=EVAL_SEED + seed + episode)
         total, done = 0.0, False
         while not done:
             action, _ = model.predict(obs, deterministic=True)
@@ -88,10 +111,16 @@ def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps
     from pearl.training import train
 
     algo, env_id = ("ddpg", "Pendulum-v1") if case == "ddpg" else ("dqn", "CartPole-v1")
+    runs_dir = os.environ.get("PEARL_BENCH_RUNS", "runs/bench")
+    if case == "seeds":
+        result = train(algo, env_id, seed=seed, eval_episodes=EVAL_EPISODES, runs_dir=runs_dir,
+                       eval_every=SELECT_EVERY, eval_every_episodes=SELECT_EPISODES)
+        return {"side": "pearl", "case": case, "steps": result.steps, "wall_s": result.train_wall_s,
+                "env_steps_per_s": result.env_steps_per_s, "final_mean": result.final["return_mean"],
+                "best_mean": result.best.get("return_mean"), "headline": result.headline}
     result = train(algo, env_id, seed=seed, eval_episodes=0 if case == "collect" else EVAL_EPISODES,
-                   steps=steps or None,
-                   runs_dir=os.environ.get("PEARL_BENCH_RUNS", "runs/bench"), threads=threads, actors=actors,
-                   envs_per_actor=envs, learn=case != "collect")
+                   steps=steps or None, runs_dir=runs_dir, threads=threads, actors=actors,
+                   envs_per_actor=envs, learn=case != "collect", eval_every=0)
     out = {"side": "pearl", "case": case, "steps": result.steps, "wall_s": result.train_wall_s,
            "env_steps_per_s": result.env_steps_per_s, "eval_mean": None if case == "collect" else
            result.eval_return_mean, "threads": threads, "actors": actors, "envs_per_actor": envs,
@@ -146,8 +175,10 @@ def run_child(args: list[str]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--what", nargs="+", choices=["dqn", "ddpg", "collect"], default=["dqn", "ddpg", "collect"])
+    parser.add_argument("--what", nargs="+", choices=["dqn", "ddpg", "collect", "seeds"],
+                        default=["dqn", "ddpg", "collect"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", default="0-7", help="seeds of the seeds case: A-B or a comma list")
     parser.add_argument("--rounds", type=int, default=1, help="SB3/pearl pairs per case, alternating")
     parser.add_argument("--threads", type=int, default=1, help="pearl learner threads for DQN")
     parser.add_argument("--ddpg-threads", type=int, default=2, help="pearl learner threads for DDPG")
@@ -175,6 +206,9 @@ def main() -> None:
     print(f"machine: {cpu_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"stable-baselines3 {stable_baselines3.__version__}; seed {args.seed}")
     for case in args.what:
+        if case == "seeds":
+            seeds_case(parse_seeds(args.seeds))
+            continue
         pearl_runs = [(args.threads, args.actors, args.envs_per_actor, 0)]
         if case == "ddpg":
             pearl_runs = [(args.ddpg_threads, args.actors, args.ddpg_envs_per_actor, 0)]
@@ -197,6 +231,32 @@ def main() -> None:
                              f"learner efficiency {p['learner_efficiency']:.2f} "
                              f"({p['learning_updates_per_s']:.0f} / {p['bare_updates_per_s']:.0f} bare updates/s)")
                 print(line, flush=True)
+
+
+def parse_seeds(text: str) -> list[int]:
+    if "-" in text:
+        lo, hi = text.split("-")
+        return list(range(int(lo), int(hi) + 1))
+    return [int(x) for x in text.split(",")]
+
+
+def seeds_case(seeds: list[int]) -> None:
+    """Each seed: SB3 then pearl (alternating), final and best policy of each; counts at >= 475."""
+    rows = []
+    for seed in seeds:
+        sb3 = run_child(["--seed", str(seed), "--child", "sb3", "seeds"])
+        pearl = run_child(["--seed", str(seed), "--child", "pearl", "seeds", "1", "1", "1", "0"])
+        rows.append((seed, sb3, pearl))
+        print(f"[seeds] seed {seed}: SB3 final {sb3['final_mean']:6.1f} best {sb3['best_mean']:6.1f} "
+              f"({sb3['env_steps_per_s']:,.0f} env steps/s) | pearl final {pearl['final_mean']:6.1f} best "
+              f"{pearl['best_mean']:6.1f} ({pearl['env_steps_per_s']:,.0f} env steps/s)", flush=True)
+
+    def solved(side: str, which: str) -> str:
+        return f"{sum(r[1 if side == 'sb3' else 2][which] >= 475 for r in rows)} of {len(rows)}"
+
+    print(f"[seeds] >= 475 over 20 episodes: SB3 final {solved('sb3', 'final_mean')}, best "
+          f"{solved('sb3', 'best_mean')}; pearl final {solved('pearl', 'final_mean')}, best "
+          f"{solved('pearl', 'best_mean')} (pearl's headline is the best policy)")
 
 
 if __name__ == "__main__":

@@ -63,8 +63,10 @@ def devices(as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), default=None, help="Algorithm to train (required).")
-@click.option("--env", "env_id", default=None, help="Gymnasium environment id, e.g. CartPole-v1 (required).")
+@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), default=None,
+              help="Algorithm to train (required unless --plan names it).")
+@click.option("--env", "env_id", default=None,
+              help="Gymnasium environment id, e.g. CartPole-v1 (required unless --plan names it).")
 @click.option("--device", default=None, help="Device of every kernel: cpu (the default), cuda:N or opencl:P:D.")
 @click.option("--plan", "plan_path", default=None, help="Plan file from `pearl plan`: run its placement and actors.")
 @click.option("--descriptor", default=None, help="Device descriptor (TOML) whose kernel binary an OpenCL device loads.")
@@ -72,14 +74,26 @@ def devices(as_json: bool) -> None:
               help="Run the kernels a plan places on an absent (what-if) device on this OpenCL device instead.")
 @click.option("--steps", type=int, default=None, help="Env steps to train (default: the preset's).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of weights, envs and sampling.")
-@click.option("--eval-episodes", type=int, default=10, show_default=True, help="Greedy evaluation episodes.")
+@click.option("--eval-episodes", type=int, default=10, show_default=True,
+              help="Greedy episodes the final and the best policy are scored on.")
+@click.option("--eval-every", type=int, default=None,
+              help="Env steps between in-training evaluations that keep the best policy (0: none) "
+                   "[default: ten per run].")
+@click.option("--eval-every-episodes", type=int, default=10, show_default=True,
+              help="Greedy episodes of each in-training evaluation.")
 @click.option("--runs-dir", default="runs", show_default=True, help="Where runs/<id>/ records are written.")
 @click.option("--threads", type=int, default=1, show_default=True, help="CPU threads one kernel may use.")
 @click.option("--actors", type=int, default=None, help="Actor processes (default: the plan's, else 1).")
 @click.option("--envs-per-actor", type=int, default=None,
               help="Environments each actor steps, batched into one act call (default: the plan's or preset's).")
-@click.option("--sequential", is_flag=True,
-              help="Run the roles in turn in one process: the presets' exact schedule, repeatable bit for bit.")
+@click.option("--launcher", default="local", show_default=True, metavar="local|sequential|ray",
+              help="How the roles run: actor processes beside the learner, in turn in one process, or on Ray. "
+                   "The learning is the same for a seed; only the speed differs.")
+@click.option("--sequential", is_flag=True, help="The same as --launcher sequential.")
+@click.option("--policy-lag", type=int, default=1, show_default=True,
+              help="Segments the actors' weights trail the learner (0: the presets' strictly sequential schedule).")
+@click.option("--segment-steps", type=int, default=None,
+              help="Env steps per schedule segment [default: the algorithm's round, grown to fit the actors].")
 @click.option("--no-learn", is_flag=True, help="Collect only (act, env step, replay insert): the actor side's speed.")
 @click.option("--max-restarts", type=int, default=3, show_default=True,
               help="Times a dead actor process is started again before the run ends with its error.")
@@ -93,49 +107,70 @@ def devices(as_json: bool) -> None:
 @click.pass_context
 def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str | None, plan_path: str | None,
           descriptor: str | None, emulate: tuple[str, ...], steps: int | None, seed: int, eval_episodes: int,
-          runs_dir: str, threads: int, actors: int | None, envs_per_actor: int | None, sequential: bool,
+          eval_every: int | None, eval_every_episodes: int, runs_dir: str, threads: int, actors: int | None,
+          envs_per_actor: int | None, launcher: str, sequential: bool, policy_lag: int, segment_steps: int | None,
           no_learn: bool, max_restarts: int, checkpoint_every: int, no_checkpoint_replay: bool,
           resume_dir: str | None, as_json: bool) -> None:
     """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/ (or go on with one: --resume)."""
-    from pearl.algos import preset
-    from pearl.training import parse_emulation
+    from click.core import ParameterSource
+
+    from pearl.training import RunOptions, launcher_name, parse_emulation, planned_work
     from pearl.training import resume as resume_training
     from pearl.training import train as run_training
 
     if resume_dir is not None:
         result = _resume(ctx, resume_dir, eval_episodes, max_restarts, as_json, resume_training)
     else:
-        for name, value in (("--algo", algo), ("--env", env_id)):
-            if value is None:
-                raise click.UsageError(f"{name} is required (or --resume RUN_DIR to go on with a run)", ctx)
-        assert algo is not None and env_id is not None
-        total = steps if steps is not None else preset(algo, env_id).total_steps
-        emulated = parse_emulation(emulate)
-        with _progress(total, enabled=not as_json, label=f"{algo} {env_id}") as bar:
-            result = run_training(algo, env_id, device=device, plan=plan_path, steps=steps, seed=seed,
-                                  eval_episodes=eval_episodes, runs_dir=runs_dir, threads=threads,
-                                  descriptor=descriptor, progress=bar,
-                                  launcher="sequential" if sequential else "parallel", actors=actors,
-                                  envs_per_actor=envs_per_actor, learn=not no_learn, max_restarts=max_restarts,
-                                  checkpoint_every=checkpoint_every, checkpoint_replay=not no_checkpoint_replay,
-                                  emulate=emulated)
+        if sequential:
+            if ctx.get_parameter_source("launcher") != ParameterSource.DEFAULT and launcher_name(launcher) != \
+                    "sequential":
+                raise click.UsageError(f"--sequential and --launcher {launcher} disagree; give one of them", ctx)
+            launcher = "sequential"
+        options = RunOptions(algo=algo, env=env_id, device=device, plan=plan_path, steps=steps, seed=seed,
+                             eval_episodes=eval_episodes, eval_every=eval_every,
+                             eval_every_episodes=eval_every_episodes, runs_dir=runs_dir, threads=threads,
+                             descriptor=descriptor, launcher=launcher, actors=actors, envs_per_actor=envs_per_actor,
+                             learn=not no_learn, max_restarts=max_restarts, checkpoint_every=checkpoint_every,
+                             checkpoint_replay=not no_checkpoint_replay, emulate=parse_emulation(emulate),
+                             policy_lag=policy_lag, segment_steps=segment_steps)
+        label, total = planned_work(options)
+        with _progress(total, enabled=not as_json, label=label) as bar:
+            result = run_training(options=options, progress=bar)
     if as_json:
         _print_json(result.to_dict())
         return
+    _print_train(result)
+
+
+def _print_train(result: Any) -> None:
     layout = f"{result.actors} actor(s) × {result.envs_per_actor} env(s)"
+    sched = result.schedule
     click.echo(f"{result.algo} on {result.env}, device {result.device}, seed {result.seed}"
-               f"{' (preset hyperparameters)' if result.preset else ''}; {result.launcher} launcher, "
-               f"{layout}{'' if result.learn else ', collection only'}")
+               f"{' (preset hyperparameters)' if result.preset else ' (the algorithm defaults: no preset)'}; "
+               f"{result.launcher} launcher, {layout}{'' if result.learn else ', collection only'}; segments of "
+               f"{sched['segment_steps']} env steps and {sched['updates_per_segment']} updates, policy lag "
+               f"{sched['policy_lag']}")
     click.echo(f"  trained {result.steps} env steps in {result.train_wall_s:.1f} s: "
                f"{result.env_steps_per_s:,.0f} env steps/s, {result.updates_per_s:,.0f} updates/s, "
                f"{result.learner_samples_per_s:,.0f} learner samples/s (replay ratio {result.replay_ratio:.3f})")
+    if result.learning_env_steps_per_s is not None:
+        click.echo(f"  learning phase (after learning_starts, what a plan predicts): "
+                   f"{result.learning_env_steps_per_s:,.0f} env steps/s, "
+                   f"{result.learning_updates_per_s:,.0f} updates/s")
     if result.eval_episodes:
-        click.echo(f"  evaluation over {result.eval_episodes} episodes: return "
-                   f"{result.eval_return_mean:.1f} ± {result.eval_return_std:.1f}")
+        final = result.final
+        click.echo(f"  final policy over {result.eval_episodes} episodes: return "
+                   f"{final['return_mean']:.1f} ± {final['return_std']:.1f}"
+                   f"{'  (headline)' if result.headline == 'final' else ''}")
+        if result.best:
+            best = result.best
+            click.echo(f"  best policy (kept at {best['steps']:,} env steps, {len(result.evaluations)} in-training "
+                       f"evaluations): return {best['return_mean']:.1f} ± {best['return_std']:.1f}  (headline)")
     if result.plan_check:
         check = result.plan_check
         click.echo(f"  plan: {result.actors} actor(s); predicted {check['predicted']['env_steps_per_s']:,.0f} env "
-                   f"steps/s, measured {check['measured']['env_steps_per_s']:,.0f} ({check['note']})")
+                   f"steps/s, measured {check['measured']['env_steps_per_s']:,.0f} over the "
+                   f"{check['measured']['phase']} phase ({check['note']})")
         for kernel, k in check["kernels"].items():
             ratio = f"{k['ratio']:.2f}×" if k["ratio"] is not None else "n/a"
             where = f"{k['device']} (ran on {k['emulated_on']})" if "emulated_on" in k else k["device"]

@@ -9,6 +9,8 @@ Rates are measured over the training loop only (evaluation excluded):
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import os
 import platform
 import sys
@@ -27,20 +29,85 @@ from pearl.errors import CheckpointError, ConfigError, DeviceError, PearlError, 
 from pearl.fileio import FieldChecker, read_json
 from pearl.runtime.checkpoint import FOLDER as CHECKPOINTS
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, describe, estimate_bytes, latest
-from pearl.runtime.evaluate import evaluate
-from pearl.runtime.local import LocalLauncher, Placement
-from pearl.runtime.parallel import ParallelLauncher
+from pearl.runtime.evaluate import EVAL_SEED_OFFSET, evaluate
+from pearl.runtime.launcher import Job, LoopStats, Placement, SegmentLauncher
 from pearl.runtime.record import RunRecord, check_runs_dir
-from pearl.types import MAX_ENVS, EnvSpec
+from pearl.runtime.schedule import DEFAULT_LAG
+from pearl.types import MAX_ENVS, EnvSpec, Params
 
 if TYPE_CHECKING:
     from pearl.planner.plan import Plan
 
-EVAL_SEED_OFFSET = 100_000  # evaluation envs never share seeds with training envs
 # One intra-op thread: the presets' small MLPs run faster single-threaded (DQN CartPole on a 2-core EPYC:
 # about 1,190 env steps/s with 1 thread against 850 with 2, same results), and a seed then gives the same run
 # whatever the core count.
 DEFAULT_THREADS = 1
+DEFAULT_CHECKPOINT_EVERY = 5_000  # updates; DQN CartPole's 50,000 steps make ~24,500 updates
+EVALUATIONS_PER_RUN = 10  # in-training evaluations when eval_every is left to pearl
+
+
+@dataclass
+class RunOptions:
+    """Everything one training run is given: the CLI, the Python API, config.json and resume all use this."""
+
+    algo: str | None = None
+    """Algorithm: "dqn" or "ddpg". May be left out with a plan, which names it."""
+    env: str | None = None
+    """Gymnasium environment id (e.g. CartPole-v1, or module:EnvName-v0). May be left out with a plan."""
+    device: str | None = None
+    """Device of every kernel (cpu, cuda:N, opencl:P:D) when there is no plan; cpu by default."""
+    plan: str | None = None
+    """A plan file (`pearl plan`): every kernel runs on its planned device with the planned actor count."""
+    config: OffPolicyConfig | None = None
+    """Hyperparameters; None takes pearl's preset for (algo, env), else the algorithm's defaults."""
+    steps: int | None = None
+    """Env steps to train (overrides config.total_steps)."""
+    seed: int = 0
+    """Seed of the weights, the envs, exploration and replay sampling: with it a run repeats bit for bit."""
+    eval_episodes: int = 10
+    """Greedy episodes the final (and the best) policy is scored on after training."""
+    eval_every: int | None = None
+    """Env steps between in-training evaluations that keep the best policy (0: none; None: about ten per run)."""
+    eval_every_episodes: int = 10
+    """Greedy episodes of each in-training evaluation (other seeds than the final evaluation's)."""
+    launcher: str = "local"
+    """How the roles run: "local" (actor processes beside the learner), "sequential" (in turn, one process)
+    or "ray" (Ray actors, on one machine or a cluster). The learning is the same; only the speed differs."""
+    policy_lag: int = DEFAULT_LAG
+    """L: segment k is collected with the weights published after segment k − 1 − L (0: the presets' strictly
+    sequential schedule; 1: actors collect while the learner trains on the previous segment)."""
+    segment_steps: int | None = None
+    """Env steps per schedule segment (None: the algorithm's round, grown to fit every actor's envs)."""
+    actors: int | None = None
+    """Actor processes (default: the plan's, else 1)."""
+    envs_per_actor: int | None = None
+    """Environments each actor steps, batched into one act call (default: the plan's or the config's)."""
+    learn: bool = True
+    """False collects only (acting, env steps, replay inserts): the actor side's speed."""
+    threads: int = DEFAULT_THREADS
+    """CPU threads one kernel may use."""
+    descriptor: str | None = None
+    """Device descriptor (TOML) whose precompiled kernel binary an OpenCL device loads."""
+    emulate: dict[str, str] = field(default_factory=dict)
+    """An absent (what-if) device of the plan → the OpenCL device of this machine that runs its kernels."""
+    max_restarts: int = 3
+    """Times a dead actor process is started again before the run ends with its error."""
+    checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY
+    """Updates between checkpoints in runs/<id>/checkpoints/ (0: only at the end)."""
+    checkpoint_replay: bool = True
+    """Whether checkpoints hold the replay contents (a resume without them refills replay first)."""
+    runs_dir: str = "runs"
+    """Where runs/<id>/ is written."""
+    max_seconds: float | None = None
+    """Stop training after this much wall time (at the next segment boundary)."""
+    ray_address: str | None = None
+    """The Ray cluster to join (launcher "ray"); None starts a local Ray instance on this machine."""
+
+    def replace(self, **changes: Any) -> "RunOptions":
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise ConfigError(f"unknown run option(s): {', '.join(unknown)}")
+        return dataclasses.replace(self, **changes)
 
 
 @dataclass
@@ -54,7 +121,7 @@ class TrainResult:
     updates_per_s: float
     learner_samples_per_s: float
     replay_ratio: float
-    eval_return_mean: float
+    eval_return_mean: float  # the headline policy's (see `headline`)
     eval_return_std: float
     eval_episodes: int
     wall_s: float
@@ -67,7 +134,7 @@ class TrainResult:
     plan_check: dict = field(default_factory=dict)
     learning_env_steps_per_s: float | None = None  # over the learning phase only (after learning_starts)
     learning_updates_per_s: float | None = None
-    launcher: str = "parallel"
+    launcher: str = "local"
     envs_per_actor: int = 1
     learn: bool = True
     threads: int = DEFAULT_THREADS
@@ -75,13 +142,19 @@ class TrainResult:
     actor_restarts: int = 0
     lost_steps_max: int = 0
     waits: dict[str, float] = field(default_factory=dict)
-    eval_returns: list[float] = field(default_factory=list)
+    eval_returns: list[float] = field(default_factory=list)  # the headline policy's
     kernel_seconds: dict[str, float] = field(default_factory=dict)
     start_steps: int = 0  # env steps a resumed run started from (rates count this run's share only)
     resumed_from: str | None = None  # the checkpoint it went on from
     skipped_checkpoints: list[str] = field(default_factory=list)  # newer ones that were damaged, and why
     checkpoints: list[str] = field(default_factory=list)  # files written by this run, oldest first
     checkpoint_s: float = 0.0  # seconds spent writing them (inside train_wall_s)
+    schedule: dict[str, int] = field(default_factory=dict)  # segment steps, updates per segment, policy lag
+    headline: str = "final"  # which policy eval_return_* describe: "best" (kept by in-training evaluations) or "final"
+    final: dict[str, Any] = field(default_factory=dict)  # the final policy: return_mean, return_std, returns
+    best: dict[str, Any] = field(default_factory=dict)  # the best policy: the same, and when it was found
+    evaluations: list[dict[str, Any]] = field(default_factory=list)  # every in-training evaluation
+    eval_s: float = 0.0  # seconds of in-training evaluation (inside train_wall_s)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -101,19 +174,21 @@ def parse_emulation(specs: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _checked_plan(path: str, algo: str, env_id: str, device: str | None,
+def _checked_plan(path: str, algo: str | None, env_id: str | None, device: str | None,
                   emulate: dict[str, str] | None = None) -> "Plan":
-    """The plan, refused with the reason when it is for other work, another machine or absent devices that
-    `emulate` does not map to an OpenCL device of this machine."""
+    """The plan, refused with the reason when it is for other work than algo/env (when given), another
+    machine, or absent devices that `emulate` does not map to an OpenCL device of this machine."""
     from pearl.hostinfo import cpu_lanes, cpu_name
     from pearl.planner.plan import load_plan
 
     if device is not None:
         raise ConfigError("--plan places every kernel itself; drop --device (or drop --plan)")
     plan = load_plan(path)
-    if (plan.algo, plan.env) != (algo, env_id):
-        raise ConfigError(f"{path} is a plan for {plan.algo} on {plan.env}, not {algo} on {env_id}; "
-                          f"make one with `pearl plan --algo {algo} --env {env_id}`")
+    for name, given, planned in (("--algo", algo, plan.algo), ("--env", env_id, plan.env)):
+        if given is not None and given != planned:
+            raise ConfigError(f"{path} is a plan for {plan.algo} on {plan.env}, but {name} says {given}; drop "
+                              f"{name} (the plan names it) or make a plan with `pearl plan --algo "
+                              f"{algo or plan.algo} --env {env_id or plan.env}`")
     here = (cpu_name(), cpu_lanes())
     there = (plan.profile.get("cpu"), plan.profile.get("cores"))
     if here != there:
@@ -162,13 +237,24 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
             measured[kernel]["emulated_on"] = emulate[device]
     figures = ("env_steps_per_s", "updates_per_s", "learner_samples_per_s")
     return {"predicted": {k: plan.predicted[k] for k in figures},
-            "measured": {k: getattr(result, k) for k in figures},
+            "measured": learning_phase_rates(result, config.batch_size),
             "kernels": measured,
             "note": ("the parallel launcher runs actors, replay and learner concurrently, as the plan assumes"
                      if result.launcher == "parallel" else
                      "the sequential launcher runs the roles in turn; the plan predicts them running concurrently")
             + "".join(f"; {a}'s kernels ran on {e} (emulated: measured is {e}, predicted is {a})"
                       for a, e in sorted(emulate.items()) if a in plan.mapping.values())}
+
+
+def learning_phase_rates(result: TrainResult, batch_size: int) -> dict[str, float]:
+    """The measured rates a plan's prediction compares with: over the learning phase (after learning_starts,
+    when actors and learner both run, as the plan models), or over the whole run when it never learnt."""
+    steps = result.learning_env_steps_per_s
+    updates = result.learning_updates_per_s
+    if steps is None or updates is None:
+        steps, updates = result.env_steps_per_s, result.updates_per_s
+    return {"env_steps_per_s": steps, "updates_per_s": updates, "learner_samples_per_s": updates * batch_size,
+            "phase": "learning" if result.learning_env_steps_per_s is not None else "whole run"}
 
 
 def max_actors() -> int:
@@ -181,130 +267,167 @@ def check_positive_int(name: str, value: int, minimum: int = 1) -> None:
         raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
+# launcher name → "module:class"; each is imported only when chosen (Ray's only for "ray")
+LAUNCHERS = {"local": "pearl.runtime.local:LocalLauncher",
+             "sequential": "pearl.runtime.sequential:SequentialLauncher"}
+LAUNCHER_ALIASES = {"parallel": "local"}  # the local launcher's name before the Ray launcher existed
+
+
+def launcher_name(name: str) -> str:
+    """The launcher's canonical name; ConfigError naming the choices (and the nearest) for an unknown one."""
+    name = LAUNCHER_ALIASES.get(name, name)
+    if name == "ray":
+        raise ConfigError("the Ray launcher is not part of this version of pearl yet; use --launcher local "
+                          "(actor processes on this machine) or --launcher sequential")
+    if name not in LAUNCHERS:
+        close = difflib.get_close_matches(name, [*LAUNCHERS, "ray"], n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(f"unknown launcher {name!r}{hint}; choose one of: local, sequential, ray")
+    return name
+
+
+def _launcher_class(name: str) -> type[SegmentLauncher]:
+    import importlib
+
+    module, cls = LAUNCHERS[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
 @dataclass
 class _Setup:
-    """A run's configuration, checked: what `train` builds from its arguments and `resume` from config.json."""
+    """A run's options, checked, and what follows from them: what `train` builds from RunOptions and `resume`
+    from config.json."""
 
+    options: RunOptions
     algo: str
     env_id: str
-    seed: int
     config: OffPolicyConfig
     spec: EnvSpec
     placement: Placement
     device: str  # the label of the run: the device of every kernel, or "plan"
-    launcher: str
     actors: int
-    learn: bool
-    threads: int
-    descriptor: str | None
+    eval_every: int
     plan: "Plan | None"
-    max_restarts: int
-    checkpoint_every: int
-    checkpoint_replay: bool
-    emulate: dict[str, str] = field(default_factory=dict)  # planned absent device -> the OpenCL device running it
+
+    @property
+    def job(self) -> Job:
+        o = self.options
+        return Job(self.config, self.spec, self.placement, o.seed, self.actors, o.threads, o.descriptor, o.learn,
+                   o.policy_lag, o.segment_steps, self.eval_every, o.eval_every_episodes)
 
     def config_record(self) -> dict:
+        o = self.options
         return {
-            "kind": "config", "algo": self.algo, "env": self.env_id, "seed": self.seed, "device": self.device,
-            "placement": self.placement.to_dict(), "threads": self.threads, "descriptor": self.descriptor,
-            "launcher": self.launcher, "actors": self.actors, "envs_per_actor": self.config.n_envs,
-            "learn": self.learn, "max_restarts": self.max_restarts, "checkpoint_every": self.checkpoint_every,
-            "checkpoint_replay": self.checkpoint_replay, "emulate": dict(self.emulate),
+            "kind": "config", "algo": self.algo, "env": self.env_id, "seed": o.seed, "device": self.device,
+            "placement": self.placement.to_dict(), "threads": o.threads, "descriptor": o.descriptor,
+            "launcher": o.launcher, "actors": self.actors, "envs_per_actor": self.config.n_envs,
+            "learn": o.learn, "max_restarts": o.max_restarts, "checkpoint_every": o.checkpoint_every,
+            "checkpoint_replay": o.checkpoint_replay, "emulate": dict(o.emulate), "policy_lag": o.policy_lag,
+            "segment_steps": o.segment_steps, "eval_every": self.eval_every,
+            "eval_every_episodes": o.eval_every_episodes, "schedule": self.job.schedule().to_dict(),
             "preset": has_preset(self.algo, self.env_id),
             "hyperparameters": self.config.to_dict(), "env_spec": asdict(self.spec), "pearl_version": __version__,
             "host": {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0]},
         }
 
 
-DEFAULT_CHECKPOINT_EVERY = 5_000  # updates; DQN CartPole's 50,000 steps make ~24,500 updates
+def train(algo: str | None = None, env_id: str | None = None, *, options: RunOptions | None = None,
+          progress: Callable[[int], None] | None = None, **fields: Any) -> TrainResult:
+    """Train `algo` on `env_id` as `options` say (or the RunOptions fields given as keywords), evaluate the
+    final policy and the best one the in-training evaluations kept, and write runs/<id>/.
 
-
-def train(algo: str, env_id: str, *, device: str | None = None, plan: str | None = None, steps: int | None = None,
-          seed: int = 0,
-          eval_episodes: int = 10, config: OffPolicyConfig | None = None, runs_dir: str = "runs",
-          threads: int = DEFAULT_THREADS, descriptor: str | None = None, max_seconds: float | None = None,
-          progress: Callable[[int], None] | None = None, launcher: str = "parallel", actors: int | None = None,
-          envs_per_actor: int | None = None, learn: bool = True, max_restarts: int = 3,
-          checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY, checkpoint_replay: bool = True,
-          emulate: dict[str, str] | None = None) -> TrainResult:
-    """Train `algo` on `env_id` with every kernel on `device`, evaluate greedily, and write runs/<id>/.
-
-    config defaults to pearl's preset for (algo, env_id) when there is one, else the algorithm's defaults;
-    steps, when given, overrides config.total_steps. threads is the CPU threads one kernel may use;
-    descriptor names a device descriptor whose precompiled kernel binary an OpenCL device loads. plan names a
-    plan file (`pearl plan`): each kernel then runs on its planned device with the planned actor count, and
-    the result holds predicted against measured figures (plan_check); device must then be None. emulate maps
-    an absent (what-if) device of the plan to an OpenCL device of this machine that runs its kernels instead.
-
-    launcher "parallel" (the default) runs each actor in its own process beside the learner, with the
-    replay ratio held by a rate limiter; "sequential" runs the roles in turn in this process, the published
-    presets' exact schedule (and bit-for-bit repeatable for a seed). actors and envs_per_actor default to
-    the plan's, else 1 and the config's n_envs. learn=False collects only (acting, env steps, replay
-    inserts): the actor side's speed. max_restarts: how many times the parallel launcher starts a dead
-    actor again before it ends the run with that actor's error.
-
-    Checkpoints go to runs/<id>/checkpoints/ every checkpoint_every updates (0: only at the end) and at the
-    end, with the replay contents when checkpoint_replay; `resume` goes on from the newest. The runs folder
-    is checked first (creatable, writable, room for the checkpoints), before any work is done.
+    See `RunOptions` for every option. The runs folder is checked first (creatable, writable, room for the
+    checkpoints), and so is everything else a user can get wrong, before any work is done.
     """
+    base = options if options is not None else RunOptions()
+    if algo is not None or env_id is not None:
+        fields = {"algo": algo if algo is not None else base.algo, "env": env_id if env_id is not None
+                  else base.env, **fields}
+    return _train(base.replace(**fields), progress)
+
+
+def planned_work(o: RunOptions) -> tuple[str, int | None]:
+    """A label and the env steps of the run the options describe, for a progress bar (None when unknown:
+    the options are checked when training starts, with their proper errors)."""
+    try:
+        algo, env_id = o.algo, o.env
+        if o.plan is not None and (algo is None or env_id is None):
+            from pearl.planner.plan import load_plan
+            planned = load_plan(o.plan)
+            algo, env_id = algo or planned.algo, env_id or planned.env
+        total = o.steps or (o.config.total_steps if o.config is not None else preset(algo, env_id).total_steps)
+        return f"{algo} {env_id}", total
+    except (PearlError, TypeError):
+        return "train", None
+
+
+def _train(o: RunOptions, progress: Callable[[int], None] | None) -> TrainResult:
     wall0 = time.perf_counter()
+    setup = _setup(o)
+    check_runs_dir(o.runs_dir, _disk_needed(setup))
+    checkpointer = _checkpointer(setup)
+    runner = _runner(setup, None, checkpointer)  # a bad or absent device fails here, before runs/<id>/ exists
+    record = RunRecord(o.runs_dir, setup.algo, setup.env_id, o.seed)
+    if setup.plan is not None:
+        record.write("plan.json", setup.plan.to_dict())
+    record.write("config.json", setup.config_record())
+    return _execute(setup, runner, record, checkpointer, None, o.eval_episodes, progress, o.max_seconds, wall0)
+
+
+def _setup(o: RunOptions) -> _Setup:
+    """Check every option (one ConfigError naming the first bad one) and derive the run's configuration."""
+    o = o.replace(launcher=launcher_name(o.launcher), emulate=dict(o.emulate))
+    for name, value, minimum in (("--seed", o.seed, 0), ("--eval-episodes", o.eval_episodes, 0),
+                                 ("--threads", o.threads, 1), ("--checkpoint-every", o.checkpoint_every, 0),
+                                 ("--eval-every-episodes", o.eval_every_episodes, 1)):
+        check_positive_int(name, value, minimum)
+    for name, value in (("--steps", o.steps), ("--eval-every", o.eval_every)):
+        if value is not None:
+            check_positive_int(name, value, minimum=0 if name == "--eval-every" else 1)
+    if isinstance(o.policy_lag, bool) or not isinstance(o.policy_lag, int) or o.policy_lag < 0:
+        raise ConfigError(f"--policy-lag must be an integer >= 0, got {o.policy_lag!r}")
+    if o.emulate and o.plan is None:
+        raise ConfigError("--emulate stands in for an absent device of a plan; it needs --plan")
+    if o.plan is not None and (o.actors is not None or o.envs_per_actor is not None):
+        raise ConfigError("--plan sets the actors and envs per actor; drop --actors/--envs-per-actor "
+                          "(or drop --plan)")
+    loaded = _checked_plan(o.plan, o.algo, o.env, o.device, o.emulate) if o.plan is not None else None
+    check_positive_int("--max-restarts", o.max_restarts, minimum=0)
+    algo, env_id = (loaded.algo, loaded.env) if loaded is not None else (o.algo, o.env)
+    if algo is None or env_id is None:
+        raise ConfigError("--algo and --env are required (or --plan PLAN, which names them, or --resume RUN_DIR)")
     algo_config_class(algo)  # unknown algo → ConfigError
-    if steps is not None:
-        check_positive_int("--steps", steps)
-    check_positive_int("--seed", seed, minimum=0)
-    check_positive_int("--eval-episodes", eval_episodes, minimum=0)
-    check_positive_int("--threads", threads)
-    check_positive_int("--checkpoint-every", checkpoint_every, minimum=0)
     spec = env_spec(env_id)
     check_algo_fits(algo, spec)
-    config = config if config is not None else preset(algo, env_id)
+    config = o.config if o.config is not None else preset(algo, env_id)
     if config.algo != algo:
         raise ConfigError(f"a {config.algo} config cannot train {algo}")
-    if steps is not None:
-        config = config.replace(total_steps=steps)
-    config.validate()
-
-    if launcher not in LAUNCHERS:
-        raise ConfigError(f"unknown launcher {launcher!r}; choose one of: {', '.join(LAUNCHERS)}")
-    for name, value, most in (("--actors", actors, max_actors()), ("--envs-per-actor", envs_per_actor, MAX_ENVS)):
+    if o.steps is not None:
+        config = config.replace(total_steps=o.steps)
+    for name, value, most in (("--actors", o.actors, max_actors()), ("--envs-per-actor", o.envs_per_actor, MAX_ENVS)):
         if value is not None:
             check_positive_int(name, value)
             if value > most:  # each actor is a process, each env an env object: a typo must not fork thousands
                 raise ConfigError(f"{name} must be at most {most} on this machine, got {value}")
-    if plan is not None and (actors is not None or envs_per_actor is not None):
-        raise ConfigError("--plan sets the actors and envs per actor; drop --actors/--envs-per-actor "
-                          "(or drop --plan)")
-    emulate = dict(emulate or {})
-    if emulate and plan is None:
-        raise ConfigError("--emulate stands in for an absent device of a plan; it needs --plan")
-    loaded = _checked_plan(plan, algo, env_id, device, emulate) if plan is not None else None
-    device = device or "cpu"
     if loaded is not None:
-        where = {k: emulate.get(d, d) for k, d in loaded.mapping.items()}
+        where = {k: o.emulate.get(d, d) for k, d in loaded.mapping.items()}
         placement = Placement(where["act"], where["replay_insert"], where["learn"])
-        actors, envs_per_actor = loaded.actors, loaded.envs_per_actor
-        device = "plan"
+        actors, envs, device = loaded.actors, loaded.envs_per_actor, "plan"
     else:
-        placement = Placement.single(device)
-    actors = actors or 1
-    if envs_per_actor is not None:
-        config = config.replace(n_envs=envs_per_actor)
-    if not learn:  # collection only: the actors act with the policy from the first step
+        device = o.device or "cpu"
+        placement, actors, envs = Placement.single(device), o.actors or 1, o.envs_per_actor
+    if envs is not None:
+        config = config.replace(n_envs=envs)
+    if not o.learn:  # collection only: the actors act with the policy from the first step
         config = config.replace(learning_starts=0)
-    if descriptor is not None and not any(d.startswith("opencl") for d in placement.devices()):
+    config.validate()
+    if o.descriptor is not None and not any(d.startswith("opencl") for d in placement.devices()):
         raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
                           "(drop --descriptor, or train on an opencl:P:D device)")
-    check_positive_int("--max-restarts", max_restarts, minimum=0)
-    setup = _Setup(algo, env_id, seed, config, spec, placement, device, launcher, actors, learn, threads,
-                   descriptor, loaded, max_restarts, checkpoint_every, checkpoint_replay, emulate)
-    check_runs_dir(runs_dir, _disk_needed(setup))
-    checkpointer = _checkpointer(setup)
-    runner = _runner(setup, None, checkpointer)  # a bad or absent device fails here, before runs/<id>/ exists
-    record = RunRecord(runs_dir, algo, env_id, seed)
-    if loaded is not None:
-        record.write("plan.json", loaded.to_dict())
-    record.write("config.json", setup.config_record())
-    return _execute(setup, runner, record, checkpointer, None, eval_episodes, progress, max_seconds, wall0)
+    eval_every = o.eval_every if o.eval_every is not None else max(1, config.total_steps // EVALUATIONS_PER_RUN)
+    setup = _Setup(o, algo, env_id, config, spec, placement, device, actors, eval_every if o.learn else 0, loaded)
+    setup.job.schedule()  # a lag or segment layout that cannot work → ConfigError, before any work
+    return setup
 
 
 def resume(run_dir: str, *, eval_episodes: int = 10, progress: Callable[[int], None] | None = None,
@@ -315,10 +438,9 @@ def resume(run_dir: str, *, eval_episodes: int = 10, progress: Callable[[int], N
     wall0 = time.perf_counter()
     check_positive_int("--eval-episodes", eval_episodes, minimum=0)
     folder = Path(run_dir)
-    setup = _setup_from_record(folder)
     if max_restarts is not None:
         check_positive_int("--max-restarts", max_restarts, minimum=0)
-        setup.max_restarts = max_restarts
+    setup = _recorded_setup(folder, max_restarts)
     checkpoint, skipped = latest(folder / CHECKPOINTS)
     if checkpoint is None:
         why = f": {'; '.join(skipped)}" if skipped else ""
@@ -332,86 +454,118 @@ def resume(run_dir: str, *, eval_episodes: int = 10, progress: Callable[[int], N
     checkpointer.last_updates = checkpoint.updates
     runner = _runner(setup, checkpoint, checkpointer)
     record = RunRecord.reopen(folder)
-    result = _execute(setup, runner, record, checkpointer, checkpoint, eval_episodes, progress, max_seconds,
-                      wall0, skipped)
-    return result
+    return _execute(setup, runner, record, checkpointer, checkpoint, eval_episodes, progress, max_seconds, wall0,
+                    skipped)
 
 
-def _runner(setup: _Setup, checkpoint: "Checkpoint | None",
-            checkpointer: Checkpointer) -> LocalLauncher | ParallelLauncher:
-    s = setup
+def _recorded_setup(folder: Path, max_restarts: int | None = None) -> _Setup:
+    """The run recorded in folder, set up again as it was configured (what --resume goes on with)."""
+    options = _options_from_record(folder)
+    if max_restarts is not None:
+        options = options.replace(max_restarts=max_restarts)
     try:
-        if s.launcher == "parallel":
-            return ParallelLauncher(s.config, s.spec, s.placement, s.seed, s.threads, s.descriptor, actors=s.actors,
-                                    learn=s.learn, max_restarts=s.max_restarts, resume=checkpoint,
-                                    checkpointer=checkpointer)
-        return LocalLauncher(s.config, s.spec, s.placement, s.seed, s.threads, s.descriptor, actors=s.actors,
-                             learn=s.learn, resume=checkpoint, checkpointer=checkpointer)
+        return _setup(options)
+    except PlanError:
+        raise
+    except ConfigError as exc:
+        raise RunDirError(f"{folder / 'config.json'}: {exc}") from None
+
+
+def _runner(setup: _Setup, checkpoint: "Checkpoint | None", checkpointer: Checkpointer) -> SegmentLauncher:
+    cls = _launcher_class(setup.options.launcher)
+    extra = {"max_restarts": setup.options.max_restarts} if setup.options.launcher == "local" else {}
+    try:
+        return cls(setup.job, checkpoint, checkpointer, **extra)
     except MemoryError:
-        raise ConfigError(f"a replay buffer of {s.config.buffer_size:,} transitions does not fit in this machine's "
-                          "memory; lower buffer_size") from None
+        raise ConfigError(f"a replay buffer of {setup.config.buffer_size:,} transitions does not fit in this "
+                          "machine's memory; lower buffer_size") from None
 
 
 def _checkpointer(setup: _Setup) -> Checkpointer:
-    meta = {"algo": setup.algo, "env": setup.env_id, "seed": setup.seed,
+    meta = {"algo": setup.algo, "env": setup.env_id, "seed": setup.options.seed,
             "hyperparameters": setup.config.to_dict()}
     # the folder is set once runs/<id>/ exists (see _execute)
-    return Checkpointer(Path(CHECKPOINTS), setup.checkpoint_every, meta, setup.checkpoint_replay)
+    return Checkpointer(Path(CHECKPOINTS), setup.options.checkpoint_every, meta, setup.options.checkpoint_replay)
 
 
-def _execute(setup: _Setup, runner: LocalLauncher | ParallelLauncher, record: RunRecord, checkpointer: Checkpointer,
+def _execute(setup: _Setup, runner: SegmentLauncher, record: RunRecord, checkpointer: Checkpointer,
              checkpoint: "Checkpoint | None", eval_episodes: int, progress: Callable[[int], None] | None,
              max_seconds: float | None, wall0: float, skipped: list[str] | None = None) -> TrainResult:
-    """Run the launcher into the record, evaluate, and write summary.json."""
-    config, spec, placement = setup.config, setup.spec, setup.placement
-    algo, env_id, seed = setup.algo, setup.env_id, setup.seed
+    """Run the launcher into the record, evaluate the final and the best policy, and write summary.json."""
+    config, o = setup.config, setup.options
     checkpointer.folder = record.dir / CHECKPOINTS
     try:
         stats = runner.run(record, progress, max_seconds)
     except BaseException as exc:  # Ctrl-C, SIGTERM, a failed actor: say so in the summary, keep the metrics
         last = _checkpoint_on_interrupt(runner, exc)
-        record.write("summary.json", {"kind": "summary", "status": "interrupted", "algo": algo, "env": env_id,
-                                      "seed": seed, "reason": f"{type(exc).__name__}: {exc}",
+        record.write("summary.json", {"kind": "summary", "status": "interrupted", "algo": setup.algo,
+                                      "env": setup.env_id, "seed": o.seed, "reason": f"{type(exc).__name__}: {exc}",
                                       "checkpoints": [str(p) for p in checkpointer.written],
                                       "resume": f"pearl train --resume {record.dir}" if last else None})
         raise
     finally:
         record.close()
-    act = _eval_adapter(runner, placement, setup.threads, setup.descriptor).make_act(config, spec,
-                                                                                     stats.final_params, seed)
-    returns = evaluate(act, spec, eval_episodes, seed + EVAL_SEED_OFFSET) if eval_episodes else []
-
+    scores = _score(setup, runner, stats, eval_episodes, record)
     learning_steps = max(1, stats.steps - config.learning_starts)
     steps_here, updates_here = stats.steps - stats.start_steps, stats.updates - stats.start_updates
     result = TrainResult(
-        algo=algo, env=env_id, steps=stats.steps, seed=seed, device=setup.device,
+        algo=setup.algo, env=setup.env_id, steps=stats.steps, seed=o.seed, device=setup.device,
         env_steps_per_s=steps_here / stats.wall_s,
         updates_per_s=updates_here / stats.wall_s,
         learner_samples_per_s=updates_here * config.batch_size / stats.wall_s,
         replay_ratio=stats.updates / learning_steps,
-        eval_return_mean=float(np.mean(returns)) if returns else float("nan"),
-        eval_return_std=float(np.std(returns)) if returns else float("nan"),
         eval_episodes=eval_episodes, wall_s=time.perf_counter() - wall0, run_dir=str(record.dir),
-        updates=stats.updates, train_wall_s=stats.wall_s, preset=has_preset(algo, env_id),
-        placement=placement.to_dict(), eval_returns=returns, kernel_seconds=dict(stats.kernel_seconds),
-        actors=setup.actors, envs_per_actor=config.n_envs, launcher=setup.launcher, learn=setup.learn,
-        threads=setup.threads, dropped_steps=stats.dropped_steps, waits=dict(stats.waits),
+        updates=stats.updates, train_wall_s=stats.wall_s, preset=has_preset(setup.algo, setup.env_id),
+        placement=setup.placement.to_dict(), kernel_seconds=dict(stats.kernel_seconds),
+        actors=setup.actors, envs_per_actor=config.n_envs, launcher=o.launcher, learn=o.learn,
+        threads=o.threads, dropped_steps=stats.dropped_steps, waits=dict(stats.waits),
         actor_restarts=stats.restarts, lost_steps_max=stats.lost_steps_max, start_steps=stats.start_steps,
         checkpoints=list(stats.checkpoints), checkpoint_s=stats.checkpoint_s,
         resumed_from=str(checkpoint.path) if checkpoint is not None else None,
-        skipped_checkpoints=list(skipped or []),
-    )
+        skipped_checkpoints=list(skipped or []), schedule=runner.schedule.to_dict(), eval_s=stats.eval_s,
+        **scores)
     if stats.learn_start_s is not None and stats.wall_s > stats.learn_start_s:
         learning_s = stats.wall_s - stats.learn_start_s
         result.learning_env_steps_per_s = (stats.steps - stats.learn_start_steps) / learning_s
         result.learning_updates_per_s = (stats.updates - stats.start_updates) / learning_s
     if setup.plan is not None:
-        result.plan_check = plan_check(setup.plan, stats, config, result, setup.emulate)
+        result.plan_check = plan_check(setup.plan, stats, config, result, o.emulate)
     record.write("summary.json", {"kind": "summary", "status": "finished", **result.to_dict()})
     return result
 
 
-def _checkpoint_on_interrupt(runner: LocalLauncher | ParallelLauncher, exc: BaseException) -> str | None:
+def _score(setup: _Setup, runner: SegmentLauncher, stats: LoopStats, episodes: int,
+           record: RunRecord) -> dict[str, Any]:
+    """The final policy's and the best policy's greedy returns over the same `episodes` seeded episodes, and
+    which of them is the headline: the best one when in-training evaluations kept one, else the final one.
+    The best policy's parameters are saved as runs/<id>/best_policy.npz."""
+    adapter = _eval_adapter(runner, setup)
+    seed = setup.options.seed + EVAL_SEED_OFFSET
+    act = adapter.make_act(setup.config, setup.spec, stats.final_params, setup.options.seed)
+
+    def score(params: Params) -> dict[str, Any]:
+        act.set_params(params)
+        returns = evaluate(act, setup.spec, episodes, seed) if episodes else []
+        return {"return_mean": float(np.mean(returns)) if returns else float("nan"),
+                "return_std": float(np.std(returns)) if returns else float("nan"), "returns": returns}
+
+    final = score(stats.final_params)
+    out: dict[str, Any] = {"final": final, "headline": "final"}
+    best = stats.best
+    if best is not None and best.best is not None and best.best_eval is not None:
+        np.savez(record.dir / "best_policy.npz", **best.best)
+        picked = best.best_eval
+        out["best"] = {**score(best.best), "steps": picked.steps, "updates": picked.updates,
+                       "selection_mean": picked.mean, "file": str(record.dir / "best_policy.npz")}
+        out["evaluations"] = [{"steps": e.steps, "updates": e.updates, "mean": e.mean} for e in best.history]
+        out["headline"] = "best"
+    head = out["best"] if out["headline"] == "best" else final
+    out.update(eval_return_mean=head["return_mean"], eval_return_std=head["return_std"],
+               eval_returns=list(head["returns"]))
+    return out
+
+
+def _checkpoint_on_interrupt(runner: SegmentLauncher, exc: BaseException) -> str | None:
     """Save where an interrupted run stopped, so --resume loses nothing: for Ctrl-C, SIGTERM and a failed actor,
     not for an error of pearl's own (its state may be what went wrong). Best effort: a checkpoint that cannot
     be written must not hide the interruption."""
@@ -426,21 +580,18 @@ def _checkpoint_on_interrupt(runner: LocalLauncher | ParallelLauncher, exc: Base
 def _disk_needed(setup: _Setup) -> int:
     """Bytes the run may write: its checkpoints (KEEP of them plus one being written) and a metrics margin."""
     cfg, spec = setup.config, setup.spec
-    params = init_params(cfg, spec, setup.seed)
+    params = init_params(cfg, spec, setup.options.seed)
     learn_bytes = 3 * sum(v.nbytes for v in params.values())  # parameters and two Adam moments (an upper bound)
     action_bytes = 8 if spec.discrete else 4 * spec.action_dim
     row = 4 * (2 * spec.obs_dim + 2) + action_bytes + (8 if cfg.prioritized else 0)
-    return estimate_bytes(learn_bytes, cfg.buffer_size * row, setup.checkpoint_replay) + METRICS_MARGIN
+    return estimate_bytes(learn_bytes, cfg.buffer_size * row, setup.options.checkpoint_replay) + METRICS_MARGIN
 
 
 METRICS_MARGIN = 16 * 2**20  # metrics lines, config and summary: a few MB even for long runs
 
 
-LAUNCHERS = ("parallel", "sequential")
-
-
-def _setup_from_record(folder: Path) -> _Setup:
-    """The configuration runs/<id>/config.json recorded, checked field by field."""
+def _options_from_record(folder: Path) -> RunOptions:
+    """The run options runs/<id>/config.json recorded, checked field by field."""
     path = folder / "config.json"
     if not folder.is_dir():
         raise RunDirError(f"{folder}: no such run folder; pass a runs/<id> folder that `pearl train` wrote")
@@ -452,30 +603,35 @@ def _setup_from_record(folder: Path) -> _Setup:
     try:
         config = config_from_dict(algo_config_class(algo), field_.get("hyperparameters", dict))
         config.validate()
-        spec = env_spec(env_id)
     except PearlError as exc:
         raise RunDirError(f"{path}: {exc}") from None
-    placement_data = field_.get("placement", dict)
-    try:
-        placement = Placement(str(placement_data["act"]), str(placement_data["replay_insert"]),
-                              str(placement_data["learn"]))
-    except KeyError as exc:
-        raise RunDirError(f"{path}: field 'placement' lacks {exc}") from None
+    placement = field_.get("placement", dict)
+    if not isinstance(placement.get("act"), str):
+        raise RunDirError(f"{path}: field 'placement' lacks the act device")
     launcher = field_.get("launcher", str)
-    if launcher not in LAUNCHERS:
+    if LAUNCHER_ALIASES.get(launcher, launcher) not in LAUNCHERS:
         raise RunDirError(f"{path}: field 'launcher' must be one of {', '.join(LAUNCHERS)}, got {launcher!r}")
     descriptor = data.get("descriptor")
     if descriptor is not None and not isinstance(descriptor, str):
         raise RunDirError(f"{path}: field 'descriptor' must be a path or null, got {descriptor!r}")
-    emulate = data.get("emulate", {})  # runs recorded before emulation existed lack it
+    emulate = data.get("emulate", {})
     if not isinstance(emulate, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in emulate.items()):
         raise RunDirError(f"{path}: field 'emulate' must map device ids to device ids, got {emulate!r}")
-    plan = (_checked_plan(str(folder / "plan.json"), algo, env_id, None, emulate)
-            if (folder / "plan.json").exists() else None)
-    return _Setup(algo, env_id, field_.get("seed", int), config, spec, placement, field_.get("device", str),
-                  launcher, field_.get("actors", int, 1), field_.get("learn", bool), field_.get("threads", int, 1),
-                  descriptor, plan, field_.get("max_restarts", int), field_.get("checkpoint_every", int),
-                  field_.get("checkpoint_replay", bool), emulate)
+    segment_steps = data.get("segment_steps")
+    if segment_steps is not None:
+        segment_steps = field_.get("segment_steps", int, 1)
+    has_plan = (folder / "plan.json").exists()
+    device = field_.get("device", str)
+    return RunOptions(
+        algo=algo, env=env_id, config=config, seed=field_.get("seed", int), launcher=launcher,
+        plan=str(folder / "plan.json") if has_plan else None, device=None if has_plan else device,
+        actors=None if has_plan else field_.get("actors", int, 1),
+        envs_per_actor=None if has_plan else config.n_envs, learn=field_.get("learn", bool),
+        threads=field_.get("threads", int, 1), descriptor=descriptor, emulate=emulate,
+        max_restarts=field_.get("max_restarts", int), checkpoint_every=field_.get("checkpoint_every", int),
+        checkpoint_replay=field_.get("checkpoint_replay", bool), policy_lag=field_.get("policy_lag", int),
+        segment_steps=segment_steps, eval_every=field_.get("eval_every", int),
+        eval_every_episodes=field_.get("eval_every_episodes", int, 1), runs_dir=str(folder.parent))
 
 
 class _RecordFields(FieldChecker):
@@ -500,7 +656,7 @@ class _RecordFields(FieldChecker):
 def _check_same_run(checkpoint: Checkpoint, setup: _Setup) -> None:
     """A checkpoint of another run (copied in by hand) would train on under the wrong settings: refuse it."""
     meta = checkpoint.meta
-    ours = {"algo": setup.algo, "env": setup.env_id, "seed": setup.seed,
+    ours = {"algo": setup.algo, "env": setup.env_id, "seed": setup.options.seed,
             "hyperparameters": setup.config.to_dict()}
     for name, value in ours.items():
         if meta.get(name) != value:
@@ -508,10 +664,10 @@ def _check_same_run(checkpoint: Checkpoint, setup: _Setup) -> None:
                                   "it belongs to another run")
 
 
-def _eval_adapter(runner: LocalLauncher | ParallelLauncher, placement: Placement, threads: int,
-                  descriptor: str | None):
-    """The adapter of the act device (the parallel launcher opened it only in its actor processes)."""
-    if placement.act in runner.adapters:
-        return runner.adapters[placement.act]
+def _eval_adapter(runner: SegmentLauncher, setup: _Setup):
+    """The adapter of the act device (the local launcher opened it only in its actor processes)."""
+    act = setup.placement.act
+    if act in runner.adapters:
+        return runner.adapters[act]
     from pearl.adapters import open_adapter
-    return open_adapter(placement.act, threads, descriptor if placement.act.startswith("opencl") else None)
+    return open_adapter(act, setup.options.threads, setup.options.descriptor if act.startswith("opencl") else None)

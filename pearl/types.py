@@ -60,6 +60,16 @@ class TransitionBatch:
     def __len__(self) -> int:
         return int(self.reward.shape[0])
 
+    def head(self, n: int) -> "TransitionBatch":
+        """The first n transitions."""
+        return TransitionBatch(self.obs[:n], self.action[:n], self.reward[:n], self.next_obs[:n],
+                               self.terminated[:n], self.actor_id, self.policy_version)
+
+    def tail(self, n: int) -> "TransitionBatch":
+        """The transitions after the first n."""
+        return TransitionBatch(self.obs[n:], self.action[n:], self.reward[n:], self.next_obs[n:],
+                               self.terminated[n:], self.actor_id, self.policy_version)
+
 
 @dataclass
 class SampleBatch:

@@ -385,7 +385,7 @@ def test_a_parallel_run_killed_with_sigkill_resumes_to_its_budget(tmp_path) -> N
         time.sleep(0.1)
     assert not list(shm.SHM_DIR.glob(f"{shm.SEGMENT_PREFIX}{proc.pid}-*"))
     got = resume(str(run), eval_episodes=0)
-    assert got.steps == 12000 and got.start_steps == killed_at and got.launcher == "parallel"
+    assert got.steps == 12000 and got.start_steps == killed_at and got.launcher == "local"
     assert got.replay_ratio == pytest.approx(0.5, rel=0.02)
     assert json.loads((run / "summary.json").read_text())["status"] == "finished"
 

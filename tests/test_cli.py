@@ -129,8 +129,9 @@ def test_short_training_json_and_run_record(capsys, tmp_path: Path) -> None:
                 "wall_s", "run_dir"):
         assert key in result, key
     assert (result["algo"], result["env"], result["steps"], result["seed"]) == ("dqn", "CartPole-v1", 2000, 3)
-    # the parallel launcher's limiter makes exactly ρ × (steps − learning_starts) = 0.5 × 1000 updates
-    assert result["updates"] == 500 and result["launcher"] == "parallel"
+    # the schedule: 128 updates after each whole 256-step segment that ends past learning_starts (1,000),
+    # i.e. after the segments ending at 1,024, 1,280, 1,536 and 1,792 steps (the last 208 steps make none)
+    assert result["updates"] == 4 * 128 and result["launcher"] == "local"
     assert result["learner_samples_per_s"] == pytest.approx(result["updates_per_s"] * 64)
     run_dir = Path(result["run_dir"])
     assert run_dir.parent == tmp_path

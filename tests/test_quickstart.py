@@ -74,6 +74,6 @@ def test_quickstart_is_the_main_job(in_tmp, capsys) -> None:
     assert Path(report["profile"]).parts[:2] == ("runs", "profiles") and not (in_tmp / "profiles").exists()
     assert report["run"]["plan_check"]["kernels"]["learn"]["measured_s"] > 0
     assert report["run"]["placement"]["learn"] == report["plan"]["mapping"]["learn"]
-    # The sequential launcher runs the preset's own schedule: the published result, every run.
-    assert report["run"]["launcher"] == "sequential" and len(report["run"]["eval_returns"]) == 20
+    # the default launcher, concurrent as the plan assumes; its result for a seed does not depend on timing
+    assert report["run"]["launcher"] == "local" and len(report["run"]["eval_returns"]) == 20
     assert report["run"]["eval_return_mean"] >= 475

@@ -46,6 +46,9 @@ def test_train_follows_the_plan_and_records_the_comparison(capsys, plan_file, tm
     for k in ("learn", "act", "env_step"):
         assert check["kernels"][k]["measured_s"] > 0 and check["kernels"][k]["predicted_s"] > 0
     assert check["predicted"]["env_steps_per_s"] == pytest.approx(plan.predicted["env_steps_per_s"])
+    # like with like: the plan models actors and learner running together, i.e. the learning phase
+    assert check["measured"]["phase"] == "learning"
+    assert check["measured"]["env_steps_per_s"] == result["learning_env_steps_per_s"] != result["env_steps_per_s"]
     run_dir = Path(result["run_dir"])
     assert json.loads((run_dir / "plan.json").read_text())["mapping"] == plan.mapping
     assert json.loads((run_dir / "summary.json").read_text())["plan_check"] == check
@@ -89,7 +92,7 @@ A100 = "whatif:nvidia-a100-sxm4-80gb"
 
 def test_an_absent_device_runs_emulated_on_an_opencl_device(capsys, plan_file, tmp_path) -> None:
     from opencl_support import first_opencl_device
-    from pearl.training import _setup_from_record
+    from pearl.training import _recorded_setup
 
     device = first_opencl_device()
     planned = edited(plan_file, tmp_path, lambda d: d["mapping"].update(learn=A100))
@@ -105,8 +108,8 @@ def test_an_absent_device_runs_emulated_on_an_opencl_device(capsys, plan_file, t
     assert f"{A100}'s kernels ran on {device}" in result["plan_check"]["note"]
     run_dir = Path(result["run_dir"])
     assert json.loads((run_dir / "config.json").read_text())["emulate"] == {A100: device}
-    setup = _setup_from_record(run_dir)  # what --resume rebuilds: the same emulated placement
-    assert setup.emulate == {A100: device} and setup.placement.learn == device
+    setup = _recorded_setup(run_dir)  # what --resume rebuilds: the same emulated placement
+    assert setup.options.emulate == {A100: device} and setup.placement.learn == device
 
 
 @pytest.mark.parametrize(("emulate", "fragment"), [
@@ -145,3 +148,19 @@ def test_a_plan_with_several_envs_per_actor_trains_with_them(capsys, plan_file, 
     assert code == 0, err
     result = json.loads(out)
     assert result["envs_per_actor"] == 8 and result["plan_check"]["kernels"]["act"]["measured_s"] > 0
+
+
+def test_a_plan_names_its_algo_and_env(capsys, plan_file, tmp_path) -> None:
+    code, out, err = run_cli(capsys, "train", "--plan", str(plan_file), "--steps", "1500", "--eval-episodes", "1",
+                             "--json", "--runs-dir", str(tmp_path))
+    assert code == 0, err
+    result = json.loads(out)
+    assert (result["algo"], result["env"]) == (load_plan(plan_file).algo, load_plan(plan_file).env)
+
+
+@pytest.mark.parametrize("args,fragment", [(["--algo", "ddpg"], "but --algo says ddpg"),
+                                           (["--env", "Acrobot-v1"], "but --env says Acrobot-v1")])
+def test_a_plan_given_a_disagreeing_algo_or_env_is_refused(capsys, plan_file, tmp_path, args, fragment) -> None:
+    code, _, err = run_cli(capsys, "train", "--plan", str(plan_file), *args, "--runs-dir", str(tmp_path / "runs"))
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and fragment in err, err
+    assert not (tmp_path / "runs").exists()

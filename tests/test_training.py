@@ -11,7 +11,7 @@ from pearl.errors import ConfigError
 
 
 def test_same_seed_same_run(tmp_path) -> None:
-    """The sequential launcher repeats a run bit for bit (the parallel one cannot: its interleaving varies)."""
+    """A seed repeats a run bit for bit (every launcher: tests/test_local_launcher.py checks the local one)."""
     config = preset("dqn", "CartPole-v1").replace(learning_starts=200, train_freq=50, gradient_steps=10)
     runs = [pearl.train("dqn", "CartPole-v1", steps=800, seed=5, eval_episodes=2, config=config,
                         runs_dir=str(tmp_path), launcher="sequential") for _ in range(2)]

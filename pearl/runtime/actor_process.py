@@ -1,13 +1,14 @@
 """The body of one actor process: step a vector of envs, act batched, write transitions to shared memory.
 
-Started by `ParallelLauncher` with the spawn start method, so it imports its own adapter (and hardware
-library) instead of inheriting the learner's. Everything it needs arrives in one picklable `ActorArgs`;
-after that it talks to the learner only through the run's shared-memory segment:
+Started by the local launcher (`pearl.runtime.local`) with the spawn start method, so it imports its own
+adapter (and hardware library) instead of inheriting the learner's. Everything it needs arrives in one
+picklable `ActorArgs`; after that it talks to the learner only through the run's shared-memory segment:
 
 - its transition ring and episode ring (it is their only writer),
-- its row of counters (env steps produced, time per kernel, status),
-- the weight board (it loads a snapshot whenever a newer one is complete),
-- the run flags (stop) and the learner's update count, which the rate limiter reads.
+- its row of counters (transitions handed on, time per kernel, status),
+- the weight boards: before each step it acts with the weights the schedule gives the step's segment,
+  waiting on that segment's board until the learner has published them,
+- the run flags (go, stop).
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ import numpy as np
 from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import ParamLayout
 from pearl.runtime import shm
-from pearl.runtime.limiter import RateLimiter
+from pearl.runtime.schedule import Schedule
 from pearl.types import EnvSpec, WeightSnapshot
 
 PARENT_CHECK_S = 0.5  # how often an actor checks that its learner is still alive
-RING_POLL_S = 50e-6  # a full ring empties within one drain of the learner's replay thread
-# A throttled actor is a train_freq round or more ahead of the learner (tens of ms of updates), so polling
-# each millisecond loses nothing, and wakes the core the learner may share less often.
-LIMITER_POLL_S = 1e-3
+RING_POLL_S = 50e-6  # a full ring empties within one segment of the learner
+# An actor waiting for weights is lag + 1 segments ahead of the learner (a segment's updates take tens of
+# ms), so polling every 100 µs loses little and leaves the core to the learner.
+WEIGHTS_POLL_S = 100e-6
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,10 @@ class ActorArgs:
     device: str
     descriptor: str | None
     seed: int
-    limiter: RateLimiter | None  # None: collection only, never throttled
+    schedule: Schedule
+    slots: int  # weight boards, one per recent segment: W(k) is on board k mod slots
+    collected: int  # transitions this actor had handed on before (its share so far)
     parent_pid: int
-    start_steps: int = 0  # env steps a resumed run had made before (the actors' counters start at 0)
 
 
 def start(args: ActorArgs) -> subprocess.Popen:
@@ -104,29 +106,28 @@ def main(args: ActorArgs) -> None:
 def _run(args: ActorArgs, segment: shm.Segment) -> None:
     from pearl.adapters import open_adapter  # imported here: the hardware library loads in this process only
     from pearl.runtime.protocol import VectorActor
+    from pearl.runtime.schedule import ActorShare
 
     cfg, me = args.config, args.actor_id
-    run, ints, floats = segment["run"], segment["actor.ints"], segment["actor.floats"]
-    mine, myf = ints[me], floats[me]
+    run, mine, myf = segment["run"], segment["actor.ints"][args.actor_id], segment["actor.floats"][args.actor_id]
     col = {name: shm.ACTOR_INTS.index(name) for name in shm.ACTOR_INTS}
     fcol = {name: shm.ACTOR_FLOATS.index(name) for name in shm.ACTOR_FLOATS}
-    stop, updates_at = shm.RUN_INTS.index("stop"), shm.RUN_INTS.index("updates")
-    produced_col = col["produced"]
-
-    board = shm.WeightBoard(segment, args.params)
-    seen, version, params = _wait_for_weights(board, run, stop)
-    mine[col["weights_seq"]] = seen
-    adapter = open_adapter(args.device, 1, args.descriptor)
-    actor = VectorActor(me, args.spec.env_id, args.spec, cfg.n_envs,
-                        adapter.make_act(cfg, args.spec, params, args.seed + 1), args.seed)
-    actor.policy_version = version
+    stop, go = shm.RUN_INTS.index("stop"), shm.RUN_INTS.index("go")
+    boards = [shm.WeightBoard(segment, args.params, f"weights{s}") for s in range(args.slots)]
+    sched = args.schedule
+    tag = sched.weights_for(sched.locate(me, args.collected)[0])
+    params = _wait_for_weights(boards[tag % args.slots], tag, run, stop)
+    act = open_adapter(args.device, 1, args.descriptor).make_act(cfg, args.spec, params, args.seed + 1)
+    share = ActorShare(VectorActor(me, args.spec.env_id, args.spec, cfg.n_envs, act, args.seed), sched, cfg,
+                       args.collected)
+    share.weights = tag
+    mine[col["produced"]] = share.collected
     ring, episodes = shm.Ring(segment, f"ring{me}"), shm.Ring(segment, f"episodes{me}", EPISODE_FIELDS)
     mine[col["status"]] = shm.RUNNING
     last_parent_check = time.monotonic()
-    go = shm.RUN_INTS.index("go")
 
     def keep_waiting(seconds: float = RING_POLL_S) -> bool:
-        """Between two polls of a full ring or a closed limiter: False once the run is over."""
+        """Between two polls of a full ring or an empty board: False once the run is over."""
         nonlocal last_parent_check
         shm.wait_briefly(seconds)
         now = time.monotonic()
@@ -140,39 +141,34 @@ def _run(args: ActorArgs, segment: shm.Segment) -> None:
     while not run[go]:  # every actor starts stepping at once, when all are ready
         if not keep_waiting():
             return
-    while not run[stop]:
-        total = args.start_steps + int(ints[:, produced_col].sum())
-        if total >= cfg.total_steps:
-            break
-        if args.limiter is not None:
+    while not run[stop] and not share.done:
+        need = share.needs()
+        if share.weights != need:
             t0 = time.perf_counter()
-            while not args.limiter.actor_may_step(total, int(run[updates_at]), actor.n):
-                if not keep_waiting(LIMITER_POLL_S):
+            while (got := boards[need % args.slots].read_tag(need)) is None:
+                if not keep_waiting(WEIGHTS_POLL_S):
                     return
-                total = args.start_steps + int(ints[:, produced_col].sum())
-            myf[fcol["limiter_wait"]] += time.perf_counter() - t0
-        got = board.read(seen)
-        if got is not None:
-            seen, v, params = got
-            actor.load_weights(WeightSnapshot(v, params))
+            myf[fcol["weights_wait"]] += time.perf_counter() - t0
+            share.load(need, WeightSnapshot(need, got))
             mine[col["syncs"]] += 1
-            mine[col["weights_seq"]] = seen
-        batch = actor.step(cfg.exploration(total), random=total < cfg.learning_starts)
+        batch = share.step()
         t0 = time.perf_counter()
         if len(batch) and not ring.push({f: getattr(batch, f) for f in shm.RING_FIELDS}, keep_waiting):
             return
-        for episode in actor.drain_episodes():
+        for episode in share.actor.drain_episodes():
             episodes.push({"ret": np.array([episode.ret]), "length": np.array([float(episode.length)])},
                           keep_waiting)
             mine[col["episodes"]] += 1
         myf[fcol["ring_wait"]] += time.perf_counter() - t0
-        mine[produced_col] += len(batch)  # after the rows are in the ring
+        mine[col["produced"]] = share.collected  # after the rows are in the ring
+        mine[col["dropped"]] = share.dropped
+        clock = share.actor.clock
         for kernel in ("act", "env_step", "weight_sync"):
-            myf[fcol[kernel]] = actor.clock.seconds.get(kernel, 0.0)
-        mine[col["act_calls"]] = actor.clock.calls.get("act", 0)
-        mine[col["env_calls"]] = actor.clock.calls.get("env_step", 0)
-        mine[col["policy_version"]] = actor.policy_version
-    actor.close()
+            myf[fcol[kernel]] = clock.seconds.get(kernel, 0.0)
+        mine[col["act_calls"]] = clock.calls.get("act", 0)
+        mine[col["env_calls"]] = clock.calls.get("env_step", 0)
+        mine[col["policy_version"]] = share.weights
+    share.actor.close()
 
 
 EPISODE_FIELDS = ("ret", "length")
@@ -183,10 +179,10 @@ def episode_specs(prefix: str, capacity: int) -> list[tuple[str, tuple[int, ...]
             (f"{prefix}.ctl", (2,), "i8")]
 
 
-def _wait_for_weights(board: shm.WeightBoard, run: np.ndarray, stop: int) -> tuple[int, int, dict]:
-    """The first snapshot (the learner publishes one before starting actors)."""
+def _wait_for_weights(board: shm.WeightBoard, tag: int, run: np.ndarray, stop: int) -> dict:
+    """The weights of segment `tag` (the learner publishes the starting ones before it starts the actors)."""
     while True:
-        got = board.read(0)
+        got = board.read_tag(tag)
         if got is not None:
             return got
         if run[stop]:

@@ -1,200 +1,265 @@
-"""The sequential launcher: one or more actors, one replay manager, one learner, driven in turn.
+"""The local launcher: actor processes beside the learner, on one machine, through shared memory.
 
-It reproduces the sequential schedule of the published presets exactly: collect `train_freq` env steps,
-then run `gradient_steps` updates (once more than `learning_starts` steps have been collected), so the
-replay ratio is gradient_steps / train_freq. Each role runs on the device the placement gives it; a batch
-that crosses devices is moved by the learner's adapter. With several actors (a plan's actor count) they
-step in turn, each with its own environments and `act` kernel: the same roles a concurrent launcher would
-run, one at a time.
+    actor process 0 ─┐ transitions (a shared-memory ring per actor)
+    actor process 1 ─┼──────────────────────────────► learner (this process): insert segment k in actor order,
+          ...        ┘                                  its updates, publish W(k)
+          ▲                                                                      │
+          └──────── weight boards (lag + 2 slots, one per recent segment) ◄──────┘
+
+It runs the schedule of `pearl.runtime.schedule`: an actor collects its share of segment k with the weights
+of segment k − 1 − lag, which it finds on the board of that segment's slot; the learner waits until each
+actor's share of segment k is in its ring, inserts the shares in actor order, runs the segment's updates
+and publishes W(k). Which rows an update may sample and which weights an env step acts with are fixed by
+the schedule, so the run gives the same parameters as the sequential launcher for the same seed and lag,
+and timing only changes how long it takes. With lag ≥ 1 the actors collect segment k while the learner
+trains on segment k − 1.
+
+- Actors (`actor_process.main`) step their own vector of envs, call `act` batched over them on the
+  placement's act device, and write transitions into their ring: no pickling per step. Each is a fresh
+  interpreter (as multiprocessing's spawn method starts), launched with subprocess so that the user's
+  script is never imported again in the child: `pearl.train` works from a script without a main guard.
+- Boards: W(k) goes to slot k mod (lag + 2). An actor waiting for W(k − 1 − lag) can find it there: the
+  learner overwrites that slot only after every actor has finished segment k + 1.
+- Rings hold (lag + 2) shares plus one step: an actor runs at most lag + 1 segments ahead of the learner.
+
+Shutdown (end of run, Ctrl-C, SIGTERM, an actor failure): the stop flag is raised, actors are joined (and
+terminated after a grace period), and the segment is unlinked from /dev/shm; metrics lines already written
+stay. An actor that dies is started again on its ring and counters, up to max_restarts times: the rows it
+pushed stay, and it goes on with its share where its counter says (its envs and exploration reseeded, so a
+run with a restart is not bit for bit the run without one).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import signal
+import subprocess
+import threading
 import time
-from dataclasses import dataclass, field
-from typing import Callable
+from collections import deque
+from typing import Any, Callable
 
 import numpy as np
 
-from pearl.adapters import open_adapter
-from pearl.algos.base import OffPolicyConfig
-from pearl.algos.params import init_params
-from pearl.replay import linear_beta
-from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed, learning_resumes_at, restore
-from pearl.runtime.protocol import Actor, Episode, Learner, ReplayManager, merge_clocks
-from pearl.runtime.record import RunRecord
-from pearl.types import EnvSpec, Params
+from pearl.algos.params import ParamLayout
+from pearl.errors import PearlError
+from pearl.runtime import actor_process, shm
+from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed
+from pearl.runtime.launcher import Job, SegmentLauncher
+from pearl.runtime.protocol import Episode, merge_clocks
+from pearl.types import TransitionBatch
+
+STARTUP_TIMEOUT_S = 300.0  # an OpenCL actor may compile its program first
+JOIN_GRACE_S = 5.0  # how long finished actors get to exit before they are terminated
+EPISODE_RING = 4096
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Device of each role's kernels. The replay kernels share one device: their storage lives there."""
-
-    act: str
-    replay: str
-    learn: str
-
-    @classmethod
-    def single(cls, device: str) -> "Placement":
-        return cls(device, device, device)
-
-    def devices(self) -> list[str]:
-        return sorted({self.act, self.replay, self.learn})
-
-    def to_dict(self) -> dict[str, str]:
-        return {"act": self.act, "replay_insert": self.replay, "replay_sample": self.replay,
-                "priority_update": self.replay, "learn": self.learn, "env_step": "cpu"}
+class ActorFailed(PearlError):
+    """An actor process stopped with an error (its message is passed on)."""
 
 
-@dataclass
-class LoopStats:
-    steps: int = 0
-    updates: int = 0
-    wall_s: float = 0.0
-    learn_start_s: float | None = None
-    learn_start_steps: int = 0
-    episodes: list[Episode] = field(default_factory=list)
-    kernel_seconds: dict[str, float] = field(default_factory=dict)
-    kernel_calls: dict[str, int] = field(default_factory=dict)
-    final_params: Params = field(default_factory=dict)
-    dropped_steps: int = 0  # env steps produced past total_steps and not inserted (parallel actors)
-    waits: dict[str, float] = field(default_factory=dict)  # seconds each side waited (parallel launcher)
-    restarts: int = 0  # actor processes started again after dying (parallel launcher)
-    lost_steps_max: int = 0  # at most this many transitions were lost with them (one step of n_envs each)
-    start_steps: int = 0  # env steps and updates a resumed run started from (0 for a fresh run)
-    start_updates: int = 0
-    checkpoints: list[str] = field(default_factory=list)  # files written, oldest first
-    checkpoint_s: float = 0.0  # time spent writing them (inside wall_s)
+class LocalLauncher(SegmentLauncher):
+    """Actors in processes, replay and learner in this one (see the module docstring)."""
 
+    name = "local"
 
-class LocalLauncher:
-    def __init__(self, config: OffPolicyConfig, spec: EnvSpec, placement: Placement, seed: int,
-                 threads: int | None = None, descriptor: str | None = None, actors: int = 1,
-                 learn: bool = True, resume: Checkpoint | None = None,
-                 checkpointer: Checkpointer | None = None) -> None:
-        """descriptor: a device descriptor whose kernel binary the placement's OpenCL device loads;
-        learn=False collects only (no updates). resume: a checkpoint to go on from; checkpointer: writes
-        checkpoints every so many updates and at the end."""
-        self.config, self.spec, self.placement, self.seed, self.learn = config, spec, placement, seed, learn
-        self.resume, self.checkpointer = resume, checkpointer
-        self.adapters = {d: open_adapter(d, threads, descriptor if d.startswith("opencl") else None)
-                         for d in placement.devices()}
-        adapters = self.adapters
-        params = init_params(config, spec, seed)
-        self.replay = ReplayManager(adapters[placement.replay].make_replay(config, spec, seed + 2), config.batch_size)
-        self.learner = Learner(adapters[placement.learn].make_learn(config, spec, params),
-                               adapters[placement.learn], config)
-        start = self._steps = 0  # env steps in replay so far (what checkpoint_now saves)
-        if resume is not None:
-            restore(resume, self.learner.kernel, self.replay.kernels)
-            self.learner.published_version = self.learner.updates
-            params, start = self.learner.kernel.policy_params(), resume.steps
-        # actor i: its own env seeds and exploration key, so actors explore differently
-        self.actors = [Actor(i, spec.env_id, spec, config.n_envs,
-                             adapters[placement.act].make_act(config, spec, params, actor_seed(seed, i, start) + 1),
-                             actor_seed(seed, i, start)) for i in range(actors)]
+    def __init__(self, job: Job, resume: Checkpoint | None = None, checkpointer: Checkpointer | None = None,
+                 max_restarts: int = 3, ring_capacity: int | None = None) -> None:
+        super().__init__(job, resume, checkpointer)
+        sched = self.schedule
+        one_step = job.config.n_envs
+        need = (sched.lag + 2) * max(sched.share(0, a) for a in range(job.actors)) + one_step
+        self.ring_capacity = ring_capacity or max(4096, need)
+        if self.ring_capacity < need:  # the learner takes a share only once it is whole in the ring
+            raise PearlError(f"ring_capacity {self.ring_capacity} is below the {need} rows the schedule keeps in "
+                             "flight per actor")
+        self.slots = sched.lag + 2
+        self.actors: list[subprocess.Popen] = []  # processes, for callers that count them
+        self._actor_args: list[actor_process.ActorArgs] = []
+        self.max_restarts, self.restarts = max_restarts, 0
+        self.restart_log: list[str] = []  # why each restart happened
+        self.episodes: deque[Episode] = deque()
+        self._segment: shm.Segment | None = None
+        self._previous_sigterm: Any = None
 
-    def run(self, record: RunRecord | None = None, progress: Callable[[int], None] | None = None,
-            max_seconds: float | None = None) -> LoopStats:
-        """Train for config.total_steps env steps, or until max_seconds of wall time when given."""
-        cfg, replay, learner, checkpointer = self.config, self.replay, self.learner, self.checkpointer
-        stats = LoopStats()
-        if self.resume is not None:
-            stats.steps = stats.start_steps = self.resume.steps
-            stats.start_updates = learner.updates
-        learn_after = learning_resumes_at(cfg.learning_starts, self.resume)
-        next_train = (stats.steps // cfg.train_freq + 1) * cfg.train_freq  # the schedule's next round
-        start = last_log = time.perf_counter()
-        logged = LogState(steps=stats.steps, updates=learner.updates)
-        turn = 0
-        while stats.steps < cfg.total_steps:
-            actor = self.actors[turn % len(self.actors)]
-            turn += 1
-            batch = actor.step(cfg.exploration(stats.steps), random=stats.steps < cfg.learning_starts)
-            replay.insert(batch)
-            stats.steps += len(batch)
-            self._steps = stats.steps
-            while stats.steps >= next_train:  # a round of updates every train_freq env steps
-                next_train += cfg.train_freq
-                if self.learn and stats.steps > learn_after:
-                    if stats.learn_start_s is None:
-                        stats.learn_start_s = time.perf_counter() - start
-                        stats.learn_start_steps = stats.steps
-                    beta = linear_beta(cfg.beta0, stats.steps, cfg.total_steps)
-                    for _ in range(cfg.gradient_steps):
-                        replay.update_priorities(learner.update(replay.sample(beta)))
-                    if checkpointer is not None and checkpointer.due(learner.updates):
-                        self._checkpoint(stats.steps)
-            if learner.snapshot_due():
-                snapshot = learner.snapshot()
-                for each in self.actors:
-                    each.load_weights(snapshot)
-            stats.episodes += (done := actor.drain_episodes())
-            logged.episodes += done
-            now = time.perf_counter()
-            out_of_time = max_seconds is not None and now - start >= max_seconds
-            if now - last_log >= 1.0 or stats.steps >= cfg.total_steps or out_of_time:
-                if record is not None:
-                    record.log(logged.line(cfg, stats.steps, learner.updates, learner, replay.size, now - start,
-                                           now - last_log))
-                last_log = now
-                if progress is not None:
-                    progress(stats.steps)
-            if out_of_time:
-                break
-        if checkpointer is not None:
-            self._checkpoint(stats.steps)  # the end of the run, or of its max_seconds
-            stats.checkpoints = [str(p) for p in checkpointer.written]
-            stats.checkpoint_s = checkpointer.seconds
-        stats.wall_s = time.perf_counter() - start
-        stats.updates = learner.updates
-        stats.kernel_seconds, stats.kernel_calls = merge_clocks(
-            (*(a.clock for a in self.actors), replay.clock, learner.clock))
-        stats.final_params = learner.kernel.policy_params()
-        for actor in self.actors:
-            actor.close()
+    def _learner_devices(self) -> list[str]:
+        return sorted({self.placement.replay, self.placement.learn})  # actors open the act device themselves
+
+    # --------------------------------------------------------------------------------- start / stop
+    def start(self) -> None:
+        params = ParamLayout.of(self.policy)
+        specs = shm.counter_specs(self.job.actors)
+        for s in range(self.slots):
+            specs += shm.WeightBoard.specs(params, f"weights{s}")
+        for i in range(self.job.actors):
+            specs += shm.ring_specs(f"ring{i}", self.ring_capacity, self.spec)
+            specs += actor_process.episode_specs(f"episodes{i}", EPISODE_RING)
+        layout = shm.Layout.of(specs)
+        shm.sweep_stale()
+        self._previous_sigterm = _raise_on_sigterm()
+        segment = self._segment = shm.Segment(layout)
+        self.boards = [shm.WeightBoard(segment, params, f"weights{s}") for s in range(self.slots)]
+        for tag in range(self.first_segment - 1 - self.schedule.lag, self.first_segment):
+            self.boards[tag % self.slots].publish(self.policy, tag)
+        self.rings = [shm.Ring(segment, f"ring{i}") for i in range(self.job.actors)]
+        self.episode_rings = [shm.Ring(segment, f"episodes{i}", actor_process.EPISODE_FIELDS)
+                              for i in range(self.job.actors)]
+        for i in range(self.job.actors):
+            args = actor_process.ActorArgs(
+                actor_id=i, segment=segment.name, layout=layout, params=params, config=self.config, spec=self.spec,
+                device=self.placement.act, descriptor=self.job.descriptor_for(self.placement.act),
+                seed=actor_seed(self.job.seed, i, self.steps), schedule=self.schedule, slots=self.slots,
+                collected=self.schedule.steps_before(self.first_segment, i), parent_pid=os.getpid())
+            self._actor_args.append(args)
+            self.actors.append(actor_process.start(args))
+        self._wait_until_ready(segment)
+
+    def stop(self) -> None:
+        segment = self._segment
+        if segment is None:
+            return
+        self._segment = None
+        segment["run"][shm.RUN_INTS.index("stop")] = 1
+        try:
+            self._stop_actors()
+        finally:
+            if self._previous_sigterm is not None:
+                signal.signal(signal.SIGTERM, self._previous_sigterm)
+            segment.close()
+            segment.unlink()
+
+    # ------------------------------------------------------------------------------ the schedule's hooks
+    def _collect(self, k: int, insert: Callable[[TransitionBatch], None], wait: Callable[[], None]) -> None:
+        """Wait until every actor's share of segment k is in its ring, then insert the shares in actor order
+        (all at once, so replay holds whole segments whenever the run is interrupted)."""
+        shares = [self.schedule.share(k, i) for i in range(len(self.rings))]
+        while any(ring.pending() < n for ring, n in zip(self.rings, shares)):
+            wait()
+        for ring, n in zip(self.rings, shares):
+            ring.pop(lambda rows: insert(TransitionBatch(*(rows[f] for f in shm.RING_FIELDS))), n)
+        for ring in self.episode_rings:
+            ring.pop(self._take_episodes)
+
+    def _publish(self, tag: int) -> None:
+        self.learner.publish(lambda write, _version: self.boards[tag % self.slots].publish(write, tag))
+
+    def _episodes(self) -> list[Episode]:
+        if self._segment is not None:
+            for ring in self.episode_rings:
+                ring.pop(self._take_episodes)
+        out = list(self.episodes)
+        self.episodes.clear()
+        return out
+
+    def _take_episodes(self, rows: dict[str, np.ndarray]) -> None:
+        for ret, length in zip(rows["ret"], rows["length"]):
+            self.episodes.append(Episode(float(ret), int(length)))
+
+    def _extra_metrics(self) -> dict[str, Any]:
+        return {"runtime/actor_restarts": self.restarts}
+
+    def _finish(self, stats):  # noqa: ANN001 - LoopStats, as the base class
+        self.dropped = self._dropped()
+        stats = super()._finish(stats)
+        stats.restarts, stats.lost_steps_max = self.restarts, self.restarts * self.config.n_envs
+        stats.waits = dict(self.waits)
         return stats
 
+    def _dropped(self) -> int:
+        assert self._segment is not None
+        return int(self._segment["actor.ints"][:, shm.ACTOR_INTS.index("dropped")].sum())
 
-    def checkpoint_now(self) -> str | None:
-        """A checkpoint of where an interrupted run stopped (Ctrl-C, an error); the path, or None without a
-        checkpointer or before any env step."""
-        if self.checkpointer is None or self._steps == 0 or (self.resume and self._steps == self.resume.steps):
-            return None
-        self._checkpoint(self._steps)
-        return str(self.checkpointer.written[-1])
+    # ------------------------------------------------------------------------------------ processes
+    def _wait_until_ready(self, segment: shm.Segment) -> None:
+        """Wait for every actor to be set up (env, adapter, weights), then let them all start at once: the
+        run's clock starts after this, so start-up time is not counted as training time."""
+        status = segment["actor.ints"][:, shm.ACTOR_INTS.index("status")]
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not (status == shm.RUNNING).all():
+            self._health()
+            if time.monotonic() > deadline:
+                raise ActorFailed(f"the actors were not ready after {STARTUP_TIMEOUT_S:.0f} s")
+            shm.wait_briefly(1e-3)
+        segment["run"][shm.RUN_INTS.index("go")] = 1
 
-    def _checkpoint(self, steps: int) -> None:
-        assert self.checkpointer is not None
-        self.checkpointer.save(steps, self.learner.updates, self.learner.kernel.state_dict(),
-                               self.replay.kernels.state_dict() if self.checkpointer.include_replay else None)
+    def _health(self) -> None:
+        """Raise if an actor failed past the restart limit (an actor's own message is passed on)."""
+        segment = self._segment
+        assert segment is not None
+        status = shm.ACTOR_INTS.index("status")
+        for i, proc in enumerate(self.actors):
+            state = int(segment["actor.ints"][i, status])
+            code = proc.poll()
+            if state == shm.FAILED:
+                message = shm.read_error(segment, i)
+                reason = f"failed: {message.splitlines()[0] if message else 'no message'}"
+            elif state != shm.FINISHED and code is not None:
+                reason = f"exited with code {code} before finishing{actor_process.stderr_tail(proc)}"
+            else:
+                continue
+            if self.restarts >= self.max_restarts:
+                raise ActorFailed(f"actor {i} {reason} (after {self.restarts} restart(s); the limit is "
+                                  f"{self.max_restarts})")
+            self._restart(segment, i, reason)
+
+    def _restart(self, segment: shm.Segment, i: int, reason: str) -> None:
+        """Start actor i again on its ring and counters: it goes on with its share from the rows it pushed."""
+        proc = self.actors[i]
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        actor_process.close_stderr(proc)
+        self.restarts += 1
+        self.restart_log.append(f"actor {i} {reason}")
+        ints = segment["actor.ints"][i]
+        ints[shm.ACTOR_INTS.index("status")] = shm.STARTING
+        segment["actor.error"][i] = 0
+        args = dataclasses.replace(self._actor_args[i], seed=self._actor_args[i].seed + 104_729 * self.restarts,
+                                   collected=int(ints[shm.ACTOR_INTS.index("produced")]))
+        self.actors[i] = actor_process.start(args)
+
+    def _stop_actors(self) -> None:
+        deadline = time.monotonic() + JOIN_GRACE_S
+        for proc in self.actors:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for proc in self.actors:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(1.0)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            actor_process.close_stderr(proc)
+
+    def _clocks(self) -> tuple[dict[str, float], dict[str, int]]:
+        assert self._segment is not None
+        return self._read_clocks(self._segment)
+
+    def _read_clocks(self, segment: shm.Segment) -> tuple[dict[str, float], dict[str, int]]:
+        seconds, calls = merge_clocks((self.replay.clock, self.learner.clock))
+        floats, ints = segment["actor.floats"], segment["actor.ints"]
+        for kernel in ("act", "env_step", "weight_sync"):
+            seconds[kernel] = seconds.get(kernel, 0.0) + float(floats[:, shm.ACTOR_FLOATS.index(kernel)].sum())
+        calls["act"] = int(ints[:, shm.ACTOR_INTS.index("act_calls")].sum())
+        calls["env_step"] = int(ints[:, shm.ACTOR_INTS.index("env_calls")].sum())
+        if not self.config.prioritized:  # uniform replay: the learner skips the no-op priority update
+            seconds.setdefault("priority_update", 0.0)
+            calls.setdefault("priority_update", 0)
+        self.waits = {"learner_wait_s": self.waited,
+                      "actor_weights_wait_s": float(floats[:, shm.ACTOR_FLOATS.index("weights_wait")].sum()),
+                      "actor_ring_wait_s": float(floats[:, shm.ACTOR_FLOATS.index("ring_wait")].sum())}
+        return seconds, calls
 
 
-@dataclass
-class LogState:
-    """Counters since the previous metrics line, so each line reports rates over its own interval."""
-
-    steps: int = 0
-    updates: int = 0
-    episodes: list[Episode] = field(default_factory=list)
-
-    def line(self, cfg: OffPolicyConfig, steps: int, updates: int, learner: Learner, replay_size: int,
-             elapsed: float, interval: float) -> dict:
-        interval = max(interval, 1e-9)
-        line = {"global_step": steps, "time": round(elapsed, 3),
-                "charts/SPS": (steps - self.steps) / interval,
-                "charts/updates_per_s": (updates - self.updates) / interval,
-                "charts/learner_samples_per_s": (updates - self.updates) * cfg.batch_size / interval,
-                "charts/exploration": cfg.exploration(steps), "charts/updates": updates,
-                "replay/size": replay_size}
-        if steps > cfg.learning_starts:  # cumulative updates per env step since learning started
-            line["charts/replay_ratio"] = updates / (steps - cfg.learning_starts)
-        if self.episodes:
-            returns = [e.ret for e in self.episodes]
-            line["charts/episodic_return"] = float(np.mean(returns))
-            line["charts/episodic_length"] = float(np.mean([e.length for e in self.episodes]))
-            line["charts/episodes"] = len(self.episodes)
-        if learner.last_metrics:
-            line.update(learner.read_metrics())
-        self.steps, self.updates, self.episodes = steps, updates, []
-        return line
+def _raise_on_sigterm() -> Any:
+    """SIGTERM ends the run like Ctrl-C does (cleanup runs); returns the handler to restore."""
+    def handler(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler)

@@ -22,7 +22,7 @@ import numpy as np
 
 from pearl.adapters.base import ActKernel, Adapter, LearnKernel, ReplayKernels
 from pearl.algos.base import OffPolicyConfig
-from pearl.envs import make_env, make_vector_env, to_env_action
+from pearl.envs import make_vector_env, to_env_action
 from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch, WeightSnapshot
 
 
@@ -89,46 +89,6 @@ class _ActorBase:
     def drain_episodes(self) -> list[Episode]:
         done, self.finished = self.finished, []
         return done
-
-
-class Actor(_ActorBase):
-    """env_step + act over n_envs environments stepped in lockstep; act runs batched over them."""
-
-    def __init__(self, actor_id: int, env_id: str, spec: EnvSpec, n_envs: int, act: ActKernel, seed: int) -> None:
-        super().__init__(actor_id, spec, n_envs, act, seed)
-        self.envs = [make_env(env_id) for _ in range(n_envs)]
-        self.obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(self.envs)]).astype(np.float32)
-        for i, env in enumerate(self.envs):
-            env.action_space.seed(seed + i)
-
-    def step(self, explore: float, random: bool = False) -> TransitionBatch:
-        """One step of every env; returns their transitions and records finished episodes."""
-        t0 = time.perf_counter()
-        action = self.random_actions(len(self.envs)) if random else self.act_kernel.act(self.obs, explore)
-        t1 = time.perf_counter()
-        env_action = to_env_action(self.spec, action)
-        n = len(self.envs)
-        next_obs = np.empty_like(self.obs)
-        reward = np.empty(n, dtype=np.float32)
-        terminated = np.zeros(n, dtype=np.float32)
-        obs = self.obs.copy()
-        for i, env in enumerate(self.envs):
-            o, r, term, trunc, _ = env.step(env_action[i])
-            next_obs[i], reward[i], terminated[i] = o, r, float(term)
-            self.ep_return[i] += r
-            self.ep_length[i] += 1
-            if term or trunc:
-                self.finished.append(Episode(float(self.ep_return[i]), int(self.ep_length[i])))
-                self.ep_return[i], self.ep_length[i] = 0.0, 0
-                o, _ = env.reset()
-            self.obs[i] = o
-        self.clock.add("act", t1 - t0)
-        self.clock.add("env_step", time.perf_counter() - t1)
-        return TransitionBatch(obs, action, reward, next_obs, terminated, self.actor_id, self.policy_version)
-
-    def close(self) -> None:
-        for env in self.envs:
-            env.close()
 
 
 class VectorActor(_ActorBase):

@@ -13,9 +13,10 @@ x86-64 makes stores visible to other cores in program order, so a reader that se
 rows before it. (A weakly ordered CPU would need fences that Python does not expose; pearl's runtime is
 built and tested on x86-64.)
 
-The weight board is a seqlock: the learner makes the sequence number odd, writes, then makes it even; an
-actor copies only when the number is even and unchanged across its copy. The learner never waits for
-readers, and a reader that races a write simply keeps its old weights until the next step.
+A weight board is a seqlock: the learner makes the sequence number odd, writes, then makes it even; an
+actor copies only when the number is even, the board's version is the one it wants, and neither changed
+across its copy. The learner never waits for readers; the schedule (see `pearl.runtime.local`) makes sure
+a board is not rewritten while an actor still needs what it holds.
 """
 
 from __future__ import annotations
@@ -161,7 +162,8 @@ SEQ, VERSION = 0, 1
 
 
 class WeightBoard:
-    """Versioned policy weights in shared memory (a seqlock; see the module docstring)."""
+    """Versioned policy weights in shared memory (a seqlock; see the module docstring). The version is the
+    schedule's segment tag, which may be negative (the starting policy)."""
 
     def __init__(self, segment: Segment, params: ParamLayout, prefix: str = "weights") -> None:
         self.flat = segment[f"{prefix}.flat"]
@@ -189,16 +191,15 @@ class WeightBoard:
     def sequence(self) -> int:
         return int(self.ctl[SEQ])
 
-    def read(self, seen: int) -> tuple[int, int, Params] | None:
-        """(sequence, version, params copy) when a complete snapshot newer than `seen` is on the board."""
+    def read_tag(self, tag: int) -> Params | None:
+        """A copy of the params when the board holds the complete snapshot published as version `tag`."""
         seq = int(self.ctl[SEQ])
-        if seq == seen or seq % 2:
+        if seq == 0 or seq % 2 or int(self.ctl[VERSION]) != tag:
             return None
         copy = self.flat.copy()
-        version = int(self.ctl[VERSION])
-        if int(self.ctl[SEQ]) != seq:  # overwritten while copying: keep the old weights for now
+        if int(self.ctl[SEQ]) != seq or int(self.ctl[VERSION]) != tag:  # overwritten while copying
             return None
-        return seq, version, self.params.views(copy)
+        return self.params.views(copy)
 
 
 def sweep_stale(directory: Path = SHM_DIR) -> list[str]:
@@ -219,8 +220,8 @@ def wait_briefly(seconds: float = 50e-6) -> None:
 
 
 # Per-actor counters: each actor writes only its own row, the learner reads them all.
-ACTOR_INTS = ("produced", "status", "act_calls", "env_calls", "syncs", "policy_version", "episodes", "weights_seq")
-ACTOR_FLOATS = ("act", "env_step", "weight_sync", "ring_wait", "limiter_wait")
+ACTOR_INTS = ("produced", "status", "act_calls", "env_calls", "syncs", "policy_version", "episodes", "dropped")
+ACTOR_FLOATS = ("act", "env_step", "weight_sync", "ring_wait", "weights_wait")
 RUN_INTS = ("stop", "updates", "go")
 ERROR_BYTES = 1024
 STARTING, RUNNING, FINISHED, FAILED = 0, 1, 2, 3

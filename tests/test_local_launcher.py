@@ -1,4 +1,4 @@
-"""The parallel launcher: actor processes, shared-memory rings, weight board, rate limiter, shutdown."""
+"""The local launcher: actor processes, shared-memory rings, weight boards, the schedule, shutdown."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from pearl.algos.params import ParamLayout
 from pearl.envs import env_spec
 from pearl.errors import PearlError
 from pearl.runtime import shm
-from pearl.runtime.limiter import RateLimiter
-from pearl.runtime.local import Placement
-from pearl.runtime.parallel import ParallelLauncher
+from pearl.runtime.launcher import Job, Placement
+from pearl.runtime.local import LocalLauncher
+from pearl.runtime.sequential import SequentialLauncher
 from pearl.training import train
 
 TESTS = Path(__file__).parent
@@ -66,60 +66,35 @@ def test_ring_keeps_order_across_wraparound_and_refuses_when_full() -> None:
     assert seg.name not in pearl_segments()
 
 
-def test_weight_board_serves_only_complete_newer_snapshots() -> None:
+def test_weight_board_serves_only_the_complete_snapshot_of_the_asked_segment() -> None:
     params = {"q.0.weight": np.zeros((3, 2), np.float32), "q.0.bias": np.zeros(3, np.float32)}
     layout = ParamLayout.of(params)
     seg = shm.Segment(shm.Layout.of(shm.WeightBoard.specs(layout)))
     try:
         writer = shm.WeightBoard(seg, layout)
         reader = shm.WeightBoard(shm.Segment(seg.layout, seg.name), layout)
-        assert reader.read(0) is None  # nothing published yet
-        writer.publish({"q.0.weight": np.full((3, 2), 7, np.float32), "q.0.bias": np.arange(3, dtype=np.float32)}, 5)
-        seq, version, got = reader.read(0)
-        assert version == 5 and got["q.0.weight"].tolist() == [[7, 7]] * 3 and got["q.0.bias"].tolist() == [0, 1, 2]
-        assert reader.read(seq) is None  # nothing newer
+        assert reader.read_tag(0) is None  # nothing published yet (a zeroed board is not segment 0's)
+        writer.publish({"q.0.weight": np.full((3, 2), 7, np.float32), "q.0.bias": np.arange(3, dtype=np.float32)}, -2)
+        got = reader.read_tag(-2)  # the starting policy's tags are negative
+        assert got["q.0.weight"].tolist() == [[7, 7]] * 3 and got["q.0.bias"].tolist() == [0, 1, 2]
+        assert reader.read_tag(-1) is None and reader.read_tag(5) is None  # another segment's weights
         writer.ctl[shm.SEQ] += 1  # a write in progress
-        assert reader.read(seq) is None
+        assert reader.read_tag(-2) is None
     finally:
         seg.close()
         seg.unlink()
 
 
-# ------------------------------------------------------------------------------------------ limiter
-@pytest.mark.parametrize("ratio_parts,actors,n_envs", [((1, 1), 1, 1), ((128, 256), 2, 4), ((3, 1), 3, 8)])
-def test_limiter_holds_the_ratio_without_deadlock(ratio_parts, actors, n_envs) -> None:
-    """Random interleavings of actor steps and updates: never stuck, ratio within its stated bounds."""
-    gradient_steps, train_freq = ratio_parts
-    cfg = DQNConfig(gradient_steps=gradient_steps, train_freq=train_freq, learning_starts=100, n_envs=n_envs)
-    limiter = RateLimiter.for_config(cfg, actors)
-    rng = np.random.default_rng(0)
-    steps = updates = 0
-    while steps < 20_000:
-        can_step = limiter.actor_may_step(steps, updates, n_envs)
-        can_update = limiter.learner_may_update(steps, updates)
-        assert can_step or can_update, f"deadlock at {steps} steps, {updates} updates"
-        if can_step and (not can_update or rng.random() < 0.5):
-            steps += n_envs
-        else:
-            updates += 1
-        if steps - cfg.learning_starts > 20 * limiter.slack:
-            ratio = updates / (steps - cfg.learning_starts)
-            assert ratio <= cfg.replay_ratio + 1e-9
-            assert ratio >= cfg.replay_ratio * 0.95
-    while limiter.learner_may_update(steps, updates):
-        updates += 1
-    assert abs(updates / (steps - cfg.learning_starts) / cfg.replay_ratio - 1) < 1e-3
-
-
 # ------------------------------------------------------------------------------------- launcher
-def test_transitions_reach_replay_complete_and_uncorrupted() -> None:
-    """3 actors × 4 envs through 32-row rings (wrapping, full most of the time): every transition of every
-    env arrives once, in a consistent state, and nothing beyond total_steps."""
+def test_transitions_reach_replay_complete_uncorrupted_and_in_schedule_order() -> None:
+    """3 actors × 4 envs through small rings (wrapping, full much of the time): every transition of every
+    env arrives once, in a consistent state, nothing beyond total_steps, and replay holds each segment's
+    shares in actor order."""
     total = 3000
     cfg = DQNConfig(total_steps=total, buffer_size=4096, n_envs=4, learning_starts=0, **SMALL)
     before = pearl_segments()
-    launcher = ParallelLauncher(cfg, env_spec(COUNTER), Placement.single("cpu"), seed=11, actors=3, learn=False,
-                                ring_capacity=32)
+    job = Job(cfg, env_spec(COUNTER), Placement.single("cpu"), seed=11, actors=3, learn=False, threads=1)
+    launcher = LocalLauncher(job, ring_capacity=48)
     stats = launcher.run()
     assert stats.steps == total and launcher.replay.size == total and stats.updates == 0
     store = launcher.replay.kernels.store
@@ -136,22 +111,58 @@ def test_transitions_reach_replay_complete_and_uncorrupted() -> None:
     for key, ts in seen.items():
         assert sorted(ts) == list(range(len(ts))), f"env {key}: lost or repeated steps"
         assert ts == sorted(ts), f"env {key}: steps out of order"
+    sched = launcher.schedule
+    owner = obs[:, 0] // 7919  # actor a's envs are tagged with its seed, 11 + a·7919, plus the env index
+    for k in range(sched.segments):
+        lo = k * sched.segment_steps
+        for a in range(3):
+            rows = owner[lo + sched.offset(k, a):lo + sched.offset(k, a) + sched.share(k, a)]
+            assert (rows == a).all(), f"segment {k}: actor {a}'s share is not where the schedule puts it"
     assert len(stats.episodes) > 100
     assert pearl_segments() == before  # the run's segment is gone
 
 
-def test_replay_ratio_is_held_over_a_short_run(tmp_path) -> None:
-    cfg = DQNConfig(total_steps=4000, learning_starts=300, train_freq=4, gradient_steps=2, n_envs=2, **SMALL)
-    result = train("dqn", "CartPole-v1", config=cfg, runs_dir=str(tmp_path), eval_episodes=0, actors=2)
-    assert result.launcher == "parallel" and result.actors == 2 and result.steps == 4000
-    assert abs(result.replay_ratio / cfg.replay_ratio - 1) <= 0.05
-    lines = [json.loads(x) for x in (Path(result.run_dir) / "metrics.jsonl").read_text().splitlines()]
-    limiter = RateLimiter.for_config(cfg, 2)
-    checked = [x["charts/replay_ratio"] for x in lines
-               if x["global_step"] - cfg.learning_starts >= 20 * limiter.slack]
-    assert checked and all(abs(r / cfg.replay_ratio - 1) <= 0.05 for r in checked)
-    summary = json.loads((Path(result.run_dir) / "summary.json").read_text())
-    assert summary["status"] == "finished" and summary["launcher"] == "parallel"
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_sequential_and_local_launchers_give_bit_identical_parameters(prioritized: bool) -> None:
+    """The schedule, not timing, decides what each update sees: both launchers end with the same bits."""
+    cfg = DQNConfig(total_steps=3000, learning_starts=400, train_freq=64, gradient_steps=32, n_envs=3,
+                    target_update_interval=64, prioritized=prioritized, **SMALL)
+    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=5, actors=2, policy_lag=1, threads=1)
+    a, b = SequentialLauncher(job).run(), LocalLauncher(job).run()
+    sched = job.schedule()
+    assert a.updates == b.updates == sched.updates_through(sched.segments - 1) > 0
+    assert a.final_params.keys() == b.final_params.keys()
+    for name in a.final_params:
+        assert np.array_equal(a.final_params[name], b.final_params[name]), name
+    assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
+
+
+def _train_params(tmp_path: Path, name: str, **options) -> tuple[float, dict[str, np.ndarray]]:
+    cfg = DQNConfig(total_steps=3000, learning_starts=400, train_freq=64, gradient_steps=32, n_envs=2,
+                    target_update_interval=64, **SMALL)
+    result = train("dqn", "CartPole-v1", config=cfg, runs_dir=str(tmp_path / name), eval_episodes=3,
+                   eval_every=0, checkpoint_every=0, **options)
+    from pearl.runtime import checkpoint as ckpt
+    learn = ckpt.read_checkpoint(ckpt.candidates(Path(result.run_dir) / "checkpoints")[0]).learn
+    return result.eval_return_mean, learn
+
+
+def test_a_seed_repeats_bit_for_bit_also_beside_a_cpu_hog(tmp_path) -> None:
+    """Two default runs of a seed, one of them while another process keeps both cores busy: the same eval
+    return and the same final parameters (networks, targets, Adam moments)."""
+    ret1, learn1 = _train_params(tmp_path, "quiet", actors=2)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        time.sleep(0.5)
+        ret2, learn2 = _train_params(tmp_path, "busy", actors=2)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert ret1 == ret2
+    assert learn1.keys() == learn2.keys()
+    for name in learn1:
+        assert np.array_equal(learn1[name], learn2[name]), name
 
 
 def test_collection_only_makes_no_updates(tmp_path) -> None:
@@ -221,7 +232,15 @@ def test_sigterm_leaves_no_process_and_no_shared_memory(tmp_path) -> None:
 @pytest.mark.parametrize("args,fragment", [(["--actors", "0"], "--actors"), (["--actors", "100000"], "at most"),
                                            (["--envs-per-actor", "1000000"], "at most"),
                                            (["--envs-per-actor", "-3"], "--envs-per-actor"),
-                                           (["--plan", "p.json", "--actors", "2"], "--plan")])
+                                           (["--plan", "p.json", "--actors", "2"], "--plan"),
+                                           (["--policy-lag", "-1"], "--policy-lag"),
+                                           (["--policy-lag", "500"], "more than replay holds"),
+                                           (["--launcher", "loca"], "did you mean local"),
+                                           (["--launcher", "local", "--sequential"], "disagree"),
+                                           (["--segment-steps", "100"], "multiple of 256"),
+                                           (["--segment-steps", "256", "--actors", "2", "--envs-per-actor", "200"],
+                                            "does not divide among 2 actor(s)"),
+                                           (["--eval-every", "-5"], "--eval-every")])
 def test_bad_runtime_options_get_one_error_line(capsys, tmp_path, args, fragment) -> None:
     from cli_support import run_cli
 
@@ -245,8 +264,9 @@ def test_cli_collection_only_reports_the_layout(capsys, tmp_path) -> None:
 
 
 def test_a_killed_actor_is_restarted_and_the_run_finishes(tmp_path) -> None:
-    cfg = DQNConfig(total_steps=30_000, learning_starts=500, train_freq=4, gradient_steps=1, n_envs=4, **SMALL)
-    launcher = ParallelLauncher(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=3, actors=2)
+    cfg = DQNConfig(total_steps=30_000, learning_starts=500, train_freq=64, gradient_steps=16, n_envs=4, **SMALL)
+    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=3, actors=2, threads=1)
+    launcher = LocalLauncher(job)
     killed: list[int] = []
 
     def kill_once(steps: int) -> None:
@@ -258,6 +278,8 @@ def test_a_killed_actor_is_restarted_and_the_run_finishes(tmp_path) -> None:
     stats = launcher.run(progress=kill_once)
     assert killed and stats.restarts == 1 and "actor 1 exited with code -9" in launcher.restart_log[0]
     assert stats.steps == cfg.total_steps and stats.lost_steps_max == cfg.n_envs
+    assert launcher.replay.size == cfg.total_steps  # its share went on from the rows it had pushed
+    assert stats.updates == job.schedule().updates_through(job.schedule().segments - 1)
     assert launcher.actors[1].pid != killed[0]
     assert pearl_segments() == before
 

@@ -1,0 +1,303 @@
+"""What every launcher shares: the launcher interface, the learner's segment loop, and the types they report.
+
+A launcher runs the roles (actors, replay manager, learner) of one training job to its step budget,
+following the schedule of `pearl.runtime.schedule`; it decides only where the roles run and how messages
+travel. The interface is small:
+
+    launcher.start()                          start the roles (processes, Ray actors); nothing learns yet
+    stats = launcher.run(record, progress, max_seconds)   train to the budget (or the time limit)
+    launcher.checkpoint_now()                 save where an interrupted run stopped
+    launcher.stop()                           stop every role and free what they hold; safe to call twice
+
+`SegmentLauncher` implements `run` once for all of them: for each segment it asks the launcher to bring
+that segment's transitions into replay (`_collect`, in actor order), runs the schedule's updates, asks the
+launcher to publish the weights (`_publish`), evaluates and checkpoints at fixed points. So the launchers
+differ only in how transitions and weights travel, and a seed gives the same learning on each.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from pearl.adapters import open_adapter
+from pearl.adapters.base import Adapter
+from pearl.algos.base import OffPolicyConfig
+from pearl.algos.params import init_params
+from pearl.replay import linear_beta
+from pearl.runtime.checkpoint import Checkpoint, Checkpointer, learning_resumes_at, restore
+from pearl.runtime.evaluate import BestPolicy
+from pearl.runtime.protocol import Episode, Learner, ReplayManager
+from pearl.runtime.record import RunRecord
+from pearl.runtime.schedule import DEFAULT_LAG, Schedule
+from pearl.types import EnvSpec, Params, TransitionBatch
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Device of each role's kernels. The replay kernels share one device: their storage lives there."""
+
+    act: str
+    replay: str
+    learn: str
+
+    @classmethod
+    def single(cls, device: str) -> "Placement":
+        return cls(device, device, device)
+
+    def devices(self) -> list[str]:
+        return sorted({self.act, self.replay, self.learn})
+
+    def to_dict(self) -> dict[str, str]:
+        return {"act": self.act, "replay_insert": self.replay, "replay_sample": self.replay,
+                "priority_update": self.replay, "learn": self.learn, "env_step": "cpu"}
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a launcher runs: one algorithm's roles on their devices, and the schedule they follow."""
+
+    config: OffPolicyConfig
+    spec: EnvSpec
+    placement: Placement
+    seed: int
+    actors: int = 1
+    threads: int | None = None  # CPU threads one kernel may use
+    descriptor: str | None = None  # the kernel binary an OpenCL device loads
+    learn: bool = True  # False: collect only (no updates)
+    policy_lag: int = DEFAULT_LAG
+    segment_steps: int | None = None  # None: the schedule's own choice
+    eval_every: int = 0  # env steps between in-training evaluations (0: none)
+    eval_episodes: int = 10  # episodes of each in-training evaluation
+
+    def schedule(self, resume: Checkpoint | None = None) -> Schedule:
+        return Schedule.for_config(self.config, self.actors, self.policy_lag, self.segment_steps,
+                                   learning_resumes_at(self.config.learning_starts, resume))
+
+    def descriptor_for(self, device: str) -> str | None:
+        return self.descriptor if device.startswith("opencl") else None
+
+
+@dataclass
+class LoopStats:
+    steps: int = 0
+    updates: int = 0
+    wall_s: float = 0.0
+    learn_start_s: float | None = None
+    learn_start_steps: int = 0
+    episodes: list[Episode] = field(default_factory=list)
+    kernel_seconds: dict[str, float] = field(default_factory=dict)
+    kernel_calls: dict[str, int] = field(default_factory=dict)
+    final_params: Params = field(default_factory=dict)
+    best: BestPolicy | None = None  # in-training evaluations and the best policy they found
+    dropped_steps: int = 0  # env steps an actor's last step produced past its share (not inserted)
+    waits: dict[str, float] = field(default_factory=dict)  # seconds each side waited (process launchers)
+    restarts: int = 0  # actor processes started again after dying
+    lost_steps_max: int = 0  # at most this many transitions were lost with them (one step of n_envs each)
+    start_steps: int = 0  # env steps and updates a resumed run started from (0 for a fresh run)
+    start_updates: int = 0
+    checkpoints: list[str] = field(default_factory=list)  # files written, oldest first
+    checkpoint_s: float = 0.0  # time spent writing them (inside wall_s)
+    eval_s: float = 0.0  # time spent in in-training evaluations (inside wall_s)
+
+
+@dataclass
+class LogState:
+    """Counters since the previous metrics line, so each line reports rates over its own interval."""
+
+    steps: int = 0
+    updates: int = 0
+    episodes: list[Episode] = field(default_factory=list)
+
+    def line(self, cfg: OffPolicyConfig, steps: int, updates: int, learner: Learner, replay_size: int,
+             elapsed: float, interval: float) -> dict:
+        interval = max(interval, 1e-9)
+        line = {"global_step": steps, "time": round(elapsed, 3),
+                "charts/SPS": (steps - self.steps) / interval,
+                "charts/updates_per_s": (updates - self.updates) / interval,
+                "charts/learner_samples_per_s": (updates - self.updates) * cfg.batch_size / interval,
+                "charts/exploration": cfg.exploration(steps), "charts/updates": updates,
+                "replay/size": replay_size}
+        if steps > cfg.learning_starts:  # cumulative updates per env step since learning started
+            line["charts/replay_ratio"] = updates / (steps - cfg.learning_starts)
+        if self.episodes:
+            returns = [e.ret for e in self.episodes]
+            line["charts/episodic_return"] = float(np.mean(returns))
+            line["charts/episodic_length"] = float(np.mean([e.length for e in self.episodes]))
+            line["charts/episodes"] = len(self.episodes)
+        if learner.last_metrics:
+            line.update(learner.read_metrics())
+        self.steps, self.updates, self.episodes = steps, updates, []
+        return line
+
+
+class SegmentLauncher(ABC):
+    """The learner's side of the schedule, for every launcher; subclasses move transitions and weights."""
+
+    name = ""
+
+    def __init__(self, job: Job, resume: Checkpoint | None = None, checkpointer: Checkpointer | None = None) -> None:
+        self.job, self.config, self.spec, self.placement = job, job.config, job.spec, job.placement
+        self.resume, self.checkpointer = resume, checkpointer
+        self.schedule = job.schedule(resume)
+        self.first_segment = self.schedule.segment_at(resume.steps) if resume is not None else 0
+        self.adapters: dict[str, Adapter] = {
+            d: open_adapter(d, job.threads, job.descriptor_for(d)) for d in self._learner_devices()}
+        params = init_params(job.config, job.spec, job.seed)
+        replay_adapter, learn_adapter = self.adapters[job.placement.replay], self.adapters[job.placement.learn]
+        self.replay = ReplayManager(replay_adapter.make_replay(job.config, job.spec, job.seed + 2),
+                                    job.config.batch_size)
+        self.learner = Learner(learn_adapter.make_learn(job.config, job.spec, params), learn_adapter, job.config)
+        if resume is not None:
+            restore(resume, self.learner.kernel, self.replay.kernels)
+        self.policy = self.learner.kernel.policy_params()  # what the actors start with
+        self.best = (BestPolicy(learn_adapter.make_act(job.config, job.spec, self.policy, job.seed),
+                                job.spec, job.eval_every, job.eval_episodes, job.seed)
+                     if job.learn and job.eval_every > 0 and job.eval_episodes > 0 else None)
+        self.steps = self.schedule.steps_through(self.first_segment - 1) if resume is not None else 0
+        self.dropped = 0
+
+    def _learner_devices(self) -> list[str]:
+        """The devices this process opens (the local launcher's actors open their own)."""
+        return self.placement.devices()
+
+    # ------------------------------------------------------------------------------ the interface
+    @abstractmethod
+    def start(self) -> None:
+        """Start the roles; nothing is collected or learnt until `run`."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop every role and free what they hold (safe to call twice, and after a failed start)."""
+
+    def run(self, record: RunRecord | None = None, progress: Callable[[int], None] | None = None,
+            max_seconds: float | None = None) -> LoopStats:
+        """Start, train to the step budget (or max_seconds), stop: every role stops, whatever ends the run."""
+        try:
+            self.start()
+            return self._loop(record, progress, max_seconds)
+        finally:
+            self.stop()
+
+    def checkpoint_now(self) -> str | None:
+        """A checkpoint of where an interrupted run stopped (taken after `stop`); the path, or None when there
+        is no checkpointer or nothing new since the start."""
+        start = self.resume.steps if self.resume is not None else 0
+        if self.checkpointer is None or self.steps == start:
+            return None
+        self._checkpoint()
+        return str(self.checkpointer.written[-1])
+
+    # ---------------------------------------------------------------------- what subclasses provide
+    @abstractmethod
+    def _collect(self, k: int, insert: Callable[[TransitionBatch], None], wait: Callable[[], None]) -> None:
+        """Hand segment k's transitions to insert, actor 0's share first; call wait() between polls."""
+
+    @abstractmethod
+    def _publish(self, tag: int) -> None:
+        """Make the learner's current policy available to the actors as the weights of segment `tag`."""
+
+    def _episodes(self) -> list[Episode]:
+        """Episodes the actors finished since the last call."""
+        return []
+
+    def _clocks(self) -> tuple[dict[str, float], dict[str, int]]:
+        """Seconds and calls per kernel over every role."""
+        return {}, {}
+
+    def _health(self) -> None:
+        """Raise if a role failed (and restart what may be restarted); roles in this process cannot fail apart."""
+        return None
+
+    # ----------------------------------------------------------------------------- the segment loop
+    def _loop(self, record: RunRecord | None, progress: Callable[[int], None] | None,
+              max_seconds: float | None) -> LoopStats:
+        cfg, sched, learner, replay = self.config, self.schedule, self.learner, self.replay
+        stats = LoopStats(start_steps=self.steps, start_updates=learner.updates, steps=self.steps, best=self.best)
+        self._t0 = self._last_log = self._last_health = time.perf_counter()
+        self._stats, self._record, self._progress = stats, record, progress
+        self._log = LogState(steps=self.steps, updates=learner.updates)
+        self.waited = 0.0
+
+        def insert(batch: TransitionBatch) -> None:
+            replay.insert(batch)
+            self.steps += len(batch)
+
+        for k in range(self.first_segment, sched.segments):
+            self._collect(k, insert, self._wait)
+            updates = sched.updates_after(k) if self.job.learn else 0
+            if updates and stats.learn_start_s is None:
+                stats.learn_start_s, stats.learn_start_steps = time.perf_counter() - self._t0, self.steps
+            beta = linear_beta(cfg.beta0, self.steps, cfg.total_steps)
+            for _ in range(updates):
+                update = learner.update(replay.sample(beta))
+                if cfg.prioritized:
+                    replay.update_priorities(update)
+            self._publish(k)
+            if self.best is not None and self.best.due(self.steps):
+                t0 = time.perf_counter()
+                self.best.run(learner.kernel.policy_params(), self.steps, learner.updates)
+                stats.eval_s += time.perf_counter() - t0
+            if self.checkpointer is not None and self.checkpointer.due(learner.updates):
+                self._checkpoint()
+            self._tick(force=k == sched.segments - 1)
+            if max_seconds is not None and time.perf_counter() - self._t0 >= max_seconds:
+                break
+        return self._finish(stats)
+
+    def _wait(self) -> None:
+        """Called while the learner waits for transitions: a short sleep, health checks, metrics lines."""
+        t0 = time.perf_counter()
+        time.sleep(50e-6)
+        self.waited += time.perf_counter() - t0
+        self._tick()
+
+    def _tick(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        if now - self._last_health >= 0.2:
+            self._last_health = now
+            self._health()
+        if force or now - self._last_log >= 1.0:
+            self._flush(now)
+
+    def _flush(self, now: float) -> None:
+        episodes = self._episodes()
+        self._stats.episodes.extend(episodes)
+        self._log.episodes += episodes
+        if self._record is not None:
+            line = self._log.line(self.config, self.steps, self.learner.updates, self.learner, self.replay.size,
+                                  now - self._t0, now - self._last_log)
+            if self.best is not None and self.best.history:
+                line["eval/mean_return"] = self.best.history[-1].mean
+                line["eval/best_mean_return"] = self.best.best_eval.mean if self.best.best_eval else None
+            self._record.log({**line, **self._extra_metrics()})
+        self._last_log = now
+        if self._progress is not None:
+            self._progress(self.steps)
+
+    def _extra_metrics(self) -> dict[str, Any]:
+        return {}
+
+    def _finish(self, stats: LoopStats) -> LoopStats:
+        stats.wall_s = time.perf_counter() - self._t0
+        stats.steps, stats.updates = self.steps, self.learner.updates
+        self._stats = stats
+        self._flush(time.perf_counter())
+        if self.checkpointer is not None:
+            self._checkpoint()  # the end of the run (or of its max_seconds)
+            stats.checkpoints = [str(p) for p in self.checkpointer.written]
+            stats.checkpoint_s = self.checkpointer.seconds
+        stats.kernel_seconds, stats.kernel_calls = self._clocks()
+        stats.final_params = self.learner.kernel.policy_params()
+        stats.dropped_steps = self.dropped
+        return stats
+
+    def _checkpoint(self) -> None:
+        assert self.checkpointer is not None
+        replay = self.replay.kernels.state_dict() if self.checkpointer.include_replay else None
+        self.checkpointer.save(self.steps, self.learner.updates, self.learner.kernel.state_dict(), replay)
+

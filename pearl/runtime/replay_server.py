@@ -1,0 +1,599 @@
+"""The replay server role: replay tables (shards), the client that samples across them, and the rate limiter.
+
+In the spirit of Reverb (a table = sampler + remover + rate limiter), written for pearl. Plain Python and
+numpy, no Ray: the Ray launcher places `ReplayShard` objects as actors (`pearl.runtime.ray_launcher`), and
+the same classes run in process for tests and for the sequential schedule.
+
+Tables
+------
+A `ReplayShard` is one table: host numpy storage of transitions, FIFO removal (a ring: the newest write
+overwrites the oldest), and a sampler that is uniform or proportional to priority. Slots and priorities are
+kept by `pearl.replay.ReplayIndex` (its sum tree), so a shard follows the single buffer's conventions
+exactly: a new transition gets the largest priority stored so far, a priority is ``(|td| + eps) ** alpha``,
+a repeated slot in one update takes its last TD error.
+
+Sharding (`ShardedReplay`)
+--------------------------
+Capacity ``C`` is split evenly over S shards, ``C // S`` each (the remainder is dropped, so S must not
+exceed C). Inserted batches go **whole** to one shard, round-robin (batch k to shard k mod S) or to the
+shard the caller names (`shard_for`: actor a's n-th batch to shard (a + n) mod S, whatever the arrival
+order): one call per batch, never one per row, and with equal batch sizes the shards fill evenly. A batch
+is never split, so a batch larger than a shard keeps only its newest ``C // S`` rows (as one buffer keeps
+its newest C).
+
+Sampling B rows draws the union of the shards as if it were one tree over all their slots:
+
+- prioritized: with shard totals ``T_s`` and ``T = T_0 + ... + T_{S-1}``, the B values
+  ``v_i = (i + u_i) * T / B`` (stratified, as `pearl.replay.SumTree.sample`) fall in the concatenated
+  ranges ``[T_0 + ... + T_{s-1}, T_0 + ... + T_s)``; each goes to its shard, which looks up
+  ``v_i - offset_s`` in its own tree. So shard s gets, in expectation, ``B * T_s / T`` draws, and slot j of
+  shard s is drawn with probability ``P = p_j / T``: the distribution of a single tree over the union.
+  With one shard the values, slots and weights are bit for bit those of `ReplayIndex.sample` for the
+  same generator state.
+- uniform: union positions ``k ~ U{0, N - 1}`` with ``N = size_0 + ... + size_{S-1}`` map to (shard, slot)
+  by the cumulative sizes, so each stored row is drawn with probability 1 / N.
+
+Importance weights follow `pearl.replay.ReplayIndex`: ``w = (N * P) ** -beta`` over the union's N and P,
+divided by the largest w in the batch, floored at float32's smallest normal (all ones for uniform replay).
+
+A sample reads every shard's (size, total) first and looks the values up second. In process nothing can
+change in between; across Ray actors an insert or priority update landing in between makes the draw
+approximate for that batch (values past a shard's new total are clamped to it), as in Ape-X's sharded
+replay. `ShardedReplay.sample_many` draws k batches against one such reading (two round trips for all k).
+Priority updates are routed by the index encoding below; the learner may send them without waiting.
+
+Index encoding
+--------------
+`SampleBatch.indices` holds ``shard << SHARD_SHIFT | slot`` (int64, ``SHARD_SHIFT = 40``): slots below
+2**40, up to 2**23 shards. With one shard an index is the plain slot, as in the single buffer.
+
+Rate limiter (`SampleToInsertRatio`)
+------------------------------------
+Reverb's sample-to-insert ratio; the bounds are in its docstring.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pearl.adapters.base import check_state, decode_json, encode_json
+from pearl.algos.base import OffPolicyConfig
+from pearl.errors import ConfigError
+from pearl.replay import ReplayIndex
+from pearl.types import EnvSpec, Params, SampleBatch, TransitionBatch
+
+__all__ = ["FIELDS", "SHARD_SHIFT", "ReplayShard", "SampleToInsertRatio", "ShardSample", "ShardStats",
+           "ShardedReplay", "decode_indices", "encode_indices", "sampler_rng", "shard_for"]
+
+FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
+SHARD_SHIFT = 40
+_SLOT_MASK = (1 << SHARD_SHIFT) - 1
+_MAX_SHARDS = 1 << (63 - SHARD_SHIFT)
+_TINY32 = float(np.finfo(np.float32).tiny)
+
+
+def encode_indices(shard: int | np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """(shard, slot) as one int64 each: ``shard << SHARD_SHIFT | slot``."""
+    return (np.asarray(shard, dtype=np.int64) << SHARD_SHIFT) | np.asarray(slots, dtype=np.int64)
+
+
+def decode_indices(indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The (shard, slot) arrays that `encode_indices` packed."""
+    idx = np.asarray(indices, dtype=np.int64)
+    return idx >> SHARD_SHIFT, idx & _SLOT_MASK
+
+
+def shard_for(actor_id: int, sequence: int, shards: int) -> int:
+    """The shard of an actor's ``sequence``-th batch, ``(actor_id + sequence) mod shards``: round-robin per actor,
+    actors starting on different shards, independent of the order batches arrive in."""
+    return (int(actor_id) + int(sequence)) % int(shards)
+
+
+def sampler_rng(seed: int, role: str = "replay", counter: int = 0) -> np.random.Generator:
+    """The generator of one role, a function of (seed, role, counter) only, so a run's draws never depend on
+    which process or node the role lands on."""
+    return np.random.default_rng(np.random.SeedSequence([int(seed), zlib.crc32(role.encode()), int(counter)]))
+
+
+@dataclass(frozen=True)
+class ShardStats:
+    """What the client needs from a shard before it samples: rows stored and total priority."""
+
+    size: int
+    total: float  # sum of the stored priorities; ``size`` for uniform replay (every row weighs 1)
+
+
+@dataclass
+class ShardSample:
+    """Rows read from one shard: their slots, their priorities (1.0 for uniform) and the rows themselves."""
+
+    slots: np.ndarray  # (n,) int64
+    priorities: np.ndarray  # (n,) float64
+    rows: dict[str, np.ndarray] = field(default_factory=dict)  # FIELDS -> (n, ...) arrays
+
+    def part(self, lo: int, hi: int) -> "ShardSample":
+        """Entries lo .. hi - 1 (views)."""
+        return ShardSample(self.slots[lo:hi], self.priorities[lo:hi], {k: v[lo:hi] for k, v in self.rows.items()})
+
+
+def _check_beta(beta: object) -> float:
+    number = not isinstance(beta, bool) and isinstance(beta, (int, float, np.integer, np.floating))
+    if not (number and math.isfinite(beta) and beta >= 0):
+        raise ConfigError(f"beta must be a finite number >= 0, got {beta!r}")
+    return float(beta)
+
+
+def _check_count(name: str, value: object, lo: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < lo:
+        raise ConfigError(f"{name} must be an integer >= {lo}, got {value!r}")
+    return int(value)
+
+
+class ReplayShard:
+    """One replay table: host storage of ``capacity`` transitions, FIFO removal, uniform or prioritized sampling.
+
+    Every method takes and returns numpy arrays and plain dataclasses, so the object can live in another
+    process (a Ray actor) unchanged; arrays handed in may be read-only (Ray's object store) and are only
+    read, never written.
+    """
+
+    def __init__(self, capacity: int, spec: EnvSpec, prioritized: bool = False, alpha: float = 0.6,
+                 eps: float = 1e-6, arity: int = 16) -> None:
+        capacity = _check_count("replay shard capacity", capacity, 1)
+        self.spec = spec
+        try:
+            self.index = ReplayIndex(capacity, prioritized=prioritized, alpha=alpha, eps=eps, arity=arity)
+        except ValueError as exc:
+            raise ConfigError(f"replay shard: {exc}") from None
+        self.shapes = {"obs": (spec.obs_dim,), "action": spec.action_shape, "reward": (),
+                       "next_obs": (spec.obs_dim,), "terminated": ()}
+        dtypes = {"obs": np.float32, "action": spec.action_dtype, "reward": np.float32, "next_obs": np.float32,
+                  "terminated": np.float32}
+        self.store = {k: np.zeros((capacity, *self.shapes[k]), dtype=dtypes[k]) for k in FIELDS}
+
+    @classmethod
+    def from_config(cls, config: OffPolicyConfig, spec: EnvSpec, capacity: int) -> "ReplayShard":
+        """A shard of ``capacity`` slots with the config's kind of replay and priority exponents."""
+        return cls(capacity, spec, prioritized=config.prioritized, alpha=config.alpha, eps=config.priority_eps)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def capacity(self) -> int:
+        return self.index.capacity
+
+    @property
+    def size(self) -> int:
+        return self.index.size
+
+    @property
+    def prioritized(self) -> bool:
+        return self.index.prioritized
+
+    @property
+    def total_priority(self) -> float:
+        """Sum of the stored priorities; for uniform replay the row count (each row weighs 1)."""
+        tree = self.index.tree
+        return float(tree.total) if tree is not None else float(self.index.size)
+
+    def stats(self) -> ShardStats:
+        """Size and total priority in one call (one round trip when the shard is remote)."""
+        return ShardStats(self.size, self.total_priority)
+
+    # ------------------------------------------------------------------ writing
+    def check_batch(self, batch: TransitionBatch) -> int:
+        """Row count of a batch whose fields have this table's shapes (ConfigError naming the first that has not)."""
+        m = int(np.shape(batch.reward)[0]) if np.ndim(batch.reward) else -1
+        for name in FIELDS:
+            got = tuple(np.shape(getattr(batch, name)))
+            want = (m, *self.shapes[name])
+            if m < 0 or got != want:
+                raise ConfigError(f"transition batch field {name!r} has shape {got}, this replay table stores "
+                                  f"{want} (env {self.spec.env_id})")
+        return m
+
+    def insert(self, batch: TransitionBatch) -> np.ndarray:
+        """Write a batch at the ring position (overwriting the oldest rows) with the current max priority.
+
+        Returns the slots written, one per surviving row; a batch longer than the table keeps its newest
+        ``capacity`` rows.
+        """
+        m = self.check_batch(batch)
+        slots = self.index.reserve(m)
+        keep = slice(max(0, m - self.capacity), None)
+        slots = slots[keep]
+        for name in FIELDS:
+            self.store[name][slots] = getattr(batch, name)[keep]
+        return slots
+
+    def update_priorities(self, slots: np.ndarray, td_errors: np.ndarray) -> None:
+        """Priorities of ``slots`` <- (|td| + eps) ** alpha; a no-op for uniform replay.
+
+        The learner calls this without waiting for it (a Ray actor runs it in submission order, so the next
+        sample it serves sees it).
+        """
+        try:
+            self.index.update_priorities(np.asarray(slots, dtype=np.int64), np.asarray(td_errors))
+        except ValueError as exc:
+            raise ConfigError(f"priority update: {exc}") from None
+
+    # ------------------------------------------------------------------ reading
+    def gather(self, slots: np.ndarray) -> ShardSample:
+        """The rows at ``slots`` (copies) with their priorities."""
+        slots = np.asarray(slots, dtype=np.int64)
+        if slots.size and (slots.min() < 0 or slots.max() >= self.size):
+            raise ConfigError(f"replay slots must lie in [0, {self.size}), got [{slots.min()}, {slots.max()}]")
+        tree = self.index.tree
+        prio = tree.get(slots) if tree is not None else np.ones(slots.size)
+        return ShardSample(slots, prio, {name: self.store[name][slots] for name in FIELDS})
+
+    def lookup(self, values: np.ndarray) -> ShardSample:
+        """The rows whose prefix-sum ranges hold ``values`` (in [0, total_priority]; clamped to it).
+
+        Prioritized: the sum tree's prefix-sum rule. Uniform: row ``floor(v)`` (each row's range has width 1).
+        Clamping keeps a value drawn against a slightly larger total (a remote shard whose priorities fell
+        since the client read them) inside this table.
+        """
+        vals = np.asarray(values, dtype=np.float64)
+        total = self.total_priority
+        if not total > 0.0:
+            raise ConfigError("cannot sample an empty replay shard")
+        vals = np.clip(vals, 0.0, total)
+        tree = self.index.tree
+        if tree is not None:
+            slots = tree.find_prefix_sum(vals)
+        else:
+            slots = np.minimum(vals.astype(np.int64), self.size - 1)
+        return self.gather(slots)
+
+    def sample(self, count: int, rng: np.random.Generator) -> tuple[ShardSample, np.ndarray]:
+        """``count`` rows drawn from this table alone, and their probabilities ``p / total_priority``.
+
+        Prioritized draws are stratified (`pearl.replay.SumTree.sample`), uniform ones independent.
+        """
+        count = _check_count("sample count", count, 1)
+        if self.size == 0:
+            raise ConfigError("cannot sample an empty replay shard")
+        tree = self.index.tree
+        slots = tree.sample(count, rng) if tree is not None else rng.integers(0, self.size, count, dtype=np.int64)
+        got = self.gather(slots)
+        return got, got.priorities / self.total_priority
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> Params:
+        """The first ``size`` rows of every field and the index (``index.*``: ring position, size, priorities),
+        all as arrays, the layout of `pearl.adapters.base.ReplayKernels.state_dict` less the sampler, which the
+        client owns."""
+        n = self.size
+        out: Params = {name: self.store[name][:n].copy() for name in FIELDS}
+        out.update({f"index.{k}": np.asarray(v) for k, v in self.index.state_dict().items()})
+        return out
+
+    def load_state_dict(self, state: Params) -> None:
+        """Restore a `state_dict` of a table of the same capacity, kind and shapes (checked before any change)."""
+        if "index.size" not in state:
+            raise ConfigError("replay shard state lacks 'index.size'")
+        n = int(state["index.size"])
+        try:
+            check_state(state, {name: (n, *self.shapes[name]) for name in FIELDS}, "replay shard")
+            self.index.load_state_dict({k[len("index."):]: v for k, v in state.items() if k.startswith("index.")})
+        except ValueError as exc:
+            raise ConfigError(f"replay shard state: {exc}") from None
+        for name in FIELDS:
+            self.store[name][:n] = np.asarray(state[name])
+
+
+class ShardedReplay:
+    """The client side of a sharded replay: routes inserts, samples the union, routes priority updates back.
+
+    Holds the shards itself; `pearl.runtime.ray_launcher.RemoteShardedReplay` is the same client over Ray
+    actor handles, overriding only the five transport methods (``_stats``, ``_lookup``, ``_gather``,
+    ``_insert``, ``_update``). Sampling is deterministic for a seed: every draw comes from ``rng``, by default
+    `sampler_rng(seed)`.
+    """
+
+    def __init__(self, capacity: int, spec: EnvSpec, shards: int, prioritized: bool = False, alpha: float = 0.6,
+                 eps: float = 1e-6, seed: int = 0, rng: np.random.Generator | None = None) -> None:
+        self.shard_capacity = self.split_capacity(capacity, shards)
+        self.num_shards = shards
+        self.spec = spec
+        self.prioritized = bool(prioritized)
+        self.rng = rng if rng is not None else sampler_rng(seed)
+        self.next_shard = 0
+        self._offsets: np.ndarray | None = None
+        self._make_shards(alpha, eps)
+
+    @classmethod
+    def from_config(cls, config: OffPolicyConfig, spec: EnvSpec, shards: int, seed: int) -> "ShardedReplay":
+        """config.buffer_size split over ``shards``, the config's replay kind, drawing from `sampler_rng(seed)`."""
+        return cls(config.buffer_size, spec, shards, config.prioritized, config.alpha, config.priority_eps, seed)
+
+    @staticmethod
+    def split_capacity(capacity: int, shards: int) -> int:
+        """Each shard's capacity, ``capacity // shards`` (ConfigError unless 1 <= shards <= capacity)."""
+        capacity = _check_count("replay capacity (buffer_size)", capacity, 1)
+        shards = _check_count("replay shards", shards, 1)
+        if shards > capacity:
+            raise ConfigError(f"{shards} replay shards cannot split a buffer of {capacity} transitions: "
+                              "use at most buffer_size shards")
+        if shards > _MAX_SHARDS or capacity // shards > _SLOT_MASK:
+            raise ConfigError(f"replay shards hold at most 2**{SHARD_SHIFT} slots each, up to {_MAX_SHARDS} shards")
+        return capacity // shards
+
+    def _make_shards(self, alpha: float, eps: float) -> None:
+        self.shards = [ReplayShard(self.shard_capacity, self.spec, self.prioritized, alpha, eps)
+                       for _ in range(self.num_shards)]
+
+    # ------------------------------------------------------------------ transport (overridden for Ray)
+    def _stats(self) -> list[ShardStats]:
+        return [s.stats() for s in self.shards]
+
+    def _lookup(self, requests: dict[int, np.ndarray]) -> dict[int, ShardSample]:
+        return {s: self.shards[s].lookup(v) for s, v in requests.items()}
+
+    def _gather(self, requests: dict[int, np.ndarray]) -> dict[int, ShardSample]:
+        return {s: self.shards[s].gather(v) for s, v in requests.items()}
+
+    def _insert(self, shard: int, batch: TransitionBatch) -> None:
+        self.shards[shard].insert(batch)
+
+    def _update(self, shard: int, slots: np.ndarray, td_errors: np.ndarray) -> None:
+        self.shards[shard].update_priorities(slots, td_errors)
+
+    # ------------------------------------------------------------------ the client
+    @property
+    def capacity(self) -> int:
+        return self.shard_capacity * self.num_shards
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._stats())
+
+    def insert(self, batch: TransitionBatch, shard: int | None = None) -> int:
+        """Send the whole batch to ``shard``, by default the next one in round-robin order; returns the shard.
+
+        Round-robin follows the order batches reach this client. Where several actors' batches interleave in
+        an order that timing decides, pass ``shard=shard_for(actor_id, sequence, S)`` instead, so which shard
+        holds a row is a function of the run, not of timing.
+        """
+        if shard is None:
+            shard = self.next_shard
+            self.next_shard = (shard + 1) % self.num_shards
+        elif isinstance(shard, bool) or not isinstance(shard, (int, np.integer)) or not 0 <= shard < self.num_shards:
+            raise ConfigError(f"replay shard {shard!r} does not exist: there are {self.num_shards}")
+        self._insert(int(shard), batch)
+        return int(shard)
+
+    def sample(self, batch_size: int, beta: float = 0.4) -> SampleBatch:
+        """``batch_size`` rows from the union of the shards, with union importance weights (module docstring)."""
+        return self.sample_many(1, batch_size, beta)[0]
+
+    def sample_many(self, count: int, batch_size: int, beta: float = 0.4) -> list[SampleBatch]:
+        """``count`` batches drawn against one reading of the shards, in one stats call and one read per shard.
+
+        They are the batches ``count`` successive `sample` calls would give with nothing written in between
+        (the same draws from ``rng``, rows and weights); over Ray that is two round trips for all of them, not
+        two per batch. Every batch sees the priorities read at the start, so a learner that takes k batches at
+        once updates priorities up to k batches late.
+        """
+        count = _check_count("count", count, 1)
+        batch_size = _check_count("batch_size", batch_size, 1)
+        beta = _check_beta(beta)
+        stats = self._stats()
+        n = sum(s.size for s in stats)
+        if n == 0:
+            raise ConfigError("cannot sample an empty replay")
+        draw = self._draw_prioritized if self.prioritized else self._draw_uniform
+        draws = [draw(batch_size, stats) for _ in range(count)]
+        wanted = sorted({s for _, requests in draws for s in requests})
+        merged = {s: np.concatenate([r[s] for _, r in draws if s in r]) for s in wanted}
+        got = self._lookup(merged) if self.prioritized else self._gather(merged)
+        taken = dict.fromkeys(wanted, 0)
+        out = []
+        for shard, requests in draws:
+            parts = {}
+            for s, v in requests.items():
+                parts[s] = got[s].part(taken[s], taken[s] + v.size)
+                taken[s] += v.size
+            slots, prio, rows = self._assemble(shard, parts, batch_size)
+            weights = self._weights(prio, stats, n, beta) if self.prioritized else np.ones(batch_size, np.float32)
+            out.append(SampleBatch(encode_indices(shard, slots), rows["obs"], rows["action"], rows["reward"],
+                                   rows["next_obs"], rows["terminated"], weights, "host"))
+        return out
+
+    def _draw_prioritized(self, b: int, stats: list[ShardStats]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        """Stratified values over the concatenated shard totals, each routed to its shard (module docstring):
+        the shard of every draw, and per shard the values relative to its start."""
+        totals = np.array([s.total for s in stats], dtype=np.float64)
+        cum = np.cumsum(totals)
+        total = float(cum[-1])
+        if not (total > 0.0 and math.isfinite(total)):
+            raise ConfigError(f"cannot sample: total priority is {total!r}")
+        values = self.rng.random(b)
+        values += np.arange(b, dtype=np.float64)
+        values *= total / b
+        np.minimum(values, total, out=values)
+        shard = np.searchsorted(cum, values, side="right")
+        last = int(np.flatnonzero(totals > 0)[-1])
+        np.minimum(shard, last, out=shard)  # v == total (or rounding past it): the last shard holding priority
+        starts = cum - totals
+        return shard, {int(s): values[shard == s] - starts[s] for s in np.unique(shard)}
+
+    def _draw_uniform(self, b: int, stats: list[ShardStats]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        """Union positions k ~ U{0, N - 1}, mapped to (shard, slot) by the cumulative sizes."""
+        sizes = np.array([s.size for s in stats], dtype=np.int64)
+        cum = np.cumsum(sizes)
+        k = self.rng.integers(0, int(cum[-1]), b, dtype=np.int64)
+        shard = np.searchsorted(cum, k, side="right")
+        slots = k - (cum - sizes)[shard]
+        return shard, {int(s): slots[shard == s] for s in np.unique(shard)}
+
+    def _assemble(self, shard: np.ndarray, got: dict[int, ShardSample],
+                  b: int) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """Put each shard's rows back at the batch positions that asked for them (new arrays, writable)."""
+        first = next(iter(got.values()))
+        slots = np.empty(b, dtype=np.int64)
+        prio = np.empty(b, dtype=np.float64)
+        rows = {k: np.empty((b, *v.shape[1:]), dtype=v.dtype) for k, v in first.rows.items()}
+        for s, part in got.items():
+            where = shard == s
+            slots[where] = part.slots
+            prio[where] = part.priorities
+            for k in rows:
+                rows[k][where] = part.rows[k]
+        return slots, prio, rows
+
+    @staticmethod
+    def _weights(prio: np.ndarray, stats: list[ShardStats], n: int, beta: float) -> np.ndarray:
+        """``(N * P) ** -beta / max``, P = p / T over the union (pearl.replay.ReplayIndex.sample's convention)."""
+        total = 0.0
+        for s in stats:
+            total += s.total  # left to right: one shard's total comes back unchanged
+        weights = (n * (prio / total)) ** -beta
+        weights /= weights.max()
+        return np.maximum(weights, _TINY32).astype(np.float32)
+
+    def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
+        """Route TD errors to the shards their indices name, in order (a repeated slot keeps its last error)."""
+        idx = np.asarray(indices)
+        td = np.asarray(td_errors)
+        if idx.ndim != 1 or td.shape != idx.shape:
+            raise ConfigError(f"indices and td_errors must be 1-D of equal length, got {idx.shape} and {td.shape}")
+        if not self.prioritized or idx.size == 0:
+            return
+        shard, slots = decode_indices(idx)
+        if idx.min() < 0 or shard.max() >= self.num_shards:
+            raise ConfigError(f"replay index names shard {int(shard.max())}, there are {self.num_shards}")
+        for s in np.unique(shard):
+            where = shard == s
+            self._update(int(s), slots[where], td[where])
+
+    # ------------------------------------------------------------------ checkpoints
+    def _shard_states(self) -> list[Params]:
+        return [s.state_dict() for s in self.shards]
+
+    def _load_shard_states(self, states: list[Params]) -> None:
+        for shard, state in zip(self.shards, states, strict=True):
+            shard.load_state_dict(state)
+
+    def state_dict(self) -> Params:
+        """Every shard's state as ``shard<i>.<key>``, the round-robin position and the sampler's state (arrays)."""
+        out: Params = {"shards": np.asarray(self.num_shards), "next_shard": np.asarray(self.next_shard),
+                       "sampler": encode_json(self.rng.bit_generator.state)}
+        for i, state in enumerate(self._shard_states()):
+            out.update({f"shard{i}.{k}": v for k, v in state.items()})
+        return out
+
+    def load_state_dict(self, state: Params) -> None:
+        """Restore a `state_dict` of a sharded replay with as many shards of the same capacity and shapes."""
+        for key in ("shards", "next_shard", "sampler"):
+            if key not in state:
+                raise ConfigError(f"sharded replay state lacks {key!r}")
+        if int(state["shards"]) != self.num_shards:
+            raise ConfigError(f"sharded replay state has {int(state['shards'])} shards, this replay has "
+                              f"{self.num_shards}")
+        try:
+            sampler = decode_json(state["sampler"])
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        states = [{k[len(f"shard{i}."):]: v for k, v in state.items() if k.startswith(f"shard{i}.")}
+                  for i in range(self.num_shards)]
+        self._load_shard_states(states)
+        self.rng.bit_generator.state = sampler
+        self.next_shard = int(state["next_shard"]) % self.num_shards
+
+
+@dataclass
+class SampleToInsertRatio:
+    """Reverb's sample-to-insert ratio: sampled rows per inserted row held near ``samples_per_insert``.
+
+    With ``I`` rows inserted and ``S`` rows sampled so far, the limiter watches ``D = I * spi - S`` and the band
+
+        min_diff = spi * min_size_to_sample - error_buffer
+        max_diff = spi * min_size_to_sample + error_buffer
+
+    - an insert of n rows may go ahead when ``I < min_size_to_sample`` (nothing may be sampled yet, so holding
+      inserts back would stop both sides) or ``D + n * spi <= max_diff``;
+    - a sample of n rows may go ahead when ``I >= min_size_to_sample`` and ``D - n >= min_diff``.
+
+    So ``D >= min_diff`` from the first sample on (inserting min_size rows puts D at the band's centre), and
+    ``D <= max_diff`` after every insert made once min_size rows were in; the insert that completes min_size
+    may overshoot max_diff by less than its own ``n * spi``, which the samples then work off. Over a run ``S``
+    stays within ``error_buffer`` (plus that one overshoot) of ``spi * (I - min_size_to_sample)``.
+
+    Width and deadlock: when neither side may go ahead, ``D + n_i * spi > max_diff`` and ``D - n_s < min_diff``,
+    i.e. the band is narrower than ``n_i * spi + n_s``. So callers inserting at most ``n_i`` rows and sampling at
+    most ``n_s`` rows per call can never block each other when ``2 * error_buffer >= n_i * spi + n_s``. The
+    constructor demands Reverb's minimum, ``2 * error_buffer >= 2 * max(1, spi)`` (which covers ``n_i = n_s =
+    1``); `for_batches` sizes the buffer for given batch sizes.
+    """
+
+    samples_per_insert: float
+    min_size_to_sample: int
+    error_buffer: float
+    inserts: int = 0
+    samples: int = 0
+
+    def __post_init__(self) -> None:
+        spi = self.samples_per_insert
+        if isinstance(spi, bool) or not isinstance(spi, (int, float)) or not (math.isfinite(spi) and spi > 0):
+            raise ConfigError(f"samples_per_insert must be a finite number > 0, got {spi!r}")
+        _check_count("min_size_to_sample", self.min_size_to_sample, 1)
+        eb = self.error_buffer
+        if isinstance(eb, bool) or not isinstance(eb, (int, float)) or not math.isfinite(eb):
+            raise ConfigError(f"error_buffer must be a finite number, got {eb!r}")
+        if 2 * eb < 2 * max(1.0, spi):
+            raise ConfigError(f"error_buffer {eb} gives a band of width {2 * eb}, below 2 * max(1, "
+                              f"samples_per_insert) = {2 * max(1.0, spi)}: inserts and samples could block each "
+                              "other forever")
+
+    @classmethod
+    def for_batches(cls, samples_per_insert: float, min_size_to_sample: int, insert_batch: int,
+                    sample_batch: int) -> "SampleToInsertRatio":
+        """The narrowest band in which inserts of ``insert_batch`` rows and samples of ``sample_batch`` rows
+        never deadlock: ``2 * error_buffer = insert_batch * spi + sample_batch`` (at least Reverb's minimum)."""
+        need = (insert_batch * samples_per_insert + sample_batch) / 2
+        return cls(samples_per_insert, min_size_to_sample, max(need, max(1.0, samples_per_insert)))
+
+    @classmethod
+    def for_config(cls, config: OffPolicyConfig, insert_batch: int) -> "SampleToInsertRatio":
+        """The algorithm's ratio: ρ updates per env step of batch_size rows each, so spi = ρ * batch_size,
+        sampling from learning_starts (at least one batch) on."""
+        spi = config.replay_ratio * config.batch_size
+        return cls.for_batches(spi, max(config.learning_starts, config.batch_size, 1), insert_batch,
+                               config.batch_size)
+
+    @property
+    def diff(self) -> float:
+        return self.inserts * self.samples_per_insert - self.samples
+
+    @property
+    def min_diff(self) -> float:
+        return self.samples_per_insert * self.min_size_to_sample - self.error_buffer
+
+    @property
+    def max_diff(self) -> float:
+        return self.samples_per_insert * self.min_size_to_sample + self.error_buffer
+
+    def may_insert(self, n: int = 1) -> bool:
+        return self.inserts < self.min_size_to_sample or self.diff + n * self.samples_per_insert <= self.max_diff
+
+    def may_sample(self, n: int = 1) -> bool:
+        return self.inserts >= self.min_size_to_sample and self.diff - n >= self.min_diff
+
+    def on_insert(self, n: int) -> None:
+        """Count n inserted rows (the caller asked `may_insert(n)` first)."""
+        self.inserts += int(n)
+
+    def on_sample(self, n: int) -> None:
+        """Count n sampled rows (the caller asked `may_sample(n)` first)."""
+        self.samples += int(n)
+
+    def state_dict(self) -> Params:
+        return {"inserts": np.asarray(self.inserts, dtype=np.int64), "samples": np.asarray(self.samples, np.int64)}
+
+    def load_state_dict(self, state: Params) -> None:
+        self.inserts, self.samples = int(state["inserts"]), int(state["samples"])

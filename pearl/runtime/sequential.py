@@ -1,0 +1,83 @@
+"""The sequential launcher: every role in this process, in turn, following the schedule.
+
+For each segment the actors step in turn (actor 0 until its share is collected, then actor 1, ...), each
+acting with the weights the schedule gives that segment (it keeps the last lag + 2 published policies),
+then the learner inserts the segment and runs its updates. With policy lag 0 this is the published
+presets' schedule exactly (collect train_freq steps, then gradient_steps updates); with the same lag it
+gives the same parameters as the local (multi-process) launcher, bit for bit, only slower, since nothing
+overlaps.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable
+
+from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed
+from pearl.runtime.launcher import Job, SegmentLauncher
+from pearl.runtime.protocol import Episode, VectorActor, merge_clocks
+from pearl.runtime.schedule import ActorShare
+from pearl.types import Params, TransitionBatch, WeightSnapshot
+
+
+class SequentialLauncher(SegmentLauncher):
+    name = "sequential"
+
+    def __init__(self, job: Job, resume: Checkpoint | None = None, checkpointer: Checkpointer | None = None) -> None:
+        super().__init__(job, resume, checkpointer)
+        self.shares: list[ActorShare] = []
+        self.pending: list[deque[TransitionBatch]] = []
+        # the published policies by segment tag; segments before the first use the starting policy
+        self.published: dict[int, Params] = {}
+
+    def start(self) -> None:
+        job, sched = self.job, self.schedule
+        act_adapter = self.adapters[job.placement.act]
+        start_steps = self.steps
+        for tag in range(self.first_segment - 1 - sched.lag, self.first_segment):
+            self.published[tag] = self.policy
+        for i in range(job.actors):
+            seed = actor_seed(job.seed, i, start_steps)
+            act = act_adapter.make_act(job.config, job.spec, self.policy, seed + 1)
+            actor = VectorActor(i, job.spec.env_id, job.spec, job.config.n_envs, act, seed)
+            self.shares.append(ActorShare(actor, sched, job.config, sched.steps_before(self.first_segment, i)))
+            self.pending.append(deque())
+
+    def stop(self) -> None:
+        for share in self.shares:
+            share.actor.close()
+        self.shares = []
+
+    def _collect(self, k: int, insert: Callable[[TransitionBatch], None], wait: Callable[[], None]) -> None:
+        sched = self.schedule
+        for share, pending in zip(self.shares, self.pending):
+            while share.collected < sched.steps_before(k + 1, share.id):
+                tag = share.needs()
+                if share.weights != tag:
+                    share.load(tag, WeightSnapshot(tag, self.published[tag]))
+                pending.append(share.step())
+        for share, pending in zip(self.shares, self.pending):
+            _take(pending, sched.share(k, share.id), insert)
+        self.dropped = sum(s.dropped for s in self.shares)
+
+    def _publish(self, tag: int) -> None:
+        self.published[tag] = self.learner.snapshot().params
+        for old in [t for t in self.published if t < tag - self.schedule.lag]:
+            del self.published[old]
+
+    def _episodes(self) -> list[Episode]:
+        return [e for share in self.shares for e in share.actor.drain_episodes()]
+
+    def _clocks(self) -> tuple[dict[str, float], dict[str, int]]:
+        return merge_clocks((*(s.actor.clock for s in self.shares), self.replay.clock, self.learner.clock))
+
+
+def _take(pending: deque[TransitionBatch], n: int, insert: Callable[[TransitionBatch], None]) -> None:
+    """Hand the first n pending transitions to insert, splitting a batch that holds more."""
+    while n > 0:
+        batch = pending.popleft()
+        if len(batch) > n:
+            pending.appendleft(batch.tail(n))
+            batch = batch.head(n)
+        insert(batch)
+        n -= len(batch)
