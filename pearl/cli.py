@@ -73,6 +73,10 @@ def devices(as_json: bool) -> None:
 @click.option("--emulate", "emulate", multiple=True, metavar="ABSENT=opencl:P:D",
               help="Run the kernels a plan places on an absent (what-if) device on this OpenCL device instead.")
 @click.option("--steps", type=int, default=None, help="Env steps to train (default: the preset's).")
+@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
+              help="Change one hyperparameter, e.g. --set learning_rate=1e-3 --set hidden=64,64 (repeatable).")
+@click.option("--config", "config_file", default=None, metavar="FILE",
+              help="A JSON or TOML file of hyperparameters to change (name = value).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of weights, envs and sampling.")
 @click.option("--eval-episodes", type=int, default=10, show_default=True,
               help="Greedy episodes the final and the best policy are scored on.")
@@ -106,7 +110,8 @@ def devices(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the results.")
 @click.pass_context
 def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str | None, plan_path: str | None,
-          descriptor: str | None, emulate: tuple[str, ...], steps: int | None, seed: int, eval_episodes: int,
+          descriptor: str | None, emulate: tuple[str, ...], steps: int | None, settings: tuple[str, ...],
+          config_file: str | None, seed: int, eval_episodes: int,
           eval_every: int | None, eval_every_episodes: int, runs_dir: str, threads: int, actors: int | None,
           envs_per_actor: int | None, launcher: str, sequential: bool, policy_lag: int, segment_steps: int | None,
           no_learn: bool, max_restarts: int, checkpoint_every: int, no_checkpoint_replay: bool,
@@ -114,7 +119,7 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
     """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/ (or go on with one: --resume)."""
     from click.core import ParameterSource
 
-    from pearl.training import RunOptions, launcher_name, parse_emulation, planned_work
+    from pearl.training import RunOptions, launcher_name, parse_emulation, parse_settings, planned_work
     from pearl.training import resume as resume_training
     from pearl.training import train as run_training
 
@@ -132,7 +137,8 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
                              descriptor=descriptor, launcher=launcher, actors=actors, envs_per_actor=envs_per_actor,
                              learn=not no_learn, max_restarts=max_restarts, checkpoint_every=checkpoint_every,
                              checkpoint_replay=not no_checkpoint_replay, emulate=parse_emulation(emulate),
-                             policy_lag=policy_lag, segment_steps=segment_steps)
+                             policy_lag=policy_lag, segment_steps=segment_steps, config_file=config_file,
+                             settings=parse_settings(settings))
         label, total = planned_work(options)
         with _progress(total, enabled=not as_json, label=label) as bar:
             result = run_training(options=options, progress=bar)
@@ -145,11 +151,11 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
 def _print_train(result: Any) -> None:
     layout = f"{result.actors} actor(s) × {result.envs_per_actor} env(s)"
     sched = result.schedule
-    click.echo(f"{result.algo} on {result.env}, device {result.device}, seed {result.seed}"
-               f"{' (preset hyperparameters)' if result.preset else ' (the algorithm defaults: no preset)'}; "
+    click.echo(f"{result.algo} on {result.env}, device {result.device}, seed {result.seed}; "
                f"{result.launcher} launcher, {layout}{'' if result.learn else ', collection only'}; segments of "
                f"{sched['segment_steps']} env steps and {sched['updates_per_segment']} updates, policy lag "
                f"{sched['policy_lag']}")
+    click.echo(f"  {result.hyperparameters_note}")
     click.echo(f"  trained {result.steps} env steps in {result.train_wall_s:.1f} s: "
                f"{result.env_steps_per_s:,.0f} env steps/s, {result.updates_per_s:,.0f} updates/s, "
                f"{result.learner_samples_per_s:,.0f} learner samples/s (replay ratio {result.replay_ratio:.3f})")

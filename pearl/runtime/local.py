@@ -97,8 +97,8 @@ class LocalLauncher(SegmentLauncher):
             specs += actor_process.episode_specs(f"episodes{i}", EPISODE_RING)
         layout = shm.Layout.of(specs)
         shm.sweep_stale()
-        self._previous_sigterm = _raise_on_sigterm()
         segment = self._segment = shm.Segment(layout)
+        self._previous_sigterm = _raise_on_sigterm()  # restored by stop(), which runs once the segment exists
         self.boards = [shm.WeightBoard(segment, params, f"weights{s}") for s in range(self.slots)]
         for tag in range(self.first_segment - 1 - self.schedule.lag, self.first_segment):
             self.boards[tag % self.slots].publish(self.policy, tag)
