@@ -6,11 +6,13 @@ traceback appears only with `pearl --debug ...`. `--json` prints exactly one JSO
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
 import math
 import signal
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -34,7 +36,9 @@ def cli(debug: bool) -> None:
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 def devices(as_json: bool) -> None:
-    """List the devices pearl can run kernels on, and why the missing backends are missing."""
+    """List this machine's devices and the missing backends.
+
+    Every device pearl can run kernels on, and why each missing backend is missing."""
     from dataclasses import asdict
 
     from pearl.adapters import discover
@@ -220,9 +224,11 @@ def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restart
 def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], env_id: str | None,
             hidden: str | None, batch_size: int | None, n_envs: int | None, what_if: tuple[str, ...],
             as_json: bool) -> None:
-    """Measure every kernel on every device of this machine (and power, transfers) into a profile file."""
+    """Measure every kernel on every device into a profile.
+
+    Times every kernel on every device of this machine over a grid of batch sizes, with power and transfers,
+    and writes a profile file."""
     import platform
-    import time
 
     from pearl.fileio import check_writable
     from pathlib import Path
@@ -242,7 +248,8 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], e
         kept = load_profile(path)
         check_same_machine(kept, {"cpu": cpu_name(), "cores": cpu_lanes()}, path)
     t0 = time.perf_counter()
-    with _progress(count_measurements(options), enabled=not as_json, label="profile", unit="measurement") as bar:
+    # one unit per timing block (each kernel point is timed in several rounds; the profile keeps their median)
+    with _progress(count_measurements(options), enabled=not as_json, label="profile", unit="timing") as bar:
         done = [0]
 
         def step(_label: str) -> None:
@@ -254,16 +261,20 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], e
         result = merge_profiles(kept, result, path)
     written = save_profile(result, path)
     summary = {"profile": str(written), "mode": result.mode, "devices": [d.id for d in result.devices],
-               "workloads": [w.key for w in result.workloads], "kernel_measurements": len(result.kernels),
-               "power": {p.device: {"idle_w": p.idle_w, "busy_w": p.busy_w, "source": p.source} for p in result.power},
+               "workloads": [w.key for w in result.workloads], "timings": done[0],
+               "kernel_measurements": len(result.kernels),
+               "power": {p.device: {"idle_w": p.idle_w, "busy_w": p.busy_w, "source": p.source,
+                                    "descriptor": p.descriptor, "scale": p.scale} for p in result.power},
                "wall_s": time.perf_counter() - t0}
     if as_json:
         _print_json(summary)
         return
-    click.echo(f"profiled {', '.join(summary['devices'])} in {summary['wall_s']:.1f} s "
-               f"({summary['kernel_measurements']} kernel measurements, {result.mode} mode)")
+    click.echo(f"profiled {', '.join(summary['devices'])} in {summary['wall_s']:.1f} s: {done[0]} timings, "
+               f"{summary['kernel_measurements']} kernel measurements (each the median of its rounds), "
+               f"{result.mode} mode")
     for p in result.power:
-        click.echo(f"  power {p.device}: idle {p.idle_w:.0f} W, busy {p.busy_w:.0f} W ({p.source}, {p.method})")
+        origin = f" {p.descriptor}" + (f" × {p.scale:.3g}" if p.scale != 1 else "") if p.descriptor else ""
+        click.echo(f"  power {p.device}: idle {p.idle_w:.0f} W, busy {p.busy_w:.0f} W ({p.source}, {p.method}{origin})")
     click.echo(f"  wrote {written}")
 
 
@@ -279,7 +290,9 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], e
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
 def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | None, out: str,
          as_json: bool) -> None:
-    """Solve the placement integer program on a profile and write a deployment plan."""
+    """Place every kernel by integer program: write a plan.
+
+    Solves the placement integer program on a profile and writes a deployment plan."""
     from pearl.planner.make import make_plan
     from pearl.planner.plan import save_plan
 
@@ -315,12 +328,15 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
 @click.option("--reprofile", is_flag=True, help="Profile again even when a fresh profile of this machine exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the profile, plan and run.")
 def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool) -> None:
-    """Profile this machine quickly (or reuse a fresh profile), plan DQN on CartPole-v1 for throughput, train
-    it with that plan, and print the report."""
+    """Profile, plan and train DQN CartPole in one go.
+
+    Profiles this machine quickly (or reuses a fresh profile), plans DQN on CartPole-v1 for throughput, trains
+    it with that plan, and prints the report."""
     from pearl.quickstart import run_quickstart
 
     report = run_quickstart(seed=seed, runs_dir=runs_dir, reprofile=reprofile,
-                            say=(lambda _m: None) if as_json else click.echo, progress=not as_json)
+                            say=(lambda _m: None) if as_json else click.echo,
+                            progress=lambda total, label, unit: _progress(total, not as_json, label, unit))
     if as_json:
         _print_json(report)
 
@@ -335,8 +351,10 @@ def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool) -> None
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as one JSON object.")
 def compare(profile_path: str, algo: str, env_id: str, seconds: float, seed: int, runs_dir: str,
             as_json: bool) -> None:
-    """Run both objectives' plans, the Pareto ends and the all-on-one-device mappings; show predicted
-    against measured throughput and energy per step, with a plot and a markdown report."""
+    """Measure plans and one-device mappings against predictions.
+
+    Runs both objectives' plans, the Pareto ends and the all-on-one-device mappings; shows predicted against
+    measured throughput and energy per step, with a plot and a markdown report."""
     from pearl.compare import run_compare
 
     report = run_compare(profile_path, algo, env_id, seconds=seconds, runs_dir=runs_dir, seed=seed,
@@ -344,14 +362,22 @@ def compare(profile_path: str, algo: str, env_id: str, seconds: float, seed: int
     if as_json:
         _print_json(report)
         return
-    click.echo(f"{'mapping':44} {'predicted/s':>11} {'measured/s':>10} {'error':>6} {'J/step pred':>11} "
-               f"{'J/step meas':>11}")
+    for line in compare_table(report):
+        click.echo(line)
+
+
+def compare_table(report: dict) -> list[str]:
+    """`pearl compare`'s table: the mapping column as wide as the longest name, so no name is cut."""
+    width = max([len("mapping"), *(len(r["label"]) for r in report["rows"])])
+    lines = [f"{'mapping':{width}} {'predicted/s':>11} {'measured/s':>10} {'error':>6} {'J/step pred':>11} "
+             f"{'J/step meas':>11}"]
     for r in report["rows"]:
         predicted = f"{r['predicted_j_per_step']:.3g}" if r["predicted_j_per_step"] else "n/a"
         measured = f"{r['measured_j_per_step']:.3g}" if r["measured_j_per_step"] else "n/a"
-        click.echo(f"{r['label'][:44]:44} {r['predicted_env_steps_per_s']:11,.0f} "
-                   f"{r['measured_env_steps_per_s']:10,.0f} {r['error']:+6.0%} {predicted:>11} {measured:>11}")
-    click.echo(f"power: {report['rows'][0]['power_source']}; report, plot and runs in {report['dir']}")
+        lines.append(f"{r['label']:{width}} {r['predicted_env_steps_per_s']:11,.0f} "
+                     f"{r['measured_env_steps_per_s']:10,.0f} {r['error']:+6.0%} {predicted:>11} {measured:>11}")
+    lines.append(f"power: {report['rows'][0]['power_source']}; report, plot and runs in {report['dir']}")
+    return lines
 
 
 @cli.command("build-binary")
@@ -359,7 +385,9 @@ def compare(profile_path: str, algo: str, env_id: str, seconds: float, seed: int
 @click.option("--descriptor", required=True, help="Descriptor of the device model (its [device] and [figures]).")
 @click.option("--out", required=True, help="Where to write the binary; the new descriptor goes to OUT.toml.")
 def build_binary(device: str, descriptor: str, out: str) -> None:
-    """Compile pearl's OpenCL program for a device and write the binary plus a descriptor naming it."""
+    """Compile the OpenCL kernels into a binary for a device.
+
+    Compiles pearl's OpenCL program for a device and writes the binary plus a descriptor naming it."""
     from pearl.adapters.registry import require_opencl
 
     require_opencl(device)
@@ -383,12 +411,52 @@ def _widths(text: str | None) -> tuple[int, ...] | None:
     return widths
 
 
-class _progress:
-    """A tqdm bar on a terminal (stderr), nothing otherwise; called with the steps done so far."""
+# `pearl --help` shows each command's first sentence; train's docstring belongs to the train command.
+train.short_help = "Train DQN or DDPG and write a run record."
 
-    def __init__(self, total: int | None, enabled: bool, label: str, unit: str = "step") -> None:
+
+class _Choice(click.Choice):
+    """click's Choice, whose error names the nearest choice: `--objective perf_per_watt` → perf-per-watt."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as exc:
+            choices = [str(c) for c in self.choices]
+            normal = str(value).strip().lower().replace("_", "-")
+            close = [normal] if normal in choices else difflib.get_close_matches(normal, choices, n=1, cutoff=0.5)
+            if close:
+                exc.message = f"{exc.message.rstrip('.')}; did you mean {close[0]!r}?"
+            raise
+
+
+def _suggesting_choices(group: click.Group) -> None:
+    """Give every command's Choice options the nearest-choice hint (one place, so no option is missed)."""
+    for command in group.commands.values():
+        for param in command.params:
+            if type(param.type) is click.Choice:
+                param.type = _Choice(list(param.type.choices), case_sensitive=param.type.case_sensitive)
+
+
+_suggesting_choices(cli)
+
+
+class _progress:
+    """Progress of long work on stderr, called with the units done so far: a tqdm bar on a terminal; when
+    stderr is a file or a pipe, a line such as `profile: 40/157 timings (25%), 10 s` every `every` seconds
+    and one when the work ends (only for work that ran that long, so short commands stay quiet); nothing
+    when disabled (--json)."""
+
+    EVERY_S = 10.0
+
+    def __init__(self, total: int | None, enabled: bool, label: str, unit: str = "step",
+                 every: float = EVERY_S) -> None:
         self.bar = None
-        if enabled and sys.stderr.isatty():
+        self.total, self.label, self.unit, self.every = total, label, unit, every
+        self.lines = enabled and not sys.stderr.isatty()
+        self.done, self.printed = 0, 0
+        self.t0 = self.last = time.monotonic()
+        if enabled and not self.lines:
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, unit=unit, desc=label, file=sys.stderr, dynamic_ncols=True)
@@ -396,13 +464,28 @@ class _progress:
     def __enter__(self) -> "_progress":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         if self.bar is not None:
             self.bar.close()
+        elif self.printed and exc_type is None:
+            self._line(time.monotonic(), "done in ")
 
     def __call__(self, done: int) -> None:
+        self.done = done
         if self.bar is not None:
             self.bar.update(done - self.bar.n)
+        elif self.lines:
+            now = time.monotonic()
+            if now - self.last >= self.every:
+                self.last = now
+                self._line(now, "")
+
+    def _line(self, now: float, when: str) -> None:
+        units = f"{self.unit}s" if self.done != 1 else self.unit
+        count = f"{self.done:,}/{self.total:,} {units} ({self.done / self.total:.0%})" if self.total \
+            else f"{self.done:,} {units}"
+        click.echo(f"{self.label}: {count}, {when}{now - self.t0:.0f} s", err=True)
+        self.printed += 1
 
 
 def _print_json(obj: dict) -> None:

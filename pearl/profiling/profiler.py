@@ -39,7 +39,7 @@ from pearl import __version__
 from pearl.adapters import Adapter, DeviceInfo, ReplayKernels, discover, open_adapter
 from pearl.algos import OffPolicyConfig, preset
 from pearl.algos.params import ParamLayout, init_params
-from pearl.descriptors import DEVICES_DIR, DeviceDescriptor, load_descriptor
+from pearl.descriptors import DEVICES_DIR, DeviceDescriptor, load_descriptor, resolve_descriptor
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError
 from pearl.kernels import DEVICE_KERNELS
@@ -137,7 +137,8 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
     """Measure this machine; progress(label) is called once per measurement."""
     grid = GRIDS["quick" if options.quick else "full"]
     measured = workloads(options)  # a bad workload fails before any measuring
-    what_if = [load_descriptor(p) for p in options.what_if]  # a bad descriptor fails before any measuring
+    # a path or a shipped descriptor's name; a bad descriptor fails before any measuring
+    what_if = [load_descriptor(resolve_descriptor(p, Path(options.descriptors_dir))) for p in options.what_if]
     stems = [d.source.stem for d in what_if]  # each becomes the device whatif:<stem>
     if len(set(stems)) < len(stems):
         raise ConfigError(f"--what-if names two descriptors called {max(stems, key=stems.count)}.toml: their "
@@ -389,26 +390,37 @@ def _transfers(target: _Target, grid: Grid) -> list[Transfer]:
 
 
 def _power(targets: list[_Target], profile: Profile, grid: Grid) -> list[Power]:
-    readings: dict[str, power.PowerReading] = {}
+    """Each device's own figures; devices on one resource (`shares`) then all carry the best of theirs, since
+    the planner charges a resource once: measured, else a descriptor that matched the device by name (PoCL's
+    own pocl-cpu.toml, a CPU model's), else the generic CPU fallback; the first device breaks ties."""
+    own = {t.info.id: r for t in targets if (r := _read_power(t, grid)) is not None}
+
+    def rank(t: _Target) -> tuple[int, int]:
+        reading = own[t.info.id]
+        return (0 if reading.source == "measured" else 1 if t.entry.descriptor_matched else 2, targets.index(t))
+
+    out = []
     for t in targets:
-        shared = next((readings[o.info.id] for o in targets
-                       if o.info.id in readings and t.entry.shares and o.entry.shares == t.entry.shares), None)
-        reading = shared or _read_power(t, grid)
-        if reading is not None:
-            readings[t.info.id] = reading
-    return [Power(d, r.idle_w, r.busy_w, r.source, r.method) for d, r in readings.items()]
+        group = [o for o in targets if o.info.id in own and (o is t or (t.entry.shares is not None and
+                                                                        o.entry.shares == t.entry.shares))]
+        if group:
+            r = own[min(group, key=rank).info.id]
+            out.append(Power(t.info.id, r.idle_w, r.busy_w, r.source, r.method, r.descriptor, r.scale))
+    return out
 
 
 def _read_power(target: _Target, grid: Grid) -> power.PowerReading | None:
-    busy = _busy_loop(target)
     measured = None
     if target.info.kind == "cuda":
-        measured = power.nvml(int(target.info.id.split(":")[1]), busy, grid.power_seconds)
-    elif target.info.kind == "cpu":
-        measured = power.rapl(busy, grid.power_seconds)
+        measured = power.nvml(int(target.info.id.split(":")[1]), _busy_loop(target), grid.power_seconds)
+    elif target.info.kind == "cpu" and power.rapl_domains():
+        measured = power.rapl(_busy_loop(target), grid.power_seconds)
     if measured is not None:
         return measured
-    return power.from_descriptor(target.descriptor) if target.descriptor is not None else None
+    if target.descriptor is None:
+        return None
+    # a device on the host's cores (cpu, PoCL's CPU device) is charged the share of the chip it has
+    return power.from_descriptor(target.descriptor, target.info.lanes if target.entry.shares else None)
 
 
 def _busy_loop(target: _Target) -> Callable[[], None]:
