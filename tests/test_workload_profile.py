@@ -15,15 +15,16 @@ from pearl.profiling.profiler import ProfileOptions, run_profile
 
 @pytest.fixture(scope="module")
 def acrobot(tmp_path_factory):
-    """A quick profile of cpu with DQN on Acrobot-v1 at its default shapes (64-64)."""
+    """A quick profile of cpu with DQN on Acrobot-v1 at its preset's shapes (256-256), its batch halved."""
     path = tmp_path_factory.mktemp("workload") / "p.json"
-    save_profile(run_profile(ProfileOptions(quick=True, algos=("dqn",), env="Acrobot-v1", devices=("cpu",))), path)
+    save_profile(run_profile(ProfileOptions(quick=True, algos=("dqn",), env="Acrobot-v1", devices=("cpu",),
+                                            batch_size=64)), path)
     return path
 
 
 def test_a_workload_of_the_users_is_measured_and_planned(acrobot, tmp_path) -> None:
     profile = load_profile(acrobot)
-    assert [w.key for w in profile.workloads] == ["dqn-Acrobot-v1-o6-a3-h64x64"]
+    assert [w.key for w in profile.workloads] == ["dqn-Acrobot-v1-o6-a3-h256x256"]
     assert {k.kernel for k in profile.kernels} >= {"act", "replay_insert", "replay_sample", "learn"}
     assert [e.env for e in profile.env_step] == ["Acrobot-v1"]
     plan = make_plan(acrobot, "dqn", "Acrobot-v1", "throughput")
@@ -34,7 +35,7 @@ def test_another_workload_joins_the_profile_and_both_plan(acrobot, tmp_path) -> 
     other = run_profile(ProfileOptions(quick=True, algos=("ddpg",), env="MountainCarContinuous-v0",
                                        devices=("cpu",), hidden=(32, 32), batch_size=64))
     merged = merge_profiles(load_profile(acrobot), other, str(acrobot))
-    assert {w.key for w in merged.workloads} == {"dqn-Acrobot-v1-o6-a3-h64x64",
+    assert {w.key for w in merged.workloads} == {"dqn-Acrobot-v1-o6-a3-h256x256",
                                                  "ddpg-MountainCarContinuous-v0-o2-a1-h32x32"}
     assert next(w for w in merged.workloads if w.algo == "ddpg").batch_size == 64
     path = save_profile(parse_profile(merged.to_dict(), "merged"), tmp_path / "both.json")
