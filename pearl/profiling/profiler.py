@@ -234,7 +234,7 @@ def _random_transitions(spec: EnvSpec, m: int, rng: np.random.Generator) -> Tran
                            (rng.random(m) < 0.05).astype(np.float32))
 
 
-def _prefill(replay: ReplayKernels, spec: EnvSpec, rows: int, rng: np.random.Generator) -> None:
+def prefill(replay: ReplayKernels, spec: EnvSpec, rows: int, rng: np.random.Generator) -> None:
     """rows random transitions into replay, in inserts of up to 1,000."""
     for start in range(0, rows, 1000):
         replay.insert(_random_transitions(spec, min(1000, rows - start), rng))
@@ -260,7 +260,7 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
 
     replays = {p: adapter.make_replay(config.replace(prioritized=p), spec, seed=0) for p in (False, True)}
     for replay in replays.values():
-        _prefill(replay, spec, grid.prefill, rng)
+        prefill(replay, spec, grid.prefill, rng)
     uniform, prioritized = replays[False], replays[True]
     for m in grid.insert:
         point("replay_insert", m, partial(uniform.insert, _random_transitions(spec, m, rng)))
@@ -293,7 +293,7 @@ def _in_situ(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
     sample fresh from a replay of `prefill` rows. The device is waited for only at the end, as in a run."""
     adapter, rng = target.adapter, np.random.default_rng(1)
     replay = adapter.make_replay(config, spec, seed=1)
-    _prefill(replay, spec, grid.prefill, rng)
+    prefill(replay, spec, grid.prefill, rng)
     learner = adapter.make_learn(config, spec, init_params(config, spec, seed=1))
     rows = config.n_envs
     inserts = max(1, round(1.0 / (config.replay_ratio * rows)))
