@@ -30,7 +30,7 @@ from pearl.algos.params import init_params
 from pearl.envs import env_spec
 from pearl.errors import PearlError
 from pearl.hostinfo import cpu_name
-from pearl.profiling.profiler import GRIDS, PRESET_ENVS, ProfileOptions, _prefill, plan_devices
+from pearl.profiling.profiler import GRIDS, PRESET_ENVS, ProfileOptions, prefill, plan_devices
 
 BLOCK_S = 0.05
 
@@ -58,7 +58,7 @@ def fixed_learn(device: str) -> Callable[[], object]:
     config, spec = preset("dqn", PRESET_ENVS["dqn"]), env_spec(PRESET_ENVS["dqn"])
     adapter, rng = open_adapter(device, threads=1), np.random.default_rng(0)
     replay = adapter.make_replay(config, spec, seed=0)
-    _prefill(replay, spec, GRIDS["quick"].prefill, rng)
+    prefill(replay, spec, GRIDS["quick"].prefill, rng)
     learner = adapter.make_learn(config, spec, init_params(config, spec, seed=0))
     batch = replay.sample(64, 0.4)
 

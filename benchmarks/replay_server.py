@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from pearl.hostinfo import cpu_name
 from pearl.adapters import open_adapter
 from pearl.algos import DQNConfig
 from pearl.envs import env_spec
@@ -150,17 +150,6 @@ def main() -> None:
         report(sides, names, times, args.capacity, time.perf_counter() - t0)
     finally:
         ray_launcher.shutdown()
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def report(sides: list[Side], names: list[str], times: dict[tuple[str, str], list[float]], capacity: int,

@@ -17,10 +17,12 @@ Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --round
   with --collect-actors × --collect-envs for --collect-steps, and with 1 actor × 1 env for 50,000.
 
 - seeds: learning across seeds, DQN CartPole-v1 on --seeds (0-7 by default) with each side's defaults (pearl:
-  1 actor × 1 env on the default launcher; SB3: the zoo settings). Both keep the best policy of in-training
-  greedy evaluations the same way (every 5,000 env steps, 10 episodes: pearl's own, SB3's EvalCallback), and
-  both the final and the best policy are scored on the same 20 evaluation episodes; the count of seeds at
-  >= 475 is printed for each. Not part of the default --what: it takes about 15 minutes on 2 cores.
+  1 actor × 1 env on the default launcher, keeping the best policy of in-training greedy evaluations every
+  5,000 env steps, 10 episodes; SB3: the zoo settings, as its users run them), scored on the same 20
+  evaluation episodes: pearl's final and best policy, SB3's final one, and the count of seeds at >= 475 for
+  each. --sb3-best also trains SB3 with its EvalCallback (the same evaluations) and scores its best model too;
+  note that the callback alone changes SB3's training (seed 2: 500 without it, 15 with it, on this machine).
+  Not part of the default --what: it takes about 20 minutes on 2 cores.
 
 The speed cases (dqn, ddpg, collect) run pearl without in-training evaluations, as SB3 runs without them.
 
@@ -56,7 +58,7 @@ def sb3_case(case: str, seed: int) -> dict:
     from stable_baselines3 import DDPG, DQN
     from stable_baselines3.common.noise import NormalActionNoise
 
-    if case in ("dqn", "collect", "seeds"):
+    if case in ("dqn", "collect", "seeds", "seeds-best"):
         steps = 50_000
         model = DQN("MlpPolicy", "CartPole-v1", learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
                     learning_starts=1_000 if case == "dqn" else steps + 1, gamma=0.99, target_update_interval=10,
@@ -69,7 +71,7 @@ def sb3_case(case: str, seed: int) -> dict:
                      action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)),
                      policy_kwargs=dict(net_arch=[400, 300]), seed=seed, verbose=0)
     callback, best_dir = None, None
-    if case == "seeds":
+    if case == "seeds-best":
         import tempfile
 
         from stable_baselines3.common.callbacks import EvalCallback
@@ -81,12 +83,13 @@ def sb3_case(case: str, seed: int) -> dict:
     model.learn(total_timesteps=steps, callback=callback)
     wall = time.perf_counter() - t0
     returns = [] if case == "collect" else _sb3_eval(model, "Pendulum-v1" if case == "ddpg" else "CartPole-v1",
-                                                     seed if case == "seeds" else 0)
+                                                     seed if case.startswith("seeds") else 0)
     out = {"side": "sb3", "case": case, "steps": steps, "wall_s": wall, "env_steps_per_s": steps / wall,
            "eval_mean": float(np.mean(returns)) if returns else None, "threads": torch.get_num_threads()}
+    out["final_mean"] = out["eval_mean"]
     if best_dir is not None:
         best = DQN.load(f"{best_dir}/best_model.zip")
-        out["final_mean"], out["best_mean"] = out["eval_mean"], float(np.mean(_sb3_eval(best, "CartPole-v1", seed)))
+        out["best_mean"] = float(np.mean(_sb3_eval(best, "CartPole-v1", seed)))
     return out
 
 
@@ -179,6 +182,8 @@ def main() -> None:
                         default=["dqn", "ddpg", "collect"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", default="0-7", help="seeds of the seeds case: A-B or a comma list")
+    parser.add_argument("--sb3-best", action="store_true",
+                        help="seeds case: also train SB3 with its EvalCallback and score its best model")
     parser.add_argument("--rounds", type=int, default=1, help="SB3/pearl pairs per case, alternating")
     parser.add_argument("--threads", type=int, default=1, help="pearl learner threads for DQN")
     parser.add_argument("--ddpg-threads", type=int, default=2, help="pearl learner threads for DDPG")
@@ -207,7 +212,7 @@ def main() -> None:
           f"stable-baselines3 {stable_baselines3.__version__}; seed {args.seed}")
     for case in args.what:
         if case == "seeds":
-            seeds_case(parse_seeds(args.seeds))
+            seeds_case(parse_seeds(args.seeds), args.sb3_best)
             continue
         pearl_runs = [(args.threads, args.actors, args.envs_per_actor, 0)]
         if case == "ddpg":
@@ -240,23 +245,29 @@ def parse_seeds(text: str) -> list[int]:
     return [int(x) for x in text.split(",")]
 
 
-def seeds_case(seeds: list[int]) -> None:
-    """Each seed: SB3 then pearl (alternating), final and best policy of each; counts at >= 475."""
+def seeds_case(seeds: list[int], sb3_best: bool) -> None:
+    """Each seed: SB3 then pearl (alternating); pearl's final and best policy, SB3's final (and, with sb3_best,
+    the final and best of an SB3 run with its EvalCallback); counts at >= 475."""
     rows = []
     for seed in seeds:
-        sb3 = run_child(["--seed", str(seed), "--child", "sb3", "seeds"])
-        pearl = run_child(["--seed", str(seed), "--child", "pearl", "seeds", "1", "1", "1", "0"])
-        rows.append((seed, sb3, pearl))
-        print(f"[seeds] seed {seed}: SB3 final {sb3['final_mean']:6.1f} best {sb3['best_mean']:6.1f} "
-              f"({sb3['env_steps_per_s']:,.0f} env steps/s) | pearl final {pearl['final_mean']:6.1f} best "
-              f"{pearl['best_mean']:6.1f} ({pearl['env_steps_per_s']:,.0f} env steps/s)", flush=True)
+        row = {"sb3": run_child(["--seed", str(seed), "--child", "sb3", "seeds"])}
+        if sb3_best:
+            row["sb3_cb"] = run_child(["--seed", str(seed), "--child", "sb3", "seeds-best"])
+        row["pearl"] = run_child(["--seed", str(seed), "--child", "pearl", "seeds", "1", "1", "1", "0"])
+        rows.append(row)
+        cb = (f" | SB3 with EvalCallback final {row['sb3_cb']['final_mean']:6.1f} "
+              f"best {row['sb3_cb']['best_mean']:6.1f}" if sb3_best else "")
+        print(f"[seeds] seed {seed}: SB3 final {row['sb3']['final_mean']:6.1f} "
+              f"({row['sb3']['env_steps_per_s']:,.0f} env steps/s){cb} | pearl final {row['pearl']['final_mean']:6.1f} "
+              f"best {row['pearl']['best_mean']:6.1f} ({row['pearl']['env_steps_per_s']:,.0f} env steps/s)", flush=True)
 
     def solved(side: str, which: str) -> str:
-        return f"{sum(r[1 if side == 'sb3' else 2][which] >= 475 for r in rows)} of {len(rows)}"
+        return f"{sum(r[side][which] >= 475 for r in rows)} of {len(rows)}"
 
-    print(f"[seeds] >= 475 over 20 episodes: SB3 final {solved('sb3', 'final_mean')}, best "
-          f"{solved('sb3', 'best_mean')}; pearl final {solved('pearl', 'final_mean')}, best "
-          f"{solved('pearl', 'best_mean')} (pearl's headline is the best policy)")
+    extra = (f"; SB3 with EvalCallback final {solved('sb3_cb', 'final_mean')}, best {solved('sb3_cb', 'best_mean')}"
+             if sb3_best else "")
+    print(f"[seeds] >= 475 over 20 episodes: SB3 final {solved('sb3', 'final_mean')}{extra}; pearl final "
+          f"{solved('pearl', 'final_mean')}, best {solved('pearl', 'best_mean')} (pearl's headline is the best policy)")
 
 
 if __name__ == "__main__":

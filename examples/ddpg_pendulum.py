@@ -18,7 +18,7 @@ from pearl.algos import preset
 from pearl.algos.params import init_params
 from pearl.envs import env_spec
 from pearl.runtime.evaluate import evaluate
-from pearl.runtime.protocol import Actor, Learner, ReplayManager
+from pearl.runtime.protocol import Learner, ReplayManager, VectorActor
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--device", default="cpu")
@@ -32,12 +32,14 @@ device = open_adapter(args.device)
 
 # 2. Seeded initial weights, and the three roles built on the device's kernels.
 params = init_params(config, spec, args.seed)
-actor = Actor(0, spec.env_id, spec, config.n_envs, device.make_act(config, spec, params, args.seed + 1), args.seed)
+act = device.make_act(config, spec, params, args.seed + 1)
+actor = VectorActor(0, spec.env_id, spec, config.n_envs, act, args.seed)
 replay = ReplayManager(device.make_replay(config, spec, args.seed + 2), config.batch_size)
 learner = Learner(device.make_learn(config, spec, params), device, config)
 
 # 3. Random actions until learning starts, then one critic + actor update per env step.
 returns: list[float] = []
+# (the step after an episode ends only resets the env: it returns no transition)
 for step in range(1, config.total_steps + 1):
     replay.insert(actor.step(explore=config.action_noise, random=step <= config.learning_starts))
     if step > config.learning_starts:

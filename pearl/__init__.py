@@ -1,7 +1,8 @@
 """pearl: place deep-RL kernels on the devices of a heterogeneous machine by measured cost, and train.
 
 Public API:
-    pearl.train(algo, env_id, device=..., steps=..., seed=...)  -> TrainResult
+    pearl.train(algo, env_id, device=..., steps=..., seed=...)  -> TrainResult (any RunOptions field by name)
+    pearl.train(options=pearl.RunOptions(...))                    the same, from one options dataclass
     pearl.DQNConfig, pearl.DDPGConfig, pearl.preset(algo, env_id)
     pearl.KERNELS                                                 the kernel catalogue
 Importing pearl does not import torch; the adapters import it when a device is opened.
@@ -12,6 +13,7 @@ __version__ = "0.1.0"
 from pearl.algos import DDPGConfig, DQNConfig, preset  # noqa: E402
 from pearl.errors import PearlError  # noqa: E402
 from pearl.kernels import KERNELS  # noqa: E402
-from pearl.training import TrainResult, train  # noqa: E402
+from pearl.training import RunOptions, TrainResult, train  # noqa: E402
 
-__all__ = ["DDPGConfig", "DQNConfig", "KERNELS", "PearlError", "TrainResult", "__version__", "preset", "train"]
+__all__ = ["DDPGConfig", "DQNConfig", "KERNELS", "PearlError", "RunOptions", "TrainResult", "__version__", "preset",
+           "train"]

@@ -6,11 +6,13 @@ traceback appears only with `pearl --debug ...`. `--json` prints exactly one JSO
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
 import math
 import signal
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -34,7 +36,9 @@ def cli(debug: bool) -> None:
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 def devices(as_json: bool) -> None:
-    """List the devices pearl can run kernels on, and why the missing backends are missing."""
+    """List this machine's devices and the missing backends.
+
+    Every device pearl can run kernels on, and why each missing backend is missing."""
     from dataclasses import asdict
 
     from pearl.adapters import discover
@@ -69,6 +73,10 @@ def devices(as_json: bool) -> None:
 @click.option("--emulate", "emulate", multiple=True, metavar="ABSENT=opencl:P:D",
               help="Run the kernels a plan places on an absent (what-if) device on this OpenCL device instead.")
 @click.option("--steps", type=int, default=None, help="Env steps to train (default: the preset's).")
+@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
+              help="Change one hyperparameter, e.g. --set learning_rate=1e-3 --set hidden=64,64 (repeatable).")
+@click.option("--config", "config_file", default=None, metavar="FILE",
+              help="A JSON or TOML file of hyperparameters to change (name = value).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of weights, envs and sampling.")
 @click.option("--eval-episodes", type=int, default=10, show_default=True,
               help="Greedy episodes the final and the best policy are scored on.")
@@ -108,16 +116,16 @@ def devices(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the results.")
 @click.pass_context
 def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str | None, plan_path: str | None,
-          descriptor: str | None, emulate: tuple[str, ...], steps: int | None, seed: int, eval_episodes: int,
+          descriptor: str | None, emulate: tuple[str, ...], steps: int | None, settings: tuple[str, ...],
+          config_file: str | None, seed: int, eval_episodes: int,
           eval_every: int | None, eval_every_episodes: int, runs_dir: str, threads: int, actors: int | None,
           envs_per_actor: int | None, launcher: str, ray_address: str | None, replay_shards: int,
-          sequential: bool, policy_lag: int,
-          segment_steps: int | None, no_learn: bool, max_restarts: int, checkpoint_every: int,
-          no_checkpoint_replay: bool, resume_dir: str | None, as_json: bool) -> None:
+          sequential: bool, policy_lag: int, segment_steps: int | None, no_learn: bool, max_restarts: int,
+          checkpoint_every: int, no_checkpoint_replay: bool, resume_dir: str | None, as_json: bool) -> None:
     """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/ (or go on with one: --resume)."""
     from click.core import ParameterSource
 
-    from pearl.training import RunOptions, launcher_name, parse_emulation, planned_work
+    from pearl.training import RunOptions, launcher_name, parse_emulation, parse_settings, planned_work
     from pearl.training import resume as resume_training
     from pearl.training import train as run_training
 
@@ -135,8 +143,8 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
                              descriptor=descriptor, launcher=launcher, actors=actors, envs_per_actor=envs_per_actor,
                              learn=not no_learn, max_restarts=max_restarts, checkpoint_every=checkpoint_every,
                              checkpoint_replay=not no_checkpoint_replay, emulate=parse_emulation(emulate),
-                             policy_lag=policy_lag, segment_steps=segment_steps, ray_address=ray_address,
-                             replay_shards=replay_shards)
+                             policy_lag=policy_lag, segment_steps=segment_steps, config_file=config_file,
+                             settings=parse_settings(settings), ray_address=ray_address, replay_shards=replay_shards)
         label, total = planned_work(options)
         with _progress(total, enabled=not as_json, label=label) as bar:
             result = run_training(options=options, progress=bar)
@@ -149,11 +157,11 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
 def _print_train(result: Any) -> None:
     layout = f"{result.actors} actor(s) × {result.envs_per_actor} env(s)"
     sched = result.schedule
-    click.echo(f"{result.algo} on {result.env}, device {result.device}, seed {result.seed}"
-               f"{' (preset hyperparameters)' if result.preset else ' (the algorithm defaults: no preset)'}; "
+    click.echo(f"{result.algo} on {result.env}, device {result.device}, seed {result.seed}; "
                f"{result.launcher} launcher, {layout}{'' if result.learn else ', collection only'}; segments of "
                f"{sched['segment_steps']} env steps and {sched['updates_per_segment']} updates, policy lag "
                f"{sched['policy_lag']}")
+    click.echo(f"  {result.hyperparameters_note}")
     click.echo(f"  trained {result.steps} env steps in {result.train_wall_s:.1f} s: "
                f"{result.env_steps_per_s:,.0f} env steps/s, {result.updates_per_s:,.0f} updates/s, "
                f"{result.learner_samples_per_s:,.0f} learner samples/s (replay ratio {result.replay_ratio:.3f})")
@@ -210,25 +218,44 @@ def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restart
 @click.option("--algo", type=click.Choice(["dqn", "ddpg", "all"]), default="all", show_default=True,
               help="Which presets' kernels to measure.")
 @click.option("--device", "devices", multiple=True, help="Profile only this device (repeatable).")
+@click.option("--env", "env_id", default=None,
+              help="Profile one workload of yours: --algo on this gymnasium env (module:Env-v0 for your own), next "
+                   "to what --out already holds [default: the presets' envs].")
+@click.option("--hidden", default=None, metavar="W,W,...", help="The workload's hidden layer widths (with --env).")
+@click.option("--batch-size", type=int, default=None, help="The workload's batch size (with --env).")
+@click.option("--n-envs", type=int, default=None, help="Environments each actor steps (with --env).")
 @click.option("--what-if", "what_if", multiple=True,
               help="Add a device that is absent, costed by a roofline model from this descriptor (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with a summary.")
-def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], what_if: tuple[str, ...],
+def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], env_id: str | None,
+            hidden: str | None, batch_size: int | None, n_envs: int | None, what_if: tuple[str, ...],
             as_json: bool) -> None:
-    """Measure every kernel on every device of this machine (and power, transfers) into a profile file."""
+    """Measure every kernel on every device into a profile.
+
+    Times every kernel on every device of this machine over a grid of batch sizes, with power and transfers,
+    and writes a profile file."""
     import platform
-    import time
 
     from pearl.fileio import check_writable
-    from pearl.profiling.format import save_profile
+    from pathlib import Path
+
+    from pearl.profiling.format import check_same_machine, load_profile, merge_profiles, save_profile
     from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
 
     options = ProfileOptions(quick=quick, algos=("dqn", "ddpg") if algo == "all" else (algo,),
-                             devices=devices or None, what_if=what_if)
+                             devices=devices or None, what_if=what_if, env=env_id, hidden=_widths(hidden),
+                             batch_size=batch_size, n_envs=n_envs)
     path = out or f"profiles/{platform.node() or 'host'}-{'quick' if quick else 'full'}.json"
     check_writable(path)  # before the sweep, not after it
+    kept = None
+    if env_id is not None and Path(path).exists():  # a workload of the user's joins what the file holds
+        from pearl.hostinfo import cpu_lanes, cpu_name
+
+        kept = load_profile(path)
+        check_same_machine(kept, {"cpu": cpu_name(), "cores": cpu_lanes()}, path)
     t0 = time.perf_counter()
-    with _progress(count_measurements(options), enabled=not as_json, label="profile", unit="measurement") as bar:
+    # one unit per timing block (each kernel point is timed in several rounds; the profile keeps their median)
+    with _progress(count_measurements(options), enabled=not as_json, label="profile", unit="timing") as bar:
         done = [0]
 
         def step(_label: str) -> None:
@@ -236,18 +263,24 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], w
             bar(done[0])
 
         result = run_profile(options, step)
+    if kept is not None:
+        result = merge_profiles(kept, result, path)
     written = save_profile(result, path)
     summary = {"profile": str(written), "mode": result.mode, "devices": [d.id for d in result.devices],
-               "workloads": [w.key for w in result.workloads], "kernel_measurements": len(result.kernels),
-               "power": {p.device: {"idle_w": p.idle_w, "busy_w": p.busy_w, "source": p.source} for p in result.power},
+               "workloads": [w.key for w in result.workloads], "timings": done[0],
+               "kernel_measurements": len(result.kernels),
+               "power": {p.device: {"idle_w": p.idle_w, "busy_w": p.busy_w, "source": p.source,
+                                    "descriptor": p.descriptor, "scale": p.scale} for p in result.power},
                "wall_s": time.perf_counter() - t0}
     if as_json:
         _print_json(summary)
         return
-    click.echo(f"profiled {', '.join(summary['devices'])} in {summary['wall_s']:.1f} s "
-               f"({summary['kernel_measurements']} kernel measurements, {result.mode} mode)")
+    click.echo(f"profiled {', '.join(summary['devices'])} in {summary['wall_s']:.1f} s: {done[0]} timings, "
+               f"{summary['kernel_measurements']} kernel measurements (each the median of its rounds), "
+               f"{result.mode} mode")
     for p in result.power:
-        click.echo(f"  power {p.device}: idle {p.idle_w:.0f} W, busy {p.busy_w:.0f} W ({p.source}, {p.method})")
+        origin = f" {p.descriptor}" + (f" × {p.scale:.3g}" if p.scale != 1 else "") if p.descriptor else ""
+        click.echo(f"  power {p.device}: idle {p.idle_w:.0f} W, busy {p.busy_w:.0f} W ({p.source}, {p.method}{origin})")
     click.echo(f"  wrote {written}")
 
 
@@ -263,7 +296,9 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], w
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
 def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | None, out: str,
          as_json: bool) -> None:
-    """Solve the placement integer program on a profile and write a deployment plan."""
+    """Place every kernel by integer program: write a plan.
+
+    Solves the placement integer program on a profile and writes a deployment plan."""
     from pearl.planner.make import make_plan
     from pearl.planner.plan import save_plan
 
@@ -299,12 +334,15 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
 @click.option("--reprofile", is_flag=True, help="Profile again even when a fresh profile of this machine exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the profile, plan and run.")
 def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool) -> None:
-    """Profile this machine quickly (or reuse a fresh profile), plan DQN on CartPole-v1 for throughput, train
-    it with that plan, and print the report."""
+    """Profile, plan and train DQN CartPole in one go.
+
+    Profiles this machine quickly (or reuses a fresh profile), plans DQN on CartPole-v1 for throughput, trains
+    it with that plan, and prints the report."""
     from pearl.quickstart import run_quickstart
 
     report = run_quickstart(seed=seed, runs_dir=runs_dir, reprofile=reprofile,
-                            say=(lambda _m: None) if as_json else click.echo, progress=not as_json)
+                            say=(lambda _m: None) if as_json else click.echo,
+                            progress=lambda total, label, unit: _progress(total, not as_json, label, unit))
     if as_json:
         _print_json(report)
 
@@ -319,8 +357,10 @@ def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool) -> None
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as one JSON object.")
 def compare(profile_path: str, algo: str, env_id: str, seconds: float, seed: int, runs_dir: str,
             as_json: bool) -> None:
-    """Run both objectives' plans, the Pareto ends and the all-on-one-device mappings; show predicted
-    against measured throughput and energy per step, with a plot and a markdown report."""
+    """Measure plans and one-device mappings against predictions.
+
+    Runs both objectives' plans, the Pareto ends and the all-on-one-device mappings; shows predicted against
+    measured throughput and energy per step, with a plot and a markdown report."""
     from pearl.compare import run_compare
 
     report = run_compare(profile_path, algo, env_id, seconds=seconds, runs_dir=runs_dir, seed=seed,
@@ -328,14 +368,22 @@ def compare(profile_path: str, algo: str, env_id: str, seconds: float, seed: int
     if as_json:
         _print_json(report)
         return
-    click.echo(f"{'mapping':44} {'predicted/s':>11} {'measured/s':>10} {'error':>6} {'J/step pred':>11} "
-               f"{'J/step meas':>11}")
+    for line in compare_table(report):
+        click.echo(line)
+
+
+def compare_table(report: dict) -> list[str]:
+    """`pearl compare`'s table: the mapping column as wide as the longest name, so no name is cut."""
+    width = max([len("mapping"), *(len(r["label"]) for r in report["rows"])])
+    lines = [f"{'mapping':{width}} {'predicted/s':>11} {'measured/s':>10} {'error':>6} {'J/step pred':>11} "
+             f"{'J/step meas':>11}"]
     for r in report["rows"]:
         predicted = f"{r['predicted_j_per_step']:.3g}" if r["predicted_j_per_step"] else "n/a"
         measured = f"{r['measured_j_per_step']:.3g}" if r["measured_j_per_step"] else "n/a"
-        click.echo(f"{r['label'][:44]:44} {r['predicted_env_steps_per_s']:11,.0f} "
-                   f"{r['measured_env_steps_per_s']:10,.0f} {r['error']:+6.0%} {predicted:>11} {measured:>11}")
-    click.echo(f"power: {report['rows'][0]['power_source']}; report, plot and runs in {report['dir']}")
+        lines.append(f"{r['label']:{width}} {r['predicted_env_steps_per_s']:11,.0f} "
+                     f"{r['measured_env_steps_per_s']:10,.0f} {r['error']:+6.0%} {predicted:>11} {measured:>11}")
+    lines.append(f"power: {report['rows'][0]['power_source']}; report, plot and runs in {report['dir']}")
+    return lines
 
 
 @cli.command("build-binary")
@@ -343,7 +391,9 @@ def compare(profile_path: str, algo: str, env_id: str, seconds: float, seed: int
 @click.option("--descriptor", required=True, help="Descriptor of the device model (its [device] and [figures]).")
 @click.option("--out", required=True, help="Where to write the binary; the new descriptor goes to OUT.toml.")
 def build_binary(device: str, descriptor: str, out: str) -> None:
-    """Compile pearl's OpenCL program for a device and write the binary plus a descriptor naming it."""
+    """Compile the OpenCL kernels into a binary for a device.
+
+    Compiles pearl's OpenCL program for a device and writes the binary plus a descriptor naming it."""
     from pearl.adapters.registry import require_opencl
 
     require_opencl(device)
@@ -354,12 +404,65 @@ def build_binary(device: str, descriptor: str, out: str) -> None:
     click.echo(f"train with: pearl train --device {device} --descriptor {written} ...")
 
 
-class _progress:
-    """A tqdm bar on a terminal (stderr), nothing otherwise; called with the steps done so far."""
+def _widths(text: str | None) -> tuple[int, ...] | None:
+    """`--hidden 256,256` as (256, 256); ConfigError unless it is a list of positive integers."""
+    if text is None:
+        return None
+    try:
+        widths = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        widths = ()
+    if not widths or any(w < 1 for w in widths):
+        raise ConfigError(f"--hidden takes comma-separated positive layer widths, e.g. 256,256; got {text!r}")
+    return widths
 
-    def __init__(self, total: int | None, enabled: bool, label: str, unit: str = "step") -> None:
+
+# `pearl --help` shows each command's first sentence; train's docstring belongs to the train command.
+train.short_help = "Train DQN or DDPG and write a run record."
+
+
+class _Choice(click.Choice):
+    """click's Choice, whose error names the nearest choice: `--objective perf_per_watt` → perf-per-watt."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as exc:
+            choices = [str(c) for c in self.choices]
+            normal = str(value).strip().lower().replace("_", "-")
+            close = [normal] if normal in choices else difflib.get_close_matches(normal, choices, n=1, cutoff=0.5)
+            if close:
+                exc.message = f"{exc.message.rstrip('.')}; did you mean {close[0]!r}?"
+            raise
+
+
+def _suggesting_choices(group: click.Group) -> None:
+    """Give every command's Choice options the nearest-choice hint (one place, so no option is missed)."""
+    for command in group.commands.values():
+        for param in command.params:
+            if type(param.type) is click.Choice:
+                param.type = _Choice(list(param.type.choices), case_sensitive=param.type.case_sensitive)
+
+
+_suggesting_choices(cli)
+
+
+class _progress:
+    """Progress of long work on stderr, called with the units done so far: a tqdm bar on a terminal; when
+    stderr is a file or a pipe, a line such as `profile: 40/157 timings (25%), 10 s` every `every` seconds
+    and one when the work ends (only for work that ran that long, so short commands stay quiet); nothing
+    when disabled (--json)."""
+
+    EVERY_S = 10.0
+
+    def __init__(self, total: int | None, enabled: bool, label: str, unit: str = "step",
+                 every: float = EVERY_S) -> None:
         self.bar = None
-        if enabled and sys.stderr.isatty():
+        self.total, self.label, self.unit, self.every = total, label, unit, every
+        self.lines = enabled and not sys.stderr.isatty()
+        self.done, self.printed = 0, 0
+        self.t0 = self.last = time.monotonic()
+        if enabled and not self.lines:
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, unit=unit, desc=label, file=sys.stderr, dynamic_ncols=True)
@@ -367,13 +470,28 @@ class _progress:
     def __enter__(self) -> "_progress":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         if self.bar is not None:
             self.bar.close()
+        elif self.printed and exc_type is None:
+            self._line(time.monotonic(), "done in ")
 
     def __call__(self, done: int) -> None:
+        self.done = done
         if self.bar is not None:
             self.bar.update(done - self.bar.n)
+        elif self.lines:
+            now = time.monotonic()
+            if now - self.last >= self.every:
+                self.last = now
+                self._line(now, "")
+
+    def _line(self, now: float, when: str) -> None:
+        units = f"{self.unit}s" if self.done != 1 else self.unit
+        count = f"{self.done:,}/{self.total:,} {units} ({self.done / self.total:.0%})" if self.total \
+            else f"{self.done:,} {units}"
+        click.echo(f"{self.label}: {count}, {when}{now - self.t0:.0f} s", err=True)
+        self.printed += 1
 
 
 def _print_json(obj: dict) -> None:

@@ -4,7 +4,9 @@ They feed the power model and what-if planning for devices that are absent, and 
 precompiled kernel binary the board runs. Layout (every figure carries its public source in a comment):
 
     schema = "pearl.device/1"
-    [device]   kind ("cpu" | "gpu" | "fpga"), vendor, model, match (substrings of the device name it describes)
+    [device]   kind ("cpu" | "gpu" | "fpga"), vendor, model, match (substrings of the device name it describes),
+               cores (optional, CPUs: the cores the figures are for; a host with fewer is charged its share of the
+               power, `pearl.profiling.power.from_descriptor`)
     [figures]  idle_w, peak_w, fp32_peak_flops, memory_bandwidth_bytes_per_s, memory_bytes,
                host_link_bandwidth_bytes_per_s, host_link_latency_s, launch_latency_s
     [binary]   (optional) path (relative to the descriptor), sha256, target (substring of the device name the
@@ -68,9 +70,44 @@ class DeviceDescriptor:
     match: tuple[str, ...]
     figures: dict[str, float]
     binary: BinarySpec | None = None
+    cores: int | None = None
 
     def matches(self, device_name: str) -> bool:
         return any(m.lower() in device_name.lower() for m in self.match)
+
+
+def shipped_names(folder: Path | None = None) -> list[str]:
+    """The names of the descriptors shipped in devices/ (file names without .toml), sorted."""
+    folder = DEVICES_DIR if folder is None else folder
+    return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
+
+
+def resolve_descriptor(name_or_path: str | Path, folder: Path | None = None) -> Path:
+    """A descriptor file from a path, or from the bare name of a shipped one (`nvidia-a100-sxm4-80gb`, with or
+    without `.toml`). A path that exists wins over a shipped name; a miss names the shipped descriptors."""
+    folder = DEVICES_DIR if folder is None else folder
+    path = Path(name_or_path)
+    if _exists(path):
+        return path
+    text = str(name_or_path)
+    if "/" not in text and text not in ("", ".", ".."):
+        stem = text[:-5] if text.endswith(".toml") else text
+        shipped = folder / f"{stem}.toml"
+        if _exists(shipped):
+            return shipped
+    names = shipped_names(folder)
+    stem = path.name[:-5] if path.name.endswith(".toml") else path.name
+    close = difflib.get_close_matches(stem, names, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    listing = f"shipped descriptors: {', '.join(names)}" if names else f"no descriptors in {folder}"
+    raise DescriptorError(f"{text}: no such device descriptor (a path, or a name from devices/); {hint}{listing}")
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        return False
 
 
 def load_descriptor(path: str | Path) -> DeviceDescriptor:
@@ -90,13 +127,16 @@ def load_descriptor(path: str | Path) -> DeviceDescriptor:
     if data.get("schema") != SCHEMA:
         raise DescriptorError(f"{where}: field 'schema' must be {SCHEMA!r}, got {data.get('schema')!r}")
     device = _table(data, "device", where)
-    _known_keys(device, ("kind", "vendor", "model", "match"), where, "device.")
+    _known_keys(device, ("kind", "vendor", "model", "match", "cores"), where, "device.")
     kind = _text(device, "kind", where, "device")
     if kind not in KINDS:
         raise DescriptorError(f"{where}: field 'device.kind' must be one of {', '.join(KINDS)}, got {kind!r}")
     match = device.get("match", [])
     if not isinstance(match, list) or not all(isinstance(m, str) and m for m in match):
         raise DescriptorError(f"{where}: field 'device.match' must be a list of non-empty strings")
+    cores = device.get("cores")
+    if cores is not None and (isinstance(cores, bool) or not isinstance(cores, int) or not 1 <= cores <= 1 << 20):
+        raise DescriptorError(f"{where}: field 'device.cores' must be a whole number of cores >= 1, got {cores!r}")
     figures_table = _table(data, "figures", where)
     _known_keys(figures_table, FIGURES, where, "figures.")
     figures = {}
@@ -113,7 +153,7 @@ def load_descriptor(path: str | Path) -> DeviceDescriptor:
                               f"idle_w ({figures['idle_w']})")
     binary = _binary(data["binary"], path) if "binary" in data else None
     return DeviceDescriptor(path, kind, _text(device, "vendor", where, "device"),
-                            _text(device, "model", where, "device"), tuple(match), figures, binary)
+                            _text(device, "model", where, "device"), tuple(match), figures, binary, cores)
 
 
 def _binary(table: object, path: Path) -> BinarySpec:

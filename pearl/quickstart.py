@@ -1,7 +1,9 @@
 """pearl quickstart: the main job end to end on this machine, with no arguments.
 
-1. a quick profile of this machine: profiles/<host>-quick.json, reused when it is less than a week old, was
-   measured on this CPU with this many cores, and holds the DQN preset's shapes;
+1. a quick profile of this machine: <runs>/profiles/<host>-quick.json, reused when it is less than a week
+   old, was measured on this CPU with this many cores, and holds the DQN preset's shapes. It lives in the
+   runs folder beside the run records (git ignores runs/), not in the tracked profiles/ folder, so a
+   quickstart in a clone leaves the checkout clean;
 2. a throughput plan for DQN on CartPole-v1 from it;
 3. DQN trained on CartPole-v1 with that plan (the preset: 50,000 steps) on the default launcher (actor
    processes beside the learner, running concurrently as the plan assumes), evaluated greedily. The schedule
@@ -16,7 +18,7 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from pearl.errors import PearlError
 
@@ -25,8 +27,9 @@ FRESH = timedelta(days=7)
 LAUNCHER = "local"  # the default launcher: its result for a seed does not depend on timing
 
 
-def profile_path() -> Path:
-    return Path("profiles") / f"{platform.node() or 'host'}-quick.json"
+def profile_path(runs_dir: str | Path = "runs") -> Path:
+    """Where the quickstart keeps its quick profile: inside the runs folder, which is not tracked."""
+    return Path(runs_dir) / "profiles" / f"{platform.node() or 'host'}-quick.json"
 
 
 def reusable(path: Path) -> bool:
@@ -52,23 +55,34 @@ def reusable(path: Path) -> bool:
 
 
 def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = False,
-                   say: Callable[[str], None] = print, progress: bool = True) -> dict:
+                   say: Callable[[str], None] = print, progress: bool | Callable[..., Any] = True) -> dict:
+    """The main job. progress: False (quiet), True (a bar on a terminal), or a factory
+    progress(total, label, unit) of context managers that take the units done so far (the CLI's, which also
+    prints a line now and then when stderr is not a terminal)."""
     from pearl.planner.make import make_plan
     from pearl.planner.plan import save_plan
     from pearl.profiling.format import save_profile
-    from pearl.profiling.profiler import ProfileOptions, run_profile
+    from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
     from pearl.fileio import check_writable
     from pearl.runtime.record import check_runs_dir
     from pearl.training import check_positive_int, train
 
     check_positive_int("--seed", seed, minimum=0)  # here, not after the profile has run for a while
     check_runs_dir(runs_dir, 0)  # a runs folder that cannot be written, too: the training checks its space
-    check_writable(profile_path())
+    path = profile_path(runs_dir)
+    check_writable(path)
     t0 = time.perf_counter()
-    path = profile_path()
     if reprofile or not reusable(path):
         say(f"1/3 profiling this machine (quick) into {path} ...")
-        save_profile(run_profile(ProfileOptions(quick=True, algos=(ALGO,))), path)
+        options = ProfileOptions(quick=True, algos=(ALGO,))
+        with _progress(progress, count_measurements(options), "profile", "timing") as bar:
+            done = [0]
+
+            def step(_label: str) -> None:
+                done[0] += 1
+                bar(done[0])
+
+            save_profile(run_profile(options, step), path)
     else:
         say(f"1/3 reusing the profile {path} (measured here less than a week ago; --reprofile measures again)")
     plan = make_plan(path, ALGO, ENV, "throughput")
@@ -77,11 +91,9 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
     say(f"2/3 plan for throughput: {placed}; {plan.actors} actor(s); predicted "
         f"{plan.predicted['env_steps_per_s']:,.0f} env steps/s; bottleneck {plan.bottleneck}")
     say(f"3/3 training {ALGO} on {ENV} with that plan (50,000 steps, {LAUNCHER} launcher) ...")
-    bar = _bar(progress)
-    result = train(ALGO, ENV, plan=str(plan_file), seed=seed, eval_episodes=20, runs_dir=runs_dir,
-                   progress=bar, launcher=LAUNCHER)
-    if bar is not None:
-        bar.close()
+    with _progress(progress, 50_000, f"{ALGO} {ENV}", "step") as bar:
+        result = train(ALGO, ENV, plan=str(plan_file), seed=seed, eval_episodes=20, runs_dir=runs_dir,
+                       progress=bar, launcher=LAUNCHER)
     measured = result.plan_check["measured"]["env_steps_per_s"]
     say(f"done in {time.perf_counter() - t0:.0f} s: evaluation return {result.eval_return_mean:.1f} ± "
         f"{result.eval_return_std:.1f} over 20 episodes ({result.headline} policy); {measured:,.0f} env steps/s "
@@ -91,17 +103,26 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
 
 
 class _Bar:
-    def __init__(self) -> None:
-        from tqdm import tqdm
+    """A tqdm bar on a terminal, nothing otherwise (the Python API's default)."""
 
-        self.bar = tqdm(total=50_000, unit="step", desc="dqn CartPole-v1", file=sys.stderr, dynamic_ncols=True)
+    def __init__(self, total: int, label: str, unit: str, enabled: bool) -> None:
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit=unit, desc=label, file=sys.stderr, dynamic_ncols=True)
+
+    def __enter__(self) -> "_Bar":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
     def __call__(self, done: int) -> None:
-        self.bar.update(done - self.bar.n)
-
-    def close(self) -> None:
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
 
 
-def _bar(enabled: bool) -> _Bar | None:
-    return _Bar() if enabled and sys.stderr.isatty() else None
+def _progress(progress: bool | Callable[..., Any], total: int, label: str, unit: str) -> Any:
+    return progress(total, label, unit) if callable(progress) else _Bar(total, label, unit, progress)

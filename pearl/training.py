@@ -60,6 +60,10 @@ class RunOptions:
     """A plan file (`pearl plan`): every kernel runs on its planned device with the planned actor count."""
     config: OffPolicyConfig | None = None
     """Hyperparameters; None takes pearl's preset for (algo, env), else the algorithm's defaults."""
+    config_file: str | None = None
+    """A JSON or TOML file of hyperparameters (name = value) changed from those (`--config FILE`)."""
+    settings: dict[str, str] = field(default_factory=dict)
+    """Hyperparameters changed last, as text parsed by each field's kind (`--set name=value`)."""
     steps: int | None = None
     """Env steps to train (overrides config.total_steps)."""
     seed: int = 0
@@ -158,6 +162,7 @@ class TrainResult:
     best: dict[str, Any] = field(default_factory=dict)  # the best policy: the same, and when it was found
     evaluations: list[dict[str, Any]] = field(default_factory=list)  # every in-training evaluation
     eval_s: float = 0.0  # seconds of in-training evaluation (inside train_wall_s)
+    hyperparameters_note: str = ""  # where the hyperparameters came from (preset, defaults, --set, --config)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -379,6 +384,42 @@ def _train(o: RunOptions, progress: Callable[[int], None] | None) -> TrainResult
     return _execute(setup, runner, record, checkpointer, None, o.eval_episodes, progress, o.max_seconds, wall0)
 
 
+def parse_settings(specs: Sequence[str]) -> dict[str, str]:
+    """`--set name=value` options as {name: text}; ConfigError for a malformed one."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise ConfigError(f"--set takes name=value (e.g. learning_rate=1e-3 or hidden=64,64), got {spec!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _hyperparameters_file(path: str, config: OffPolicyConfig) -> OffPolicyConfig:
+    """config with the fields a JSON or TOML file sets (validated field by field); ConfigError naming the file."""
+    if path.endswith(".toml"):
+        from pearl.descriptors import tomllib
+        from pearl.fileio import read_text
+
+        try:
+            data = tomllib.loads(read_text(path, ConfigError, "pass --config with a TOML or JSON file"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    else:
+        data = read_json(path, ConfigError, "pass --config with a JSON or TOML file of hyperparameters")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must hold a table of hyperparameters (name = value)")
+    data.pop("algo", None)
+    if isinstance(data.get("hidden"), list):
+        data["hidden"] = tuple(data["hidden"])
+    try:
+        changed = config.replace(**data)
+        changed.validate()
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return changed
+
+
 def _setup(o: RunOptions) -> _Setup:
     """Check every option (one ConfigError naming the first bad one) and derive the run's configuration."""
     o = o.replace(launcher=launcher_name(o.launcher), emulate=dict(o.emulate))
@@ -418,6 +459,10 @@ def _setup(o: RunOptions) -> _Setup:
     config = o.config if o.config is not None else preset(algo, env_id)
     if config.algo != algo:
         raise ConfigError(f"a {config.algo} config cannot train {algo}")
+    if o.config_file is not None:
+        config = _hyperparameters_file(o.config_file, config)
+    if o.settings:
+        config = config.with_text(o.settings)
     if o.steps is not None:
         config = config.replace(total_steps=o.steps)
     for name, value, most in (("--actors", o.actors, max_actors()), ("--envs-per-actor", o.envs_per_actor, MAX_ENVS)):
@@ -542,7 +587,7 @@ def _execute(setup: _Setup, runner: SegmentLauncher, record: RunRecord, checkpoi
         checkpoints=list(stats.checkpoints), checkpoint_s=stats.checkpoint_s,
         resumed_from=str(checkpoint.path) if checkpoint is not None else None,
         skipped_checkpoints=list(skipped or []), schedule=runner.schedule.to_dict(), eval_s=stats.eval_s,
-        **scores)
+        hyperparameters_note=hyperparameters_note(setup), **scores)
     if stats.learn_start_s is not None and stats.wall_s > stats.learn_start_s:
         learning_s = stats.wall_s - stats.learn_start_s
         result.learning_env_steps_per_s = (stats.steps - stats.learn_start_steps) / learning_s
@@ -551,6 +596,20 @@ def _execute(setup: _Setup, runner: SegmentLauncher, record: RunRecord, checkpoi
         result.plan_check = plan_check(setup.plan, stats, config, result, o.emulate)
     record.write("summary.json", {"kind": "summary", "status": "finished", **result.to_dict()})
     return result
+
+
+def hyperparameters_note(setup: _Setup) -> str:
+    """Where the run's hyperparameters came from, in a sentence (a run without a preset says how to tune it)."""
+    o = setup.options
+    changed = [f"--config {o.config_file}"] if o.config_file else []
+    changed += [f"--set {k}={v}" for k, v in o.settings.items()]
+    extra = f", changed by {' '.join(changed)}" if changed else ""
+    if o.config is not None:
+        return f"hyperparameters given by the caller{extra}"
+    if has_preset(setup.algo, setup.env_id):
+        return f"pearl's preset for {setup.algo} on {setup.env_id}{extra}"
+    return (f"no preset for {setup.algo} on {setup.env_id}: the algorithm's defaults{extra}; pass hyperparameters "
+            "with --set name=value (repeatable) or --config FILE (JSON or TOML)")
 
 
 def _score(setup: _Setup, runner: SegmentLauncher, stats: LoopStats, episodes: int,

@@ -75,7 +75,7 @@ class TransitionBatch:
 class SampleBatch:
     """B transitions drawn by the replay manager, with their slots and importance-sampling weights."""
 
-    indices: np.ndarray  # (B,) int64 replay slots (host)
+    indices: Any  # (B,) replay slots: a host int64 array (torch adapters) or a device int32 array (OpenCL)
     obs: Any
     action: Any
     reward: Any
@@ -92,8 +92,8 @@ class SampleBatch:
 class PriorityUpdate:
     """New TD errors for the slots of one sampled batch."""
 
-    indices: np.ndarray  # (B,) int64
-    td_errors: np.ndarray  # (B,) float32, signed or absolute: priorities use |td|
+    indices: Any  # (B,) the sampled batch's `indices`, as the replay adapter gave them (host or device)
+    td_errors: Any  # (B,) float32 on the learner's device, signed or absolute: priorities use |td|
 
 
 @dataclass

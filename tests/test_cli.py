@@ -70,6 +70,18 @@ def test_devices_table(capsys) -> None:
     (["train", "--algo", "dqn"], ["--env"]),
     (["train", "--nope"], ["--nope"]),
     (["frobnicate"], ["frobnicate"]),
+    # the whole sentence, not cut after "this machine's"
+    (["train", "--algo", "dqn", "--env", "CartPole-v1", "--device", "gpu"], ["'gpu'", "lists this machine's devices"]),
+    # a Choice names the nearest choice
+    (["plan", "--profile", "p.json", "--algo", "dqn", "--env", "CartPole-v1", "--objective", "perf_per_watt"],
+     ["did you mean 'perf-per-watt'?"]),
+    (["plan", "--profile", "p.json", "--algo", "dqm", "--env", "CartPole-v1"], ["did you mean 'dqn'?"]),
+    (["train", "--algo", "ddgp", "--env", "Pendulum-v1"], ["did you mean 'ddpg'?"]),
+    # --what-if: a missing name lists the shipped descriptors, with the nearest one
+    (["profile", "--quick", "--what-if", "nvidia-a100-sxm4-8gb", "--out", "p.json"],
+     ["no such device descriptor", "did you mean nvidia-a100-sxm4-80gb?", "pocl-cpu"]),
+    (["profile", "--quick", "--what-if", "no/such/thing.toml", "--out", "p.json"],
+     ["no such device descriptor", "nvidia-h100-sxm5-80gb"]),
 ])
 def test_user_errors_are_one_line_exit_2(capsys, tmp_path: Path, args: list[str], fragments: list[str]) -> None:
     takes_runs_dir = args[0] == "train" and "--nope" not in args
@@ -148,3 +160,64 @@ def test_installed_entry_point_exit_code() -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert proc.stderr.startswith("error: ")
+
+
+def test_help_shows_whole_command_descriptions(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, "--help")
+    assert code == 0
+    commands = out.split("Commands:", 1)[1].strip().splitlines()
+    assert len(commands) == 7
+    for line in commands:
+        assert not line.rstrip().endswith("..."), line  # click cuts a description that does not fit
+        assert line.rstrip().endswith("."), line
+
+
+def test_what_if_takes_a_shipped_descriptor_name() -> None:
+    from pearl.descriptors import DEVICES_DIR, resolve_descriptor
+
+    for name in ("nvidia-a100-sxm4-80gb", "nvidia-a100-sxm4-80gb.toml"):
+        assert resolve_descriptor(name) == DEVICES_DIR / "nvidia-a100-sxm4-80gb.toml"
+    path = DEVICES_DIR / "pocl-cpu.toml"
+    assert resolve_descriptor(str(path)) == path  # a path still works
+
+
+def test_compare_table_shows_whole_mapping_names() -> None:
+    from pearl.cli import compare_table
+
+    label = "throughput plan = perf-per-watt plan = pareto low-energy end = all on cpu"
+    row = {"label": label, "predicted_env_steps_per_s": 2217.0, "measured_env_steps_per_s": 1744.0,
+           "error": 0.27, "predicted_j_per_step": 0.0649, "measured_j_per_step": 0.0825, "power_source": "modelled"}
+    short = {**row, "label": "all on opencl:0:0"}
+    lines = compare_table({"rows": [row, short], "dir": "runs/compare-x"})
+    assert lines[1].startswith(label + " ")
+    assert lines[2].startswith("all on opencl:0:0 ")
+    # the columns line up: every row's figures start where the header's do
+    start = lines[0].index("predicted/s")
+    assert all(line[start - 1] == " " and line[len(label)] == " " for line in lines[:3])
+
+
+def test_progress_when_piped_prints_a_line_now_and_then(capsys) -> None:
+    from pearl.cli import _progress
+
+    with _progress(157, enabled=True, label="profile", unit="timing", every=0.0) as bar:
+        bar(40)
+        bar(157)
+    lines = capsys.readouterr().err.splitlines()  # capsys's stderr is not a terminal, as in a pipe
+    assert lines[0].startswith("profile: 40/157 timings (25%), ")
+    assert lines[1].startswith("profile: 157/157 timings (100%), ")
+    assert lines[2].startswith("profile: 157/157 timings (100%), done in ") and len(lines) == 3
+    with _progress(None, enabled=True, label="resume runs/x", every=0.0) as bar:
+        bar(1)
+    assert capsys.readouterr().err.splitlines()[0].startswith("resume runs/x: 1 step, ")
+
+
+def test_progress_stays_quiet_for_short_work_and_for_json(capsys) -> None:
+    from pearl.cli import _progress
+
+    with _progress(100, enabled=True, label="train", every=60.0) as bar:
+        for done in range(1, 101):
+            bar(done)
+    with _progress(100, enabled=False, label="train", every=0.0) as bar:
+        bar(50)
+    assert capsys.readouterr().err == ""

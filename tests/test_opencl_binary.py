@@ -47,7 +47,9 @@ def test_binary_loads_through_its_descriptor_and_trains(capsys, built, tmp_path)
                              "--runs-dir", str(tmp_path))
     assert code == 0, err
     result = json.loads(out)
-    assert result["device"] == DEVICE and result["updates"] == 100  # ρ × (steps − learning_starts) = 0.5 × 200
+    # the schedule: 1,200 steps are 4 whole 256-step segments (+ 176); only the one ending at 1,024 passes
+    # learning_starts (1,000), and it makes 128 updates
+    assert result["device"] == DEVICE and result["updates"] == 128
     config = json.loads((Path(result["run_dir"]) / "config.json").read_text())
     assert config["descriptor"] == str(descriptor)
 

@@ -258,3 +258,25 @@ def test_envs_per_actor_option_is_checked(capsys, tmp_path) -> None:
                                "--envs-per-actor", bad, "--out", str(tmp_path / "p.json"))
         assert code == 2 and err.startswith("error: ") and err.count("\n") == 1 and fragment in err
     assert not (tmp_path / "p.json").exists()
+
+
+def test_plan_records_where_each_power_figure_came_from(tmp_path) -> None:
+    from pearl.planner.make import make_plan
+
+    data = json.loads(REFERENCE.read_text())
+    for p in data["power"]:  # as a profile of this version records them
+        p.update(descriptor="pocl-cpu.toml", scale=1.0) if p["device"] != "cpu" else \
+            p.update(descriptor="generic-x86-server-cpu.toml", scale=0.0625)
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps(data))
+    plan = make_plan(profile, "dqn", "CartPole-v1", "perf-per-watt")
+    expected = {p["device"]: p for p in data["power"]}
+    assert set(plan.power) == set(expected)
+    for device, figures in plan.power.items():
+        for key in ("idle_w", "busy_w", "source", "method", "descriptor", "scale"):
+            assert figures[key] == expected[device][key]
+    assert plan.power["cpu"]["resource"] == "host-cpu"
+    assert load_plan(save_plan(plan, tmp_path / "plan.json")).power == plan.power
+    # older profiles carry no descriptor name: the plan says so rather than guessing
+    old = make_plan(REFERENCE, "dqn", "CartPole-v1", "perf-per-watt")
+    assert all(f["descriptor"] is None and f["scale"] == 1.0 for f in old.power.values())

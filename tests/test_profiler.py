@@ -8,9 +8,14 @@ from pathlib import Path
 import pytest
 
 from cli_support import run_cli
+from pearl.descriptors import DescriptorError, load_descriptor
 from pearl.kernels import DEVICE_KERNELS
 from pearl.profiling.format import ProfileError, load_profile, save_profile
+from pearl.profiling.power import rapl_domains
 from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
+
+
+DEVICES = Path(__file__).resolve().parent.parent / "devices"
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +85,9 @@ def test_cli_writes_the_profile_and_a_json_summary(capsys, tmp_path) -> None:
     assert code == 0, err
     summary = json.loads(stdout)
     assert summary["profile"] == str(out) and summary["kernel_measurements"] == 15
+    # the progress bar's total is what the sweep does, so the bar ends full and the summary says the same count
+    options = ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",))
+    assert summary["timings"] == count_measurements(options)
     assert load_profile(out).mode == "quick"
 
 
@@ -184,10 +192,10 @@ def test_bad_fields_are_named(good_file, change, field: str) -> None:
 def test_what_if_a100_adds_modelled_cuda_entries(capsys, tmp_path) -> None:
     from pearl.adapters.torch import TorchAdapter
 
-    descriptor = Path(__file__).resolve().parent.parent / "devices" / "nvidia-a100-sxm4-80gb.toml"
     out = tmp_path / "p.json"
+    # a shipped descriptor by its name (a path works as well: tests/test_cli.py)
     code, _, err = run_cli(capsys, "profile", "--quick", "--algo", "dqn", "--device", "cpu", "--what-if",
-                           str(descriptor), "--out", str(out))
+                           "nvidia-a100-sxm4-80gb", "--out", str(out))
     assert code == 0, err
     profile = load_profile(out)
     device = profile.device("whatif:nvidia-a100-sxm4-80gb")
@@ -197,7 +205,9 @@ def test_what_if_a100_adds_modelled_cuda_entries(capsys, tmp_path) -> None:
     assert all(k.source == "modelled" and k.median_s > 0 for k in entries)
     measured_batches = {(k.kernel, k.batch) for k in profile.kernels if k.device == "cpu"}
     assert {(k.kernel, k.batch) for k in entries} == measured_batches  # costed at the measured grid
-    assert {p.device: p.source for p in profile.power}[device.id] == "modelled"
+    power = {p.device: p for p in profile.power}[device.id]
+    assert (power.source, power.descriptor, power.scale) == ("modelled", "nvidia-a100-sxm4-80gb.toml", 1.0)
+    assert power.idle_w == load_descriptor(DEVICES / "nvidia-a100-sxm4-80gb.toml").figures["idle_w"]  # unscaled
 
 
 def test_cost_model_reads_a_measured_profile(cpu_profile) -> None:
@@ -252,3 +262,64 @@ def test_timed_calls_run_without_the_garbage_collector_and_it_is_restored() -> N
     with pytest.raises(ZeroDivisionError):  # and a call that raises still gives it back
         durations(lambda: 1 / 0, lambda: None, min_time=0.0, warmup=0, min_samples=1)
     assert gc.isenabled()
+
+
+# ---------------------------------------------------------------------------------------------- power
+def test_a_cpu_descriptor_is_charged_for_the_cores_this_host_has() -> None:
+    from pearl.profiling.power import from_descriptor
+
+    generic = load_descriptor(DEVICES / "generic-x86-server-cpu.toml")
+    assert generic.cores == 32 and generic.figures["idle_w"] == 60.0 and generic.figures["peak_w"] == 200.0
+    two = from_descriptor(generic, lanes=2)  # the 2-core VM: 2/32 of a 32-core server's figures
+    assert (two.idle_w, two.busy_w, two.scale) == (3.75, 12.5, 2 / 32)
+    assert (two.source, two.method, two.descriptor) == ("modelled", "descriptor", "generic-x86-server-cpu.toml")
+    whole = from_descriptor(generic, lanes=64)  # more lanes than the chip's cores (SMT): never above the chip
+    assert (whole.idle_w, whole.busy_w, whole.scale) == (60.0, 200.0, 1.0)
+    a100 = load_descriptor(DEVICES / "nvidia-a100-sxm4-80gb.toml")
+    assert a100.cores is None and from_descriptor(a100, lanes=2).busy_w == a100.figures["peak_w"]  # no cores: as is
+
+
+@pytest.mark.parametrize("cores", ["0", "-2", "2.5", "true", '"8"'])
+def test_descriptor_cores_must_be_a_whole_number(tmp_path, cores) -> None:
+    text = (DEVICES / "pocl-cpu.toml").read_text().replace("\ncores = 2 ", f"\ncores = {cores} ", 1)
+    assert f"cores = {cores} " in text
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    with pytest.raises(DescriptorError, match="device.cores"):
+        load_descriptor(bad)
+
+
+def _host_targets(*infos):
+    from pearl.profiling import profiler
+
+    descriptors = profiler._known_descriptors(DEVICES)
+    targets = []
+    for info in infos:
+        descriptor, matched = profiler._match(info, descriptors)
+        entry = profiler.DeviceEntry(info.id, info.kind, info.adapter, info.name, info.lanes, info.memory_bytes,
+                                     "measured", profiler.HOST_RESOURCE, descriptor.source.name, matched)
+        targets.append(profiler._Target(info, None, entry, descriptor))
+    return targets
+
+
+@pytest.mark.skipif(bool(rapl_domains()),
+                    reason="RAPL is readable here: the host CPU's power is measured, not taken from a descriptor")
+def test_pocl_takes_its_own_descriptor_and_the_host_resource_is_charged_once() -> None:
+    from pearl.adapters.base import DeviceInfo
+    from pearl.profiling import profiler
+
+    cpu = DeviceInfo("cpu", "cpu", "torch", "AMD EPYC", 2, 1 << 34)
+    pocl = DeviceInfo("opencl:0:0", "opencl", "opencl", "pthread-AMD EPYC (Portable Computing Language)", 2, 1 << 32,
+                      note="cpu, 2 compute units")
+    cpu_target, pocl_target = _host_targets(cpu, pocl)
+    assert (cpu_target.entry.descriptor, cpu_target.entry.descriptor_matched) == ("generic-x86-server-cpu.toml", False)
+    assert (pocl_target.entry.descriptor, pocl_target.entry.descriptor_matched) == ("pocl-cpu.toml", True)
+    grid = profiler.GRIDS["quick"]
+    # alone, the CPU gets the generic server's figures scaled to its 2 cores
+    (alone,) = profiler._power([cpu_target], None, grid)
+    assert (alone.idle_w, alone.busy_w, alone.descriptor) == (3.75, 12.5, "generic-x86-server-cpu.toml")
+    # with PoCL beside it, the one resource carries the descriptor that matched by name (PoCL's own), on both
+    both = profiler._power([cpu_target, pocl_target], None, grid)
+    pocl_toml = load_descriptor(DEVICES / "pocl-cpu.toml")
+    assert [(p.device, p.idle_w, p.busy_w, p.descriptor) for p in both] == [
+        (d, pocl_toml.figures["idle_w"], pocl_toml.figures["peak_w"], "pocl-cpu.toml") for d in ("cpu", "opencl:0:0")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,15 @@ def in_tmp(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def quick_profile():
     return run_profile(ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",)))
+
+
+def test_quick_profile_is_kept_in_the_runs_folder_not_the_tracked_profiles_folder(tmp_path) -> None:
+    import platform
+
+    assert profile_path() == Path("runs", "profiles", f"{platform.node() or 'host'}-quick.json")
+    assert profile_path(tmp_path / "elsewhere").parent == tmp_path / "elsewhere" / "profiles"
+    # git ignores the runs folder, so a quickstart in a clone leaves the checkout clean
+    assert "runs/" in (Path(__file__).resolve().parent.parent / ".gitignore").read_text().splitlines()
 
 
 def test_fresh_profile_of_this_machine_is_reused(in_tmp, quick_profile) -> None:
@@ -61,6 +71,7 @@ def test_quickstart_is_the_main_job(in_tmp, capsys) -> None:
     assert exc.value.code == 0, err
     report = json.loads(out)
     assert load_profile(in_tmp / report["profile"]).mode == "quick"
+    assert Path(report["profile"]).parts[:2] == ("runs", "profiles") and not (in_tmp / "profiles").exists()
     assert report["run"]["plan_check"]["kernels"]["learn"]["measured_s"] > 0
     assert report["run"]["placement"]["learn"] == report["plan"]["mapping"]["learn"]
     # the default launcher, concurrent as the plan assumes; its result for a seed does not depend on timing

@@ -66,4 +66,8 @@ def test_presets_are_the_published_settings() -> None:
         (20_000, 1e-3, 256, 200_000, 10_000)
     assert (ddpg.gamma, ddpg.tau, ddpg.action_noise, ddpg.hidden, ddpg.replay_ratio) == \
         (0.98, 0.005, 0.1, (400, 300), 1.0)
-    assert preset("dqn", "Acrobot-v1").total_steps == pearl.DQNConfig().total_steps  # defaults elsewhere
+    acrobot = preset("dqn", "Acrobot-v1")  # rl-baselines3-zoo dqn.yml
+    assert (acrobot.total_steps, acrobot.learning_rate, acrobot.batch_size, acrobot.buffer_size,
+            acrobot.target_update_interval, acrobot.replay_ratio, acrobot.hidden) == \
+        (100_000, 6.3e-4, 128, 50_000, 250, 1.0, (256, 256))
+    assert preset("dqn", "MountainCar-v0").total_steps == pearl.DQNConfig().total_steps  # defaults elsewhere

@@ -12,7 +12,7 @@ from pathlib import Path
 from pearl.adapters.base import Adapter, DeviceInfo
 from pearl.errors import BackendMissing, DeviceError
 
-DEVICE_ID_HELP = "device ids look like cpu, cuda:0 or opencl:0:0; `pearl devices` lists this machine's"
+DEVICE_ID_HELP = "device ids look like cpu, cuda:0 or opencl:0:0; `pearl devices` lists this machine's devices"
 
 
 @dataclass

@@ -7,6 +7,7 @@ network shapes and the replay ratio on a machine without torch.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -104,14 +105,46 @@ class OffPolicyConfig:
         known = {f.name for f in dataclasses.fields(self)}
         unknown = sorted(set(changes) - known)
         if unknown:
-            raise ConfigError(f"unknown {self.algo} hyperparameter(s): {', '.join(unknown)}")
+            close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"unknown {self.algo} hyperparameter(s): {', '.join(unknown)}{hint}; the "
+                              f"hyperparameters are: {', '.join(sorted(known))}")
         return dataclasses.replace(self, **changes)
+
+    def with_text(self, settings: dict[str, str]) -> "OffPolicyConfig":
+        """A copy with fields set from text (`--set name=value`): each parsed as the kind of value its
+        default has (true/false, an integer, a number, or comma-separated integers for hidden), then
+        validated like any config."""
+        self.replace(**{name: None for name in settings})  # unknown names first, with the nearest one
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        parsed = {name: _parse(name, text, defaults[name]) for name, text in settings.items()}
+        changed = self.replace(**parsed)
+        changed.validate()
+        return changed
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["hidden"] = list(self.hidden)
         out["algo"] = self.algo
         return out
+
+def _parse(name: str, text: str, default: Any) -> Any:
+    """`text` as the kind of value `default` is; ConfigError naming the field when it is not one."""
+    try:
+        if isinstance(default, bool):
+            if text.lower() not in ("true", "false", "1", "0"):
+                raise ValueError
+            return text.lower() in ("true", "1")
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float):
+            return float(text)
+        if isinstance(default, tuple):
+            return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise ConfigError(f"{name} must be {_kind_name(default)}, got {text!r}") from None
+    return text
+
 
 def _kind_name(default: Any) -> str:
     if isinstance(default, bool):

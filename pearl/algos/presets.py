@@ -49,6 +49,23 @@ PRESETS: dict[tuple[str, str], OffPolicyConfig] = {
         huber=True,
         max_grad_norm=10.0,
     ),
+    # rl-baselines3-zoo hyperparams/dqn.yml (commit ce95481), "Acrobot-v1"; its benchmark.md: -76.6 ± 11.8
+    # over 100k steps. gradient_steps -1 there means train_freq of them; target_update_interval 250 counts env
+    # steps, which at one update per env step is 250 updates.
+    ("dqn", "Acrobot-v1"): DQNConfig(
+        total_steps=100_000,
+        learning_rate=6.3e-4,
+        batch_size=128,
+        buffer_size=50_000,
+        learning_starts=0,
+        gamma=0.99,
+        target_update_interval=250,
+        train_freq=4,
+        gradient_steps=4,
+        exploration_fraction=0.12,
+        exploration_final_eps=0.1,
+        hidden=(256, 256),
+    ),
     ("ddpg", "Pendulum-v1"): DDPGConfig(
         total_steps=20_000,
         learning_rate=1e-3,

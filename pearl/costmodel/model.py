@@ -1,4 +1,4 @@
-"""The cost model: a `Profile` turned into the figures the planner uses (DESIGN.md §6).
+"""The cost model: a `Profile` turned into the figures the planner uses.
 
 - `kernel_time(k, d, w, b)`: seconds of kernel k on device d for workload w at batch b. From the profile's
   medians over the measured batch sizes b_1 < ... < b_n of that (workload, kernel, device):

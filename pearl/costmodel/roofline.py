@@ -1,4 +1,4 @@
-"""The what-if model: the time of a kernel on a device that is not present, from its descriptor (DESIGN.md §5).
+"""The what-if model: the time of a kernel on a device that is not present, from its descriptor.
 
     roofline_time(work, figures) = launches · launch_latency_s
                                    + max(flops / fp32_peak_flops, bytes / memory_bandwidth_bytes_per_s)

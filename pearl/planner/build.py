@@ -60,8 +60,8 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     if envs is not None:
         config = config.replace(n_envs=envs)
     if key not in model.workloads():
-        raise PlanError(f"the profile has no measurements of {key}; run `pearl profile --algo {algo}` on this "
-                        "machine (profiles hold the presets' network shapes)")
+        raise PlanError(f"the profile has no measurements of {key}; run `pearl profile --algo {algo} --env "
+                        f"{spec.env_id} --out PROFILE` on this machine (it adds that workload to the profile)")
     host_device = "cpu"
     if host_device not in model.devices():
         raise PlanError("the profile has no `cpu` device: environments step on the host CPU")

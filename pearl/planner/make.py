@@ -134,7 +134,17 @@ def _plan(profile_path: str | Path, profile: Profile, model: CostModel, problem:
         pareto=[{**_figures(s.period_s, s.energy_j, facts, {}), "mapping": dict(s.placement), "actors": s.actors.n,
                  "envs_per_actor": s.actors.envs} for s in front],
         kernels=_kernel_seconds(problem, facts, best),
+        power=_power_figures(profile, problem),
     )
+
+
+def _power_figures(profile: Profile, problem: Problem) -> dict[str, dict]:
+    """The power figures the energy terms used, per device of the problem, with where each came from: the
+    method, and for a descriptor's figures the file and the share of them charged."""
+    entries = {p.device: p for p in profile.power}
+    return {d.id: {"resource": d.resource, "idle_w": p.idle_w, "busy_w": p.busy_w, "source": p.source,
+                   "method": p.method, "descriptor": p.descriptor, "scale": p.scale}
+            for d in problem.devices if (p := entries.get(d.id)) is not None}
 
 
 def _kernel_seconds(problem: Problem, facts: dict, solution: Solution) -> dict[str, float]:

@@ -15,11 +15,14 @@ predicts for it and for the all-on-one-device mappings.
       "lanes": {"cpu": lanes the plan uses on the host, "accelerator": lanes on other resources, "ratio"},
       "baselines": [{"device", "feasible", "env_steps_per_s", "env_steps_per_joule", "speedup"}],
       "solver": {"name", "status", "gap", "solve_s"},
-      "pareto": [{"period_s", "energy_per_iteration_j", "env_steps_per_s", "env_steps_per_joule", "mapping"}]
+      "pareto": [{"period_s", "energy_per_iteration_j", "env_steps_per_s", "env_steps_per_joule", "mapping"}],
+      "power": {device: {"resource", "idle_w", "busy_w", "source", "method", "descriptor", "scale"}}
     }
 
 `source` is "modelled" when any figure behind a prediction was modelled (a what-if device, a descriptor's
-power); "power_source" says where the power figures came from. This module imports no hardware library.
+power); "power_source" says where the power figures came from, and "power" (optional; older plans lack it)
+gives each device's figures with their method and, for modelled ones, the descriptor file and the share of
+its figures charged (a host with fewer cores than the descriptor's). This module imports no hardware library.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class Plan:
     solver: dict[str, Any] = field(default_factory=dict)
     pareto: list[dict[str, Any]] = field(default_factory=list)
     kernels: dict[str, float] = field(default_factory=dict)
+    power: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, **asdict(self)}
@@ -111,7 +115,10 @@ def parse_plan(data: Any, where: str) -> Plan:
             any(finite_number(v) is None for v in kernels.values()):
         fail("kernels", f"an object mapping some of {', '.join(timed)} to seconds (a finite number >= 0)",
              kernels)
+    power = data.get("power", {})
+    if not isinstance(power, dict) or not all(isinstance(v, dict) for v in power.values()):
+        fail("power", "an object mapping device ids to their power figures", power)
     return Plan(data["pearl_version"], data["created"], data["algo"], data["env"], data["objective"],
                 data["profile"], dict(mapping), data["actors"], data["envs_per_actor"], data["predicted"],
                 data["bottleneck"], data["lanes"], list(data.get("baselines", [])), dict(solver),
-                list(data.get("pareto", [])), {k: float(v) for k, v in kernels.items()})
+                list(data.get("pareto", [])), {k: float(v) for k, v in kernels.items()}, dict(power))

@@ -10,7 +10,7 @@
       "kernels": [{"workload", "kernel", "device", "batch", "median_s", "p10_s", "p90_s", "samples", "source"}],
       "env_step": [{"env", "median_s", "p10_s", "p90_s", "samples", "source"}],
       "transfers": [{"device", "direction", "latency_s", "bandwidth_bytes_per_s", "source"}],
-      "power": [{"device", "idle_w", "busy_w", "source", "method"}],
+      "power": [{"device", "idle_w", "busy_w", "source", "method", "descriptor", "scale"}],
       "in_situ": [{"workload", "device", "iteration_s", "iterations", "inserts", "insert_rows", "batch",
                    "prioritized", "source"}],
       "weight_sync": [{"workload", "device", "publish_s", "load_s", "samples", "source"}]
@@ -22,6 +22,9 @@
   share "host-cpu"; `cpu` always carries "host-cpu"); the planner counts such a resource once.
 - `source` is "measured" or "modelled" on every figure; anything derived from a figure keeps its source.
 - `direction` is "h2d" or "d2h"; `method` is how power was obtained: "nvml", "rapl" or "descriptor".
+  `descriptor` (optional) names the descriptor file of a "descriptor" figure and `scale` (optional, 1 when
+  absent) the share of its figures charged (a host's cores ÷ the descriptor's `cores`). Devices that share
+  a resource carry the same figures, so `descriptor` may be another device's (PoCL's for `cpu`).
 - `in_situ` (optional; older profiles lack it): the learner's iteration timed as the runtime runs it, replay
   and learn on one device: `inserts` calls of `insert_rows` transitions, a sample and a learn at `batch`,
   and a priority update when `prioritized`, each on a freshly sampled batch, `iteration_s` the mean over
@@ -122,6 +125,8 @@ class Power:
     busy_w: float
     source: str
     method: str
+    descriptor: str | None = None
+    scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -236,7 +241,9 @@ def parse_profile(data: Any, where: str) -> Profile:
                                   v.source(t, p))
                          for p, t in v.items(data, "transfers")]
     profile.power = [Power(v.member(w, "device", p, device_ids), v.number(w, "idle_w", p), v.number(w, "busy_w", p),
-                           v.source(w, p), v.member(w, "method", p, {"nvml", "rapl", "descriptor"}))
+                           v.source(w, p), v.member(w, "method", p, {"nvml", "rapl", "descriptor"}),
+                           v.optional_text(w, "descriptor", p),
+                           v.number(w, "scale", p, positive=True) if "scale" in w else 1.0)
                      for p, w in v.items(data, "power")]
     if "in_situ" in data:
         profile.in_situ = [InSituTiming(v.member(t, "workload", p, workload_keys), v.member(t, "device", p, device_ids),
@@ -252,6 +259,34 @@ def parse_profile(data: Any, where: str) -> Profile:
                                for p, t in v.items(data, "weight_sync")]
     _reject_duplicates(profile, where)
     return profile
+
+
+def check_same_machine(kept: Profile, host: dict[str, Any], where: str) -> None:
+    """ProfileError unless `kept` (read from `where`) was measured on a machine with host's CPU and cores."""
+    for field_name in ("cpu", "cores"):
+        if kept.host.get(field_name) != host.get(field_name):
+            raise ProfileError(f"{where}: a profile of another machine ({kept.host.get('cpu')}, "
+                               f"{kept.host.get('cores')} cores), which this one would not add to; pass another "
+                               "--out, or remove the file")
+
+
+def merge_profiles(kept: Profile, new: Profile, where: str) -> Profile:
+    """`new` with what `kept` (read from `where`) holds besides it: the workloads, envs, devices, transfers and
+    power figures that `new` did not measure again. Both must be of this machine (the same CPU and cores), or
+    the figures would not be comparable: ProfileError naming the file."""
+    check_same_machine(kept, new.host, where)
+    devices = {d.id for d in new.devices}
+    keys = {w.key for w in new.workloads}
+    out = Profile(new.pearl_version, new.created, new.mode, new.host,
+                  devices=new.devices + [d for d in kept.devices if d.id not in devices],
+                  workloads=new.workloads + [w for w in kept.workloads if w.key not in keys],
+                  env_step=new.env_step + [e for e in kept.env_step if e.env not in {n.env for n in new.env_step}],
+                  transfers=new.transfers + [t for t in kept.transfers if t.device not in devices],
+                  power=new.power + [p for p in kept.power if p.device not in devices])
+    for name in ("kernels", "in_situ", "weight_sync"):
+        setattr(out, name, getattr(new, name) + [t for t in getattr(kept, name) if t.workload not in keys])
+    _reject_duplicates(out, where)
+    return out
 
 
 def _reject_duplicates(profile: Profile, where: str) -> None:

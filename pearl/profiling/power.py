@@ -1,6 +1,11 @@
 """Power per device, in this order: NVML for NVIDIA GPUs, RAPL (/sys/class/powercap) for CPUs where it is
 readable, else the device descriptor's model idle + (peak − idle) × utilisation.
 
+A CPU descriptor that states its `cores` describes that whole chip; a host CPU device with fewer lanes (a
+virtual machine's share of a server, a small part) is charged lanes / cores of its idle and peak figures,
+never more than the whole (`from_descriptor`). Per-core power is thus assumed uniform: the descriptor's
+figures divided by its cores. A descriptor without `cores` is used as it is.
+
 Measured figures carry source "measured" and the method; descriptor figures carry "modelled". The profiler
 reports idle power and busy power (all lanes busy); the planner scales between them by utilisation.
 """
@@ -23,11 +28,16 @@ class PowerReading:
     busy_w: float
     source: str
     method: str
+    descriptor: str | None = None  # the descriptor file the figures came from (method "descriptor")
+    scale: float = 1.0  # the share of the descriptor's figures charged: lanes / cores for a CPU, else 1
 
 
-def from_descriptor(descriptor: DeviceDescriptor) -> PowerReading:
-    """The descriptor's model at utilisation 0 (idle) and 1 (busy)."""
-    return PowerReading(descriptor.figures["idle_w"], descriptor.figures["peak_w"], "modelled", "descriptor")
+def from_descriptor(descriptor: DeviceDescriptor, lanes: int | None = None) -> PowerReading:
+    """The descriptor's model at utilisation 0 (idle) and 1 (busy); for a host device with `lanes` cores of
+    a descriptor that states its `cores`, lanes / cores of those figures (at most all of them)."""
+    scale = min(1.0, lanes / descriptor.cores) if lanes is not None and descriptor.cores else 1.0
+    return PowerReading(descriptor.figures["idle_w"] * scale, descriptor.figures["peak_w"] * scale, "modelled",
+                        "descriptor", descriptor.source.name, scale)
 
 
 def rapl_domains() -> list[Path]:

@@ -1,5 +1,6 @@
 """`pearl profile`: measure every kernel × every adapter that implements it × a grid of batch sizes, for
-the DQN and DDPG presets, plus env stepping, host↔device transfers and power, into a `Profile`.
+the DQN and DDPG presets (or one workload of the user's: an algorithm on any env, with its own network and
+batch), plus env stepping, host↔device transfers and power, into a `Profile`.
 
 What is measured, per workload (algorithm preset with its network shapes) and device:
 - act: n observations (n = environments an actor steps), the preset's exploration;
@@ -38,8 +39,8 @@ from pearl import __version__
 from pearl.adapters import Adapter, DeviceInfo, ReplayKernels, discover, open_adapter
 from pearl.algos import OffPolicyConfig, preset
 from pearl.algos.params import ParamLayout, init_params
-from pearl.descriptors import DEVICES_DIR, DeviceDescriptor, load_descriptor
-from pearl.envs import env_spec
+from pearl.descriptors import DEVICES_DIR, DeviceDescriptor, load_descriptor, resolve_descriptor
+from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError
 from pearl.kernels import DEVICE_KERNELS
 from pearl.profiling import power
@@ -85,6 +86,32 @@ class ProfileOptions:
     devices: tuple[str, ...] | None = None  # default: every usable device found
     what_if: tuple[str, ...] = ()
     descriptors_dir: Path = DEVICES_DIR
+    env: str | None = None  # a workload of the user's: algos[0] on this env (None: each algo's preset env)
+    hidden: tuple[int, ...] | None = None  # the workload's hidden layers (None: its preset's or defaults)
+    batch_size: int | None = None  # the workload's batch (None: its preset's or defaults)
+    n_envs: int | None = None  # environments per actor (None: its preset's or defaults)
+
+
+def workloads(options: ProfileOptions) -> list[tuple[OffPolicyConfig, EnvSpec]]:
+    """The (config, env spec) of every workload to measure: each algorithm's preset, or the one workload of
+    --env with its shapes (hidden, batch size, envs per actor) where given. ConfigError for a bad one."""
+    for algo in options.algos:
+        if algo not in PRESET_ENVS:
+            raise ConfigError(f"unknown --algo {algo!r}; choose dqn, ddpg or all")
+    shapes = {k: v for k, v in (("hidden", options.hidden), ("batch_size", options.batch_size),
+                                ("n_envs", options.n_envs)) if v is not None}
+    if options.env is None:
+        if shapes:
+            raise ConfigError("--hidden, --batch-size and --n-envs shape a workload of --env; give --env too")
+        return [(preset(algo, PRESET_ENVS[algo]), env_spec(PRESET_ENVS[algo])) for algo in options.algos]
+    if len(options.algos) != 1:
+        raise ConfigError("--env profiles one workload: give --algo dqn or --algo ddpg with it")
+    algo = options.algos[0]
+    spec = env_spec(options.env)
+    check_algo_fits(algo, spec)
+    config = preset(algo, options.env).replace(**shapes)
+    config.validate()
+    return [(config, spec)]
 
 
 @dataclass
@@ -109,10 +136,9 @@ def plan_devices(options: ProfileOptions) -> list[DeviceInfo]:
 def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None = None) -> Profile:
     """Measure this machine; progress(label) is called once per measurement."""
     grid = GRIDS["quick" if options.quick else "full"]
-    for algo in options.algos:
-        if algo not in PRESET_ENVS:
-            raise ConfigError(f"unknown --algo {algo!r}; choose dqn, ddpg or all")
-    what_if = [load_descriptor(p) for p in options.what_if]  # a bad descriptor fails before any measuring
+    measured = workloads(options)  # a bad workload fails before any measuring
+    # a path or a shipped descriptor's name; a bad descriptor fails before any measuring
+    what_if = [load_descriptor(resolve_descriptor(p, Path(options.descriptors_dir))) for p in options.what_if]
     stems = [d.source.stem for d in what_if]  # each becomes the device whatif:<stem>
     if len(set(stems)) < len(stems):
         raise ConfigError(f"--what-if names two descriptors called {max(stems, key=stems.count)}.toml: their "
@@ -123,8 +149,7 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
                       "quick" if options.quick else "full", _host())
     targets = [_target(info, descriptors) for info in plan_devices(options)]
     profile.devices = [t.entry for t in targets]
-    for algo in options.algos:
-        config, spec = preset(algo, PRESET_ENVS[algo]), env_spec(PRESET_ENVS[algo])
+    for config, spec in measured:
         workload = _workload(config, spec)
         profile.workloads.append(workload)
         profile.env_step.append(_env_step(spec.env_id, grid))
@@ -152,7 +177,7 @@ def count_measurements(options: ProfileOptions) -> int:
     # + the in-situ iteration and the weight sync
     per_device = (len(grid.act) + len(grid.insert) + 3 * len(grid.batch_factors)) * grid.rounds + 2
     devices = len(plan_devices(options))
-    return len(options.algos) * (1 + devices * per_device) + devices + len(options.what_if)
+    return len(workloads(options)) * (1 + devices * per_device) + devices + len(options.what_if)
 
 
 # --------------------------------------------------------------------------- devices and descriptors
@@ -209,7 +234,7 @@ def _random_transitions(spec: EnvSpec, m: int, rng: np.random.Generator) -> Tran
                            (rng.random(m) < 0.05).astype(np.float32))
 
 
-def _prefill(replay: ReplayKernels, spec: EnvSpec, rows: int, rng: np.random.Generator) -> None:
+def prefill(replay: ReplayKernels, spec: EnvSpec, rows: int, rng: np.random.Generator) -> None:
     """rows random transitions into replay, in inserts of up to 1,000."""
     for start in range(0, rows, 1000):
         replay.insert(_random_transitions(spec, min(1000, rows - start), rng))
@@ -235,7 +260,7 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
 
     replays = {p: adapter.make_replay(config.replace(prioritized=p), spec, seed=0) for p in (False, True)}
     for replay in replays.values():
-        _prefill(replay, spec, grid.prefill, rng)
+        prefill(replay, spec, grid.prefill, rng)
     uniform, prioritized = replays[False], replays[True]
     for m in grid.insert:
         point("replay_insert", m, partial(uniform.insert, _random_transitions(spec, m, rng)))
@@ -268,7 +293,7 @@ def _in_situ(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
     sample fresh from a replay of `prefill` rows. The device is waited for only at the end, as in a run."""
     adapter, rng = target.adapter, np.random.default_rng(1)
     replay = adapter.make_replay(config, spec, seed=1)
-    _prefill(replay, spec, grid.prefill, rng)
+    prefill(replay, spec, grid.prefill, rng)
     learner = adapter.make_learn(config, spec, init_params(config, spec, seed=1))
     rows = config.n_envs
     inserts = max(1, round(1.0 / (config.replay_ratio * rows)))
@@ -365,26 +390,37 @@ def _transfers(target: _Target, grid: Grid) -> list[Transfer]:
 
 
 def _power(targets: list[_Target], profile: Profile, grid: Grid) -> list[Power]:
-    readings: dict[str, power.PowerReading] = {}
+    """Each device's own figures; devices on one resource (`shares`) then all carry the best of theirs, since
+    the planner charges a resource once: measured, else a descriptor that matched the device by name (PoCL's
+    own pocl-cpu.toml, a CPU model's), else the generic CPU fallback; the first device breaks ties."""
+    own = {t.info.id: r for t in targets if (r := _read_power(t, grid)) is not None}
+
+    def rank(t: _Target) -> tuple[int, int]:
+        reading = own[t.info.id]
+        return (0 if reading.source == "measured" else 1 if t.entry.descriptor_matched else 2, targets.index(t))
+
+    out = []
     for t in targets:
-        shared = next((readings[o.info.id] for o in targets
-                       if o.info.id in readings and t.entry.shares and o.entry.shares == t.entry.shares), None)
-        reading = shared or _read_power(t, grid)
-        if reading is not None:
-            readings[t.info.id] = reading
-    return [Power(d, r.idle_w, r.busy_w, r.source, r.method) for d, r in readings.items()]
+        group = [o for o in targets if o.info.id in own and (o is t or (t.entry.shares is not None and
+                                                                        o.entry.shares == t.entry.shares))]
+        if group:
+            r = own[min(group, key=rank).info.id]
+            out.append(Power(t.info.id, r.idle_w, r.busy_w, r.source, r.method, r.descriptor, r.scale))
+    return out
 
 
 def _read_power(target: _Target, grid: Grid) -> power.PowerReading | None:
-    busy = _busy_loop(target)
     measured = None
     if target.info.kind == "cuda":
-        measured = power.nvml(int(target.info.id.split(":")[1]), busy, grid.power_seconds)
-    elif target.info.kind == "cpu":
-        measured = power.rapl(busy, grid.power_seconds)
+        measured = power.nvml(int(target.info.id.split(":")[1]), _busy_loop(target), grid.power_seconds)
+    elif target.info.kind == "cpu" and power.rapl_domains():
+        measured = power.rapl(_busy_loop(target), grid.power_seconds)
     if measured is not None:
         return measured
-    return power.from_descriptor(target.descriptor) if target.descriptor is not None else None
+    if target.descriptor is None:
+        return None
+    # a device on the host's cores (cpu, PoCL's CPU device) is charged the share of the chip it has
+    return power.from_descriptor(target.descriptor, target.info.lanes if target.entry.shares else None)
 
 
 def _busy_loop(target: _Target) -> Callable[[], None]:

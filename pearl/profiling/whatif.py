@@ -41,5 +41,7 @@ def add_what_if(profile: Profile, descriptor: DeviceDescriptor, grid: object = N
     for direction in ("h2d", "d2h"):
         profile.transfers.append(Transfer(device_id, direction, figures["host_link_latency_s"],
                                           figures["host_link_bandwidth_bytes_per_s"], "modelled"))
-    profile.power.append(Power(device_id, figures["idle_w"], figures["peak_w"], "modelled", "descriptor"))
+    # an absent device is a whole device of its own: its descriptor's figures, unscaled
+    profile.power.append(Power(device_id, figures["idle_w"], figures["peak_w"], "modelled", "descriptor",
+                               descriptor.source.name))
     return device_id

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pearl.replay.sumtree import SumTree, _check_int
+from pearl.replay.sumtree import SumTree, check_int
 
 __all__ = ["ReplayIndex", "SampledIndices", "linear_beta"]
 
@@ -59,11 +59,11 @@ class ReplayIndex:
 
     def __init__(self, capacity: int, prioritized: bool = False, alpha: float = 0.6, eps: float = 1e-6,
                  arity: int = 16) -> None:
-        self._capacity = _check_int("capacity", capacity, 1)
+        self._capacity = check_int("capacity", capacity, 1)
         self._prioritized = bool(prioritized)
         self._alpha = _check_float("alpha", alpha, 0.0)
         self._eps = _check_float("eps", eps, 0.0)
-        self._arity = _check_int("arity", arity, 2)
+        self._arity = check_int("arity", arity, 2)
         self._position = 0
         self._size = 0
         self._max_priority = 1.0
@@ -106,7 +106,7 @@ class ReplayIndex:
         caller that writes the transitions in order leaves the last ``capacity`` of them in the buffer
         (the earlier writes are overwritten). New slots get ``max_priority``.
         """
-        count = _check_int("count", count, 0)
+        count = check_int("count", count, 0)
         slots = np.arange(self._position, self._position + count, dtype=np.int64)
         slots %= self._capacity
         self._position = (self._position + count) % self._capacity
@@ -141,7 +141,7 @@ class ReplayIndex:
     # ------------------------------------------------------------------ sampling
     def sample(self, batch_size: int, rng: np.random.Generator, beta: float = 0.4) -> SampledIndices:
         """Draw ``batch_size`` slots (with replacement) and their importance-sampling weights."""
-        batch_size = _check_int("batch_size", batch_size, 1)
+        batch_size = check_int("batch_size", batch_size, 1)
         beta = _check_float("beta", beta, 0.0)
         if self._size == 0:
             raise ValueError("cannot sample from an empty replay index")
@@ -211,7 +211,7 @@ def linear_beta(beta0: float, step: int, total_steps: int) -> float:
     beta0 = _check_float("beta0", beta0, 0.0)
     if beta0 > 1.0:
         raise ValueError(f"beta0 must be in [0, 1], got {beta0}")
-    step = _check_int("step", step, 0)
-    total_steps = _check_int("total_steps", total_steps, 1)
+    step = check_int("step", step, 0)
+    total_steps = check_int("total_steps", total_steps, 1)
     frac = min(step / total_steps, 1.0)
     return beta0 + (1.0 - beta0) * frac

@@ -79,7 +79,7 @@ import math
 
 import numpy as np
 
-__all__ = ["SumTree"]
+__all__ = ["SumTree", "as_indices", "as_priorities", "check_int"]
 
 _FLOAT_MAX = float(np.finfo(np.float64).max)
 # The bits of the largest finite float64: read as unsigned integers, the bits of +0.0 .. _FLOAT_MAX are
@@ -101,7 +101,7 @@ def tree_depth(capacity: int, arity: int = DEFAULT_ARITY) -> int:
     return depth
 
 
-def _check_int(name: str, value: int, minimum: int) -> int:
+def check_int(name: str, value: int, minimum: int) -> int:
     """Validate an integer argument (bools and floats are rejected: they are almost always a bug)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{name} must be an int, got {type(value).__name__}")
@@ -127,7 +127,7 @@ def _check_range(lo: np.integer, hi: np.integer, capacity: int) -> None:
         raise ValueError(f"index {int(bad)} out of range [0, {capacity})")
 
 
-def _as_indices(indices: np.ndarray, capacity: int) -> np.ndarray:
+def as_indices(indices: np.ndarray, capacity: int) -> np.ndarray:
     """1-D int64 leaf indices, each in [0, capacity)."""
     arr = _index_array(indices)
     if arr.size == 0:
@@ -156,7 +156,7 @@ def _distinct_indices(arr: np.ndarray, capacity: int) -> tuple[np.ndarray, np.nd
     return leaves.astype(np.int64, copy=False), last
 
 
-def _as_priorities(priorities: np.ndarray, count: int) -> np.ndarray:
+def as_priorities(priorities: np.ndarray, count: int) -> np.ndarray:
     """1-D float64 priorities matching `count` indices (a scalar is broadcast); finite and >= 0."""
     arr = np.asarray(priorities, dtype=np.float64)
     if arr.ndim == 0:
@@ -229,8 +229,8 @@ class SumTree:
     """
 
     def __init__(self, capacity: int, arity: int = DEFAULT_ARITY) -> None:
-        self._capacity = _check_int("capacity", capacity, 1)
-        self._arity = _check_int("arity", arity, 2)
+        self._capacity = check_int("capacity", capacity, 1)
+        self._arity = check_int("arity", arity, 2)
         self._depth = depth = tree_depth(self._capacity, self._arity)
         K = self._arity
         self._levels: list[np.ndarray] = [np.zeros(K**d) for d in range(depth + 1)]
@@ -288,7 +288,7 @@ class SumTree:
         recomputed from their children, level by level (see the module docstring).
         """
         arr = _index_array(indices)
-        prio = _as_priorities(priorities, arr.size)
+        prio = as_priorities(priorities, arr.size)
         if arr.size == 0:
             return
         idx, last = _distinct_indices(arr, self._capacity)
@@ -353,7 +353,7 @@ class SumTree:
     # ------------------------------------------------------------------ queries
     def get(self, indices: np.ndarray) -> np.ndarray:
         """Priorities of leaves ``indices`` (a new float64 array)."""
-        idx = _as_indices(indices, self._capacity)
+        idx = as_indices(indices, self._capacity)
         return self._levels[self._depth].take(idx)
 
     def find_prefix_sum(self, values: np.ndarray) -> np.ndarray:
@@ -375,7 +375,7 @@ class SumTree:
         Value i is ``(i + u_i) * (total / batch_size)`` with ``u = rng.random(batch_size)``, clamped to
         total, then looked up with the prefix-sum rule.
         """
-        batch_size = _check_int("batch_size", batch_size, 1)
+        batch_size = check_int("batch_size", batch_size, 1)
         total = self._checked_total()
         values = rng.random(batch_size)
         if self._offsets.size != batch_size:

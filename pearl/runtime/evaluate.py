@@ -57,8 +57,8 @@ class Evaluation:
 @dataclass
 class BestPolicy:
     """Evaluates the learner's policy every `every` env steps (at the first segment boundary at or past each
-    multiple) over `episodes` episodes and keeps the policy with the highest mean (the later one on a tie:
-    it has trained longer)."""
+    multiple, once learning has started) over `episodes` episodes and keeps the policy with the highest mean
+    (the later one on a tie: it has trained longer)."""
 
     act: ActKernel  # an act kernel the evaluations load each policy into
     spec: EnvSpec

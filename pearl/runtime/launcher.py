@@ -159,6 +159,7 @@ class SegmentLauncher(ABC):
                                 job.spec, job.eval_every, job.eval_episodes, job.seed)
                      if job.learn and job.eval_every > 0 and job.eval_episodes > 0 else None)
         self.steps = self.schedule.steps_through(self.first_segment - 1) if resume is not None else 0
+        self.start_steps = self.steps
         self.dropped = 0
 
     def _learner_devices(self) -> list[str]:
@@ -186,8 +187,7 @@ class SegmentLauncher(ABC):
     def checkpoint_now(self) -> str | None:
         """A checkpoint of where an interrupted run stopped (taken after `stop`); the path, or None when there
         is no checkpointer or nothing new since the start."""
-        start = self.resume.steps if self.resume is not None else 0
-        if self.checkpointer is None or self.steps == start:
+        if self.checkpointer is None or self.steps == self.start_steps:
             return None
         self._checkpoint()
         return str(self.checkpointer.written[-1])
@@ -238,7 +238,7 @@ class SegmentLauncher(ABC):
                 if cfg.prioritized:
                     replay.update_priorities(update)
             self._publish(k)
-            if self.best is not None and self.best.due(self.steps):
+            if self.best is not None and learner.updates > 0 and self.best.due(self.steps):
                 t0 = time.perf_counter()
                 self.best.run(learner.kernel.policy_params(), self.steps, learner.updates)
                 stats.eval_s += time.perf_counter() - t0

@@ -46,7 +46,7 @@ from pearl.algos.params import ParamLayout
 from pearl.errors import PearlError
 from pearl.runtime import actor_process, shm
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed
-from pearl.runtime.launcher import Job, SegmentLauncher
+from pearl.runtime.launcher import Job, LoopStats, SegmentLauncher
 from pearl.runtime.protocol import Episode, merge_clocks
 from pearl.types import TransitionBatch
 
@@ -97,8 +97,8 @@ class LocalLauncher(SegmentLauncher):
             specs += actor_process.episode_specs(f"episodes{i}", EPISODE_RING)
         layout = shm.Layout.of(specs)
         shm.sweep_stale()
-        self._previous_sigterm = _raise_on_sigterm()
         segment = self._segment = shm.Segment(layout)
+        self._previous_sigterm = _raise_on_sigterm()  # restored by stop(), which runs once the segment exists
         self.boards = [shm.WeightBoard(segment, params, f"weights{s}") for s in range(self.slots)]
         for tag in range(self.first_segment - 1 - self.schedule.lag, self.first_segment):
             self.boards[tag % self.slots].publish(self.policy, tag)
@@ -159,7 +159,7 @@ class LocalLauncher(SegmentLauncher):
     def _extra_metrics(self) -> dict[str, Any]:
         return {"runtime/actor_restarts": self.restarts}
 
-    def _finish(self, stats):  # noqa: ANN001 - LoopStats, as the base class
+    def _finish(self, stats: LoopStats) -> LoopStats:
         self.dropped = self._dropped()
         stats = super()._finish(stats)
         stats.restarts, stats.lost_steps_max = self.restarts, self.restarts * self.config.n_envs

@@ -1,18 +1,24 @@
-"""The run record: runs/<id>/ with config.json, metrics.jsonl (one line per second), summary.json, and the
-checkpoints/ folder (pearl/runtime/checkpoint.py).
+"""The run record: runs/<id>/ with config.json, metrics.jsonl (one line per second), TensorBoard event files
+(events.out.tfevents.*), summary.json, and the checkpoints/ folder (pearl/runtime/checkpoint.py).
 
 Metric names follow common RL logging keys (charts/SPS, charts/episodic_return, losses/td_loss) so the
-lines read like any other RL log. JSON files are written atomically (temp file + rename): a run killed at
+lines read like any other RL log. Each metrics line is also written to TensorBoard, every number under its
+own key at step = the line's `global_step`, so `tensorboard --logdir runs` shows every run as SB3's and
+CleanRL's are shown. The events go through tensorboardX, a maintained writer that needs neither torch nor
+TensorFlow (the record stays free of hardware libraries); without it the run keeps its JSON lines and says
+once that TensorBoard files are missing. JSON files are written atomically (temp file + rename): a run killed at
 any moment leaves either the old file or the new one, never half of one.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +38,7 @@ class RunRecord:
             root.mkdir(parents=True, exist_ok=True)
             self.dir = _unique_dir(root, stem)
             self._metrics = open(self.dir / "metrics.jsonl", "a", encoding="utf-8")
+            self._events = _event_writer(self.dir)
         except OSError as exc:
             raise RunDirError(f"cannot write the run record under {root}: {exc.strerror or exc}; "
                               "pass --runs-dir with a writable folder") from None
@@ -44,6 +51,7 @@ class RunRecord:
         self.dir = Path(folder)
         try:
             self._metrics = open(self.dir / "metrics.jsonl", "a", encoding="utf-8")
+            self._events = _event_writer(self.dir)  # a new event file beside the first: TensorBoard reads both
         except OSError as exc:
             raise RunDirError(f"cannot write the run record in {self.dir}: {exc.strerror or exc}") from None
         self.id = self.dir.name
@@ -55,9 +63,39 @@ class RunRecord:
     def log(self, metrics: dict[str, Any]) -> None:
         self._metrics.write(json.dumps(metrics) + "\n")
         self._metrics.flush()
+        if self._events is not None and isinstance(metrics.get("global_step"), int):
+            step = metrics["global_step"]
+            for key, value in metrics.items():
+                if key != "global_step" and _scalar(value):
+                    self._events.add_scalar(key, float(value), step)
+            self._events.flush()  # like the JSON lines: a killed run keeps every line written so far
 
     def close(self) -> None:
         self._metrics.close()
+        if self._events is not None:
+            self._events.close()
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+_warned = False
+
+
+def _event_writer(folder: Path) -> Any:
+    """A TensorBoard event writer into folder, or None (once warned) when tensorboardX is not installed."""
+    global _warned
+    try:
+        from tensorboardX import SummaryWriter
+    except ImportError:
+        if not _warned:
+            _warned = True
+            warnings.warn("tensorboardX is not installed: runs write metrics.jsonl but no TensorBoard event "
+                          "files (pip install tensorboardX)", stacklevel=3)
+        return None
+    # no background flushing thread needed: log() flushes each line itself
+    return SummaryWriter(logdir=str(folder), flush_secs=3600)
 
 
 def check_runs_dir(root: str | os.PathLike[str], needed_bytes: int) -> None:

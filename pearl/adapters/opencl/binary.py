@@ -34,7 +34,9 @@ def descriptor_text(base: DeviceDescriptor, binary: Path, target: str) -> str:
                       for c in f"Written by `pearl build-binary` from {base.source.name} for {target}.")
     lines = [f"# {comment}", 'schema = "pearl.device/1"', "", "[device]", f"kind = {toml_string(base.kind)}",
              f"vendor = {toml_string(base.vendor)}", f"model = {toml_string(base.model)}",
-             "match = [" + ", ".join(toml_string(m) for m in base.match) + "]", "", "[figures]"]
+             "match = [" + ", ".join(toml_string(m) for m in base.match) + "]"]
+    lines += [f"cores = {base.cores}"] if base.cores is not None else []
+    lines += ["", "[figures]"]
     lines += [f"{name} = {base.figures[name]!r}" for name in FIGURES]
     lines += ["", "[binary]", f"path = {toml_string(binary.name)}", f'sha256 = "{sha256_file(binary)}"',
               f"target = {toml_string(target)}", "kernels = [" + ", ".join(f'"{k}"' for k in DEVICE_KERNELS) + "]",

@@ -57,7 +57,7 @@ from pearl.adapters.base import ReplayKernels, check_state, host_array
 from pearl.adapters.opencl.runtime import CLRuntime
 from pearl.algos.base import OffPolicyConfig
 from pearl.replay.index import _check_float
-from pearl.replay.sumtree import _as_indices, _as_priorities, _check_int, tree_depth
+from pearl.replay.sumtree import as_indices, as_priorities, check_int, tree_depth
 from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch
 
 __all__ = ["DeviceSumTree", "OpenCLReplay", "MAX_BATCH", "MAX_CAPACITY"]
@@ -98,9 +98,9 @@ class DeviceSumTree:
     def __init__(self, rt: CLRuntime, capacity: int, arity: int = 16, max_group: int = GROUP_SIZE) -> None:
         """max_group caps the work-items of a write's group (lower it for a compiler that assumes fewer)."""
         self.rt = rt
-        self._capacity = _check_int("capacity", capacity, 1)
-        self._arity = _check_int("arity", arity, 2)
-        self._max_group = _check_int("max_group", max_group, 1)
+        self._capacity = check_int("capacity", capacity, 1)
+        self._arity = check_int("arity", arity, 2)
+        self._max_group = check_int("max_group", max_group, 1)
         self._depth = depth = tree_depth(self._capacity, self._arity)
         self._offsets = tuple(sum(self._arity**e for e in range(d)) for d in range(depth + 1))
         nodes = self._offsets[depth] + self._arity**depth
@@ -143,8 +143,8 @@ class DeviceSumTree:
     # ------------------------------------------------------------------ updates
     def update(self, indices: np.ndarray, priorities: np.ndarray) -> None:
         """Set leaves from host arrays; a repeated index keeps its LAST priority. Validated like SumTree."""
-        idx = _as_indices(indices, self._capacity)
-        prio = _as_priorities(priorities, idx.size)
+        idx = as_indices(indices, self._capacity)
+        prio = as_priorities(priorities, idx.size)
         if idx.size == 0:
             return
         if prio.max() > _FLOAT32_MAX:
@@ -189,7 +189,7 @@ class DeviceSumTree:
     # ------------------------------------------------------------------ queries
     def get(self, indices: np.ndarray) -> np.ndarray:
         """The float32 priorities stored at leaves ``indices`` (host array in, host array out)."""
-        idx = _as_indices(indices, self._capacity)
+        idx = as_indices(indices, self._capacity)
         if idx.size == 0:
             return np.zeros(0, dtype=np.float32)
         out = self.rt.zeros(idx.size, np.float32)
@@ -220,8 +220,8 @@ class DeviceSumTree:
         Nothing is read back, so an empty tree is not detected here: its lookups return in-range slots of
         priority 0. ``out`` (int32, length batch_size) is written instead of a new array when given.
         """
-        batch_size = _check_int("batch_size", batch_size, 1)
-        key, call = _check_int("key", key, 0), _check_int("call", call, 0)
+        batch_size = check_int("batch_size", batch_size, 1)
+        key, call = check_int("key", key, 0), check_int("call", call, 0)
         if out is None:
             out = cla.empty(self.rt.queue, batch_size, np.int32)
         elif not (_on_context(out, self.rt) and out.dtype == np.int32 and out.shape == (batch_size,)
@@ -271,14 +271,14 @@ class OpenCLReplay(ReplayKernels):
     """
 
     def __init__(self, rt: CLRuntime, config: OffPolicyConfig, spec: EnvSpec, seed: int) -> None:
-        cap = _check_int("buffer_size", config.buffer_size, 1)
+        cap = check_int("buffer_size", config.buffer_size, 1)
         if cap > MAX_CAPACITY:
             raise ValueError(f"buffer_size {cap} exceeds {MAX_CAPACITY}: device sampling resolves 24 random bits")
         self.rt, self.spec = rt, spec
         self._capacity = cap
-        self._key = _check_int("seed", seed, 0) & _U32
-        self._obs_dim = _check_int("obs_dim", spec.obs_dim, 1)
-        self._act_width = 1 if spec.discrete else _check_int("action_dim", spec.action_dim, 1)
+        self._key = check_int("seed", seed, 0) & _U32
+        self._obs_dim = check_int("obs_dim", spec.obs_dim, 1)
+        self._act_width = 1 if spec.discrete else check_int("action_dim", spec.action_dim, 1)
         self._act_shape = () if spec.discrete else (self._act_width,)
         # Discrete actions as int32 (what OpenCL kernels index with), continuous as float32 rows.
         self._act_dtype = np.dtype(np.int32) if spec.discrete else np.dtype(np.float32)
@@ -351,7 +351,7 @@ class OpenCLReplay(ReplayKernels):
         return packed
 
     def sample(self, batch_size: int, beta: float) -> SampleBatch:
-        batch_size = _check_int("batch_size", batch_size, 1)
+        batch_size = check_int("batch_size", batch_size, 1)
         if batch_size > MAX_BATCH:
             raise ValueError(f"batch_size must be <= {MAX_BATCH}, got {batch_size}")
         beta = _check_float("beta", beta, 0.0)
@@ -468,7 +468,7 @@ class OpenCLReplay(ReplayKernels):
             raise ValueError(f"indices and td_errors must be 1-D of equal length, got {idx.shape} and {td.shape}")
         if idx.size and idx.dtype.kind in "iu" and idx.max() >= self._size:
             raise ValueError(f"slot {int(idx.max())} has never been written (size is {self._size})")
-        idx = _as_indices(idx, self._capacity)  # dtype and range
+        idx = as_indices(idx, self._capacity)  # dtype and range
         if not np.isfinite(td).all():
             raise ValueError("td_errors must be finite")
         return self.rt.to_device(idx.astype(np.int32)), self.rt.to_device(td.astype(np.float32))

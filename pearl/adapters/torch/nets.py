@@ -53,7 +53,9 @@ def _mm_into(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
 
 def _relu_backward_(grad: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """grad where the ReLU's output is positive, else 0, in place. threshold_backward is the kernel autograd runs
-    for ReLU; the mask-and-multiply spelling is several times slower on CPU (comparisons make a bool tensor)."""
+    for ReLU; the mask-and-multiply spelling is several times slower on CPU (comparisons make a bool tensor):
+    4.4 µs against 30 µs for 64 × 256 on the 2-core EPYC VM. It is an aten op, not public API, so
+    tests/test_torch_private_ops.py checks it against the mask spelling."""
     return torch.ops.aten.threshold_backward.grad_input(grad, out, 0.0, grad_input=grad)
 
 
@@ -159,7 +161,10 @@ class FlatAdam:
     """Adam on one network's flat parameters, as torch.optim.Adam(fused=True) steps them: the same fused kernel
     on the same state (both moments, and the step count as a float32 tensor on the device), called directly.
     torch.optim's per-step Python (hooks, grouping tensors by device and dtype) costs as much as the kernel
-    itself at these sizes, about 40 µs a step on a CPU. The CPU kernel needs torch >= 2.4, as fused=True does."""
+    itself at these sizes: on the 2-core EPYC VM, DQN CartPole's Q-network (68,866 parameters, one thread),
+    57 µs a step here against 103 µs for `torch.optim.Adam(fused=True)` on the same flat tensor (medians of 5
+    alternating rounds). `torch._fused_adam_` is private, so tests/test_torch_private_ops.py checks it step
+    for step against torch.optim.Adam. The CPU kernel needs torch >= 2.4, as fused=True does."""
 
     def __init__(self, net: MLP, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
         grad = net.trainable()
