@@ -98,7 +98,7 @@ class LocalLauncher(SegmentLauncher):
         layout = shm.Layout.of(specs)
         shm.sweep_stale()
         segment = self._segment = shm.Segment(layout)
-        self._previous_sigterm = _raise_on_sigterm()  # restored by stop(), which runs once the segment exists
+        self._previous_sigterm = raise_on_sigterm()  # restored by stop(), which runs once the segment exists
         self.boards = [shm.WeightBoard(segment, params, f"weights{s}") for s in range(self.slots)]
         for tag in range(self.first_segment - 1 - self.schedule.lag, self.first_segment):
             self.boards[tag % self.slots].publish(self.policy, tag)
@@ -256,7 +256,7 @@ class LocalLauncher(SegmentLauncher):
         return seconds, calls
 
 
-def _raise_on_sigterm() -> Any:
+def raise_on_sigterm() -> Any:
     """SIGTERM ends the run like Ctrl-C does (cleanup runs); returns the handler to restore."""
     def handler(signum: int, frame: Any) -> None:
         raise SystemExit(128 + signum)

@@ -40,7 +40,7 @@ from pearl.errors import ConfigError, PearlError
 from pearl.runtime.actor_worker import ActorWorker, Collected, WorkerRestarted
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed
 from pearl.runtime.launcher import Job, LoopStats, SegmentLauncher
-from pearl.runtime.local import ActorFailed, _raise_on_sigterm
+from pearl.runtime.local import ActorFailed, raise_on_sigterm
 from pearl.runtime.protocol import Episode, KernelClock, ReplayManager, merge_clocks
 from pearl.runtime.replay_server import ReplayShard, ShardedReplay, ShardSample, ShardStats
 from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch
@@ -402,7 +402,7 @@ class RayLauncher(SegmentLauncher):
     # --------------------------------------------------------------------------------- start / stop
     def start(self) -> None:
         ray = self._join()
-        self._previous_sigterm = _raise_on_sigterm()  # after ray.init, which installs its own handler
+        self._previous_sigterm = raise_on_sigterm()  # after ray.init, which installs its own handler
         placement = dataclasses.replace(self._placement(ray), max_restarts=self.max_restarts)
         check_placements([placement] * self.job.actors, role="actor worker")
         if self.replay_shards:
