@@ -20,8 +20,7 @@ Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --round
   1 actor × 1 env on the default launcher, keeping the best policy of in-training greedy evaluations every
   5,000 env steps, 10 episodes; SB3: the zoo settings, as its users run them), scored on the same 20
   evaluation episodes: pearl's final and best policy, SB3's final one, and the count of seeds at >= 475 for
-  each. --sb3-best also trains SB3 with its EvalCallback (the same evaluations) and scores its best model too;
-  note that the callback alone changes SB3's training (seed 2: 500 without it, 15 with it, on this machine).
+  each. --sb3-best also trains SB3 with its EvalCallback (the same evaluations) and scores its best model too.
   Not part of the default --what: it takes about 20 minutes on 2 cores.
 
 The speed cases (dqn, ddpg, collect) run pearl without in-training evaluations, as SB3 runs without them.
@@ -61,7 +60,7 @@ def sb3_case(case: str, seed: int) -> dict:
     if case in ("dqn", "collect", "seeds", "seeds-best"):
         steps = 50_000
         model = DQN("MlpPolicy", "CartPole-v1", learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
-                    learning_starts=1_000 if case == "dqn" else steps + 1, gamma=0.99, target_update_interval=10,
+                    learning_starts=steps + 1 if case == "collect" else 1_000, gamma=0.99, target_update_interval=10,
                     train_freq=256, gradient_steps=128, exploration_fraction=0.16, exploration_final_eps=0.04,
                     policy_kwargs=dict(net_arch=[256, 256]), seed=seed, verbose=0)
     else:
