@@ -10,6 +10,7 @@ import difflib
 import itertools
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -302,6 +303,7 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
     from pearl.planner.make import make_plan
     from pearl.planner.plan import save_plan
 
+    _quiet_solver()
     if envs is not None and envs != "auto":
         try:
             envs = int(envs)
@@ -340,6 +342,7 @@ def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool) -> None
     it with that plan, and prints the report."""
     from pearl.quickstart import run_quickstart
 
+    _quiet_solver()
     report = run_quickstart(seed=seed, runs_dir=runs_dir, reprofile=reprofile,
                             say=(lambda _m: None) if as_json else click.echo,
                             progress=lambda total, label, unit: _progress(total, not as_json, label, unit))
@@ -363,6 +366,7 @@ def compare(profile_path: str, algo: str, env_id: str, seconds: float, seed: int
     measured throughput and energy per step, with a plot and a markdown report."""
     from pearl.compare import run_compare
 
+    _quiet_solver()
     report = run_compare(profile_path, algo, env_id, seconds=seconds, runs_dir=runs_dir, seed=seed,
                          say=(lambda _m: None) if as_json else click.echo)
     if as_json:
@@ -492,6 +496,40 @@ class _progress:
             else f"{self.done:,} {units}"
         click.echo(f"{self.label}: {count}, {when}{now - self.t0:.0f} s", err=True)
         self.printed += 1
+
+
+def _quiet_solver() -> None:
+    """highspy 1.16 writes a two-line banner to the process's standard output (fd 1, from C++, so neither
+    sys.stdout nor PuLP's msg=False catches it) when the process makes its first Highs object. `--json`
+    promises one JSON object on stdout: the commands that solve make that first object here, with fd 1 pointed
+    at /dev/null, so the planner itself stays a function from numbers to a plan."""
+    try:
+        import highspy
+    except ImportError:  # CBC alone: no banner
+        return
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no fd 1 to protect
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            highspy.Highs()
+            _flush_c_stdout()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _flush_c_stdout() -> None:
+    """Anything C stdio still buffers for fd 1 goes to where fd 1 points now."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):  # no C library to ask (not a POSIX platform): nothing buffered there
+        pass
 
 
 def _print_json(obj: dict) -> None:
