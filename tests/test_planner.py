@@ -147,7 +147,7 @@ def test_in_situ_factor_scales_the_learner_side_costs() -> None:
     from pearl.costmodel import CostModel
     from pearl.envs import env_spec
     from pearl.planner.build import build_problem
-    from pearl.profiling.format import InSituTiming, load_profile
+    from pearl.profile.format import InSituTiming, load_profile
 
     profile = load_profile(REFERENCE)
     spec = env_spec("CartPole-v1")
@@ -175,7 +175,7 @@ def test_weight_sync_is_costed_on_the_learner_and_each_actor() -> None:
     from pearl.planner.build import build_problem
     from pearl.planner.ilp import solve
     from pearl.planner.make import _kernel_seconds
-    from pearl.profiling.format import WeightSyncTiming, load_profile
+    from pearl.profile.format import WeightSyncTiming, load_profile
 
     profile = dataclasses.replace(load_profile(REFERENCE), weight_sync=[])
     spec = env_spec("CartPole-v1")
@@ -210,7 +210,7 @@ def test_weight_sync_is_costed_on_the_learner_and_each_actor() -> None:
 def test_envs_auto_keeps_the_best_choice_and_merges_the_fronts() -> None:
     from pearl.costmodel import CostModel
     from pearl.planner.make import ENV_CHOICES, make_plan
-    from pearl.profiling.format import load_profile
+    from pearl.profile.format import load_profile
 
     largest = max(CostModel(load_profile(REFERENCE)).batches("act", "cpu", "dqn-CartPole-v1-o4-a2-h256x256"))
     choices = [e for e in ENV_CHOICES if e <= largest]
@@ -238,7 +238,7 @@ def test_envs_per_actor_set_the_act_and_insert_costs() -> None:
     from pearl.costmodel import CostModel
     from pearl.envs import env_spec
     from pearl.planner.build import build_problem
-    from pearl.profiling.format import load_profile
+    from pearl.profile.format import load_profile
 
     profile = load_profile(REFERENCE)
     model, spec = CostModel(profile), env_spec("CartPole-v1")

@@ -10,7 +10,7 @@ import pytest
 from cli_support import run_cli
 from pearl.descriptors import DescriptorError, load_descriptor
 from pearl.kernels import DEVICE_KERNELS
-from pearl.profiling.format import ProfileError, load_profile, save_profile
+from pearl.profile.format import ProfileError, load_profile, save_profile
 from pearl.profiling.power import rapl_domains
 from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from pearl.profiling.format import KernelTiming, Power, Profile, Transfer
+from pearl.profile.format import KernelTiming, Power, Profile, Transfer
 
 __all__ = ["HOST", "CostModel", "Estimate", "PowerEstimate"]
 

@@ -34,7 +34,7 @@ from pearl.algos.params import param_count, policy_net
 from pearl.costmodel import CostModel, Estimate
 from pearl.errors import PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Problem, Resource
-from pearl.profiling.format import Profile, workload_key
+from pearl.profile.format import Profile, workload_key
 from pearl.types import EnvSpec
 
 FLOAT = 4

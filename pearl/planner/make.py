@@ -14,7 +14,8 @@ from pearl.planner.build import Facts, build_problem
 from pearl.planner.ilp import evaluate, pareto, solve
 from pearl.planner.plan import Plan
 from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
-from pearl.profiling.format import Profile, load_profile
+from pearl.profile.cluster import load_cluster
+from pearl.profile.format import Profile
 from pearl.types import MAX_ENVS
 
 OBJECTIVES = ("throughput", "perf-per-watt")
@@ -108,7 +109,10 @@ def every_plan(profile_path: str | Path, algo: str, env_id: str) -> list[Plan]:
 
 
 def _setup(profile_path: str | Path, algo: str, env_id: str) -> tuple[Profile, CostModel, Problem, Facts]:
-    profile = load_profile(profile_path)
+    cluster = load_cluster(profile_path)
+    if len(cluster.nodes) > 1:
+        raise ConfigError(f"{profile_path}: a cluster profile of {len(cluster.nodes)} nodes; this pearl plans one")
+    profile = cluster.nodes[0].profile
     spec = env_spec(env_id)
     check_algo_fits(algo, spec)
     model = CostModel(profile)

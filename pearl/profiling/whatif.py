@@ -12,7 +12,7 @@ from __future__ import annotations
 from pearl.costmodel.roofline import kernel_work, roofline_time
 from pearl.descriptors import DeviceDescriptor
 from pearl.kernels import DEVICE_KERNELS
-from pearl.profiling.format import DeviceEntry, KernelTiming, Power, Profile, Transfer
+from pearl.profile.format import DeviceEntry, KernelTiming, Power, Profile, Transfer
 
 KIND = {"gpu": ("cuda", "torch"), "fpga": ("opencl", "opencl"), "cpu": ("cpu", "torch")}
 
