@@ -37,20 +37,16 @@ import math
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable
 
 import pulp
 
 from pearl.errors import ConfigError, PlanError, PlanInfeasible
-from pearl.planner.problem import PLACED, REPLAY, ROLES, ActorOption, Edge, Problem, Solution
+from pearl.planner import accounting as acc
+from pearl.planner.accounting import ACT, ENV, LEARN, Literal, Row, Term
+from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
 
-ENV = "env_step"  # the edge end that is not placed: it runs at problem.host_device
-ACT = "act"
-LEARN = "learn"
 OBJECTIVES = ("throughput", "perf-per-watt")
 SOLVERS = ("highs", "cbc")
-#: edges of the no-prefetch chain sample → learn → priority update
-CHAIN = (("replay_sample", LEARN), (LEARN, "priority_update"))
 _MIP_GAP_REL = 1e-9  # ask the solvers for a proof of optimality, not their defaults (HiGHS stops at 1e-4)
 _MIP_GAP_ABS = 1e-10
 _LEX_SLACK = 1e-9  # relative slack on the first objective while the second one is minimised
@@ -99,23 +95,37 @@ def _check(problem: Problem) -> None:
         for end in (e.src, e.dst):
             if end != ENV and end not in PLACED:
                 raise PlanError(f"problem: edge {e.name} ends at {end}, which is neither env_step nor a placed kernel")
-    for (name, d, d2) in problem.transfer:
+    for (name, d, d2) in [*problem.transfer, *problem.nic]:
         if d not in devices or d2 not in devices:
             raise PlanError(f"problem: transfer of {name} between unknown devices {d} → {d2}")
+    _check_nodes(problem, resources, devices)
 
 
-def _kernel_cost(problem: Problem, k: str, d: str, a: ActorOption) -> float:
-    return problem.act_cost[(a, d)] if k == ACT else problem.cost[(k, d)]
+def _check_nodes(problem: Problem, resources: dict, devices: dict) -> None:
+    nodes = problem.node_list()
+    if len({n.name for n in nodes}) != len(nodes):
+        raise PlanError("problem: two nodes share one name")
+    for n in nodes:
+        if n.host not in resources or n.host_device not in devices:
+            raise PlanError(f"problem: node {n.name!r} has an unknown host {n.host} or host device {n.host_device}")
+    for d in problem.devices:
+        if d.node not in {n.name for n in nodes}:
+            raise PlanError(f"problem: device {d.id} is on unknown node {d.node!r}")
 
 
-def _edge_transfer(problem: Problem, e: Edge, where: dict[str, str]) -> float:
-    src = problem.host_device if e.src == ENV else where[e.src]
-    dst = problem.host_device if e.dst == ENV else where[e.dst]
-    return problem.transfer.get((e.name, src, dst), 0.0)
-
-
-def _role_crossing(e: Edge, kernels: tuple[str, ...]) -> bool:
-    return (e.src in kernels) != (e.dst in kernels)
+def _feasible(problem: Problem, where: dict[str, str], actors: ActorOption) -> bool:
+    """assign (allowed devices), replay_same, memory[d] and actors[n] of one placement."""
+    for k, d in where.items():
+        allowed = (actors, d) in problem.act_cost if k == ACT else (k, d) in problem.cost
+        if not allowed:
+            return False
+    if len({where[k] for k in REPLAY}) != 1:
+        return False
+    for dev in problem.devices:
+        need = sum(problem.memory.get((k, dev.id), 0.0) for k in PLACED if where[k] == dev.id)
+        if need > dev.memory_bytes * (1 + 1e-9):
+            return False
+    return actors.n <= problem.resource(problem.node_of(where[ACT]).host).lanes
 
 
 def evaluate(
@@ -125,61 +135,25 @@ def evaluate(
 
     `placement` maps every kernel of PLACED to a device id (an "env_step" entry, if any, is ignored). Infeasible:
     a kernel on a device that does not implement it (or `actors` not offered with act there), the replay kernels
-    on different devices, memory over a device's capacity, or more actor processes than host lanes.
+    on different devices, memory over a device's capacity, or more actor processes than the lanes of the host
+    of act's node. The bounds on P are the rows of pearl/planner/accounting.py, which the program also adds.
     """
     _check(problem)
     missing = [k for k in PLACED if k not in placement]
     if missing:
         raise PlanError(f"placement lacks {', '.join(missing)}")
     where = {k: placement[k] for k in PLACED}
-    for k, d in where.items():
-        allowed = (actors, d) in problem.act_cost if k == ACT else (k, d) in problem.cost
-        if not allowed:
-            return None
-    if len({where[k] for k in REPLAY}) != 1:
+    if not _feasible(problem, where, actors):
         return None
-    for dev in problem.devices:
-        need = sum(problem.memory.get((k, dev.id), 0.0) for k in PLACED if where[k] == dev.id)
-        if need > dev.memory_bytes * (1 + 1e-9):
-            return None
-    if actors.n > problem.resource(problem.host).lanes:
-        return None
-
-    res_of = {d.id: d.resource for d in problem.devices}
-    busy = {r.id: 0.0 for r in problem.resources}
-    for k in PLACED:
-        busy[res_of[where[k]]] += _kernel_cost(problem, k, where[k], actors)
-    busy[problem.host] += problem.env_cost
-    for e in problem.edges:
-        t = _edge_transfer(problem, e, where)
-        if t > 0:
-            rs = res_of[problem.host_device if e.src == ENV else where[e.src]]
-            rd = res_of[problem.host_device if e.dst == ENV else where[e.dst]]
-            busy[rs] += t
-            if rd != rs:
-                busy[rd] += t
-
+    busy = acc.busy(problem)
+    before, after = acc.period_rows(problem, busy)
     bounds: dict[str, float] = {}
-    for r in problem.resources:
-        bounds[f"load[{r.id}]"] = busy[r.id] / r.lanes
-    for name, kernels in ROLES.items():
-        work = sum(_kernel_cost(problem, k, where[k], actors) for k in kernels)
-        work += sum(_edge_transfer(problem, e, where) for e in problem.edges if _role_crossing(e, kernels))
-        bounds[f"role[{name}]"] = work
-    bounds["actor_period"] = problem.actor_period[(actors, where[ACT])]
-    on_host = [k for k in (*REPLAY, LEARN) if res_of[where[k]] == problem.host]
-    bounds["process[learner]"] = (sum(problem.cost[(k, where[k])] for k in on_host)
-                                  + sum(_edge_transfer(problem, e, where) for e in problem.edges
-                                        if (e.src, e.dst) in CHAIN))
-    if not problem.prefetch:
-        chain = sum(problem.cost[(k, where[k])] for k in ("replay_sample", LEARN, "priority_update"))
-        chain += sum(_edge_transfer(problem, e, where) for e in problem.edges if (e.src, e.dst) in CHAIN)
-        bounds["latency"] = chain
+    for row in before + after:  # rows sharing a label (one actor_period per option): the largest
+        bounds[row.label] = max(bounds.get(row.label, 0.0), acc.value(problem, row.terms, where, actors) / row.lanes)
     period = max(bounds.values())
     binding = next(name for name, value in bounds.items() if value == period)
-    energy = sum(
-        r.idle_w * period + (r.busy_w - r.idle_w) * busy[r.id] / r.lanes for r in problem.resources
-    )
+    energy = sum(r.idle_w * period + (r.busy_w - r.idle_w) * acc.value(problem, busy[r.id], where, actors) / r.lanes
+                 for r in problem.resources)
     return period, energy, binding
 
 
@@ -220,7 +194,7 @@ def _expr(value: object) -> pulp.LpAffineExpression:
 
 @dataclass
 class _Builder:
-    """The program while it is being built: its variables, and the helpers each constraint family uses."""
+    """The program while it is being built: its variables, and the literal → expression map the rows use."""
 
     problem: Problem
     lp: pulp.LpProblem
@@ -228,13 +202,12 @@ class _Builder:
     scale: float
     x: dict[tuple[str, str], pulp.LpVariable] = field(default_factory=dict)
     v: dict[tuple[ActorOption, str], pulp.LpVariable] = field(default_factory=dict)
-    #: (edge, source device, destination device, scaled seconds, indicator that the edge runs there)
-    transfers: list[tuple[Edge, str, str, float, pulp.LpAffineExpression]] = field(default_factory=list)
+    #: the linearised product of two literals, made once (couple[...])
+    products: dict[frozenset, pulp.LpVariable] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.didx = {d.id: j for j, d in enumerate(self.problem.devices)}
-        self.res_of = {d.id: d.resource for d in self.problem.devices}
         self.options = self.problem.actor_options()
 
     def add(self, constraint: pulp.LpConstraint, name: str, label: str) -> None:
@@ -242,23 +215,46 @@ class _Builder:
         self.names[name] = label
 
     def on(self, k: str, d: str) -> pulp.LpAffineExpression | int:
-        """x[k,d] as an expression, or the constant 0/1 (env_step, a device k is not allowed on)."""
-        if k == ENV:
-            return 1 if d == self.problem.host_device else 0
+        """x[k,d] as an expression, or the constant 0 (a device k is not allowed on)."""
         if k == ACT:
             terms = [self.v[(a, d)] for a in self.options if (a, d) in self.v]
             return pulp.lpSum(terms) if terms else 0
         var = self.x.get((k, d))
         return 0 if var is None else var
 
-    def kernel_time(self, k: str) -> pulp.LpAffineExpression:
-        s = self.scale
-        if k == ACT:
-            return pulp.lpSum(self.problem.act_cost[key] / s * var for key, var in self.v.items())
-        return pulp.lpSum(self.problem.cost[key] / s * var for key, var in self.x.items() if key[0] == k)
+    def literal(self, lit: Literal) -> pulp.LpAffineExpression | int:
+        if lit[0] == "x":
+            return self.on(lit[1], lit[2])
+        if lit[0] == "v":
+            return self.v[(lit[1], lit[2])]
+        node = self.problem.node_of(lit[1]).name  # "env": the actors are on the node whose host device it is
+        return pulp.lpSum(var for (_, d), var in self.v.items() if self.problem.device(d).node == node)
 
-    def edge_time(self, keep: Callable[[Edge], bool]) -> pulp.LpAffineExpression:
-        return pulp.lpSum(t * prod for (e, _, _, t, prod) in self.transfers if keep(e))
+    def term(self, term: Term) -> pulp.LpAffineExpression | int:
+        """The term's indicator: 1, a literal, or couple[a,b], y = a·b, exact for binary a and b."""
+        if not term.when:
+            return 1
+        if len(term.when) == 1 or term.when[0] == term.when[1]:
+            return self.literal(term.when[0])
+        key = frozenset(term.when)
+        if key not in self.products:
+            a, b = (self.literal(lit) for lit in term.when)
+            tag = f"p{len(self.products)}"
+            y = _var(self.lp, f"y_{tag}", 0, 1, pulp.LpContinuous)
+            label = "couple[" + ",".join(_show(lit) for lit in term.when) + "]"
+            self.add(y >= a + b - 1, f"couple_{tag}", label)
+            self.add(y <= a, f"couple_src_{tag}", label)
+            self.add(y <= b, f"couple_dst_{tag}", label)
+            self.products[key] = y
+        return self.products[key]
+
+    def seconds(self, terms: list[Term]) -> pulp.LpAffineExpression:
+        return pulp.lpSum(t.seconds / self.scale * self.term(t) for t in terms)
+
+
+def _show(lit: Literal) -> str:
+    return f"{lit[1]}@{lit[2]}" if lit[0] == "x" else f"{lit[1].n}x{lit[1].envs}@{lit[2]}" if lit[0] == "v" else \
+        f"env@{lit[1]}"
 
 
 def _variables(b: _Builder) -> None:
@@ -289,58 +285,11 @@ def _assign(b: _Builder) -> None:
                 b.add(diff == 0, f"replay_same_k{ki}_d{b.didx[d.id]}", f"replay_same[{k},{d.id}]")
 
 
-def _couple(b: _Builder) -> None:
-    """(b) couple[e,d,d']: y = x[src,d]·x[dst,d'] for every positive transfer, exact for binary x."""
-    problem = b.problem
-    for ei, e in enumerate(problem.edges):
-        for d in problem.devices:
-            for d2 in problem.devices:
-                t = problem.transfer.get((e.name, d.id, d2.id), 0.0)
-                if not t > 0:
-                    continue
-                src, dst = b.on(e.src, d.id), b.on(e.dst, d2.id)
-                if (isinstance(src, int) and src == 0) or (isinstance(dst, int) and dst == 0):
-                    continue  # this pair of devices can never carry the edge
-                if isinstance(src, int) or isinstance(dst, int):  # one end is env_step at the host device: 1
-                    product = _expr(src) * dst if isinstance(dst, int) else _expr(dst) * src
-                else:
-                    tag = f"e{ei}_d{b.didx[d.id]}_d{b.didx[d2.id]}"
-                    y = _var(b.lp, f"y_{tag}", 0, 1, pulp.LpContinuous)
-                    label = f"couple[{e.name},{d.id},{d2.id}]"
-                    b.add(y >= src + dst - 1, f"couple_{tag}", label)
-                    b.add(y <= src, f"couple_src_{tag}", label)
-                    b.add(y <= dst, f"couple_dst_{tag}", label)
-                    product = _expr(y)
-                b.transfers.append((e, d.id, d2.id, t / b.scale, product))
-
-
-def _busy(b: _Builder) -> dict[str, pulp.LpAffineExpression]:
-    """busy[r] in model time units, with (g) shared[r]: every device of r adds into one busy[r]."""
-    problem, s = b.problem, b.scale
-    busy: dict[str, pulp.LpAffineExpression] = {}
-    for r in problem.resources:
-        terms = [problem.cost[key] / s * var for key, var in b.x.items() if b.res_of[key[1]] == r.id]
-        terms += [problem.act_cost[key] / s * var for key, var in b.v.items() if b.res_of[key[1]] == r.id]
-        terms += [t * prod for (_, d, d2, t, prod) in b.transfers if r.id in (b.res_of[d], b.res_of[d2])]
-        expr = pulp.lpSum(terms)
-        if r.id == problem.host:
-            expr += problem.env_cost / s
-        busy[r.id] = expr
-    return busy
-
-
-def _load(b: _Builder, busy: dict[str, pulp.LpAffineExpression]) -> None:
-    """(c) load[r]: busy[r] ≤ lanes(r)·P."""
-    for ri, r in enumerate(b.problem.resources):
-        b.add(busy[r.id] - r.lanes * b.period <= 0, f"load_r{ri}", f"load[{r.id}]")
-
-
-def _role(b: _Builder) -> None:
-    """(c') role[name]: a role is one thread: its kernels and the transfers that cross its boundary ≤ P."""
-    for ni, (name, kernels) in enumerate(ROLES.items()):
-        work = pulp.lpSum(b.kernel_time(k) for k in kernels)
-        work += b.edge_time(lambda e, kernels=kernels: _role_crossing(e, kernels))
-        b.add(work - b.period <= 0, f"role_{ni}", f"role[{name}]")
+def _rows(b: _Builder, rows: list[Row]) -> None:
+    """The bounds on P of pearl/planner/accounting.py (load, role, actor_period, process, latency, network):
+    Σ terms ≤ lanes·P, each term's indicator made by `_Builder.term` (couple[...] where it is a product)."""
+    for row in rows:
+        b.add(b.seconds(row.terms) - row.lanes * b.period <= 0, row.name, row.label)
 
 
 def _memory(b: _Builder) -> None:
@@ -356,41 +305,18 @@ def _memory(b: _Builder) -> None:
 
 
 def _actors(b: _Builder) -> None:
-    """(e) actors: every actor process has a host lane; the roles share lanes through load[r] and role[...]."""
-    lanes_used = pulp.lpSum(a.n * var for (a, _), var in b.v.items())
-    b.add(lanes_used <= b.problem.resource(b.problem.host).lanes, "actors", "actors")
+    """(e) actors[n]: every actor process has a lane of its node's host; the roles share lanes through
+    load[r] and role[...]."""
+    nodes = b.problem.node_list()
+    for ni, node in enumerate(nodes):
+        used = pulp.lpSum(a.n * var for (a, d), var in b.v.items() if b.problem.device(d).node == node.name)
+        name, label = ("actors", "actors") if len(nodes) == 1 else (f"actors_n{ni}", f"actors[{node.name}]")
+        b.add(used <= b.problem.resource(node.host).lanes, name, label)
 
 
-def _actor_period(b: _Builder) -> None:
-    """(e') actor_period[a]: one actor's share of an iteration ≤ P."""
-    for ai, a in enumerate(b.options):
-        terms = [b.problem.actor_period[(a, d)] / b.scale * var for (aa, d), var in b.v.items() if aa == a]
-        if terms:
-            b.add(pulp.lpSum(terms) - b.period <= 0, f"actor_period_a{ai}", "actor_period")
-
-
-def _process(b: _Builder) -> None:
-    """(h) process[learner]: the host-resident replay and learn work of the learner process, serialised.
-
-    The chain transfers are host-side waits of the learner thread; without host work the row is implied by
-    role[learner], which counts the same transfers."""
-    problem = b.problem
-    host_work = pulp.lpSum(problem.cost[key] / b.scale * var for key, var in b.x.items()
-                           if key[0] in (*REPLAY, LEARN) and b.res_of[key[1]] == problem.host)
-    chain = b.edge_time(lambda e: (e.src, e.dst) in CHAIN)
-    b.add(host_work + chain - b.period <= 0, "process_learner", "process[learner]")
-
-
-def _latency(b: _Builder) -> None:
-    """(f) latency: without prefetch, sample → learn → priority update in turn ≤ P."""
-    chain = pulp.lpSum(b.kernel_time(k) for k in ("replay_sample", LEARN, "priority_update"))
-    chain += b.edge_time(lambda e: (e.src, e.dst) in CHAIN)
-    b.add(chain - b.period <= 0, "latency", "latency")
-
-
-def _energy(b: _Builder, busy: dict[str, pulp.LpAffineExpression]) -> pulp.LpAffineExpression:
+def _energy(b: _Builder, busy: dict[str, list[Term]]) -> pulp.LpAffineExpression:
     """E = Σ_r idle_w·P + (busy_w − idle_w)·busy[r]/lanes(r)."""
-    return pulp.lpSum(r.idle_w * b.period + (r.busy_w - r.idle_w) / r.lanes * busy[r.id]
+    return pulp.lpSum(r.idle_w * b.period + (r.busy_w - r.idle_w) / r.lanes * b.seconds(busy[r.id])
                       for r in b.problem.resources)
 
 
@@ -400,18 +326,14 @@ def _build(problem: Problem, relax: frozenset[str] = frozenset()) -> _Model:
     b = _Builder(problem, lp, _var(lp, "period", 0, None, pulp.LpContinuous), _time_scale(problem))
     _variables(b)
     _assign(b)
-    _couple(b)
-    busy = _busy(b)
-    _load(b, busy)
-    _role(b)
+    busy = acc.busy(problem)
+    before, after = acc.period_rows(problem, busy)
+    _rows(b, before)
     if "memory" not in relax:
         _memory(b)
     if "actors" not in relax:
         _actors(b)
-    _actor_period(b)
-    _process(b)
-    if not problem.prefetch:
-        _latency(b)
+    _rows(b, after)
     return _Model(lp=lp, period=b.period, energy=_energy(b, busy), x=b.x, v=b.v, scale=b.scale, names=b.names)
 
 
@@ -506,11 +428,12 @@ def _precheck(problem: Problem) -> None:
             raise PlanInfeasible(
                 f"memory: the {what} fits on no device that implements it ({', '.join(devs)})"
             )
-    lanes = problem.resource(problem.host).lanes
+    host = max((n.host for n in problem.node_list()), key=lambda r: problem.resource(r).lanes)
+    lanes = problem.resource(host).lanes
     fewest = min(a.n for a in problem.actor_options())
     if fewest > lanes:
         raise PlanInfeasible(
-            f"actors: the host resource {problem.host} has {lanes} lanes, fewer than the smallest actor option "
+            f"actors: the host resource {host} has {lanes} lanes, fewer than the smallest actor option "
             f"({fewest} processes)"
         )
 
@@ -525,10 +448,11 @@ def _diagnose(problem: Problem, solver: str, period_bound: float | None, time_li
             fastest = evaluate(problem, placement, actors)
             detail = f"; the fastest plan takes {fastest[0]:.4g} s, bound by {fastest[2]}" if fastest else ""
             return PlanInfeasible(f"period_bound: no plan reaches a period of {period_bound:.4g} s{detail}")
-    lanes = problem.resource(problem.host).lanes
+    host = max((n.host for n in problem.node_list()), key=lambda r: problem.resource(r).lanes)
+    lanes = problem.resource(host).lanes
     why = {
         "memory": "the kernels' memory needs cannot all fit on the devices that implement them at once",
-        "actors": f"the host resource {problem.host} has {lanes} lanes, too few for the actor processes plus the "
+        "actors": f"the host resource {host} has {lanes} lanes, too few for the actor processes plus the "
         "replay/learner roles that must then run on it",
     }
     for relax in (("memory",), ("actors",), ("memory", "actors")):

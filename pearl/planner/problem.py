@@ -53,6 +53,17 @@ class Device:
     id: str
     resource: str
     memory_bytes: float
+    node: str = ""  # the node the device is in ("" in a problem of one host)
+
+
+@dataclass(frozen=True)
+class Node:
+    """One machine of a cluster: where its actors' env stepping runs, and what it costs there."""
+
+    name: str
+    host: str  # the resource of its CPU
+    host_device: str  # its `cpu` device
+    env_cost: float  # seconds per iteration of the env stepping when the actors are on this node
 
 
 @dataclass(frozen=True)
@@ -92,6 +103,21 @@ class Problem:
     #: bytes kernel k needs on device d (replay storage, parameters)
     memory: dict[tuple[str, str], float] = field(default_factory=dict)
     prefetch: bool = True  # the learner samples the next batch while it learns: no latency chain
+    #: the nodes of a cluster (empty: one host, described by host, host_device and env_cost)
+    nodes: list[Node] = field(default_factory=list)
+    #: seconds per iteration that edge e from d to d' on another node keeps the two nodes' network
+    #: interfaces busy (bytes / bandwidth, sent by d's node and received by d''s)
+    nic: dict[tuple[str, str, str], float] = field(default_factory=dict)
+
+    def node_list(self) -> list[Node]:
+        return self.nodes or [Node("", self.host, self.host_device, self.env_cost)]
+
+    def node(self, name: str) -> Node:
+        return next(n for n in self.node_list() if n.name == name)
+
+    def node_of(self, device_id: str) -> Node:
+        """The node a device is in."""
+        return self.node(self.device(device_id).node)
 
     def device(self, device_id: str) -> Device:
         return next(d for d in self.devices if d.id == device_id)
