@@ -4,22 +4,32 @@
     pareto(problem, epsilons=(0, 0.05, 0.1, 0.2, 0.5, 1.0))       the energy/period front
     evaluate(problem, placement, actors) -> (period, energy, binding) | None   one fixed placement
 
-Exact accounting (the program and `evaluate` share it; tests/test_planner_ilp.py re-states it for its oracle):
+Exact accounting, written once as rows of terms in pearl/planner/accounting.py, which the program and
+`evaluate` both read (tests/test_planner_ilp.py and tests/test_planner_cluster.py re-state it for their oracles):
     busy[r]     Σ cost of the replay kernels and learn on r, + act_cost[a, d(act)] if d(act) is on r,
-                + env_cost on the host, + each positive edge transfer once on the resource of each end
-                (once only when both ends sit on one resource); "env_step" is at problem.host_device
+                + env_cost of the actors' node on that node's host, + each positive edge transfer once on the
+                resource of each end (once only when both ends sit on one resource); "env_step" runs at the
+                host device of act's node (problem.host_device when there is one host)
     load[r]     busy[r] ≤ lanes(r)·P
     role[name]  Σ its kernels' costs + transfers of the edges with exactly one end in the role ≤ P
-    actors      n ≤ lanes(host): one lane per actor process (roles share lanes through load and role)
+    actors[n]   n ≤ lanes(host of act's node): one lane per actor process (roles share lanes through load and
+                role); "actors" when there is one host
     actor_period[a]  actor_period[a, d(act)] ≤ P
     latency     (no prefetch) sample + learn + priority update + the transfers sample→learn, learn→priority ≤ P
-    process     Σ cost of the replay kernels and learn placed on devices of the host resource
+    process     per node, Σ cost of the replay kernels and learn placed on devices of its host resource
                 + the transfers sample→learn, learn→priority ≤ P: the learner process runs the replay manager
                 and the learner under one interpreter lock, and on the host's own cores (cpu, PoCL) their
                 work does not overlap (measured: replay on PoCL beside learn on cpu ran at 0.3-0.4 × the
-                overlapped prediction); an accelerator's device time still overlaps
+                overlapped prediction); an accelerator's device time still overlaps. "process[learner]" with
+                one host, "process[learner@n]" per node of a cluster (a replay server on another node is a
+                process of its own there)
+    network[n,out], network[n,in]   (clusters) the seconds node n's network interface spends sending
+                (receiving) the bytes of the edges that leave (enter) it, problem.nic, ≤ P: one interface
+                per node, full duplex, shared by every edge that crosses it
     memory[d]   Σ memory of the kernels on d ≤ memory_bytes(d);  replay_same: the replay kernels share one device
-    P = the largest of these lower bounds; E = Σ_r idle_w·P + (busy_w − idle_w)·busy[r]/lanes(r).
+    couple[a,b] y = a·b for a transfer whose two ends are both decided (y ≥ a + b − 1, y ≤ a, y ≤ b)
+    P = the largest of these lower bounds; E = Σ_r idle_w·P + (busy_w − idle_w)·busy[r]/lanes(r) (every
+    node's idle power counts: a node of the cluster is on whether the plan uses it or not).
 
 Both objectives are solved lexicographically: throughput minimises P, then E among the plans with that P;
 perf-per-watt minimises E, then P among the plans with that E (so every point of the front is non-dominated).
@@ -27,7 +37,8 @@ Times are divided by the largest time in the problem and memory rows by the devi
 them, so the solver's absolute tolerances (1e-7) stay small against the numbers. PuLP rewrites the characters
 ``-+[] ->/`` in names, so every PuLP name is built from indices (``x_k1_d2``, ``load_r0``) and `_Model.names`
 maps constraint names back to the human labels (``load[cpu]``). `_build` calls one small function per
-constraint family (`_assign`, `_couple`, `_load`, ...), each named after its row above. This module writes
+constraint family (`_assign`, `_memory`, `_actors`, and `_rows` for the bounds accounting.py lists, one
+function there per family), each named after its row above. This module writes
 nothing to the process's standard output of its own accord; the CLI silences HiGHS's banner (cli._quiet_solver).
 """
 

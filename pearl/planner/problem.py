@@ -25,7 +25,14 @@ Constraints (the names the code gives them)
     (g) shared[r]         devices on one resource r (PoCL and `cpu`; slices of a GPU) sum into one load[r]
     (h) process[learner]  the replay kernels and learn placed on the host resource, + the sample→learn and
                           learn→priority transfers, ≤ P: one interpreter runs them in turn (see ilp.py)
+    (i) network[n,dir]    (clusters) the bytes of the edges leaving (entering) node n ÷ the link's bandwidth ≤ P
 Energy per iteration, linear: E = Σ_r idle_w(r)·P + (busy_w(r) − idle_w(r))·busy_seconds(r) / lanes(r).
+
+A cluster (`nodes` not empty; device ids NODE/DEVICE): each node has its host resource and device, where the
+actors' env stepping runs when act is on that node, and (e) counts the actor processes against that node's
+lanes. The transitions (act → replay_insert) and weights (learn → act) edges then cost something only between
+nodes; every edge between nodes pays the link's latency per message and bytes ÷ bandwidth (`transfer`) and
+keeps both nodes' network interfaces busy (`nic`).
 """
 
 from __future__ import annotations
