@@ -33,6 +33,10 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
 
 Both objectives are solved lexicographically: throughput minimises P, then E among the plans with that P;
 perf-per-watt minimises E, then P among the plans with that E (so every point of the front is non-dominated).
+Ties are then resolved on purpose (TIES): among the plans with both figures optimal, the fewest actor
+processes, then the fewest devices used (u[d] ≥ every placement indicator on d); power, E/P, is the same for
+every plan left by then. On a profile where the actors' count does not move P (the learner binds), the plan
+starts one actor process, not as many as the host has lanes.
 Times are divided by the largest time in the problem and memory rows by the device's memory before PuLP sees
 them, so the solver's absolute tolerances (1e-7) stay small against the numbers. PuLP rewrites the characters
 ``-+[] ->/`` in names, so every PuLP name is built from indices (``x_k1_d2``, ``load_r0``) and `_Model.names`
@@ -58,6 +62,8 @@ from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
 
 OBJECTIVES = ("throughput", "perf-per-watt")
 SOLVERS = ("highs", "cbc")
+#: how plans with equal objectives are told apart (plans report it)
+TIES = "fewest actor processes, then fewest devices (power is equal once P and E are)"
 _MIP_GAP_REL = 1e-9  # ask the solvers for a proof of optimality, not their defaults (HiGHS stops at 1e-4)
 _MIP_GAP_ABS = 1e-10
 _LEX_SLACK = 1e-9  # relative slack on the first objective while the second one is minimised
@@ -512,21 +518,10 @@ def solve(
     if result is None:
         raise PlanError(f"the {_solver_label(name)} solution violates a constraint by more than the tolerance")
 
-    remaining = time_limit - (time.perf_counter() - start)
-    if run.status == "Optimal" and remaining > 0.05:
-        reached = (result[0] if throughput else result[1]) / s
-        model.lp.addConstraint(first <= reached * (1 + _LEX_SLACK) + 1e-12, "lexicographic")
-        model.lp.setObjective(second)
-        try:
-            tie = _run(model, name, remaining)
-        except PlanError:
-            tie = _Run(feasible=False)
-        if tie.feasible and tie.status == "Optimal":
-            placement2, actors2 = _extract(model)
-            result2 = evaluate(problem, placement2, actors2)
-            i = 0 if throughput else 1
-            if result2 is not None and result2[i] <= result[i] * (1 + 1e-7) + 1e-15:
-                placement, actors, result = placement2, actors2, result2
+    if run.status == "Optimal":
+        left = time_limit - (time.perf_counter() - start)
+        placement, actors, result = _lexicographic(problem, model, name, (first, second), throughput,
+                                                   (placement, actors, result), left)
 
     period, energy, binding = result
     return Solution(
@@ -540,6 +535,54 @@ def solve(
         solve_s=time.perf_counter() - start,
         binding=binding,
     )
+
+
+def _lexicographic(problem: Problem, model: _Model, solver: str, objectives: tuple, throughput: bool, best: tuple,
+                   remaining: float) -> tuple[dict[str, str], ActorOption, tuple[float, float, str]]:
+    """The optimum of the first objective, then among its plans the least of the second (E for throughput,
+    P for perf-per-watt), then among those the simplest: TIES. Each stage holds the stages before it to
+    their optimum within _LEX_SLACK; a stage the solver cannot finish in the time left keeps the plan so far."""
+    placement, actors, result = best
+    first, second = objectives
+    s = model.scale
+    stages = [(first, 0 if throughput else 1), (second, 1 if throughput else 0), (_simplicity(problem, model), None)]
+    deadline = time.perf_counter() + remaining
+    for k in range(1, len(stages)):
+        left = deadline - time.perf_counter()
+        if left <= 0.05:
+            break
+        held, i = stages[k - 1]
+        model.lp.addConstraint(held <= result[i] / s * (1 + _LEX_SLACK) + 1e-12, f"lexicographic_{k}")
+        model.lp.setObjective(stages[k][0])
+        try:
+            run = _run(model, solver, left)
+        except PlanError:
+            break
+        if not (run.feasible and run.status == "Optimal"):
+            break
+        placement2, actors2 = _extract(model)
+        result2 = evaluate(problem, placement2, actors2)
+        if result2 is None or any(result2[j] > result[j] * (1 + 1e-7) + 1e-15 for _, j in stages[:k]):
+            break
+        placement, actors, result = placement2, actors2, result2
+    return placement, actors, result
+
+
+def _simplicity(problem: Problem, model: _Model) -> pulp.LpAffineExpression:
+    """TIES as one objective: actor processes × (devices + 1) + devices used, so that fewer actor processes
+    always wins and fewer devices decides among equal counts. u[d] ≥ every placement indicator on d."""
+    used = []
+    for j, d in enumerate(problem.devices):
+        on_d = [var for (_, dd), var in model.x.items() if dd == d.id] + \
+               [var for (_, dd), var in model.v.items() if dd == d.id]
+        if not on_d:
+            continue
+        u = _var(model.lp, f"u_d{j}", 0, 1, pulp.LpContinuous)
+        for n, var in enumerate(on_d):
+            model.lp.addConstraint(u - var >= 0, f"uses_d{j}_{n}")
+        used.append(u)
+    processes = pulp.lpSum(a.n * var for (a, _), var in model.v.items())
+    return (len(problem.devices) + 1) * processes + pulp.lpSum(used)
 
 
 def pareto(

@@ -12,7 +12,7 @@ from pearl.costmodel import CostModel
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError
 from pearl.planner.build import Facts, build_cluster_problem
-from pearl.planner.ilp import evaluate, pareto, solve
+from pearl.planner.ilp import TIES, evaluate, pareto, solve
 from pearl.planner.plan import Plan
 from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
 from pearl.profile.cluster import Cluster, load_cluster
@@ -154,7 +154,7 @@ def _plan(source: Source, problem: Problem, facts: Facts, algo: str, env_id: str
         baselines=_baselines(problem, facts, best, source),
         # a CBC run stopped by its time limit reports no bound: its gap is unknown (None), not infinite
         solver={"name": best.solver, "status": best.status, "gap": best.gap if math.isfinite(best.gap) else None,
-                "solve_s": best.solve_s},
+                "solve_s": best.solve_s, "ties": TIES},
         pareto=[{**_figures(s.period_s, s.energy_j, facts, {}), "mapping": dict(s.placement), "actors": s.actors.n,
                  "envs_per_actor": s.actors.envs} for s in front],
         kernels=_kernel_seconds(problem, facts, best),

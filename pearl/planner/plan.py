@@ -14,7 +14,7 @@ predicts for it and for the all-on-one-device mappings.
                   the learner's publish + the actors' loads)},
       "lanes": {"cpu": lanes the plan uses on the host, "accelerator": lanes on other resources, "ratio"},
       "baselines": [{"device", "feasible", "env_steps_per_s", "env_steps_per_joule", "speedup"}],
-      "solver": {"name", "status", "gap", "solve_s"},
+      "solver": {"name", "status", "gap", "solve_s", "ties": how plans with equal objective figures were told apart},
       "pareto": [{"period_s", "energy_per_iteration_j", "env_steps_per_s", "env_steps_per_joule", "mapping"}],
       "power": {device: {"resource", "idle_w", "busy_w", "source", "method", "descriptor", "scale"}}
     }
