@@ -365,6 +365,43 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
 
 
 @cli.command()
+@click.option("--profile", "profile_path", required=True, help="Host profile file written by `pearl profile`.")
+@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), required=True, help="Algorithm to plan for.")
+@click.option("--env", "env_id", required=True, help="Gymnasium environment id (the preset's shapes).")
+@click.option("--accelerator", required=True, metavar="DESCRIPTOR",
+              help="The accelerator, a device descriptor (devices/nvidia-a100-sxm4-80gb.toml or its name).")
+@click.option("--lanes", default=None, metavar="N,N,...", help="CPU lane counts to sweep [default: 1-32].")
+@click.option("--out", default="ratio.png", show_default=True, help="The plot to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print the sweep as one JSON object.")
+def ratio(profile_path: str, algo: str, env_id: str, accelerator: str, lanes: str | None, out: str,
+          as_json: bool) -> None:
+    """Sweep the CPU lanes per accelerator (what-if) and plan each.
+
+    Prints and plots throughput and env steps per joule against the CPU/GPU ratio, marking the knee (fewest
+    lanes within 5 % of the best throughput) and the perf-per-watt optimum."""
+    from pearl.fileio import check_writable
+    from pearl.planner.ratio import DEFAULT_LANES, plot, sweep, table
+
+    _quiet_solver()
+    check_writable(out)
+    counts = DEFAULT_LANES
+    if lanes is not None:
+        try:
+            counts = tuple(int(x) for x in lanes.split(","))
+        except ValueError:
+            raise ConfigError(f"--lanes takes comma-separated positive lane counts, e.g. 1,2,4,8; got {lanes!r}") \
+                from None
+    result = sweep(profile_path, algo, env_id, accelerator, counts)
+    written = plot(result, out, f"{algo} {env_id}: CPU lanes per {result.accelerator}")
+    if as_json:
+        _print_json({"plot": str(written), **result.to_dict()})
+        return
+    for line in table(result):
+        click.echo(line)
+    click.echo(f"plot written to {written}")
+
+
+@cli.command()
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the training run.")
 @click.option("--runs-dir", default="runs", show_default=True, help="Where the run record is written.")
 @click.option("--reprofile", is_flag=True, help="Profile again even when a fresh profile of this machine exists.")

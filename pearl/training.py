@@ -197,6 +197,10 @@ def _checked_plan(path: str, algo: str | None, env_id: str | None, device: str |
             raise ConfigError(f"{path} is a plan for {plan.algo} on {plan.env}, but {name} says {given}; drop "
                               f"{name} (the plan names it) or make a plan with `pearl plan --algo "
                               f"{algo or plan.algo} --env {env_id or plan.env}`")
+    if isinstance(plan.profile.get("nodes"), dict):  # a plan of a cluster profile (pearl profile merge)
+        raise PlanError(f"{path} places kernels on the nodes {', '.join(plan.profile['nodes'])} of a cluster; this "
+                        "pearl runs plans of one host: plan with this machine's profile (`pearl plan --profile "
+                        "PROFILE`) to train here")
     here = (cpu_name(), cpu_lanes())
     there = (plan.profile.get("cpu"), plan.profile.get("cores"))
     if here != there:

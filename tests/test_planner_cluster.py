@@ -232,3 +232,14 @@ def test_a_slower_network_never_plans_faster(capsys, tmp_path):
     slow = make_plan(_merge(capsys, slow_dir, f"a={REFERENCE}", f"b={REFERENCE}", network="1gbe"), "ddpg",
                      "Pendulum-v1")
     assert slow.predicted["period_s"] >= fast.predicted["period_s"] * (1 - 1e-9)
+
+
+def test_training_refuses_a_cluster_plan(capsys, tmp_path):
+    path = _merge(capsys, tmp_path, f"a={REFERENCE}", f"b={REFERENCE}")
+    plan_path = tmp_path / "plan.json"
+    code, _, err = run_cli(capsys, "plan", "--profile", str(path), "--algo", "dqn", "--env", "CartPole-v1", "--out",
+                           str(plan_path))
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "train", "--plan", str(plan_path), "--runs-dir", str(tmp_path / "runs"))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "nodes a, b" in lines[0] and str(plan_path) in lines[0]
