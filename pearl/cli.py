@@ -354,6 +354,8 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
     click.echo(f"  predicted {p['env_steps_per_s']:,.0f} env steps/s, {p['updates_per_s']:,.0f} updates/s, "
                f"{p['power_w']:.0f} W, {joules} (timings {p['source']}, power {p['power_source']})")
     click.echo(f"  bottleneck: {result.bottleneck}")
+    for line in _cluster_lines(result):
+        click.echo(line)
     if result.solver.get("ties"):
         click.echo(f"  among plans with the same objective figures: {result.solver['ties']}")
     for b in result.baselines:
@@ -567,6 +569,27 @@ class _progress:
             else f"{self.done:,} {units}"
         click.echo(f"{self.label}: {count}, {when}{now - self.t0:.0f} s", err=True)
         self.printed += 1
+
+
+def _cluster_lines(result: Any) -> list[str]:
+    """A cluster plan's nodes (actors, kernels, CPU/accelerator lanes) and why each role sits where it does."""
+    nodes = result.lanes.get("nodes")
+    if not nodes:
+        return []
+    lines = []
+    for name, n in nodes.items():
+        ratio = f", {n['ratio']:.3g} CPU lanes per accelerator" if n.get("ratio") else ""
+        lines.append(f"  node {name}: {n['actors']} actor process(es), kernels {', '.join(n['kernels']) or 'none'}; "
+                     f"{n['cpu']} CPU lane(s) busy, {n['accelerator']} accelerator(s){ratio}")
+    period = result.predicted["period_s"]
+    for move in result.why:
+        if move["period_s"] is None:
+            lines.append(f"  {move['role']} on node {move['node']} instead: not feasible")
+        else:
+            lines.append(f"  {move['role']} on node {move['node']} instead: {move['period_s'] * 1e3:.4g} ms an "
+                         f"update against {period * 1e3:.4g} ms ({move['period_s'] / period:.3g}×), bound by "
+                         f"{move['bottleneck']}")
+    return lines
 
 
 def _quiet_solver() -> None:

@@ -222,6 +222,10 @@ def test_two_node_plan_names_nodes(capsys, tmp_path):
     assert set(plan.profile["nodes"]) == {"a", "b"} and len(plan.profile["links"]) == 1
     data = json.loads(json.dumps(plan.to_dict()))
     assert data["lanes"]["nodes"]["a"]["kernels"] is not None
+    # why: each role moved to the other node, none faster than the optimum
+    assert sorted(m["role"] for m in plan.why) == ["actors", "learner", "replay server"]
+    for move in plan.why:
+        assert move["period_s"] is None or move["period_s"] >= plan.predicted["period_s"] * (1 - 1e-9)
 
 
 def test_a_slower_network_never_plans_faster(capsys, tmp_path):

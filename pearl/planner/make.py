@@ -159,7 +159,35 @@ def _plan(source: Source, problem: Problem, facts: Facts, algo: str, env_id: str
                  "envs_per_actor": s.actors.envs} for s in front],
         kernels=_kernel_seconds(problem, facts, best),
         power=_power_figures(source, problem),
+        why=_moves(problem, best),
     )
+
+
+#: the roles a cluster plan places on nodes, and the kernels each moves
+ROLES_ON_NODES = {"actors": ("act",), "replay server": REPLAY, "learner": ("learn",)}
+
+
+def _moves(problem: Problem, best: Solution) -> list[dict]:
+    """Why each role is on its node: the best plan (as evaluate costs it) with that role alone moved to each
+    other node of a cluster, over that node's devices and, for the actors, every actor option there."""
+    nodes = problem.node_list()
+    if len(nodes) == 1:
+        return []
+    out = []
+    for role, kernels in ROLES_ON_NODES.items():
+        here = problem.device(best.placement[kernels[0]]).node
+        for node in nodes:
+            if node.name == here:
+                continue
+            tries = []
+            for d in (d.id for d in problem.devices if d.node == node.name):
+                placement = {**best.placement, **{k: d for k in kernels}}
+                options = problem.actor_options() if role == "actors" else [best.actors]
+                tries += [r for a in options if (r := evaluate(problem, placement, a)) is not None]
+            fastest = min(tries, default=None)
+            out.append({"role": role, "node": node.name, "period_s": fastest[0] if fastest else None,
+                        "bottleneck": fastest[2] if fastest else "infeasible"})
+    return out
 
 
 def _profile_summary(source: Source) -> dict:

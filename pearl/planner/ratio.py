@@ -137,20 +137,18 @@ def plot(result: RatioSweep, path: str | Path, title: str) -> Path:
                label="env steps/J (perf-per-watt plan)")
     right.set_ylabel("env steps / J", color="tab:green")
     knee = next(p for p in result.points if p.lanes == result.knee)
-    left.axvline(knee.lanes, color="tab:blue", alpha=0.4, linestyle=":")
-    left.annotate(f"knee: {knee.lanes} lanes", (knee.lanes, knee.env_steps_per_s), textcoords="offset points",
-                  xytext=(8, -16), color="tab:blue")
+    left.axvline(knee.lanes, color="tab:blue", alpha=0.5, linestyle=":",
+                 label=f"knee: {knee.lanes} lanes (within {KNEE:.0%} of the best throughput)")
     if result.perf_per_watt is not None:
         best = next(p for p in result.points if p.lanes == result.perf_per_watt)
-        right.plot([best.lanes], [best.best_steps_per_joule], "*", markersize=16, color="tab:red")
-        right.annotate(f"perf/W optimum: {best.lanes} lanes", (best.lanes, best.best_steps_per_joule),
-                       textcoords="offset points", xytext=(10, -14), color="tab:red")
+        right.plot([best.lanes], [best.best_steps_per_joule], "*", markersize=16, color="tab:red",
+                   label=f"perf-per-watt optimum: {best.lanes} lanes")
     left.set_xscale("log", base=2)
     left.set_xticks(xs, [str(x) for x in xs])
     left.set_title(title)
-    lines = left.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
-    left.legend(lines, [h.get_label() for h in lines], loc="center right")
-    fig.tight_layout()
+    handles = left.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+    fig.legend(handles, [h.get_label() for h in handles], loc="lower center", ncol=2, fontsize="small")
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     path = Path(path)
     fig.savefig(path, dpi=110)
     plt.close(fig)
