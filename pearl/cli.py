@@ -353,11 +353,10 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
                f"; {result.actors} actor(s) × {result.envs_per_actor} env(s)")
     click.echo(f"  predicted {p['env_steps_per_s']:,.0f} env steps/s, {p['updates_per_s']:,.0f} updates/s, "
                f"{p['power_w']:.0f} W, {joules} (timings {p['source']}, power {p['power_source']})")
-    click.echo(f"  bottleneck: {result.bottleneck}")
+    ties = " (ties go to the fewest actor processes, then devices)" if result.solver.get("ties") else ""
+    click.echo(f"  bottleneck: {result.bottleneck}{ties}")
     for line in _cluster_lines(result):
         click.echo(line)
-    if result.solver.get("ties"):
-        click.echo(f"  among plans with the same objective figures: {result.solver['ties']}")
     for b in result.baselines:
         if b["feasible"]:
             click.echo(f"  all on {b['device']}: {b['env_steps_per_s']:,.0f} env steps/s "
