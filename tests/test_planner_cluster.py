@@ -247,3 +247,24 @@ def test_training_refuses_a_cluster_plan(capsys, tmp_path):
     code, _, err = run_cli(capsys, "train", "--plan", str(plan_path), "--runs-dir", str(tmp_path / "runs"))
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "nodes a, b" in lines[0] and str(plan_path) in lines[0]
+
+
+def test_the_learner_goes_to_the_node_with_the_accelerator(capsys, tmp_path):
+    """A CPU node and a node with a what-if A100: the learner runs on the A100 whatever the network, and on
+    1 GbE the actors stay on the A100's node, since the weights would cross the link at every sync."""
+    from pearl.descriptors import load_descriptor, resolve_descriptor
+    from pearl.profile.format import load_profile, save_profile
+    from pearl.profiling.whatif import add_what_if
+
+    profile = load_profile(REFERENCE)
+    add_what_if(profile, load_descriptor(resolve_descriptor("nvidia-a100-sxm4-80gb")))
+    gpu = save_profile(profile, tmp_path / "gpu.json")
+    for network in ("40gbe", "1gbe"):
+        folder = tmp_path / network
+        folder.mkdir()
+        plan = make_plan(_merge(capsys, folder, f"cpu={REFERENCE}", f"gpu={gpu}", network=network), "dqn",
+                         "CartPole-v1")
+        assert plan.mapping["learn"] == "gpu/whatif:nvidia-a100-sxm4-80gb"
+        if network == "1gbe":
+            assert plan.mapping["act"].startswith("gpu/")
+        assert plan.lanes["nodes"]["gpu"]["accelerator"] == 1
