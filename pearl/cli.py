@@ -19,9 +19,12 @@ from typing import Any
 import click
 
 from pearl import __version__
+from pearl.algos.registry import algorithm_names
 from pearl.errors import ConfigError, PearlError
 
 EXIT_USER_ERROR = 2
+#: --algo's choices: the algorithm registry's names (pearl/algos/registry.py), so a new entry is offered here too.
+ALGO_CHOICES = algorithm_names()
 # click >= 8.2 raises this for a bare `pearl`; older clicks print the help themselves.
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
@@ -63,7 +66,7 @@ def devices(as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), default=None,
+@click.option("--algo", type=click.Choice(ALGO_CHOICES), default=None,
               help="Algorithm to train (required unless --plan names it).")
 @click.option("--env", "env_id", default=None,
               help="Gymnasium environment id, e.g. CartPole-v1 (required unless --plan names it).")
@@ -215,7 +218,7 @@ def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restart
 @cli.command()
 @click.option("--quick", is_flag=True, help="A small grid and short timings: under a minute on 2 cores.")
 @click.option("--out", default=None, help="Profile file to write [default: profiles/<host>-<mode>.json].")
-@click.option("--algo", type=click.Choice(["dqn", "ddpg", "all"]), default="all", show_default=True,
+@click.option("--algo", type=click.Choice([*ALGO_CHOICES, "all"]), default="all", show_default=True,
               help="Which presets' kernels to measure.")
 @click.option("--device", "devices", multiple=True, help="Profile only this device (repeatable).")
 @click.option("--env", "env_id", default=None,
@@ -242,7 +245,7 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], e
     from pearl.profiling.format import check_same_machine, load_profile, merge_profiles, save_profile
     from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
 
-    options = ProfileOptions(quick=quick, algos=("dqn", "ddpg") if algo == "all" else (algo,),
+    options = ProfileOptions(quick=quick, algos=ALGO_CHOICES if algo == "all" else (algo,),
                              devices=devices or None, what_if=what_if, env=env_id, hidden=_widths(hidden),
                              batch_size=batch_size, n_envs=n_envs)
     path = out or f"profiles/{platform.node() or 'host'}-{'quick' if quick else 'full'}.json"
@@ -286,7 +289,7 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], e
 
 @cli.command()
 @click.option("--profile", "profile_path", required=True, help="Profile file written by `pearl profile`.")
-@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), required=True, help="Algorithm to plan for.")
+@click.option("--algo", type=click.Choice(ALGO_CHOICES), required=True, help="Algorithm to plan for.")
 @click.option("--env", "env_id", required=True, help="Gymnasium environment id (the preset's shapes).")
 @click.option("--objective", type=click.Choice(["throughput", "perf-per-watt"]), default="throughput",
               show_default=True, help="Maximise env steps per second, or env steps per joule.")
@@ -349,7 +352,7 @@ def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool) -> None
 
 @cli.command()
 @click.option("--profile", "profile_path", required=True, help="Profile file written by `pearl profile`.")
-@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), required=True, help="Algorithm to compare.")
+@click.option("--algo", type=click.Choice(ALGO_CHOICES), required=True, help="Algorithm to compare.")
 @click.option("--env", "env_id", required=True, help="Gymnasium environment id (the preset's shapes).")
 @click.option("--seconds", type=float, default=20.0, show_default=True, help="Wall time each mapping trains for.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every run.")
