@@ -23,8 +23,10 @@ _REGISTRY: dict[str, Algorithm] = {}
 
 
 def register(entry: Algorithm) -> Algorithm:
-    """Add an entry (ValueError for a name already taken). Built-in entries are registered on import; a
-    plug-in or a test registers its own and `unregister`s it when done."""
+    """Add an entry (ValueError for a name already taken). Built-in entries are registered on import; a test
+    registers its own and `unregister`s it when done. An entry registered at run time exists in this process
+    only: the local and Ray launchers' actor processes import pearl afresh and see BUILTIN, so such an entry
+    trains with the sequential launcher alone."""
     if entry.name in _REGISTRY:
         raise ValueError(f"an algorithm named {entry.name!r} is already registered")
     _REGISTRY[entry.name] = entry
