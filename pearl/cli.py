@@ -21,6 +21,7 @@ import click
 from pearl import __version__
 from pearl.algos.registry import algorithm_names
 from pearl.errors import ConfigError, PearlError
+from pearl.progress import Progress
 
 EXIT_USER_ERROR = 2
 #: --algo's choices: the algorithm registry's names (pearl/algos/registry.py), so a new entry is offered here too.
@@ -149,7 +150,7 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
                              policy_lag=policy_lag, segment_steps=segment_steps, config_file=config_file,
                              settings=parse_settings(settings), ray_address=ray_address, replay_shards=replay_shards)
         label, total = planned_work(options)
-        with _progress(total, enabled=not as_json, label=label) as bar:
+        with _progress(total, enabled=not as_json, label=label, unit="env step") as bar:
             result = run_training(options=options, progress=bar)
     if as_json:
         _print_json(result.to_dict())
@@ -211,7 +212,7 @@ def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restart
     if given:
         raise click.UsageError(f"--resume goes on with the run as it was configured; drop {', '.join(given)}", ctx)
     restarts = max_restarts if ctx.get_parameter_source("max_restarts") != ParameterSource.DEFAULT else None
-    with _progress(None, enabled=not as_json, label=f"resume {resume_dir}") as bar:
+    with _progress(None, enabled=not as_json, label=f"resume {resume_dir}", unit="env step") as bar:
         return resume_training(resume_dir, eval_episodes=eval_episodes, progress=bar, max_restarts=restarts)
 
 
@@ -265,6 +266,7 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], e
             done[0] += 1
             bar(done[0])
 
+        bar(0)  # the rate counts from here
         result = run_profile(options, step)
     if kept is not None:
         result = merge_profiles(kept, result, path)
@@ -450,51 +452,8 @@ def _suggesting_choices(group: click.Group) -> None:
 _suggesting_choices(cli)
 
 
-class _progress:
-    """Progress of long work on stderr, called with the units done so far: a tqdm bar on a terminal; when
-    stderr is a file or a pipe, a line such as `profile: 40/157 timings (25%), 10 s` every `every` seconds
-    and one when the work ends (only for work that ran that long, so short commands stay quiet); nothing
-    when disabled (--json)."""
-
-    EVERY_S = 10.0
-
-    def __init__(self, total: int | None, enabled: bool, label: str, unit: str = "step",
-                 every: float = EVERY_S) -> None:
-        self.bar = None
-        self.total, self.label, self.unit, self.every = total, label, unit, every
-        self.lines = enabled and not sys.stderr.isatty()
-        self.done, self.printed = 0, 0
-        self.t0 = self.last = time.monotonic()
-        if enabled and not self.lines:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit=unit, desc=label, file=sys.stderr, dynamic_ncols=True)
-
-    def __enter__(self) -> "_progress":
-        return self
-
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.close()
-        elif self.printed and exc_type is None:
-            self._line(time.monotonic(), "done in ")
-
-    def __call__(self, done: int) -> None:
-        self.done = done
-        if self.bar is not None:
-            self.bar.update(done - self.bar.n)
-        elif self.lines:
-            now = time.monotonic()
-            if now - self.last >= self.every:
-                self.last = now
-                self._line(now, "")
-
-    def _line(self, now: float, when: str) -> None:
-        units = f"{self.unit}s" if self.done != 1 else self.unit
-        count = f"{self.done:,}/{self.total:,} {units} ({self.done / self.total:.0%})" if self.total \
-            else f"{self.done:,} {units}"
-        click.echo(f"{self.label}: {count}, {when}{now - self.t0:.0f} s", err=True)
-        self.printed += 1
+# Progress on stderr: a tqdm bar on a terminal, a line now and then in a pipe (pearl/progress.py).
+_progress = Progress
 
 
 def _print_json(obj: dict) -> None:
