@@ -68,7 +68,8 @@ def env_spec(env_id: str, env: gym.Env | None = None) -> EnvSpec:
         if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
             low, high = act_space.low.astype(np.float64), act_space.high.astype(np.float64)
             if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-                raise EnvError(f"{env_id} has unbounded actions {act_space}; DDPG needs finite action bounds")
+                raise EnvError(f"{env_id} has unbounded actions {act_space}; continuous actions need finite bounds "
+                               "(the policy's [-1, 1] is rescaled to them)")
             return EnvSpec(env_id, int(obs_space.shape[0]), "continuous", int(act_space.shape[0]),
                            tuple(float(x) for x in low), tuple(float(x) for x in high))
         raise EnvError(f"{env_id} has action space {act_space}; pearl supports Discrete or a flat Box")
