@@ -20,9 +20,13 @@ from typing import Any
 import click
 
 from pearl import __version__
+from pearl.algos.registry import algorithm_names
 from pearl.errors import ConfigError, PearlError
+from pearl.progress import Progress
 
 EXIT_USER_ERROR = 2
+#: --algo's choices: the algorithm registry's names (pearl/algos/registry.py), so a new entry is offered here too.
+ALGO_CHOICES = algorithm_names()
 # click >= 8.2 raises this for a bare `pearl`; older clicks print the help themselves.
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
@@ -64,7 +68,7 @@ def devices(as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), default=None,
+@click.option("--algo", type=click.Choice(ALGO_CHOICES), default=None,
               help="Algorithm to train (required unless --plan names it).")
 @click.option("--env", "env_id", default=None,
               help="Gymnasium environment id, e.g. CartPole-v1 (required unless --plan names it).")
@@ -147,7 +151,7 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
                              policy_lag=policy_lag, segment_steps=segment_steps, config_file=config_file,
                              settings=parse_settings(settings), ray_address=ray_address, replay_shards=replay_shards)
         label, total = planned_work(options)
-        with _progress(total, enabled=not as_json, label=label) as bar:
+        with _progress(total, enabled=not as_json, label=label, unit="env step") as bar:
             result = run_training(options=options, progress=bar)
     if as_json:
         _print_json(result.to_dict())
@@ -209,14 +213,14 @@ def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restart
     if given:
         raise click.UsageError(f"--resume goes on with the run as it was configured; drop {', '.join(given)}", ctx)
     restarts = max_restarts if ctx.get_parameter_source("max_restarts") != ParameterSource.DEFAULT else None
-    with _progress(None, enabled=not as_json, label=f"resume {resume_dir}") as bar:
+    with _progress(None, enabled=not as_json, label=f"resume {resume_dir}", unit="env step") as bar:
         return resume_training(resume_dir, eval_episodes=eval_episodes, progress=bar, max_restarts=restarts)
 
 
 @cli.group(invoke_without_command=True)
 @click.option("--quick", is_flag=True, help="A small grid and short timings: under a minute on 2 cores.")
 @click.option("--out", default=None, help="Profile file to write [default: profiles/<host>-<mode>.json].")
-@click.option("--algo", type=click.Choice(["dqn", "ddpg", "all"]), default="all", show_default=True,
+@click.option("--algo", type=click.Choice([*ALGO_CHOICES, "all"]), default="all", show_default=True,
               help="Which presets' kernels to measure.")
 @click.option("--device", "devices", multiple=True, help="Profile only this device (repeatable).")
 @click.option("--env", "env_id", default=None,
@@ -246,7 +250,7 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
     from pearl.profile.format import check_same_machine, load_profile, merge_profiles, save_profile
     from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
 
-    options = ProfileOptions(quick=quick, algos=("dqn", "ddpg") if algo == "all" else (algo,),
+    options = ProfileOptions(quick=quick, algos=ALGO_CHOICES if algo == "all" else (algo,),
                              devices=devices or None, what_if=what_if, env=env_id, hidden=_widths(hidden),
                              batch_size=batch_size, n_envs=n_envs)
     path = out or f"profiles/{platform.node() or 'host'}-{'quick' if quick else 'full'}.json"
@@ -266,6 +270,7 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
             done[0] += 1
             bar(done[0])
 
+        bar(0)  # the rate counts from here
         result = run_profile(options, step)
     if kept is not None:
         result = merge_profiles(kept, result, path)
@@ -319,7 +324,7 @@ def profile_merge(nodes: tuple[str, ...], network: str | None, out: str, as_json
 
 @cli.command()
 @click.option("--profile", "profile_path", required=True, help="Profile file written by `pearl profile`.")
-@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), required=True, help="Algorithm to plan for.")
+@click.option("--algo", type=click.Choice(ALGO_CHOICES), required=True, help="Algorithm to plan for.")
 @click.option("--env", "env_id", required=True, help="Gymnasium environment id (the preset's shapes).")
 @click.option("--objective", type=click.Choice(["throughput", "perf-per-watt"]), default="throughput",
               show_default=True, help="Maximise env steps per second, or env steps per joule.")
@@ -424,7 +429,7 @@ def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool) -> None
 
 @cli.command()
 @click.option("--profile", "profile_path", required=True, help="Profile file written by `pearl profile`.")
-@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), required=True, help="Algorithm to compare.")
+@click.option("--algo", type=click.Choice(ALGO_CHOICES), required=True, help="Algorithm to compare.")
 @click.option("--env", "env_id", required=True, help="Gymnasium environment id (the preset's shapes).")
 @click.option("--seconds", type=float, default=20.0, show_default=True, help="Wall time each mapping trains for.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every run.")
@@ -523,51 +528,8 @@ def _suggesting_choices(group: click.Group) -> None:
 _suggesting_choices(cli)
 
 
-class _progress:
-    """Progress of long work on stderr, called with the units done so far: a tqdm bar on a terminal; when
-    stderr is a file or a pipe, a line such as `profile: 40/157 timings (25%), 10 s` every `every` seconds
-    and one when the work ends (only for work that ran that long, so short commands stay quiet); nothing
-    when disabled (--json)."""
-
-    EVERY_S = 10.0
-
-    def __init__(self, total: int | None, enabled: bool, label: str, unit: str = "step",
-                 every: float = EVERY_S) -> None:
-        self.bar = None
-        self.total, self.label, self.unit, self.every = total, label, unit, every
-        self.lines = enabled and not sys.stderr.isatty()
-        self.done, self.printed = 0, 0
-        self.t0 = self.last = time.monotonic()
-        if enabled and not self.lines:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit=unit, desc=label, file=sys.stderr, dynamic_ncols=True)
-
-    def __enter__(self) -> "_progress":
-        return self
-
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.close()
-        elif self.printed and exc_type is None:
-            self._line(time.monotonic(), "done in ")
-
-    def __call__(self, done: int) -> None:
-        self.done = done
-        if self.bar is not None:
-            self.bar.update(done - self.bar.n)
-        elif self.lines:
-            now = time.monotonic()
-            if now - self.last >= self.every:
-                self.last = now
-                self._line(now, "")
-
-    def _line(self, now: float, when: str) -> None:
-        units = f"{self.unit}s" if self.done != 1 else self.unit
-        count = f"{self.done:,}/{self.total:,} {units} ({self.done / self.total:.0%})" if self.total \
-            else f"{self.done:,} {units}"
-        click.echo(f"{self.label}: {count}, {when}{now - self.t0:.0f} s", err=True)
-        self.printed += 1
+# Progress on stderr: a tqdm bar on a terminal, a line now and then in a pipe (pearl/progress.py).
+_progress = Progress
 
 
 def _cluster_lines(result: Any) -> list[str]:

@@ -51,7 +51,8 @@ class RunOptions:
     """Everything one training run is given: the CLI, the Python API, config.json and resume all use this."""
 
     algo: str | None = None
-    """Algorithm: "dqn" or "ddpg". May be left out with a plan, which names it."""
+    """Algorithm: a name the registry knows (`pearl.algos.algorithm_names()`: dqn, ddpg). May be left out with a
+    plan, which names it."""
     env: str | None = None
     """Gymnasium environment id (e.g. CartPole-v1, or module:EnvName-v0). May be left out with a plan."""
     device: str | None = None
@@ -457,7 +458,7 @@ def _setup(o: RunOptions) -> _Setup:
     algo, env_id = (loaded.algo, loaded.env) if loaded is not None else (o.algo, o.env)
     if algo is None or env_id is None:
         raise ConfigError("--algo and --env are required (or --plan PLAN, which names them, or --resume RUN_DIR)")
-    algo_config_class(algo)  # unknown algo → ConfigError
+    algo_config_class(algo)  # an algorithm the registry does not know → ConfigError naming the known ones
     spec = env_spec(env_id)
     check_algo_fits(algo, spec)
     config = o.config if o.config is not None else preset(algo, env_id)
