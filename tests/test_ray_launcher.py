@@ -60,6 +60,26 @@ def test_ray_options_need_the_ray_launcher(capsys, tmp_path, args, fragment) -> 
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0]
 
 
+def test_joining_asks_for_token_authentication_when_a_token_is_at_hand(monkeypatch, tmp_path) -> None:
+    """Ray 2.60's `ray start --head` turns token authentication on and writes ~/.ray/auth_token; a driver joins
+    such a cluster only with RAY_AUTH_MODE=token, which pearl sets as `ray start` does: when a token is there and
+    the mode is unset. Ray is not imported."""
+    from pearl.runtime.ray_launcher import use_token_if_available
+
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    use_token_if_available()
+    assert "RAY_AUTH_MODE" not in os.environ  # no token: Ray's own default
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text("secret")
+    use_token_if_available()
+    assert os.environ["RAY_AUTH_MODE"] == "token"
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the user's choice stands
+    use_token_if_available()
+    assert os.environ["RAY_AUTH_MODE"] == "disabled"
+
+
 # ------------------------------------------------------------------------------------------- cluster
 def descendants(pid: int) -> set[int]:
     children: dict[int, list[int]] = {}
@@ -157,6 +177,8 @@ def test_ray_gives_the_sequential_and_local_launchers_parameters_bit_for_bit(clu
     # the roles ran where the placement put them (asked from inside each): the workers on the actors' node,
     # the learner on the head, the one node with its resource
     assert ray_launcher.nodes == [cluster.actors] * 2 and ray_launcher.learner_node == cluster.head
+    assert b.roles["learner"].startswith(f"node {cluster.head[:8]}")  # what `pearl train` prints
+    assert b.roles["actor worker 1"].startswith(f"node {cluster.actors[:8]}")
     assert ray_launcher.workers == [] and ray_launcher.role is None  # stopped
 
 
@@ -293,7 +315,7 @@ def test_pearl_train_on_the_ray_launcher_records_it_and_resumes_on_it(capsys, cl
     assert code == 0, err
     result = json.loads(out)
     assert result["launcher"] == "ray" and result["steps"] == 2048 and result["start_steps"] == 256
-    assert result["actor_restarts"] == 0
+    assert result["actor_restarts"] == 0 and set(result["roles"]) == {"learner", "actor worker 0", "actor worker 1"}
 
 
 @needs_ray

@@ -102,6 +102,7 @@ class LoopStats:
     checkpoints: list[str] = field(default_factory=list)  # files written, oldest first
     checkpoint_s: float = 0.0  # time spent writing them (inside wall_s)
     eval_s: float = 0.0  # time spent in in-training evaluations (inside wall_s)
+    roles: dict[str, str] = field(default_factory=dict)  # where each role ran (Ray: its node), asked from inside it
 
 
 @dataclass

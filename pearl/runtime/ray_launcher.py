@@ -35,6 +35,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -58,6 +59,7 @@ __all__ = ["INSTALL_HINT", "LOOPBACK", "RayLauncher", "RayLearnerRole", "RemoteS
 
 LOOPBACK = "127.0.0.1"
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+_AUTH_MODE_ENV = "RAY_AUTH_MODE"
 INSTALL_HINT = 'the Ray launcher needs Ray, which is not installed: pip install "pearl[ray]"'
 _SHARD_CLASS: Any = None
 
@@ -100,14 +102,27 @@ def start_local_ray(num_cpus: int | None = None, object_store_memory: int | None
 
 def connect(address: str) -> None:
     """Join an existing Ray cluster at ``address`` (``host:port`` of its head, or ``ray://...``)."""
-    ray = require_ray()
     if not isinstance(address, str) or not address.strip():
         raise ConfigError(f"--ray-address must be a cluster address such as 10.0.0.5:6379, got {address!r}")
     check_address(address)
+    use_token_if_available()
+    ray = require_ray()
     try:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise ConfigError(f"cannot join the Ray cluster at {address}: {exc}") from None
+
+
+def use_token_if_available() -> None:
+    """Ask for Ray's token authentication when a token is at hand and the mode is unset, as `ray start` does for
+    itself: Ray 2.60's `ray start --head` turns it on and keeps the token in ~/.ray/auth_token, and a driver
+    without ``RAY_AUTH_MODE=token`` is refused (after 20 s of retries). Set before Ray is imported: Ray reads it
+    then."""
+    if _AUTH_MODE_ENV in os.environ:
+        return
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    if os.environ.get("RAY_AUTH_TOKEN") or path.is_file():
+        os.environ[_AUTH_MODE_ENV] = "token"
 
 
 def check_address(address: str, timeout: float = 5.0) -> None:
@@ -438,7 +453,10 @@ class _RemoteRole:
         return _writable(learn), None if replay is None else _writable(replay)
 
     def best_policy(self) -> Any:
-        return self._call("best_policy")
+        best = self._call("best_policy")
+        if best is not None and best.best is not None:
+            best.best = _writable(best.best)
+        return best
 
     def clocks(self) -> list[KernelClock]:
         return self._call("clocks")
@@ -701,7 +719,15 @@ class RayLauncher(SegmentLauncher):
         self.finished = True
         stats.restarts, stats.lost_steps_max = self.restarts, self.restarts * self.config.n_envs
         stats.waits = dict(self.waits)
+        stats.roles = self.role_nodes()
         return stats
+
+    def role_nodes(self) -> dict[str, str]:
+        """Each role's node, as each role reported it: the id's first 8 hex digits and the node's address."""
+        ray = require_ray()
+        address = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in ray.nodes()}
+        named = [("learner", self.learner_node)] + [(f"actor worker {i}", n) for i, n in enumerate(self.nodes)]
+        return {role: f"node {node[:8]} ({address.get(node, '?')})" for role, node in named if node is not None}
 
     # ------------------------------------------------------------------------------------ failures
     def _result(self, k: int, i: int) -> Collected:
