@@ -295,6 +295,13 @@ def test_a_role_that_cannot_be_placed_is_refused_before_any_work(cluster) -> Non
         launcher.run()
     assert launcher.learner_node is None and launcher.pids == []
     assert idle()  # no role was started (one refused after others would hold their CPUs)
+    # what the roles ask for: the learner a whole GPU of its own, or an equal share of one with the workers
+    learner, _, worker = launcher._placements(ray)
+    assert (learner.num_gpus, worker.num_gpus) == (1.0, 0.0)
+    shared = RayLauncher(Job(cfg, env_spec("CartPole-v1"), Placement.single("cuda:0"), seed=0, actors=2, threads=1))
+    learner, _, worker = shared._placements(ray)
+    assert learner.num_gpus == worker.num_gpus == pytest.approx(1 / 3)
+    assert learner.node_id == ray.get_runtime_context().get_node_id() and learner.soft  # near the driver
 
 
 @needs_ray
