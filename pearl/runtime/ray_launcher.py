@@ -1,11 +1,14 @@
-"""Ray transport for pearl's roles: starting or joining a Ray instance, replay shards as Ray actors.
+"""Ray transport for pearl's roles: starting or joining a Ray instance, the roles as Ray actors.
 
 The only module of pearl that imports Ray, and only inside its functions, so it can be imported (and its
 missing-Ray error raised) where Ray is not installed. It is imported only when the Ray launcher is chosen.
 
-Security: Ray has no access control worth the name for a cluster's ports (anyone who reaches them runs code
-as you), so an instance that pearl starts itself listens on the loopback address only and starts no
-dashboard. Ray's public knob for the node address is the environment variable
+Security: anyone who reaches a Ray cluster's ports runs code as you. Ray 2.60 guards them with a token
+(token authentication, on by default for `ray start --head` and a local ``ray.init()``; `connect` asks for it
+when a token is at hand, see `use_token_if_available`), which protects only while the token stays secret and
+a cluster may turn off; so an instance that pearl starts itself also listens on the loopback address only and
+starts no dashboard (`ray start --node-ip-address=127.0.0.1` is not enough: Ray 2.60 still binds every
+interface, checked with ``ss -ltn``). Ray's public knob for the node address is the environment variable
 ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER``: off, Ray treats the machine as a one-node cluster and uses 127.0.0.1
 as the node's address, and (Ray 2.60, checked with ``ss -ltn``) every server it starts then binds to
 loopback. The hidden ``ray.init(_node_ip_address="127.0.0.1")`` is private and, in Ray 2.60, resolved back
