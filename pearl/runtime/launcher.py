@@ -10,9 +10,12 @@ travel. The interface is small:
     launcher.stop()                           stop every role and free what they hold; safe to call twice
 
 `SegmentLauncher` implements `run` once for all of them: for each segment it asks the launcher to bring
-that segment's transitions into replay (`_collect`, in actor order), runs the schedule's updates, asks the
-launcher to publish the weights (`_publish`), evaluates and checkpoints at fixed points. So the launchers
-differ only in how transitions and weights travel, and a seed gives the same learning on each.
+that segment's transitions into replay (`_collect`, in actor order), has the learner run the schedule's
+updates, asks the launcher to publish the weights (`_publish`), evaluates and checkpoints at fixed points. The
+learner is a role, `LearnerRole` (replay, learn kernel, evaluations): in this process for the sequential and
+local launchers, a Ray actor the loop drives through the same calls for the Ray launcher. So the launchers
+differ only in where the roles run and how transitions and weights travel, and a seed gives the same
+learning on each.
 """
 
 from __future__ import annotations
