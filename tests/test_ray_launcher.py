@@ -249,6 +249,33 @@ def test_a_worker_killed_with_sigkill_is_restarted_and_the_run_completes(cluster
 
 
 @needs_ray
+def test_a_learner_killed_with_sigkill_ends_the_run_with_one_error_and_its_checkpoint(cluster, tmp_path) -> None:
+    """The learner is not restarted (its state is the run's): its death ends the run with an error naming it, the
+    workers stop, and the checkpoint of an interrupted run is the last one it wrote."""
+    from pearl.runtime import checkpoint as ckpt
+    from pearl.runtime.local import ActorFailed
+    from pearl.runtime.ray_launcher import RayLauncher
+
+    class KillsTheLearner(RayLauncher):
+        def _publish(self, tag: int) -> None:
+            if tag == 6:
+                os.kill(self.role._call("pid"), signal.SIGKILL)
+            super()._publish(tag)
+
+    cfg = DQNConfig(total_steps=4000, learning_starts=256, train_freq=256, gradient_steps=16, n_envs=2, **SMALL)
+    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=2, actors=1, threads=1)
+    meta = {"algo": "dqn", "env": "CartPole-v1", "seed": 2, "hyperparameters": cfg.to_dict()}
+    checkpointer = ckpt.Checkpointer(tmp_path, 32, meta)  # one every 2 segments' updates
+    launcher = KillsTheLearner(job, checkpointer=checkpointer, actor_placement=on_actors_node(),
+                               learner_placement=on_head())
+    with pytest.raises(ActorFailed, match="the learner (died|failed)"):
+        launcher.run()
+    assert launcher.workers == [] and launcher.role is None and launcher.checkpoint_now() is None
+    written = ckpt.read_checkpoint(checkpointer.written[-1])
+    assert 0 < written.steps < cfg.total_steps and written.updates > 0
+
+
+@needs_ray
 def test_an_env_that_raises_ends_the_run_with_its_message_once_the_restarts_are_spent(cluster) -> None:
     from pearl.runtime.local import ActorFailed
     from pearl.runtime.ray_launcher import RayLauncher

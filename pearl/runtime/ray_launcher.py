@@ -405,6 +405,9 @@ class RayLearnerRole(LearnerRole):
     def node_id(self) -> str:
         return str(require_ray().get_runtime_context().get_node_id())
 
+    def pid(self) -> int:
+        return os.getpid()
+
     def ready(self) -> int:
         """The update count (a call that returns once the role is built)."""
         return self.learner.updates
@@ -649,6 +652,11 @@ class RayLauncher(SegmentLauncher):
             self._kept = role.state(self.checkpointer.include_replay, timeout=STOP_STATE_TIMEOUT_S)
         except (PearlError, OSError):
             self._kept = None
+
+    def checkpoint_now(self) -> str | None:
+        if self._kept is None and self.role is None:
+            return None  # the learner stopped without handing over its state (it died, or hung)
+        return super().checkpoint_now()
 
     def _drop_discarded(self, ray: ModuleType) -> None:
         """Read the void futures' errors: Ray prints an error that no one read when its future is freed."""
