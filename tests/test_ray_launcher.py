@@ -276,6 +276,37 @@ def test_a_learner_killed_with_sigkill_ends_the_run_with_one_error_and_its_check
 
 
 @needs_ray
+def test_an_interrupted_ray_run_checkpoints_the_learners_state_and_resumes_as_the_sequential_launcher(
+        cluster, tmp_path) -> None:
+    """Ctrl-C in the driver: the learner role hands over its state before it stops, checkpoint_now writes it
+    (replay included), and resuming from it on Ray gives the sequential launcher's parameters bit for bit."""
+    from pearl.runtime import checkpoint as ckpt
+    from pearl.runtime.ray_launcher import RayLauncher
+
+    class Interrupted(RayLauncher):
+        def _publish(self, tag: int) -> None:
+            super()._publish(tag)
+            if tag == 4:
+                raise KeyboardInterrupt
+
+    cfg = DQNConfig(total_steps=2560, learning_starts=256, train_freq=256, gradient_steps=16, n_envs=2,
+                    prioritized=True, **SMALL)
+    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=4, actors=2, threads=1)
+    meta = {"algo": "dqn", "env": "CartPole-v1", "seed": 4, "hyperparameters": cfg.to_dict()}
+    launcher = Interrupted(job, checkpointer=ckpt.Checkpointer(tmp_path, 0, meta), actor_placement=on_actors_node(),
+                           learner_placement=on_head())
+    with pytest.raises(KeyboardInterrupt):
+        launcher.run()
+    saved = ckpt.read_checkpoint(launcher.checkpoint_now())
+    assert (saved.steps, saved.updates) == (5 * 256, 4 * 16) and len(saved.replay["reward"]) == 5 * 256
+    ray_stats = RayLauncher(job, saved, actor_placement=on_actors_node(), learner_placement=on_head()).run()
+    sequential = SequentialLauncher(job, saved).run()
+    assert ray_stats.steps == sequential.steps == cfg.total_steps and ray_stats.updates == sequential.updates
+    for name in sequential.final_params:
+        assert np.array_equal(sequential.final_params[name], ray_stats.final_params[name]), name
+
+
+@needs_ray
 def test_an_env_that_raises_ends_the_run_with_its_message_once_the_restarts_are_spent(cluster) -> None:
     from pearl.runtime.local import ActorFailed
     from pearl.runtime.ray_launcher import RayLauncher
