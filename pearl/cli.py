@@ -167,6 +167,8 @@ def _print_train(result: Any) -> None:
                f"{sched['segment_steps']} env steps and {sched['updates_per_segment']} updates, policy lag "
                f"{sched['policy_lag']}")
     click.echo(f"  {result.hyperparameters_note}")
+    if result.roles:
+        click.echo("  roles: " + ", ".join(f"{role} on {where}" for role, where in result.roles.items()))
     click.echo(f"  trained {result.steps} env steps in {result.train_wall_s:.1f} s: "
                f"{result.env_steps_per_s:,.0f} env steps/s, {result.updates_per_s:,.0f} updates/s, "
                f"{result.learner_samples_per_s:,.0f} learner samples/s (replay ratio {result.replay_ratio:.3f})")

@@ -1,9 +1,9 @@
 """The Ray launcher on a local multi-node Ray cluster: the same learning as the sequential launcher, roles on the
 planned nodes, every transition once, a killed worker restarted, placement errors, nothing left running.
 
-One `ray.cluster_utils.Cluster` for the whole module (starting one costs seconds): a head without CPUs that
-carries the learner's resource (the driver, where replay and the learner run, is connected to it), a node
-for the actors ({"actors": 2}) and a spare node that only node affinity reaches. Ray is imported only after
+One `ray.cluster_utils.Cluster` for the whole module (starting one costs seconds): a head with one CPU that
+carries the learner's resource (the driver is connected to it), a node for the actors ({"actors": 2}) and a
+spare node that only node affinity reaches. Ray is imported only after
 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 is set (pearl's loopback setting), and tests check for it with
 `find_spec`, which does not import it.
 """
@@ -60,6 +60,26 @@ def test_ray_options_need_the_ray_launcher(capsys, tmp_path, args, fragment) -> 
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0]
 
 
+def test_joining_asks_for_token_authentication_when_a_token_is_at_hand(monkeypatch, tmp_path) -> None:
+    """Ray 2.60's `ray start --head` turns token authentication on and writes ~/.ray/auth_token; a driver joins
+    such a cluster only with RAY_AUTH_MODE=token, which pearl sets as `ray start` does: when a token is there and
+    the mode is unset. Ray is not imported."""
+    from pearl.runtime.ray_launcher import use_token_if_available
+
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    use_token_if_available()
+    assert "RAY_AUTH_MODE" not in os.environ  # no token: Ray's own default
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text("secret")
+    use_token_if_available()
+    assert os.environ["RAY_AUTH_MODE"] == "token"
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the user's choice stands
+    use_token_if_available()
+    assert os.environ["RAY_AUTH_MODE"] == "disabled"
+
+
 # ------------------------------------------------------------------------------------------- cluster
 def descendants(pid: int) -> set[int]:
     children: dict[int, list[int]] = {}
@@ -99,7 +119,7 @@ def cluster():
     from pearl.runtime.ray_launcher import require_ray
 
     store = 80 * 2**20
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "resources": {"learner": 1},
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"learner": 1},
                                                       "object_store_memory": store, "include_dashboard": False})
     actors = c.add_node(num_cpus=2, resources={"actors": 2}, object_store_memory=store)
     spare = c.add_node(num_cpus=2, object_store_memory=store)
@@ -128,6 +148,13 @@ def on_actors_node(cpus: float = 1.0):
     return ShardPlacement(num_cpus=cpus, resources={"actors": 1})
 
 
+def on_head():
+    """The learner's placement by resource: the head carries the only "learner"."""
+    from pearl.runtime.ray_launcher import ShardPlacement
+
+    return ShardPlacement(num_cpus=1, resources={"learner": 1})
+
+
 @needs_ray
 def test_ray_gives_the_sequential_and_local_launchers_parameters_bit_for_bit(cluster) -> None:
     """The Ray launcher changes speed, not the learning: same seed and lag, same final bits."""
@@ -137,7 +164,7 @@ def test_ray_gives_the_sequential_and_local_launchers_parameters_bit_for_bit(clu
                     target_update_interval=64, prioritized=True, **SMALL)
     job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=5, actors=2, policy_lag=1, threads=1)
     a, local = SequentialLauncher(job).run(), LocalLauncher(job).run()
-    ray_launcher = RayLauncher(job, actor_placement=on_actors_node())
+    ray_launcher = RayLauncher(job, actor_placement=on_actors_node(), learner_placement=on_head())
     b = ray_launcher.run()
     sched = job.schedule()
     assert a.updates == b.updates == local.updates == sched.updates_through(sched.segments - 1) > 0
@@ -147,27 +174,35 @@ def test_ray_gives_the_sequential_and_local_launchers_parameters_bit_for_bit(clu
         assert np.array_equal(local.final_params[name], b.final_params[name]), name
     assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
     assert b.kernel_calls["act"] == a.kernel_calls["act"] and b.restarts == 0
-    # the roles ran where the placement put them: the workers on the actors' node, the learner on the head
+    # the roles ran where the placement put them (asked from inside each): the workers on the actors' node,
+    # the learner on the head, the one node with its resource
     assert ray_launcher.nodes == [cluster.actors] * 2 and ray_launcher.learner_node == cluster.head
-    assert ray_launcher.workers == []  # stopped
+    assert b.roles["learner"].startswith(f"node {cluster.head[:8]}")  # what `pearl train` prints
+    assert b.roles["actor worker 1"].startswith(f"node {cluster.actors[:8]}")
+    assert ray_launcher.workers == [] and ray_launcher.role is None  # stopped
 
 
 @needs_ray
-def test_every_transition_from_several_workers_arrives_once_in_schedule_order(cluster) -> None:
-    """3 workers × 4 counter envs, pinned to the spare node: every env's steps once, in order, and replay holds
-    each segment's shares in actor order."""
+def test_every_transition_from_several_workers_arrives_once_in_schedule_order(cluster, tmp_path) -> None:
+    """3 workers × 4 counter envs, pinned to the spare node, the learner pinned to the actors' node: every env's
+    steps reach the learner's replay once, in order, and replay (read from the run's checkpoint) holds each
+    segment's shares in actor order."""
+    from pearl.runtime import checkpoint as ckpt
     from pearl.runtime.ray_launcher import RayLauncher, ShardPlacement
 
     total = 3000
     cfg = DQNConfig(total_steps=total, buffer_size=4096, n_envs=4, learning_starts=0, **SMALL)
     job = Job(cfg, env_spec(COUNTER), Placement.single("cpu"), seed=11, actors=3, learn=False, threads=1)
-    launcher = RayLauncher(job, actor_placement=ShardPlacement(num_cpus=0.5, node_id=cluster.spare))
+    meta = {"algo": "dqn", "env": COUNTER, "seed": 11, "hyperparameters": cfg.to_dict()}
+    launcher = RayLauncher(job, checkpointer=ckpt.Checkpointer(tmp_path, 0, meta),
+                           actor_placement=ShardPlacement(num_cpus=0.5, node_id=cluster.spare),
+                           learner_placement=ShardPlacement(num_cpus=1, node_id=cluster.actors))
     stats = launcher.run()
-    assert launcher.nodes == [cluster.spare] * 3
-    assert stats.steps == total and launcher.replay.size == total and stats.updates == 0
-    store = launcher.replay.kernels.store
-    obs, nxt = store["obs"][:total].numpy(), store["next_obs"][:total].numpy()
-    reward, term = store["reward"][:total].numpy(), store["terminated"][:total].numpy()
+    assert launcher.nodes == [cluster.spare] * 3 and launcher.learner_node == cluster.actors
+    assert stats.steps == total and launcher.replay_size == total and stats.updates == 0
+    store = ckpt.read_checkpoint(stats.checkpoints[-1]).replay
+    assert store is not None and int(store["index.size"]) == total
+    obs, nxt, reward, term = store["obs"], store["next_obs"], store["reward"], store["terminated"]
     assert np.array_equal(nxt[:, :2], obs[:, :2]) and np.array_equal(nxt[:, 2], obs[:, 2] + 1)
     assert np.array_equal(reward, obs[:, 2])
     lengths = np.array([episode_length(tag, ep) for tag, ep in obs[:, :2]])
@@ -208,9 +243,67 @@ def test_a_worker_killed_with_sigkill_is_restarted_and_the_run_completes(cluster
     launcher = KillsWorkerOne(job, actor_placement=on_actors_node())
     stats = launcher.run()
     assert killed and stats.restarts == 1 and launcher.restart_log[0].startswith("actor 1 died")
-    assert stats.steps == cfg.total_steps and launcher.replay.size == cfg.total_steps
+    assert stats.steps == cfg.total_steps and launcher.replay_size == cfg.total_steps
     assert stats.updates == job.schedule().updates_through(job.schedule().segments - 1)
     assert launcher.pids[1] != killed[0] and launcher.nodes == [cluster.actors] * 2
+
+
+@needs_ray
+def test_a_learner_killed_with_sigkill_ends_the_run_with_one_error_and_its_checkpoint(cluster, tmp_path) -> None:
+    """The learner is not restarted (its state is the run's): its death ends the run with an error naming it, the
+    workers stop, and the checkpoint of an interrupted run is the last one it wrote."""
+    from pearl.runtime import checkpoint as ckpt
+    from pearl.runtime.local import ActorFailed
+    from pearl.runtime.ray_launcher import RayLauncher
+
+    class KillsTheLearner(RayLauncher):
+        def _publish(self, tag: int) -> None:
+            if tag == 6:
+                os.kill(self.role._call("pid"), signal.SIGKILL)
+            super()._publish(tag)
+
+    cfg = DQNConfig(total_steps=4000, learning_starts=256, train_freq=256, gradient_steps=16, n_envs=2, **SMALL)
+    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=2, actors=1, threads=1)
+    meta = {"algo": "dqn", "env": "CartPole-v1", "seed": 2, "hyperparameters": cfg.to_dict()}
+    checkpointer = ckpt.Checkpointer(tmp_path, 32, meta)  # one every 2 segments' updates
+    launcher = KillsTheLearner(job, checkpointer=checkpointer, actor_placement=on_actors_node(),
+                               learner_placement=on_head())
+    with pytest.raises(ActorFailed, match="the learner (died|failed)"):
+        launcher.run()
+    assert launcher.workers == [] and launcher.role is None and launcher.checkpoint_now() is None
+    written = ckpt.read_checkpoint(checkpointer.written[-1])
+    assert 0 < written.steps < cfg.total_steps and written.updates > 0
+
+
+@needs_ray
+def test_an_interrupted_ray_run_checkpoints_the_learners_state_and_resumes_as_the_sequential_launcher(
+        cluster, tmp_path) -> None:
+    """Ctrl-C in the driver: the learner role hands over its state before it stops, checkpoint_now writes it
+    (replay included), and resuming from it on Ray gives the sequential launcher's parameters bit for bit."""
+    from pearl.runtime import checkpoint as ckpt
+    from pearl.runtime.ray_launcher import RayLauncher
+
+    class Interrupted(RayLauncher):
+        def _publish(self, tag: int) -> None:
+            super()._publish(tag)
+            if tag == 4:
+                raise KeyboardInterrupt
+
+    cfg = DQNConfig(total_steps=2560, learning_starts=256, train_freq=256, gradient_steps=16, n_envs=2,
+                    prioritized=True, **SMALL)
+    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=4, actors=2, threads=1)
+    meta = {"algo": "dqn", "env": "CartPole-v1", "seed": 4, "hyperparameters": cfg.to_dict()}
+    launcher = Interrupted(job, checkpointer=ckpt.Checkpointer(tmp_path, 0, meta), actor_placement=on_actors_node(),
+                           learner_placement=on_head())
+    with pytest.raises(KeyboardInterrupt):
+        launcher.run()
+    saved = ckpt.read_checkpoint(launcher.checkpoint_now())
+    assert (saved.steps, saved.updates) == (5 * 256, 4 * 16) and len(saved.replay["reward"]) == 5 * 256
+    ray_stats = RayLauncher(job, saved, actor_placement=on_actors_node(), learner_placement=on_head()).run()
+    sequential = SequentialLauncher(job, saved).run()
+    assert ray_stats.steps == sequential.steps == cfg.total_steps and ray_stats.updates == sequential.updates
+    for name in sequential.final_params:
+        assert np.array_equal(sequential.final_params[name], ray_stats.final_params[name]), name
 
 
 @needs_ray
@@ -245,16 +338,28 @@ def test_a_role_that_cannot_be_placed_is_refused_before_any_work(cluster) -> Non
                                 "actor worker 0 cannot be placed: the cluster has 0 gpu_node"),
                                (on_actors_node(), "actor worker 2 cannot be placed: the cluster has 2 actors"),
                                (ShardPlacement(num_cpus=0.75, node_id=cluster.spare),
-                                "actor worker 2 cannot be placed on node .*: it has 2 CPU, the actor workers pinned")):
+                                "actor worker 2 cannot be placed on node .*: it has 2 CPU, the roles pinned")):
         launcher = RayLauncher(job, actor_placement=placement)
         with pytest.raises(ConfigError, match=message):
             launcher.run()
-        assert launcher.workers == [] and launcher.pids == [] and launcher.replay.size == 0
+        assert launcher.workers == [] and launcher.pids == [] and launcher.learner_node is None
     gpu_job = Job(cfg, env_spec("CartPole-v1"), Placement("cuda:0", "cpu", "cpu"), seed=0, actors=2, threads=1)
     launcher = RayLauncher(gpu_job)  # acting on a GPU: each worker asks for a share of one
     with pytest.raises(ConfigError, match="actor worker 0 cannot be placed: the cluster has 0 GPU"):
         launcher.run()
-    assert idle()  # no worker was started (one refused after others would hold their CPUs)
+    learn_on_gpu = Job(cfg, env_spec("CartPole-v1"), Placement("cpu", "cpu", "cuda:0"), seed=0, actors=2, threads=1)
+    launcher = RayLauncher(learn_on_gpu)  # the learner asks for the GPU its device is on
+    with pytest.raises(ConfigError, match="learner cannot be placed: the cluster has 0 GPU"):
+        launcher.run()
+    assert launcher.learner_node is None and launcher.pids == []
+    assert idle()  # no role was started (one refused after others would hold their CPUs)
+    # what the roles ask for: the learner a whole GPU of its own, or an equal share of one with the workers
+    learner, _, worker = launcher._placements(ray)
+    assert (learner.num_gpus, worker.num_gpus) == (1.0, 0.0)
+    shared = RayLauncher(Job(cfg, env_spec("CartPole-v1"), Placement.single("cuda:0"), seed=0, actors=2, threads=1))
+    learner, _, worker = shared._placements(ray)
+    assert learner.num_gpus == worker.num_gpus == pytest.approx(1 / 3)
+    assert learner.node_id == ray.get_runtime_context().get_node_id() and learner.soft  # near the driver
 
 
 @needs_ray
@@ -275,7 +380,7 @@ def test_pearl_train_on_the_ray_launcher_records_it_and_resumes_on_it(capsys, cl
     assert code == 0, err
     result = json.loads(out)
     assert result["launcher"] == "ray" and result["steps"] == 2048 and result["start_steps"] == 256
-    assert result["actor_restarts"] == 0
+    assert result["actor_restarts"] == 0 and set(result["roles"]) == {"learner", "actor worker 0", "actor worker 1"}
 
 
 @needs_ray

@@ -6,6 +6,13 @@ them (the same seeds, the act kernel's seed + 1, one CPU thread), so the same se
 transitions whichever launcher runs it. One `collect` call returns one batch of the worker's whole share of
 a segment: transitions travel in batches, never one step per call. A step that straddles into the next
 segment keeps its later rows for the next call (as the sequential launcher's pending rows).
+
+`collect` returns two values, the batch and what was measured (`Collected`), which the Ray launcher asks
+for as two object refs: the driver reads the small one and hands the batch's ref on to the learner role,
+so transitions go from worker to learner through the object store without passing through the driver.
+Weights come as the object ref of a published policy and its version (the segment tag), wrapped in a
+list so that Ray does not fetch them with the call: the worker fetches them only when its next step
+needs a newer version than it holds.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +40,7 @@ class Collected:
     """What one `collect` call sends back: the worker's share of segment k and what it measured."""
 
     segment: int
-    batch: TransitionBatch  # exactly schedule.share(segment, actor) rows, in collection order
+    rows: int  # the batch's: exactly schedule.share(segment, actor), in collection order
     episodes: list[Episode] = field(default_factory=list)  # finished since the previous call
     seconds: dict[str, float] = field(default_factory=dict)  # the worker's kernel clock, cumulative
     calls: dict[str, int] = field(default_factory=dict)
@@ -72,8 +80,10 @@ class ActorWorker:
 
         return str(require_ray().get_runtime_context().get_node_id())
 
-    def collect(self, k: int, tag: int, weights: Params) -> Collected:
-        """Step until this worker's share of segment k is collected, acting with `weights` (segment `tag`'s)."""
+    def collect(self, k: int, tag: int, weights: Params | list[Any]) -> tuple[TransitionBatch, Collected]:
+        """Step until this worker's share of segment k is collected, acting with `weights` (segment `tag`'s:
+        the parameters, or a list holding their object ref, fetched only if a step needs them); the batch
+        of the share and what was measured."""
         share, sched = self.share, self.schedule
         if share is None:
             raise WorkerRestarted(f"actor worker {self.id} was asked to collect before its setup (Ray restarted it)")
@@ -83,13 +93,14 @@ class ActorWorker:
                 if need != tag:
                     raise PearlError(f"actor worker {self.id}: segment {k} needs the weights of segment {need}, "
                                      f"got those of {tag}")
-                share.load(tag, WeightSnapshot(tag, {n: np.array(v) for n, v in weights.items()}))
+                share.load(tag, WeightSnapshot(tag, {n: np.array(v) for n, v in _fetch(weights).items()}))
             batch = share.step()
             if len(batch):
                 self.pending.append(batch)
         clock = share.actor.clock
-        return Collected(k, self._take(sched.share(k, self.id)), share.actor.drain_episodes(), dict(clock.seconds),
-                         dict(clock.calls), share.dropped)
+        batch = self._take(sched.share(k, self.id))
+        return batch, Collected(k, len(batch), share.actor.drain_episodes(), dict(clock.seconds), dict(clock.calls),
+                                share.dropped)
 
     def _take(self, n: int) -> TransitionBatch:
         """The first n pending rows as one batch, splitting a batch that holds more."""
@@ -107,6 +118,15 @@ class ActorWorker:
         if self.share is not None:
             self.share.actor.close()
             self.share = None
+
+
+def _fetch(weights: Params | list[Any]) -> Params:
+    """The parameters themselves, fetching them from Ray's object store when given as [object ref]."""
+    if isinstance(weights, list):
+        from pearl.runtime.ray_launcher import require_ray  # only ever given a ref inside a Ray actor
+
+        return require_ray().get(weights[0])
+    return weights
 
 
 def concat(parts: list[TransitionBatch], spec: EnvSpec, actor_id: int) -> TransitionBatch:

@@ -10,9 +10,12 @@ travel. The interface is small:
     launcher.stop()                           stop every role and free what they hold; safe to call twice
 
 `SegmentLauncher` implements `run` once for all of them: for each segment it asks the launcher to bring
-that segment's transitions into replay (`_collect`, in actor order), runs the schedule's updates, asks the
-launcher to publish the weights (`_publish`), evaluates and checkpoints at fixed points. So the launchers
-differ only in how transitions and weights travel, and a seed gives the same learning on each.
+that segment's transitions into replay (`_collect`, in actor order), has the learner run the schedule's
+updates, asks the launcher to publish the weights (`_publish`), evaluates and checkpoints at fixed points. The
+learner is a role, `LearnerRole` (replay, learn kernel, evaluations): in this process for the sequential and
+local launchers, a Ray actor the loop drives through the same calls for the Ray launcher. So the launchers
+differ only in where the roles run and how transitions and weights travel, and a seed gives the same
+learning on each.
 """
 
 from __future__ import annotations
@@ -24,13 +27,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pearl.adapters import open_adapter
 from pearl.adapters.base import Adapter
 from pearl.algos.base import OffPolicyConfig
-from pearl.algos.params import init_params
 from pearl.replay import linear_beta
-from pearl.runtime.checkpoint import Checkpoint, Checkpointer, learning_resumes_at, restore
-from pearl.runtime.evaluate import BestPolicy
+from pearl.runtime.checkpoint import Checkpoint, Checkpointer, learning_resumes_at
+from pearl.runtime.evaluate import BestPolicy, Evaluation
+from pearl.runtime.learner_role import LearnerRole, LearnerStatus
 from pearl.runtime.protocol import Episode, Learner, ReplayManager
 from pearl.runtime.record import RunRecord
 from pearl.runtime.schedule import DEFAULT_LAG, Schedule
@@ -103,6 +105,7 @@ class LoopStats:
     checkpoints: list[str] = field(default_factory=list)  # files written, oldest first
     checkpoint_s: float = 0.0  # time spent writing them (inside wall_s)
     eval_s: float = 0.0  # time spent in in-training evaluations (inside wall_s)
+    roles: dict[str, str] = field(default_factory=dict)  # where each role ran (Ray: its node), asked from inside it
 
 
 @dataclass
@@ -113,15 +116,15 @@ class LogState:
     updates: int = 0
     episodes: list[Episode] = field(default_factory=list)
 
-    def line(self, cfg: OffPolicyConfig, steps: int, updates: int, learner: Learner, replay_size: int,
-             elapsed: float, interval: float) -> dict:
+    def line(self, cfg: OffPolicyConfig, steps: int, updates: int, status: LearnerStatus, elapsed: float,
+             interval: float) -> dict:
         interval = max(interval, 1e-9)
         line = {"global_step": steps, "time": round(elapsed, 3),
                 "charts/SPS": (steps - self.steps) / interval,
                 "charts/updates_per_s": (updates - self.updates) / interval,
                 "charts/learner_samples_per_s": (updates - self.updates) * cfg.batch_size / interval,
                 "charts/exploration": cfg.exploration(steps), "charts/updates": updates,
-                "replay/size": replay_size}
+                "replay/size": status.replay_size}
         if steps > cfg.learning_starts:  # cumulative updates per env step since learning started
             line["charts/replay_ratio"] = updates / (steps - cfg.learning_starts)
         if self.episodes:
@@ -129,8 +132,7 @@ class LogState:
             line["charts/episodic_return"] = float(np.mean(returns))
             line["charts/episodic_length"] = float(np.mean([e.length for e in self.episodes]))
             line["charts/episodes"] = len(self.episodes)
-        if learner.last_metrics:
-            line.update(learner.read_metrics())
+        line.update(status.metrics)
         self.steps, self.updates, self.episodes = steps, updates, []
         return line
 
@@ -145,22 +147,33 @@ class SegmentLauncher(ABC):
         self.resume, self.checkpointer = resume, checkpointer
         self.schedule = job.schedule(resume)
         self.first_segment = self.schedule.segment_at(resume.steps) if resume is not None else 0
-        self.adapters: dict[str, Adapter] = {
-            d: open_adapter(d, job.threads, job.descriptor_for(d)) for d in self._learner_devices()}
-        params = init_params(job.config, job.spec, job.seed)
-        replay_adapter, learn_adapter = self.adapters[job.placement.replay], self.adapters[job.placement.learn]
-        self.replay = ReplayManager(replay_adapter.make_replay(job.config, job.spec, job.seed + 2),
-                                    job.config.batch_size)
-        self.learner = Learner(learn_adapter.make_learn(job.config, job.spec, params), learn_adapter, job.config)
-        if resume is not None:
-            restore(resume, self.learner.kernel, self.replay.kernels)
-        self.policy = self.learner.kernel.policy_params()  # what the actors start with
-        self.best = (BestPolicy(learn_adapter.make_act(job.config, job.spec, self.policy, job.seed),
-                                job.spec, job.eval_every, job.eval_episodes, job.seed)
-                     if job.learn and job.eval_every > 0 and job.eval_episodes > 0 else None)
+        self.role: Any = self._make_role()  # the learner's role (the Ray launcher places it at start)
         self.steps = self.schedule.steps_through(self.first_segment - 1) if resume is not None else 0
         self.start_steps = self.steps
         self.dropped = 0
+        self.updates = resume.updates if resume is not None else 0  # the learner's, as the schedule made them
+        self.replay_size = 0  # replay's size at the last metrics line
+        self._kept: tuple[Params, Params | None] | None = None  # the role's state, kept when it stopped early
+        self.evaluations: list[Evaluation] = []  # the in-training evaluations so far
+        self.next_eval = job.eval_every  # env steps at which the next one is due
+
+    def _make_role(self) -> Any:
+        """The learner's role in this process: replay, learner and evaluations on their devices."""
+        role = LearnerRole(self.job, self._learner_devices(), self.resume)
+        self.policy = role.learner.kernel.policy_params()  # what the actors start with
+        return role
+
+    @property
+    def adapters(self) -> dict[str, Adapter]:
+        return self.role.adapters
+
+    @property
+    def learner(self) -> Learner:
+        return self.role.learner
+
+    @property
+    def replay(self) -> ReplayManager:
+        return self.role.replay
 
     def _learner_devices(self) -> list[str]:
         """The devices this process opens (the local launcher's actors open their own)."""
@@ -216,40 +229,51 @@ class SegmentLauncher(ABC):
     # ----------------------------------------------------------------------------- the segment loop
     def _loop(self, record: RunRecord | None, progress: Callable[[int], None] | None,
               max_seconds: float | None) -> LoopStats:
-        cfg, sched, learner, replay = self.config, self.schedule, self.learner, self.replay
-        stats = LoopStats(start_steps=self.steps, start_updates=learner.updates, steps=self.steps, best=self.best)
+        cfg, sched, role = self.config, self.schedule, self.role
+        stats = LoopStats(start_steps=self.steps, start_updates=self.updates, steps=self.steps)
         self._t0 = self._last_log = self._last_health = time.perf_counter()
         self._stats, self._record, self._progress = stats, record, progress
-        self._log = LogState(steps=self.steps, updates=learner.updates)
+        self._log = LogState(steps=self.steps, updates=self.updates)
         self.waited = 0.0
         if progress is not None:  # the loop starts here: a progress bar's rate counts from now, as wall_s does
             progress(self.steps)
 
         def insert(batch: TransitionBatch) -> None:
-            replay.insert(batch)
-            self.steps += len(batch)
+            self.steps += role.insert(batch)
 
         for k in range(self.first_segment, sched.segments):
             self._collect(k, insert, self._wait)
             updates = sched.updates_after(k) if self.job.learn else 0
             if updates and stats.learn_start_s is None:
                 stats.learn_start_s, stats.learn_start_steps = time.perf_counter() - self._t0, self.steps
-            beta = linear_beta(cfg.beta0, self.steps, cfg.total_steps)
-            for _ in range(updates):
-                update = learner.update(replay.sample(beta))
-                if cfg.prioritized:
-                    replay.update_priorities(update)
+            if updates:
+                role.train(updates, linear_beta(cfg.beta0, self.steps, cfg.total_steps))
+                self.updates += updates
             self._publish(k)
-            if self.best is not None and learner.updates > 0 and self.best.due(self.steps):
+            if self._eval_due():
                 t0 = time.perf_counter()
-                self.best.run(learner.kernel.policy_params(), self.steps, learner.updates)
+                self._evaluate()
                 stats.eval_s += time.perf_counter() - t0
-            if self.checkpointer is not None and self.checkpointer.due(learner.updates):
+            if self.checkpointer is not None and self.checkpointer.due(self.updates):
                 self._checkpoint()
             self._tick(force=k == sched.segments - 1)
             if max_seconds is not None and time.perf_counter() - self._t0 >= max_seconds:
                 break
         return self._finish(stats)
+
+    def _eval_due(self) -> bool:
+        """An in-training evaluation is due (the rule of `BestPolicy.due`, kept here so that a remote role is
+        asked only when one is)."""
+        job = self.job
+        return job.learn and job.eval_every > 0 and job.eval_episodes > 0 and self.updates > 0 \
+            and self.steps >= self.next_eval
+
+    def _evaluate(self) -> None:
+        evaluation = self.role.evaluate(self.steps)
+        if evaluation is not None:
+            self.evaluations.append(evaluation)
+        while self.next_eval <= self.steps:
+            self.next_eval += self.job.eval_every
 
     def _wait(self) -> None:
         """Called while the learner waits for transitions: a short sleep, health checks, metrics lines."""
@@ -271,22 +295,26 @@ class SegmentLauncher(ABC):
         self._stats.episodes.extend(episodes)
         self._log.episodes += episodes
         if self._record is not None:
-            line = self._log.line(self.config, self.steps, self.learner.updates, self.learner, self.replay.size,
-                                  now - self._t0, now - self._last_log)
-            if self.best is not None and self.best.history:
-                line["eval/mean_return"] = self.best.history[-1].mean
-                line["eval/best_mean_return"] = self.best.best_eval.mean if self.best.best_eval else None
+            status = self._status()
+            self.replay_size = status.replay_size
+            line = self._log.line(self.config, self.steps, self.updates, status, now - self._t0, now - self._last_log)
+            if self.evaluations:
+                line["eval/mean_return"] = self.evaluations[-1].mean
+                line["eval/best_mean_return"] = max(e.mean for e in self.evaluations)
             self._record.log({**line, **self._extra_metrics()})
         self._last_log = now
         if self._progress is not None:
             self._progress(self.steps)
+
+    def _status(self) -> LearnerStatus:
+        return self.role.status()
 
     def _extra_metrics(self) -> dict[str, Any]:
         return {}
 
     def _finish(self, stats: LoopStats) -> LoopStats:
         stats.wall_s = time.perf_counter() - self._t0
-        stats.steps, stats.updates = self.steps, self.learner.updates
+        stats.steps, stats.updates = self.steps, self.updates
         self._stats = stats
         self._flush(time.perf_counter())
         if self.checkpointer is not None:
@@ -294,12 +322,13 @@ class SegmentLauncher(ABC):
             stats.checkpoints = [str(p) for p in self.checkpointer.written]
             stats.checkpoint_s = self.checkpointer.seconds
         stats.kernel_seconds, stats.kernel_calls = self._clocks()
-        stats.final_params = self.learner.kernel.policy_params()
+        self.replay_size = self._status().replay_size
+        stats.final_params = self.role.policy()
+        stats.best = self.role.best_policy()
         stats.dropped_steps = self.dropped
         return stats
 
     def _checkpoint(self) -> None:
         assert self.checkpointer is not None
-        replay = self.replay.kernels.state_dict() if self.checkpointer.include_replay else None
-        self.checkpointer.save(self.steps, self.learner.updates, self.learner.kernel.state_dict(), replay)
-
+        learn, replay = self._kept if self._kept is not None else self.role.state(self.checkpointer.include_replay)
+        self.checkpointer.save(self.steps, self.updates, learn, replay)

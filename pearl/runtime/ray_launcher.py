@@ -1,11 +1,14 @@
-"""Ray transport for pearl's roles: starting or joining a Ray instance, replay shards as Ray actors.
+"""Ray transport for pearl's roles: starting or joining a Ray instance, the roles as Ray actors.
 
 The only module of pearl that imports Ray, and only inside its functions, so it can be imported (and its
 missing-Ray error raised) where Ray is not installed. It is imported only when the Ray launcher is chosen.
 
-Security: Ray has no access control worth the name for a cluster's ports (anyone who reaches them runs code
-as you), so an instance that pearl starts itself listens on the loopback address only and starts no
-dashboard. Ray's public knob for the node address is the environment variable
+Security: anyone who reaches a Ray cluster's ports runs code as you. Ray 2.60 guards them with a token
+(token authentication, on by default for `ray start --head` and a local ``ray.init()``; `connect` asks for it
+when a token is at hand, see `use_token_if_available`), which protects only while the token stays secret and
+a cluster may turn off; so an instance that pearl starts itself also listens on the loopback address only and
+starts no dashboard (`ray start --node-ip-address=127.0.0.1` is not enough: Ray 2.60 still binds every
+interface, checked with ``ss -ltn``). Ray's public knob for the node address is the environment variable
 ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER``: off, Ray treats the machine as a one-node cluster and uses 127.0.0.1
 as the node's address, and (Ray 2.60, checked with ``ss -ltn``) every server it starts then binds to
 loopback. The hidden ``ray.init(_node_ip_address="127.0.0.1")`` is private and, in Ray 2.60, resolved back
@@ -13,9 +16,15 @@ to the machine's external address, so it is not used. Ray reads the variable whe
 `start_local_ray` sets it before importing Ray and refuses to go on (shutting the instance down) when the
 node it got is not on loopback, e.g. because Ray was imported earlier in the process.
 
+Roles: actor workers, the learner (`RayLearnerRole`) and the replay shards are Ray actors, each placed with
+its declared ``num_cpus``/``num_gpus`` and custom resources or node affinity (`ShardPlacement`); every role's
+placement is checked against the cluster (`check_roles`) before any role starts.
+
 Transport: numpy batches travel through Ray's object store (arguments and results; on one node a large
-array is read in place, read-only), so a shard writes what it receives into its own storage and the client
-copies what it gets back into fresh arrays before anyone may write them.
+array is read in place, read-only), so a shard or the learner writes what it receives into its own storage
+and the client copies what it gets back into fresh arrays before anyone may write them. A worker's batch
+goes to the learner as an object ref the driver passes on unread; the learner's published weights are an
+object ref too, versioned by segment, which a worker fetches only when it needs a newer version.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -40,17 +50,19 @@ from pearl.errors import ConfigError, PearlError
 from pearl.runtime.actor_worker import ActorWorker, Collected, WorkerRestarted
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed
 from pearl.runtime.launcher import Job, LoopStats, SegmentLauncher
+from pearl.runtime.learner_role import LearnerRole, LearnerStatus
 from pearl.runtime.local import ActorFailed, raise_on_sigterm
-from pearl.runtime.protocol import Episode, KernelClock, ReplayManager, merge_clocks
+from pearl.runtime.protocol import Episode, KernelClock, merge_clocks
 from pearl.runtime.replay_server import ReplayShard, ShardedReplay, ShardSample, ShardStats
 from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch
 
-__all__ = ["INSTALL_HINT", "LOOPBACK", "RayLauncher", "RemoteShardedReplay", "ShardPlacement", "check_address",
-           "check_installed",
-           "check_placements", "connect", "remote_shards", "require_ray", "shutdown", "start_local_ray"]
+__all__ = ["INSTALL_HINT", "LOOPBACK", "RayLauncher", "RayLearnerRole", "RemoteShardedReplay", "ShardPlacement",
+           "check_address", "check_installed", "check_placements", "check_roles",
+           "connect", "remote_shards", "require_ray", "shutdown", "start_local_ray"]
 
 LOOPBACK = "127.0.0.1"
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+_AUTH_MODE_ENV = "RAY_AUTH_MODE"
 INSTALL_HINT = 'the Ray launcher needs Ray, which is not installed: pip install "pearl[ray]"'
 _SHARD_CLASS: Any = None
 
@@ -93,14 +105,27 @@ def start_local_ray(num_cpus: int | None = None, object_store_memory: int | None
 
 def connect(address: str) -> None:
     """Join an existing Ray cluster at ``address`` (``host:port`` of its head, or ``ray://...``)."""
-    ray = require_ray()
     if not isinstance(address, str) or not address.strip():
         raise ConfigError(f"--ray-address must be a cluster address such as 10.0.0.5:6379, got {address!r}")
     check_address(address)
+    use_token_if_available()
+    ray = require_ray()
     try:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise ConfigError(f"cannot join the Ray cluster at {address}: {exc}") from None
+
+
+def use_token_if_available() -> None:
+    """Ask for Ray's token authentication when a token is at hand and the mode is unset, as `ray start` does for
+    itself: Ray 2.60's `ray start --head` turns it on and keeps the token in ~/.ray/auth_token, and a driver
+    without ``RAY_AUTH_MODE=token`` is refused (after 20 s of retries). Set before Ray is imported: Ray reads it
+    then."""
+    if _AUTH_MODE_ENV in os.environ:
+        return
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    if os.environ.get("RAY_AUTH_TOKEN") or path.is_file():
+        os.environ[_AUTH_MODE_ENV] = "token"
 
 
 def check_address(address: str, timeout: float = 5.0) -> None:
@@ -163,30 +188,35 @@ def _shard_class() -> Any:
 
 
 def check_placements(placements: Sequence[ShardPlacement], role: str = "replay shard") -> None:
-    """ConfigError naming the role and the resource when the cluster cannot hold every placement, before any
-    actor is created: the total of each resource, and each pinned node's own resources."""
+    """`check_roles` for roles of one kind, named "<role> <i>"."""
+    check_roles([(f"{role} {i}", p) for i, p in enumerate(placements)])
+
+
+def check_roles(roles: Sequence[tuple[str, ShardPlacement]]) -> None:
+    """ConfigError naming the role and the resource when the cluster cannot hold every role's placement, before
+    any actor is created: the total of each resource, and each pinned node's own resources."""
     ray = require_ray()
     totals = ray.cluster_resources()
     asked: dict[str, float] = {}
-    for i, p in enumerate(placements):
-        for name, amount in p.demand().items():
-            asked[name] = asked.get(name, 0.0) + amount
-            if asked[name] > totals.get(name, 0.0) + 1e-9:
-                raise ConfigError(f"{role} {i} cannot be placed: the cluster has {totals.get(name, 0.0):g} {name}, "
-                                  f"the {role}s up to it ask for {asked[name]:g}")
+    for name, p in roles:
+        for res, amount in p.demand().items():
+            asked[res] = asked.get(res, 0.0) + amount
+            if asked[res] > totals.get(res, 0.0) + 1e-9:
+                raise ConfigError(f"{name} cannot be placed: the cluster has {totals.get(res, 0.0):g} {res}, "
+                                  f"the roles up to it ask for {asked[res]:g}")
     nodes = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
     pinned: dict[tuple[str, str], float] = {}  # (node, resource) → asked by the roles pinned to it so far
-    for i, p in enumerate(placements):
+    for name, p in roles:
         if p.node_id is None or p.soft:
             continue
         if p.node_id not in nodes:
-            raise ConfigError(f"{role} {i} is pinned to node {p.node_id}, which is not in the cluster")
+            raise ConfigError(f"{name} is pinned to node {p.node_id}, which is not in the cluster")
         have = nodes[p.node_id].get("Resources", {})
-        for name, amount in p.demand().items():
-            pinned[p.node_id, name] = asked = pinned.get((p.node_id, name), 0.0) + amount
-            if asked > have.get(name, 0.0) + 1e-9:
-                raise ConfigError(f"{role} {i} cannot be placed on node {p.node_id}: it has {have.get(name, 0.0):g} "
-                                  f"{name}, the {role}s pinned to it up to this one ask for {asked:g}")
+        for res, amount in p.demand().items():
+            pinned[p.node_id, res] = total = pinned.get((p.node_id, res), 0.0) + amount
+            if total > have.get(res, 0.0) + 1e-9:
+                raise ConfigError(f"{name} cannot be placed on node {p.node_id}: it has {have.get(res, 0.0):g} "
+                                  f"{res}, the roles pinned to it up to this one ask for {total:g}")
 
 
 def remote_shards(config: OffPolicyConfig, spec: EnvSpec, shards: int,
@@ -329,7 +359,9 @@ class ShardedReplayKernels(ReplayKernels):
 
 # ------------------------------------------------------------------------------------ the Ray launcher
 _WORKER_CLASS: Any = None
-STARTUP_TIMEOUT_S = 300.0  # workers are placed, started and set up (envs, act kernel) within this
+_ROLE_CLASS: Any = None
+STARTUP_TIMEOUT_S = 300.0  # roles are placed, started and set up (envs, act kernel, learner) within this
+STOP_STATE_TIMEOUT_S = 120.0  # an interrupted run's learner hands over its state for the checkpoint within this
 _RESTART_SEED = 104_729  # a restarted worker's seed moves by this per restart (as the local launcher's actors)
 
 
@@ -341,28 +373,149 @@ def _worker_class() -> Any:
     return _WORKER_CLASS
 
 
+def _role_class() -> Any:
+    """``ray.remote(RayLearnerRole)``, made once and only when a learner is first placed."""
+    global _ROLE_CLASS
+    if _ROLE_CLASS is None:
+        _ROLE_CLASS = require_ray().remote(RayLearnerRole)
+    return _ROLE_CLASS
+
+
+class RayLearnerRole(LearnerRole):
+    """The learner's role as the Ray launcher places it: replay in the role, or the replay server's shards
+    (their handles given), and the node it runs on, asked from inside."""
+
+    def __init__(self, job: Job, devices: list[str], shards: list[Any] | None = None) -> None:
+        kernels = None
+        if shards:
+            cfg = job.config
+            kernels = ShardedReplayKernels(RemoteShardedReplay(shards, cfg.buffer_size, job.spec, cfg.prioritized,
+                                                               cfg.alpha, cfg.priority_eps, job.seed + 2))
+        self.sharded = bool(shards)
+        super().__init__(job, devices, None, kernels)
+
+    def restore(self, resume: Checkpoint) -> None:
+        try:
+            super().restore(resume)
+        except PearlError as exc:
+            if not self.sharded:
+                raise
+            raise ConfigError(f"{resume.path}: its replay does not fit the replay shards: {exc}") from None
+
+    def node_id(self) -> str:
+        return str(require_ray().get_runtime_context().get_node_id())
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def ready(self) -> int:
+        """The update count (a call that returns once the role is built)."""
+        return self.learner.updates
+
+
+class _RemoteRole:
+    """The driver's side of the placed learner role: the calls `SegmentLauncher` makes, sent to the Ray actor.
+
+    The per-segment calls (insert, train, publish) are sent without waiting: Ray runs one caller's calls to an
+    actor in order, so the learner applies them in the schedule's order while the driver goes on to collect
+    the next segment. Their errors surface at the next health check or answered call. The others (status,
+    evaluate, state, ...) wait for the answer, and so for every call sent before them."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.pending: list[Any] = []
+
+    def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
+        return _role_get(getattr(self.handle, method).remote(*args), timeout)
+
+    def check(self) -> None:
+        """Raise the error of a per-segment call that failed (as ActorFailed, or as its pearl error)."""
+        if self.pending:
+            ray = require_ray()
+            done, self.pending = ray.wait(self.pending, num_returns=len(self.pending), timeout=0)
+            for ref in done:
+                _role_get(ref)
+
+    def insert_refs(self, refs: list[Any]) -> None:
+        self.pending.append(self.handle.insert.remote(*refs))  # Ray resolves them in the learner's process
+
+    def train(self, updates: int, beta: float) -> None:
+        self.pending.append(self.handle.train.remote(updates, beta))
+
+    def policy_ref(self) -> Any:
+        return self.handle.policy.remote()
+
+    def policy(self) -> Params:
+        return {k: np.array(v) for k, v in _role_get(self.policy_ref()).items()}
+
+    def evaluate(self, steps: int) -> Any:
+        return self._call("evaluate", steps)
+
+    def status(self) -> LearnerStatus:
+        return self._call("status")
+
+    def state(self, include_replay: bool, timeout: float | None = None) -> tuple[Params, Params | None]:
+        learn, replay = self._call("state", include_replay, timeout=timeout)
+        return _writable(learn), None if replay is None else _writable(replay)
+
+    def best_policy(self) -> Any:
+        best = self._call("best_policy")
+        if best is not None and best.best is not None:
+            best.best = _writable(best.best)
+        return best
+
+    def clocks(self) -> list[KernelClock]:
+        return self._call("clocks")
+
+
+def _writable(state: Params) -> Params:
+    return {k: np.array(v) for k, v in state.items()}  # copies of the object store's read-only arrays
+
+
+def _role_get(ref: Any, timeout: float | None = None) -> Any:
+    """``ray.get`` of a learner call: its pearl error as itself, any other failure or death as ActorFailed."""
+    ray = require_ray()
+    try:
+        return ray.get(ref, timeout=timeout)
+    except ray.exceptions.GetTimeoutError:
+        raise ActorFailed(f"the learner did not answer within {timeout:.0f} s") from None
+    except ray.exceptions.RayTaskError as exc:
+        cause = exc.cause if exc.cause is not None else exc
+        if isinstance(cause, PearlError):
+            raise cause from None
+        raise ActorFailed(f"the learner failed: {type(cause).__name__}: {_first_line(cause)}") from None
+    except ray.exceptions.RayActorError as exc:
+        raise ActorFailed(f"the learner died: {_first_line(exc)}") from None
+
+
 @dataclass
 class _InFlight:
-    """A segment whose collection was asked for: the weights it acts with and each worker's future."""
+    """A segment whose collection was asked for: the weights it acts with and each worker's two futures (the
+    batch, then what was measured)."""
 
     tag: int
     weights: Any  # the object ref of the published policy
-    futures: list[Any]
+    futures: list[list[Any]]
 
 
 class RayLauncher(SegmentLauncher):
-    """Actor workers as Ray actors, replay and learner in this process (the driver), on the run's schedule.
+    """Every role a Ray actor placed by the plan: actor workers, the learner (with replay, or a client of the
+    replay server's shards), the replay shards; the driver (this process) runs only the segment loop,
+    checkpoints, evaluations' timing and the metrics lines.
 
     The workers collect segment k + 1 .. k + lag while the learner trains on segment k: `start` asks every
-    worker for segments first .. first + lag (with the starting policy, put in the object store once);
-    `_collect(k)` waits for segment k's futures and inserts them in actor order; `_publish(k)` puts W(k) in
-    the object store and asks every worker for segment k + 1 + lag, which acts with it. Ray runs one caller's
-    calls to an actor in order, so each worker collects its segments in turn. Which rows reach replay and
-    which weights each step acts with are the schedule's, so the parameters equal the sequential and the
-    local launcher's bit for bit.
+    worker for segments first .. first + lag (with the starting policy, the learner's, as one object ref);
+    `_collect(k)` waits for what each worker measured of segment k and sends the learner the refs of the
+    batches, in actor order; the loop sends the segment's updates; `_publish(k)` asks the learner for W(k)
+    (an object ref, never fetched by the driver) and every worker for segment k + 1 + lag, which acts with
+    it. Ray runs one caller's calls to an actor in order, so each worker collects its segments in turn and
+    the learner inserts, trains and publishes in the schedule's order. Which rows reach replay and which
+    weights each step acts with are the schedule's, so the parameters equal the sequential and the local
+    launcher's bit for bit.
 
-    A worker that dies is restarted by Ray (``max_restarts``); the learner sets it up again at the rows it has
-    received from it (reseeded, as the local launcher's actors) and asks again for every segment in flight.
+    A worker that dies is restarted by Ray (``max_restarts``); the driver sets it up again at the rows the
+    learner received from it (reseeded, as the local launcher's actors) and asks again for every segment in
+    flight. The learner is not restarted: its death ends the run, which `pearl train --resume` goes on with.
     """
 
     name = "ray"
@@ -370,20 +523,18 @@ class RayLauncher(SegmentLauncher):
     def __init__(self, job: Job, resume: Checkpoint | None = None, checkpointer: Checkpointer | None = None,
                  address: str | None = None, max_restarts: int = 3,
                  actor_placement: ShardPlacement | None = None, replay_shards: int = 0,
-                 replay_placement: ShardPlacement | None = None) -> None:
-        # with replay shards, a checkpoint's replay goes into the shards (at start), not into the driver's replay
-        held = resume if replay_shards and resume is not None and resume.replay is not None else None
-        super().__init__(job, dataclasses.replace(resume, replay=None) if held is not None else resume, checkpointer)
-        if held is not None:
-            self.resume, self.schedule = held, job.schedule(held)
+                 replay_placement: ShardPlacement | None = None,
+                 learner_placement: ShardPlacement | None = None) -> None:
+        super().__init__(job, resume, checkpointer)
         self.replay_shards, self.replay_placement = replay_shards, replay_placement
-        self.remote_replay: RemoteShardedReplay | None = None
+        self.learner_placement = learner_placement
+        self.shard_handles: list[Any] = []
         self.address, self.max_restarts, self.actor_placement = address, max_restarts, actor_placement
         self.restarts, self.restart_log = 0, []
         self.workers: list[Any] = []
         self.pids: list[int] = []
-        self.nodes: list[str] = []  # the Ray node each worker runs on (and the learner's: this process's)
-        self.learner_node: str | None = None
+        self.nodes: list[str] = []  # the Ray node each worker runs on, asked from inside it
+        self.learner_node: str | None = None  # the learner role's, asked from inside it
         self.seeds = [actor_seed(job.seed, i, self.steps) for i in range(job.actors)]
         self.inflight: dict[int, _InFlight] = {}
         self.discarded: list[Any] = []  # futures a worker's death made void (read at stop, so Ray reports none)
@@ -393,8 +544,16 @@ class RayLauncher(SegmentLauncher):
         self.dropped_by: dict[int, int] = {}
         self.started_here = False  # pearl started the local Ray instance
         self.joined = False  # this launcher connected the driver (and disconnects it at stop)
+        self.finished = False
         self._previous_sigterm: Any = None
         self.waits: dict[str, float] = {}
+
+    def _make_role(self) -> Any:
+        return None  # placed by `start`, once Ray runs
+
+    @property
+    def adapters(self) -> dict[str, Any]:
+        return {}  # the driver opens no device: the roles open theirs
 
     def _learner_devices(self) -> list[str]:
         return sorted({self.placement.replay, self.placement.learn})  # the workers open the act device
@@ -403,34 +562,31 @@ class RayLauncher(SegmentLauncher):
     def start(self) -> None:
         ray = self._join()
         self._previous_sigterm = raise_on_sigterm()  # after ray.init, which installs its own handler
-        placement = dataclasses.replace(self._placement(ray), max_restarts=self.max_restarts)
-        check_placements([placement] * self.job.actors, role="actor worker")
+        learner, shard, worker = self._placements(ray)
+        roles = [("learner", learner)]
+        roles += [(f"replay shard {i}", shard) for i in range(self.replay_shards)]
+        roles += [(f"actor worker {i}", worker) for i in range(self.job.actors)]
+        check_roles(roles)  # every role, before any is started
         if self.replay_shards:
-            self._place_replay()
+            self.shard_handles = remote_shards(self.config, self.spec, self.replay_shards, shard)
+        handle = _role_class().options(**learner.options()).remote(self.job, self._learner_devices(),
+                                                                     self.shard_handles or None)
+        self.role = _RemoteRole(handle)
+        if self.resume is not None:
+            self.role.pending.append(handle.restore.remote(ray.put(self.resume)))
+        self.learner_node = self.role._call("node_id", timeout=STARTUP_TIMEOUT_S)  # asked from inside the role
+        self.updates = self.role._call("ready")
+        self.role.check()
         cls, sched = _worker_class(), self.schedule
-        self.workers = [cls.options(**placement.options()).remote(
+        self.workers = [cls.options(**worker.options()).remote(
             i, self.config, self.spec, self.placement.act, self.job.descriptor_for(self.placement.act), sched)
             for i in range(self.job.actors)]
-        first = ray.put(self.policy)
+        first = self.role.policy_ref()
         self.pids = self._get([w.setup.remote(self.seeds[i], sched.steps_before(self.first_segment, i), first)
                                for i, w in enumerate(self.workers)], "setting up", STARTUP_TIMEOUT_S)
         self.nodes = self._get([w.node_id.remote() for w in self.workers], "setting up")  # asked from inside
-        self.learner_node = str(ray.get_runtime_context().get_node_id())
         for k in range(self.first_segment, min(self.first_segment + sched.lag + 1, sched.segments)):
             self._submit(k, sched.weights_for(k), first)
-
-    def _place_replay(self) -> None:
-        """The replay server: `replay_shards` ReplayShard actors (a checkpoint's replay loaded into them)."""
-        placement = self.replay_placement or ShardPlacement(num_cpus=0)
-        cfg, spec = self.config, self.spec
-        self.remote_replay = RemoteShardedReplay.place(cfg, spec, self.replay_shards, self.job.seed + 2, placement)
-        self.replay = ReplayManager(ShardedReplayKernels(self.remote_replay), cfg.batch_size)
-        if self.resume is not None and self.resume.replay is not None:
-            try:
-                self.replay.kernels.load_state_dict(self.resume.replay)
-            except (ValueError, TypeError, KeyError, PearlError) as exc:
-                raise ConfigError(f"{self.resume.path}: its replay does not fit {self.replay_shards} replay "
-                                  f"shard(s): {exc}") from None
 
     def _join(self) -> ModuleType:
         """Connect the driver: to the cluster at the address, to Ray already running in this process, or to
@@ -446,30 +602,39 @@ class RayLauncher(SegmentLauncher):
             self.started_here = self.joined = True
         return require_ray()
 
-    def _placement(self, ray: ModuleType) -> ShardPlacement:
-        """The workers' placement: the one given, else one CPU each, or an equal part of the CPUs when the
-        cluster has fewer CPUs than workers (Ray's CPUs are admission only; the workers share the cores), and
-        a share of a GPU each when they act on one."""
-        if self.actor_placement is not None:
-            return self.actor_placement
+    def _placements(self, ray: ModuleType) -> tuple[ShardPlacement, ShardPlacement, ShardPlacement]:
+        """The learner's, each replay shard's and each worker's placement: the ones given, else an equal part
+        of the cluster's CPUs, at most one, for the learner and each worker (Ray's CPUs are admission only:
+        the roles share the cores), none for a shard; on a CUDA device a GPU, or an equal part of one for the
+        roles that share it; the learner near the driver where that node can take it."""
         have = ray.cluster_resources()
-        cpus = float(have.get("CPU", 1.0))
-        # acting on a GPU: a share of one (the check below names a cluster without one)
-        gpus = min(1.0, max(float(have.get("GPU", 0.0)), 1.0) / self.job.actors) \
-            if self.placement.act.startswith("cuda") else 0.0
-        return ShardPlacement(num_cpus=min(1.0, cpus / self.job.actors), num_gpus=gpus)
+        cpus = min(1.0, float(have.get("CPU", 1.0)) / (self.job.actors + 1))
+        learn_gpu, act_gpu = self.placement.learn.startswith("cuda"), self.placement.act.startswith("cuda")
+        shared = 1.0 / (self.job.actors + 1) if learn_gpu and act_gpu else None  # one GPU for all of them
+        worker = self.actor_placement or ShardPlacement(
+            num_cpus=cpus, num_gpus=0.0 if not act_gpu else shared or
+            min(1.0, max(float(have.get("GPU", 0.0)), 1.0) / self.job.actors))
+        learner = self.learner_placement or ShardPlacement(
+            num_cpus=cpus, num_gpus=0.0 if not learn_gpu else shared or 1.0,
+            node_id=str(ray.get_runtime_context().get_node_id()), soft=True)
+        shard = self.replay_placement or ShardPlacement(num_cpus=0)
+        return learner, shard, dataclasses.replace(worker, max_restarts=self.max_restarts)
 
     def stop(self) -> None:
         ray = sys.modules.get("ray")
         workers, self.workers, self.inflight = self.workers, [], {}
+        role, shards, self.shard_handles = self.role, self.shard_handles, []
+        self.role = None
         try:
             if ray is not None and ray.is_initialized():
                 for w in workers:
                     ray.kill(w, no_restart=True)
                 self._drop_discarded(ray)
-                if self.remote_replay is not None and self.remote_replay.handles:
-                    self._keep_replay()
-                    self.remote_replay.kill()
+                if role is not None:
+                    self._keep_state(role)
+                    ray.kill(role.handle, no_restart=True)
+                for s in shards:
+                    ray.kill(s)
         finally:
             if self._previous_sigterm is not None:
                 signal.signal(signal.SIGTERM, self._previous_sigterm)
@@ -477,6 +642,21 @@ class RayLauncher(SegmentLauncher):
             if self.joined:
                 self.joined = False
                 shutdown()  # a local instance pearl started stops with every process it ran
+
+    def _keep_state(self, role: _RemoteRole) -> None:
+        """Before the learner stops early: its state, so that a checkpoint taken after `stop` (an interrupted
+        run's) holds what it learnt. Best effort: a learner that died or hangs leaves none."""
+        if self.finished or self.checkpointer is None or self.steps == self.start_steps:
+            return
+        try:
+            self._kept = role.state(self.checkpointer.include_replay, timeout=STOP_STATE_TIMEOUT_S)
+        except (PearlError, OSError):
+            self._kept = None
+
+    def checkpoint_now(self) -> str | None:
+        if self._kept is None and self.role is None:
+            return None  # the learner stopped without handing over its state (it died, or hung)
+        return super().checkpoint_now()
 
     def _drop_discarded(self, ray: ModuleType) -> None:
         """Read the void futures' errors: Ray prints an error that no one read when its future is freed."""
@@ -487,26 +667,22 @@ class RayLauncher(SegmentLauncher):
             except Exception:  # noqa: BLE001 - their errors are the known deaths, already handled
                 pass
 
-    def _keep_replay(self) -> None:
-        """Before the shards stop: their contents into an in-process ShardedReplay, so that a checkpoint taken
-        after `stop` (an interrupted run's) still holds the replay."""
-        remote = self.remote_replay
-        assert remote is not None
-        local = ShardedReplay(self.config.buffer_size, self.spec, self.replay_shards, remote.prioritized,
-                              self.config.alpha, self.config.priority_eps)
-        local.load_state_dict(remote.state_dict())
-        self.replay.kernels = ShardedReplayKernels(local)
-
     # ------------------------------------------------------------------------------ the schedule's hooks
     def _submit(self, k: int, tag: int, weights: Any) -> None:
-        self.inflight[k] = _InFlight(tag, weights, [w.collect.remote(k, tag, weights) for w in self.workers])
+        self.inflight[k] = _InFlight(tag, weights, [self._ask(w, k, tag, weights) for w in self.workers])
+
+    @staticmethod
+    def _ask(worker: Any, k: int, tag: int, weights: Any) -> list[Any]:
+        """Worker's share of segment k: the futures of its batch and of what it measured. The weights' ref goes
+        in a list, so the worker fetches them only when it needs a newer version than it holds."""
+        return list(worker.collect.options(num_returns=2).remote(k, tag, [weights]))
 
     def _collect(self, k: int, insert: Callable[[TransitionBatch], None], wait: Callable[[], None]) -> None:
-        """Wait for every worker's share of segment k, then insert the shares in actor order (all at once, so
-        replay holds whole segments whenever the run is interrupted)."""
+        """Wait for what every worker measured of segment k, then send the learner its batches' refs in actor
+        order, in one call (so replay holds whole segments whenever the run is interrupted)."""
         ray = require_ray()
-        futures = self.inflight[k].futures
         while True:
+            futures = [f[1] for f in self.inflight[k].futures]
             t0 = time.perf_counter()
             _, waiting = ray.wait(futures, num_returns=len(futures), timeout=0.2)
             self.waited += time.perf_counter() - t0
@@ -514,12 +690,9 @@ class RayLauncher(SegmentLauncher):
                 break
             wait()
         got = [self._result(k, i) for i in range(len(self.workers))]
-        del self.inflight[k]
+        self.role.insert_refs([f[0] for f in self.inflight.pop(k).futures])
+        self.steps += sum(c.rows for c in got)
         for i, collected in enumerate(got):
-            batch = collected.batch
-            if len(batch):  # the object store's arrays are read-only: replay gets its own copy
-                insert(TransitionBatch(*(np.array(getattr(batch, f)) for f in _BATCH_FIELDS), i,
-                                       batch.policy_version))
             self.episodes.extend(collected.episodes)
             clock = self.clocks.setdefault(i, KernelClock())
             clock.seconds.update(collected.seconds)
@@ -528,10 +701,14 @@ class RayLauncher(SegmentLauncher):
         self.dropped = sum(self.dropped_by.values())
 
     def _publish(self, tag: int) -> None:
-        """W(tag) into the object store, and every worker asked for the segment that acts with it."""
+        """W(tag) as an object ref the learner makes, and every worker asked for the segment that acts with it."""
         k = tag + 1 + self.schedule.lag
         if k < self.schedule.segments:
-            self._submit(k, tag, require_ray().put(self.learner.snapshot().params))
+            self._submit(k, tag, self.role.policy_ref())
+
+    def _health(self) -> None:
+        if self.role is not None:
+            self.role.check()
 
     def _episodes(self) -> list[Episode]:
         out, self.episodes = self.episodes, []
@@ -541,7 +718,7 @@ class RayLauncher(SegmentLauncher):
         return {"runtime/actor_restarts": self.restarts}
 
     def _clocks(self) -> tuple[dict[str, float], dict[str, int]]:
-        seconds, calls = merge_clocks((*self.clocks.values(), *self.retired, self.replay.clock, self.learner.clock))
+        seconds, calls = merge_clocks((*self.clocks.values(), *self.retired, *self.role.clocks()))
         if not self.config.prioritized:  # uniform replay: the learner skips the no-op priority update
             seconds.setdefault("priority_update", 0.0)
             calls.setdefault("priority_update", 0)
@@ -550,17 +727,26 @@ class RayLauncher(SegmentLauncher):
 
     def _finish(self, stats: LoopStats) -> LoopStats:
         stats = super()._finish(stats)
+        self.finished = True
         stats.restarts, stats.lost_steps_max = self.restarts, self.restarts * self.config.n_envs
         stats.waits = dict(self.waits)
+        stats.roles = self.role_nodes()
         return stats
+
+    def role_nodes(self) -> dict[str, str]:
+        """Each role's node, as each role reported it: the id's first 8 hex digits and the node's address."""
+        ray = require_ray()
+        address = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in ray.nodes()}
+        named = [("learner", self.learner_node)] + [(f"actor worker {i}", n) for i, n in enumerate(self.nodes)]
+        return {role: f"node {node[:8]} ({address.get(node, '?')})" for role, node in named if node is not None}
 
     # ------------------------------------------------------------------------------------ failures
     def _result(self, k: int, i: int) -> Collected:
-        """Worker i's share of segment k; a worker that died (or failed) is restarted and asked again."""
+        """What worker i measured of segment k; a worker that died (or failed) is restarted and asked again."""
         ray = require_ray()
         while True:
             try:
-                return ray.get(self.inflight[k].futures[i])
+                return ray.get(self.inflight[k].futures[i][1])
             except ray.exceptions.RayActorError as exc:
                 self._restart(k, i, f"died: {_first_line(exc)}")
             except ray.exceptions.RayTaskError as exc:
@@ -592,8 +778,8 @@ class RayLauncher(SegmentLauncher):
                                                             self.inflight[k].weights)
         for j in sorted(self.inflight):
             flight = self.inflight[j]
-            self.discarded.append(flight.futures[i])
-            flight.futures[i] = worker.collect.remote(j, flight.tag, flight.weights)
+            self.discarded.extend(flight.futures[i])
+            flight.futures[i] = self._ask(worker, j, flight.tag, flight.weights)
 
     def _setup_restarted(self, i: int, seed: int, collected: int, weights: Any) -> list[Any]:
         """Wait until Ray runs worker i in a new process (its pid changed: a killed one may still answer for a
@@ -629,9 +815,6 @@ class RayLauncher(SegmentLauncher):
                 from None
         except ray.exceptions.RayActorError as exc:
             raise ActorFailed(f"an actor worker died {doing}: {_first_line(exc)}") from None
-
-
-_BATCH_FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
 
 
 def _first_line(exc: BaseException) -> str:

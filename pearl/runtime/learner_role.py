@@ -1,0 +1,115 @@
+"""The learner as a role: replay and the learn kernel on their devices, driven one segment at a time.
+
+A plain class, no Ray: the sequential and local launchers hold one in their own process, and
+`pearl.runtime.ray_launcher` places one as a Ray actor on the node and device the plan gives, so the driver
+only orchestrates (the segment loop, checkpoints, evaluations, logging). Its calls are coarse, one or two
+a segment, never one an update: `insert` takes a segment's shares in actor order, `train` runs the segment's
+updates, `policy` hands out the weights to publish, and `evaluate`, `status`, `state` and `clocks` answer
+the driver. The in-training evaluations run here, on the learner's device, as they always have, so a seed
+gives the same evaluations whichever launcher runs it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from pearl.adapters import open_adapter
+from pearl.adapters.base import Adapter, ReplayKernels
+from pearl.algos.params import init_params
+from pearl.runtime.checkpoint import Checkpoint, restore
+from pearl.runtime.evaluate import BestPolicy, Evaluation
+from pearl.runtime.protocol import KernelClock, Learner, ReplayManager
+from pearl.types import Params, TransitionBatch
+
+_BATCH_FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
+
+
+@dataclasses.dataclass
+class LearnerStatus:
+    """What a metrics line needs from the learner: its update count, replay's size, the last losses."""
+
+    updates: int
+    replay_size: int
+    metrics: dict[str, float]
+
+
+class LearnerRole:
+    """Replay, the learner and the in-training evaluations of one job (see the module docstring)."""
+
+    def __init__(self, job: Any, devices: list[str], resume: Checkpoint | None = None,
+                 replay_kernels: ReplayKernels | None = None) -> None:
+        """`devices`: the adapters to open (the sequential launcher's actors use this process's too);
+        `replay_kernels`: replay kept elsewhere (the replay server's shards), else built on the replay device."""
+        self.job, self.config, self.spec = job, job.config, job.spec
+        self.adapters: dict[str, Adapter] = {d: open_adapter(d, job.threads, job.descriptor_for(d)) for d in devices}
+        params = init_params(job.config, job.spec, job.seed)
+        replay_adapter, learn_adapter = self.adapters[job.placement.replay], self.adapters[job.placement.learn]
+        kernels = replay_kernels or replay_adapter.make_replay(job.config, job.spec, job.seed + 2)
+        self.replay = ReplayManager(kernels, job.config.batch_size)
+        self.learner = Learner(learn_adapter.make_learn(job.config, job.spec, params), learn_adapter, job.config)
+        if resume is not None:
+            self.restore(resume)
+        self.best = (BestPolicy(learn_adapter.make_act(job.config, job.spec, self.learner.kernel.policy_params(),
+                                                       job.seed), job.spec, job.eval_every, job.eval_episodes, job.seed)
+                     if job.learn and job.eval_every > 0 and job.eval_episodes > 0 else None)
+
+    def restore(self, resume: Checkpoint) -> None:
+        """Load a checkpoint into the freshly built learn kernel and replay."""
+        restore(resume, self.learner.kernel, self.replay.kernels)
+
+    @property
+    def updates(self) -> int:
+        return self.learner.updates
+
+    # ----------------------------------------------------------------------------------- per segment
+    def insert(self, *batches: TransitionBatch) -> int:
+        """Insert the batches in order; the rows inserted. Arrays that came through Ray's object store are
+        read-only views of it, so replay gets copies (in process the batches are already the caller's own)."""
+        rows = 0
+        for batch in batches:
+            if len(batch):
+                if not batch.obs.flags.writeable:
+                    batch = TransitionBatch(*(np.array(getattr(batch, f)) for f in _BATCH_FIELDS), batch.actor_id,
+                                            batch.policy_version)
+                self.replay.insert(batch)
+                rows += len(batch)
+        return rows
+
+    def train(self, updates: int, beta: float) -> int:
+        """Run `updates` updates (sample, learn, priority update each); the update count after them."""
+        prioritized = self.config.prioritized
+        for _ in range(updates):
+            update = self.learner.update(self.replay.sample(beta))
+            if prioritized:
+                self.replay.update_priorities(update)
+        return self.learner.updates
+
+    def policy(self) -> Params:
+        """The weights to publish (a copy: the caller may keep them while the learner goes on)."""
+        return self.learner.snapshot().params
+
+    def evaluate(self, steps: int) -> Evaluation | None:
+        """Evaluate the current policy when an in-training evaluation is due at `steps` env steps."""
+        if self.best is None or self.learner.updates == 0 or not self.best.due(steps):
+            return None
+        return self.best.run(self.learner.kernel.policy_params(), steps, self.learner.updates)
+
+    # --------------------------------------------------------------------------------- for the driver
+    def status(self) -> LearnerStatus:
+        metrics = self.learner.read_metrics() if self.learner.last_metrics else {}
+        return LearnerStatus(self.learner.updates, self.replay.size, metrics)
+
+    def state(self, include_replay: bool) -> tuple[Params, Params | None]:
+        """The learn kernel's state dict and, when asked, replay's: what a checkpoint holds."""
+        replay = self.replay.kernels.state_dict() if include_replay else None
+        return self.learner.kernel.state_dict(), replay
+
+    def best_policy(self) -> BestPolicy | None:
+        """The in-training evaluations and the best policy they found, without the act kernel (so it can travel)."""
+        return None if self.best is None else dataclasses.replace(self.best, act=None)
+
+    def clocks(self) -> list[KernelClock]:
+        return [self.replay.clock, self.learner.clock]
