@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from pearl.device import DeviceKind
 from pearl.errors import PearlError
 from pearl.fileio import finite_number, read_text
 from pearl.kernels import DEVICE_KERNELS
@@ -32,7 +33,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 SCHEMA = "pearl.device/1"
-KINDS = ("cpu", "gpu", "fpga")
+KINDS = tuple(k.value for k in DeviceKind)  # the one vocabulary (pearl.device)
 FIGURES = ("idle_w", "peak_w", "fp32_peak_flops", "memory_bandwidth_bytes_per_s", "memory_bytes",
            "host_link_bandwidth_bytes_per_s", "host_link_latency_s", "launch_latency_s")
 

@@ -31,6 +31,7 @@ from typing import Callable
 from pearl.algos import OffPolicyConfig, preset
 from pearl.algos.params import param_count, policy_net
 from pearl.costmodel import CostModel, Estimate
+from pearl.device import HOST
 from pearl.errors import PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Problem, Resource
 from pearl.profiling.format import Profile, workload_key
@@ -62,7 +63,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     if key not in model.workloads():
         raise PlanError(f"the profile has no measurements of {key}; run `pearl profile --algo {algo} --env "
                         f"{spec.env_id} --out PROFILE` on this machine (it adds that workload to the profile)")
-    host_device = "cpu"
+    host_device = HOST
     if host_device not in model.devices():
         raise PlanError("the profile has no `cpu` device: environments step on the host CPU")
     steps = 1.0 / config.replay_ratio

@@ -4,7 +4,7 @@
       "schema": "pearl.profile/1", "pearl_version": "0.1.0", "created": "2026-11-21T05:40:00+00:00",
       "mode": "quick" | "full",
       "host": {"node", "platform", "python", "cpu", "cores", "memory_bytes"},
-      "devices": [{"id", "kind", "adapter", "name", "lanes", "memory_bytes", "shares", "descriptor",
+      "devices": [{"id", "kind" (cpu | gpu | fpga), "adapter", "name", "lanes", "memory_bytes", "shares", "descriptor",
                    "descriptor_matched", "source"}],
       "workloads": [{"key", "algo", "env", "obs_dim", "action_dim", "hidden", "batch_size", "buffer_size"}],
       "kernels": [{"workload", "kernel", "device", "batch", "median_s", "p10_s", "p90_s", "samples", "source"}],
@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pearl.device import HOST_RESOURCE, DeviceKind
 from pearl.errors import PearlError
 from pearl.fileio import MAX_INT, FieldChecker, field_path, read_json, write_json_atomic
 from pearl.kernels import KERNEL_NAMES
@@ -63,7 +64,7 @@ class ProfileError(PearlError):
 @dataclass(frozen=True)
 class DeviceEntry:
     id: str
-    kind: str
+    kind: DeviceKind
     adapter: str
     name: str
     lanes: int
@@ -200,6 +201,26 @@ def load_profile(path: str | Path) -> Profile:
     return parse_profile(data, str(path))
 
 
+#: kinds profiles wrote before pearl.device: the id's family, which _kind reads as the one vocabulary
+LEGACY_KINDS = ("cuda", "opencl")
+
+
+def _kind(v: "_Validator", d: dict, prefix: str) -> DeviceKind:
+    """The entry's DeviceKind. A profile of an older pearl wrote the id's family (cuda, opencl): a CUDA device
+    is a GPU, an OpenCL device on the host's cores a CPU, a modelled OpenCL device (only FPGA descriptors
+    became one) an FPGA, a measured one a GPU (the profiler never timed FPGA boards)."""
+    text = v.text(d, "kind", prefix)
+    if text in {k.value for k in DeviceKind}:
+        return DeviceKind(text)
+    if text == "cuda":
+        return DeviceKind.GPU
+    if text == "opencl":
+        if d.get("shares") == HOST_RESOURCE:
+            return DeviceKind.CPU
+        return DeviceKind.FPGA if d.get("source") == "modelled" else DeviceKind.GPU
+    v.fail(field_path(prefix, "kind"), f"one of {', '.join(k.value for k in DeviceKind)}", text)
+
+
 def parse_profile(data: Any, where: str) -> Profile:
     v = _Validator(where)
     if not isinstance(data, dict):
@@ -217,7 +238,7 @@ def parse_profile(data: Any, where: str) -> Profile:
     if not isinstance(host, dict):
         v.fail("host", "an object")
     profile = Profile(v.text(data, "pearl_version"), v.text(data, "created"), mode, host)
-    profile.devices = [DeviceEntry(v.text(d, "id", p), v.text(d, "kind", p), v.text(d, "adapter", p),
+    profile.devices = [DeviceEntry(v.text(d, "id", p), _kind(v, d, p), v.text(d, "adapter", p),
                                    v.text(d, "name", p), v.integer(d, "lanes", p, 1, MAX_LANES),
                                    v.integer(d, "memory_bytes", p, 0), v.source(d, p), v.optional_text(d, "shares", p),
                                    v.optional_text(d, "descriptor", p), bool(d.get("descriptor_matched", False)))

@@ -39,6 +39,7 @@ from pearl import __version__
 from pearl.adapters import Adapter, DeviceInfo, ReplayKernels, discover, open_adapter
 from pearl.algos import OffPolicyConfig, preset
 from pearl.algos.params import ParamLayout, init_params
+from pearl.device import HOST_DEVICE, HOST_RESOURCE, DeviceKind  # noqa: F401 - HOST_RESOURCE read here by callers
 from pearl.descriptors import DEVICES_DIR, DeviceDescriptor, load_descriptor, resolve_descriptor
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError
@@ -51,7 +52,6 @@ from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 
 #: The presets profiled for each --algo.
 PRESET_ENVS = {"dqn": "CartPole-v1", "ddpg": "Pendulum-v1"}
-HOST_RESOURCE = "host-cpu"
 GENERIC_CPU_DESCRIPTOR = "generic-x86-server-cpu.toml"
 
 
@@ -123,7 +123,8 @@ class _Target:
 
 
 def plan_devices(options: ProfileOptions) -> list[DeviceInfo]:
-    found = {d.id: d for d in discover().devices if d.usable and "accelerator" not in d.note}
+    # an FPGA board runs precompiled binaries only: nothing for the profiler to build and time
+    found = {d.id: d for d in discover().devices if d.usable and d.kind is not DeviceKind.FPGA}
     if options.devices is None:
         return list(found.values())
     missing = [d for d in options.devices if d not in found]
@@ -197,7 +198,7 @@ def _match(info: DeviceInfo, descriptors: list[DeviceDescriptor]) -> tuple[Devic
             best, best_len = d, max(map(len, hits))
     if best is not None:
         return best, True
-    if info.kind == "cpu" or "cpu," in info.note:
+    if info.kind is DeviceKind.CPU:
         generic = [d for d in descriptors if d.source.name == GENERIC_CPU_DESCRIPTOR]
         return (generic[0] if generic else None), False
     return None, False
@@ -205,9 +206,9 @@ def _match(info: DeviceInfo, descriptors: list[DeviceDescriptor]) -> tuple[Devic
 
 def _target(info: DeviceInfo, descriptors: list[DeviceDescriptor]) -> _Target:
     descriptor, matched = _match(info, descriptors)
-    on_host = info.kind == "cpu" or (info.kind == "opencl" and "cpu," in info.note)
+    shares = info.resource if info.resource != info.id else None  # a resource of its own is not shared
     entry = DeviceEntry(info.id, info.kind, info.adapter, info.name, info.lanes, info.memory_bytes, "measured",
-                        HOST_RESOURCE if on_host else None, descriptor.source.name if descriptor else None, matched)
+                        shares, descriptor.source.name if descriptor else None, matched)
     return _Target(info, open_adapter(info.id, threads=1), entry, descriptor)
 
 
@@ -372,7 +373,7 @@ def _env_step(env_id: str, grid: Grid) -> EnvStepTiming:
 def _transfers(target: _Target, grid: Grid) -> list[Transfer]:
     """Latency from a 4-byte copy, bandwidth from a large one (its time less the latency)."""
     adapter = target.adapter
-    if target.info.id == "cpu":
+    if target.info.device_id == HOST_DEVICE:
         return []  # the host itself
     timing = {"min_time": grid.min_time, "warmup": grid.warmup, "min_samples": grid.min_samples}
     small, large = np.zeros(1, np.float32), np.zeros(grid.transfer_bytes // 4, np.float32)
@@ -411,16 +412,17 @@ def _power(targets: list[_Target], profile: Profile, grid: Grid) -> list[Power]:
 
 def _read_power(target: _Target, grid: Grid) -> power.PowerReading | None:
     measured = None
-    if target.info.kind == "cuda":
-        measured = power.nvml(int(target.info.id.split(":")[1]), _busy_loop(target), grid.power_seconds)
-    elif target.info.kind == "cpu" and power.rapl_domains():
+    device = target.info.device_id
+    if device.family == "cuda":  # NVML reads NVIDIA boards
+        measured = power.nvml(device.index[0], _busy_loop(target), grid.power_seconds)
+    elif device.is_host and power.rapl_domains():
         measured = power.rapl(_busy_loop(target), grid.power_seconds)
     if measured is not None:
         return measured
     if target.descriptor is None:
         return None
     # a device on the host's cores (cpu, PoCL's CPU device) is charged the share of the chip it has
-    return power.from_descriptor(target.descriptor, target.info.lanes if target.entry.shares else None)
+    return power.from_descriptor(target.descriptor, target.info.lanes if target.info.kind is DeviceKind.CPU else None)
 
 
 def _busy_loop(target: _Target) -> Callable[[], None]:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from pearl.costmodel.roofline import kernel_work, roofline_time
 from pearl.descriptors import DeviceDescriptor
+from pearl.device import DeviceKind
 from pearl.kernels import DEVICE_KERNELS
 from pearl.profiling.format import DeviceEntry, KernelTiming, Power, Profile, Transfer
 
-KIND = {"gpu": ("cuda", "torch"), "fpga": ("opencl", "opencl"), "cpu": ("cpu", "torch")}
+#: the adapter that would run each kind of absent device
+ADAPTER = {DeviceKind.GPU: "torch", DeviceKind.FPGA: "opencl", DeviceKind.CPU: "torch"}
 
 
 def what_if_id(descriptor: DeviceDescriptor) -> str:
@@ -26,7 +28,8 @@ def add_what_if(profile: Profile, descriptor: DeviceDescriptor, grid: object = N
     device_id = what_if_id(descriptor)
     if any(d.id == device_id for d in profile.devices):
         raise ValueError(f"{device_id} is already in the profile")
-    kind, adapter = KIND[descriptor.kind]
+    kind = DeviceKind(descriptor.kind)
+    adapter = ADAPTER[kind]
     figures = descriptor.figures
     profile.devices.append(DeviceEntry(device_id, kind, adapter, f"{descriptor.vendor} {descriptor.model}", 1,
                                        int(figures["memory_bytes"]), "modelled", None, descriptor.source.name, True))

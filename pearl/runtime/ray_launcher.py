@@ -36,6 +36,7 @@ import numpy as np
 
 from pearl.adapters.base import ReplayKernels, host_array
 from pearl.algos.base import OffPolicyConfig
+from pearl.device import DeviceId
 from pearl.errors import ConfigError, PearlError
 from pearl.runtime.actor_worker import ActorWorker, Collected, WorkerRestarted
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed
@@ -456,7 +457,7 @@ class RayLauncher(SegmentLauncher):
         cpus = float(have.get("CPU", 1.0))
         # acting on a GPU: a share of one (the check below names a cluster without one)
         gpus = min(1.0, max(float(have.get("GPU", 0.0)), 1.0) / self.job.actors) \
-            if self.placement.act.startswith("cuda") else 0.0
+            if DeviceId.parse(self.placement.act).family == "cuda" else 0.0
         return ShardPlacement(num_cpus=min(1.0, cpus / self.job.actors), num_gpus=gpus)
 
     def stop(self) -> None:

@@ -11,6 +11,7 @@ from pearl.adapters.torch.dqn import DQNAct, DQNLearn
 from pearl.adapters.torch.replay import TorchReplay
 from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import network_sizes
+from pearl.device import HOST, DeviceId, DeviceKind
 from pearl.errors import BackendMissing, DeviceError
 from pearl.hostinfo import cpu_lanes, cpu_name, host_memory_bytes
 from pearl.kernels import DEVICE_KERNELS
@@ -53,19 +54,18 @@ class TorchAdapter(Adapter):
 
 def _check_device(device_id: str) -> str:
     """Normalise `cuda` to `cuda:0`; refuse ids torch cannot run here, saying why."""
-    if device_id == "cpu":
+    parsed = DeviceId.parse(device_id)
+    if parsed.is_host:
         return "cpu"
-    if device_id == "cuda":
-        device_id = "cuda:0"
-    head, _, tail = device_id.partition(":")
-    if head != "cuda" or not tail.isdigit():
+    if parsed.family != "cuda":
         raise DeviceError(f"the torch adapter runs on cpu or cuda:N, not {device_id!r}")
+    device_id, index = str(parsed.whole), parsed.index[0]
     reason = cuda_unavailable_reason()
     if reason:
         raise BackendMissing(f"{device_id} is not available: {reason}; use --device cpu "
                              "(`pearl devices` lists this machine's devices)")
     count = torch.cuda.device_count()
-    if int(tail) >= count:
+    if index >= count:
         raise DeviceError(f"{device_id} does not exist: this machine has {count} CUDA device(s), "
                           f"cuda:0..cuda:{count - 1}")
     return device_id
@@ -82,13 +82,13 @@ def cuda_unavailable_reason() -> str:
 
 def discover() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
     """The torch devices of this machine, and (backend, reason) for those that are missing."""
-    devices = [DeviceInfo("cpu", "cpu", "torch", cpu_name(), cpu_lanes(), host_memory_bytes(),
+    devices = [DeviceInfo(HOST, DeviceKind.CPU, "torch", cpu_name(), cpu_lanes(), host_memory_bytes(),
                           note=f"torch {torch.__version__}")]
     reason = cuda_unavailable_reason()
     if reason:
         return devices, [("cuda", reason)]
     for i in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(i)
-        devices.append(DeviceInfo(f"cuda:{i}", "cuda", "torch", props.name, 1, int(props.total_memory),
+        devices.append(DeviceInfo(f"cuda:{i}", DeviceKind.GPU, "torch", props.name, 1, int(props.total_memory),
                                   note=f"CUDA {torch.version.cuda}, compute capability {props.major}.{props.minor}"))
     return devices, []
