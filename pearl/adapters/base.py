@@ -42,6 +42,9 @@ class DeviceInfo:
     #: the physical resource it runs on: HOST_RESOURCE for the host's cores, the GPU's id for a GPU and its
     #: slices, else its own id
     resource: str = ""
+    #: the fraction of its resource's compute it has: 1 for a whole device, a MIG instance's SMs ÷ the GPU's,
+    #: an MPS share's percentage ÷ 100
+    share: float = 1.0
     usable: bool = True
     note: str = ""
 

@@ -73,6 +73,18 @@ def _opencl_kind(cl, type_bits: int) -> DeviceKind:
     return DeviceKind.FPGA
 
 
+SLICE_BACKENDS = ("cuda", "slices", "mig", "mps")
+
+
+def check_slice_exists(device_id: str) -> None:
+    """DeviceError, with the reasons `pearl devices` gives, unless the slice device_id names exists here."""
+    from pearl.adapters.slices import check_slice
+
+    found = discover()
+    check_slice(device_id, [d.id for d in found.devices],
+                [f"{backend}: {why}" for backend, why in found.missing if backend in SLICE_BACKENDS])
+
+
 def require_opencl(device_id: str) -> None:
     """BackendMissing, saying how to install it, when pyopencl cannot be imported."""
     try:
@@ -97,6 +109,8 @@ def open_adapter(device_id: str, threads: int | None = None, descriptor: str | P
                                  "`pip install torch`") from None
         if descriptor is not None:
             raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device_id} builds nothing")
+        if parsed.slice is not None:
+            check_slice_exists(device_id)
         return TorchAdapter(device_id, threads)
     if parsed.is_opencl:
         require_opencl(device_id)

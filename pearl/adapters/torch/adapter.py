@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 
@@ -9,6 +11,7 @@ from pearl.adapters.base import ActKernel, Adapter, DeviceInfo, LearnKernel, Rep
 from pearl.adapters.torch.ddpg import DDPGAct, DDPGLearn
 from pearl.adapters.torch.dqn import DQNAct, DQNLearn
 from pearl.adapters.torch.replay import TorchReplay
+from pearl.adapters.slices import mig_instances, mps_daemon, open_nvml, slice_devices, slice_env
 from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import network_sizes
 from pearl.device import HOST, DeviceId, DeviceKind
@@ -60,6 +63,9 @@ def _check_device(device_id: str) -> str:
     if parsed.family != "cuda":
         raise DeviceError(f"the torch adapter runs on cpu or cuda:N, not {device_id!r}")
     device_id, index = str(parsed.whole), parsed.index[0]
+    if parsed.slice is not None:
+        index = _slice_index(str(parsed), index)
+        device_id = f"cuda:{index}"
     reason = cuda_unavailable_reason()
     if reason:
         raise BackendMissing(f"{device_id} is not available: {reason}; use --device cpu "
@@ -69,6 +75,19 @@ def _check_device(device_id: str) -> str:
         raise DeviceError(f"{device_id} does not exist: this machine has {count} CUDA device(s), "
                           f"cuda:0..cuda:{count - 1}")
     return device_id
+
+
+def _slice_index(device_id: str, index: int) -> int:
+    """The CUDA index a slice is under in this process: 0 for a MIG instance (the process sees only it), the
+    GPU's own for an MPS share. DeviceError when the process did not start with the slice's environment
+    (CUDA reads it once, when it starts), naming the variables to set."""
+    wanted = slice_env(device_id)
+    have = {k: os.environ.get(k) for k in wanted}
+    if any(have[k] != v for k, v in wanted.items() if k != "CUDA_MPS_PIPE_DIRECTORY"):
+        needed = " ".join(f"{k}={v}" for k, v in wanted.items())
+        raise DeviceError(f"{device_id} is a slice: its process must start with {needed} (the launchers "
+                          "start each role's process so; in this process they are not set)")
+    return 0 if "CUDA_VISIBLE_DEVICES" in wanted else index
 
 
 def cuda_unavailable_reason() -> str:
@@ -86,9 +105,22 @@ def discover() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
                           note=f"torch {torch.__version__}")]
     reason = cuda_unavailable_reason()
     if reason:
-        return devices, [("cuda", reason)]
+        return devices, [("cuda", reason), ("slices", "MIG instances and MPS shares are slices of a CUDA GPU, "
+                                                      "and there is none (see cuda)")]
+    missing: list[tuple[str, str]] = []
+    nvml, no_nvml = open_nvml()
+    mps = mps_daemon()
     for i in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(i)
-        devices.append(DeviceInfo(f"cuda:{i}", DeviceKind.GPU, "torch", props.name, 1, int(props.total_memory),
-                                  note=f"CUDA {torch.version.cuda}, compute capability {props.major}.{props.minor}"))
-    return devices, []
+        gpu = DeviceInfo(f"cuda:{i}", DeviceKind.GPU, "torch", props.name, 1, int(props.total_memory),
+                         note=f"CUDA {torch.version.cuda}, compute capability {props.major}.{props.minor}, "
+                              f"{props.multi_processor_count} SMs")
+        devices.append(gpu)
+        uuid = getattr(props, "uuid", None)  # NVML's GPU-<uuid>, so the NVML handle is this very GPU
+        migs, no_mig = mig_instances(nvml, f"GPU-{uuid}" if uuid else None, i) if nvml else ([], no_nvml)
+        devices += slice_devices(gpu, props.multi_processor_count, migs, mps)
+        if no_mig:
+            missing.append(("mig", f"{gpu.id}: {no_mig}"))
+    if mps.reason:
+        missing.append(("mps", mps.reason))
+    return devices, missing

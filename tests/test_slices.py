@@ -1,0 +1,179 @@
+"""Device identity and GPU slices: ids, MIG instances from (synthetic) NVML answers, MPS detection, the
+environment a slice's process starts with, and the errors of slices that do not exist."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from cli_support import run_cli
+from pearl.adapters.base import DeviceInfo
+from pearl.adapters.slices import (DEFAULT_MPS_PIPE_DIR, MigInstance, MpsDaemon, check_slice, mig_instances,
+                                   mps_daemon, open_nvml, slice_devices, slice_env)
+from pearl.device import HOST_RESOURCE, DeviceId, DeviceKind, Slice
+from pearl.errors import DeviceError
+
+
+@pytest.mark.parametrize("text", ["cpu", "cuda:0", "cuda:3", "opencl:0:1", "whatif:nvidia-h100-sxm5-80gb",
+                                  "cuda:0/mps:25", "cuda:1/mig:MIG-4a1f0c2e-9b7d-5e3a-8c6f-0123456789ab",
+                                  "whatif:nvidia-h100-sxm5-80gb/mig:1g.10gb"])
+def test_device_ids_round_trip(text: str) -> None:
+    assert str(DeviceId.parse(text)) == text
+
+
+def test_device_id_fields() -> None:
+    assert DeviceId.parse("cuda") == DeviceId("cuda", (0,))
+    mps = DeviceId.parse("cuda:1/mps:07")
+    assert (mps.family, mps.index, mps.slice, mps.slice.mps_percent, str(mps.whole)) == \
+        ("cuda", (1,), Slice("mps", "7"), 7, "cuda:1")
+    assert DeviceId.parse("opencl:2:3").index == (2, 3) and DeviceId.parse("cpu").is_host
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("cuda:0/mps:0", "from 1 to 100"), ("cuda:0/mps:101", "from 1 to 100"), ("cuda:0/mps:half", "from 1 to 100"),
+    ("cpu/mps:5", "only a GPU"), ("opencl:0:0/mig:MIG-1", "only a GPU"), ("cuda:0/tpc:3", "a slice is"),
+    ("tpu:0", "device ids look like"), ("cuda:x", "device ids look like"), ("opencl:0", "device ids look like")])
+def test_bad_device_ids_say_what_ids_look_like(text: str, fragment: str) -> None:
+    with pytest.raises(DeviceError, match=fragment):
+        DeviceId.parse(text)
+
+
+def test_device_info_reports_kind_and_resource_as_fields() -> None:
+    cpu = DeviceInfo("cpu", "cpu", "torch", "EPYC", 2, 1 << 30)
+    gpu = DeviceInfo("cuda:0", DeviceKind.GPU, "torch", "H100", 1, 80 << 30)
+    fpga = DeviceInfo("opencl:1:0", DeviceKind.FPGA, "opencl", "PAC", 1, 8 << 30)
+    assert cpu.kind is DeviceKind.CPU and (cpu.resource, gpu.resource, fpga.resource) == \
+        (HOST_RESOURCE, "cuda:0", "opencl:1:0")
+
+
+class FakeNvml:
+    """NVML's answers for one GPU with MIG instances in some slots (pynvml's function names)."""
+
+    NVML_DEVICE_MIG_ENABLE = 1
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, mode: int, slots: dict[int, tuple[str, str, int, int]]) -> None:
+        self.mode, self.slots, self.asked = mode, slots, []
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):  # noqa: N802 - NVML's names
+        self.asked.append(uuid)
+        return "gpu"
+
+    def nvmlDeviceGetHandleByIndex(self, index):  # noqa: N802
+        self.asked.append(index)
+        return "gpu"
+
+    def nvmlDeviceGetMigMode(self, handle):  # noqa: N802
+        if self.mode < 0:
+            raise self.NVMLError("Not Supported")
+        return [self.mode, self.mode]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle):  # noqa: N802
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle, i):  # noqa: N802
+        if i not in self.slots:
+            raise self.NVMLError("Not Found")
+        return i
+
+    def nvmlDeviceGetUUID(self, mig):  # noqa: N802
+        return self.slots[mig][0].encode()  # older pynvml answers bytes
+
+    def nvmlDeviceGetName(self, mig):  # noqa: N802
+        return self.slots[mig][1]
+
+    def nvmlDeviceGetAttributes(self, mig):  # noqa: N802
+        _, _, sms, mb = self.slots[mig]
+        return types.SimpleNamespace(multiprocessorCount=sms, memorySizeMB=mb)
+
+
+H100_SLOTS = {0: ("MIG-aaaa", "NVIDIA H100 80GB HBM3 MIG 3g.40gb", 60, 40_192),
+              3: ("MIG-bbbb", "NVIDIA H100 80GB HBM3 MIG 1g.10gb", 16, 9_984)}
+
+
+def test_mig_instances_from_nvml_answers() -> None:
+    nvml = FakeNvml(1, H100_SLOTS)
+    found, why = mig_instances(nvml, "GPU-1234", 0)
+    assert why == "" and nvml.asked == ["GPU-1234"]
+    assert found == [MigInstance("MIG-aaaa", "NVIDIA H100 80GB HBM3 MIG 3g.40gb", 60, 40_192 << 20),
+                     MigInstance("MIG-bbbb", "NVIDIA H100 80GB HBM3 MIG 1g.10gb", 16, 9_984 << 20)]
+    gpu = DeviceInfo("cuda:0", DeviceKind.GPU, "torch", "NVIDIA H100 80GB HBM3", 1, 80 << 30)
+    slices = slice_devices(gpu, 132, found, MpsDaemon("/tmp/mps", ""))
+    assert [(d.id, d.resource, round(d.share, 3)) for d in slices] == [
+        ("cuda:0/mig:MIG-aaaa", "cuda:0", round(60 / 132, 3)), ("cuda:0/mig:MIG-bbbb", "cuda:0", round(16 / 132, 3))]
+    assert slices[1].memory_bytes == 9_984 << 20 and slices[1].kind is DeviceKind.GPU
+
+
+@pytest.mark.parametrize(("mode", "slots", "fragment"), [
+    (0, {}, "MIG mode is off"), (1, {}, "no MIG instance exists"), (-1, {}, "no MIG mode")])
+def test_no_mig_instances_says_why(mode: int, slots: dict, fragment: str) -> None:
+    found, why = mig_instances(FakeNvml(mode, slots), None, 0)
+    assert found == [] and fragment in why
+
+
+def test_nvml_on_this_machine_answers_or_says_why() -> None:
+    nvml, why = open_nvml()
+    assert (nvml is None) == bool(why)
+    if nvml is not None:
+        nvml.nvmlShutdown()
+
+
+def test_mps_daemon_is_detected_from_its_pipe_directory_without_starting_anything() -> None:
+    pipes = {"/run/mine/control"}
+    found = mps_daemon({"CUDA_MPS_PIPE_DIRECTORY": "/run/mine"}, pipes.__contains__, lambda _: "/usr/bin/x")
+    assert found == MpsDaemon("/run/mine", "")
+    assert mps_daemon({}, {f"{DEFAULT_MPS_PIPE_DIR}/control"}.__contains__, lambda _: None).pipe_dir == \
+        DEFAULT_MPS_PIPE_DIR
+    idle = mps_daemon({}, lambda _: False, lambda _: "/usr/bin/nvidia-cuda-mps-control")
+    assert idle.pipe_dir is None and "not running" in idle.reason
+    absent = mps_daemon({}, lambda _: False, lambda _: None)
+    assert absent.pipe_dir is None and "not installed" in absent.reason
+    gpu = DeviceInfo("cuda:0", DeviceKind.GPU, "torch", "H100", 1, 80 << 30)
+    shares = slice_devices(gpu, 132, [], MpsDaemon("/run/mine", ""))
+    assert [(d.id, d.share) for d in shares] == [("cuda:0/mps:25", 0.25), ("cuda:0/mps:50", 0.5)]
+    assert slice_devices(gpu, 132, [], idle) == []
+
+
+def test_slice_env_names_the_mig_instance_or_the_mps_share() -> None:
+    assert slice_env("cuda:0") == {} and slice_env("cpu") == {}
+    assert slice_env("cuda:0/mig:MIG-aaaa", {}) == {"CUDA_VISIBLE_DEVICES": "MIG-aaaa"}
+    env = {"CUDA_MPS_PIPE_DIRECTORY": "/run/mine", "CUDA_MPS_LOG_DIRECTORY": "/run/mine-log"}
+    assert slice_env("cuda:1/mps:30", env) == {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30",
+                                               "CUDA_MPS_PIPE_DIRECTORY": "/run/mine",
+                                               "CUDA_MPS_LOG_DIRECTORY": "/run/mine-log"}
+
+
+def test_check_slice_refuses_what_the_machine_lacks() -> None:
+    present = ["cpu", "cuda:0", "cuda:0/mig:MIG-aaaa", "cuda:1", "cuda:1/mps:25", "cuda:1/mps:50"]
+    check_slice("cuda:0/mig:MIG-aaaa", present, [])
+    check_slice("cuda:1/mps:30", present, [])  # the daemon runs: any percentage
+    with pytest.raises(DeviceError, match="cuda:0/mig:MIG-zzzz does not exist.*MIG mode"):
+        check_slice("cuda:0/mig:MIG-zzzz", present, ["mig: MIG mode is off"])
+    with pytest.raises(DeviceError, match="cuda:0/mps:30 does not exist"):
+        check_slice("cuda:0/mps:30", present, [])
+
+
+@pytest.mark.parametrize(("device", "fragment"), [
+    ("cuda:0/mps:101", "from 1 to 100"), ("cuda:0/mps:0", "from 1 to 100"),
+    ("cuda:0/mig:MIG-0000", "does not exist on this machine")])
+def test_cli_refuses_bad_slices(capsys, device: str, fragment: str) -> None:
+    import torch
+
+    if device.endswith("MIG-0000") and torch.cuda.is_available():
+        pytest.skip("a GPU machine might list slices: the error is tested with synthetic answers above")
+    code, out, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "100",
+                             "--device", device)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0]
+
+
+def test_devices_says_why_there_are_no_slices(capsys) -> None:
+    import torch
+
+    code, out, _ = run_cli(capsys, "devices")
+    assert code == 0
+    if not torch.cuda.is_available():
+        assert "slices" in out and "no" in out.split("slices", 1)[1]
