@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from pearl.costmodel import CostModel
-from pearl.profiling.format import KernelTiming, Profile, ProfileError, load_profile
+from pearl.profile.format import KernelTiming, Profile, ProfileError, load_profile
 
 DEFAULT_PROFILE = Path("profiles/reference.json")
 

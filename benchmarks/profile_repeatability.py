@@ -20,7 +20,7 @@ import sys
 import time
 
 from pearl.errors import PearlError
-from pearl.profiling.format import Profile
+from pearl.profile.format import Profile
 from pearl.profiling.profiler import ProfileOptions, run_profile
 
 

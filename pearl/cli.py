@@ -10,6 +10,7 @@ import difflib
 import itertools
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -212,7 +213,7 @@ def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restart
         return resume_training(resume_dir, eval_episodes=eval_episodes, progress=bar, max_restarts=restarts)
 
 
-@cli.command()
+@cli.group(invoke_without_command=True)
 @click.option("--quick", is_flag=True, help="A small grid and short timings: under a minute on 2 cores.")
 @click.option("--out", default=None, help="Profile file to write [default: profiles/<host>-<mode>.json].")
 @click.option("--algo", type=click.Choice(["dqn", "ddpg", "all"]), default="all", show_default=True,
@@ -227,19 +228,22 @@ def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restart
 @click.option("--what-if", "what_if", multiple=True,
               help="Add a device that is absent, costed by a roofline model from this descriptor (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with a summary.")
-def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], env_id: str | None,
-            hidden: str | None, batch_size: int | None, n_envs: int | None, what_if: tuple[str, ...],
-            as_json: bool) -> None:
+@click.pass_context
+def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices: tuple[str, ...],
+            env_id: str | None, hidden: str | None, batch_size: int | None, n_envs: int | None,
+            what_if: tuple[str, ...], as_json: bool) -> None:
     """Measure every kernel on every device into a profile.
 
     Times every kernel on every device of this machine over a grid of batch sizes, with power and transfers,
-    and writes a profile file."""
+    and writes a profile file. `pearl profile merge` joins such profiles into a cluster profile."""
+    if ctx.invoked_subcommand is not None:
+        return
     import platform
 
     from pearl.fileio import check_writable
     from pathlib import Path
 
-    from pearl.profiling.format import check_same_machine, load_profile, merge_profiles, save_profile
+    from pearl.profile.format import check_same_machine, load_profile, merge_profiles, save_profile
     from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
 
     options = ProfileOptions(quick=quick, algos=("dqn", "ddpg") if algo == "all" else (algo,),
@@ -284,6 +288,35 @@ def profile(quick: bool, out: str | None, algo: str, devices: tuple[str, ...], e
     click.echo(f"  wrote {written}")
 
 
+@profile.command("merge")
+@click.argument("nodes", nargs=-1, required=True, metavar="NAME=FILE...")
+@click.option("--network", default=None, metavar="DESCRIPTOR",
+              help="Network descriptor the links are modelled from (networks/40gbe.toml, or a name: 40gbe).")
+@click.option("--out", required=True, help="Cluster profile file to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object with a summary.")
+def profile_merge(nodes: tuple[str, ...], network: str | None, out: str, as_json: bool) -> None:
+    """Join host profiles into a cluster profile.
+
+    Each NAME=FILE is a node and the profile of it (one file may stand for several nodes, a what-if); every
+    pair of nodes is joined by a link modelled from the network descriptor."""
+    from pearl.profile.cluster import merge_profiles_into_cluster, parse_node_args, save_cluster
+
+    cluster = merge_profiles_into_cluster(parse_node_args(nodes), network)
+    written = save_cluster(cluster, out)
+    summary = {"profile": str(written), "nodes": {n.name: [d.id for d in n.profile.devices] for n in cluster.nodes},
+               "links": [{"nodes": [k.a, k.b], "latency_s": k.latency_s, "bandwidth_bytes_per_s":
+                          k.bandwidth_bytes_per_s, "source": k.source, "network": k.network} for k in cluster.links]}
+    if as_json:
+        _print_json(summary)
+        return
+    for n in cluster.nodes:
+        click.echo(f"node {n.name}: {', '.join(summary['nodes'][n.name])} (from {n.origin})")
+    for k in cluster.links:
+        click.echo(f"link {k.a} - {k.b}: {k.latency_s * 1e6:.3g} µs, {k.bandwidth_bytes_per_s / 1e9:.3g} GB/s "
+                   f"({k.source}, {k.network})")
+    click.echo(f"wrote {written}")
+
+
 @cli.command()
 @click.option("--profile", "profile_path", required=True, help="Profile file written by `pearl profile`.")
 @click.option("--algo", type=click.Choice(["dqn", "ddpg"]), required=True, help="Algorithm to plan for.")
@@ -302,6 +335,7 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
     from pearl.planner.make import make_plan
     from pearl.planner.plan import save_plan
 
+    _quiet_solver()
     if envs is not None and envs != "auto":
         try:
             envs = int(envs)
@@ -340,6 +374,7 @@ def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool) -> None
     it with that plan, and prints the report."""
     from pearl.quickstart import run_quickstart
 
+    _quiet_solver()
     report = run_quickstart(seed=seed, runs_dir=runs_dir, reprofile=reprofile,
                             say=(lambda _m: None) if as_json else click.echo,
                             progress=lambda total, label, unit: _progress(total, not as_json, label, unit))
@@ -363,6 +398,7 @@ def compare(profile_path: str, algo: str, env_id: str, seconds: float, seed: int
     measured throughput and energy per step, with a plot and a markdown report."""
     from pearl.compare import run_compare
 
+    _quiet_solver()
     report = run_compare(profile_path, algo, env_id, seconds=seconds, runs_dir=runs_dir, seed=seed,
                          say=(lambda _m: None) if as_json else click.echo)
     if as_json:
@@ -492,6 +528,40 @@ class _progress:
             else f"{self.done:,} {units}"
         click.echo(f"{self.label}: {count}, {when}{now - self.t0:.0f} s", err=True)
         self.printed += 1
+
+
+def _quiet_solver() -> None:
+    """highspy 1.16 writes a two-line banner to the process's standard output (fd 1, from C++, so neither
+    sys.stdout nor PuLP's msg=False catches it) when the process makes its first Highs object. `--json`
+    promises one JSON object on stdout: the commands that solve make that first object here, with fd 1 pointed
+    at /dev/null, so the planner itself stays a function from numbers to a plan."""
+    try:
+        import highspy
+    except ImportError:  # CBC alone: no banner
+        return
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no fd 1 to protect
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            highspy.Highs()
+            _flush_c_stdout()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _flush_c_stdout() -> None:
+    """Anything C stdio still buffers for fd 1 goes to where fd 1 points now."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):  # no C library to ask (not a POSIX platform): nothing buffered there
+        pass
 
 
 def _print_json(obj: dict) -> None:

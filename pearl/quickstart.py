@@ -38,7 +38,7 @@ def reusable(path: Path) -> bool:
     from pearl.hostinfo import cpu_lanes, cpu_name
     from pearl.planner.build import preset_workload
     from pearl.envs import env_spec
-    from pearl.profiling.format import load_profile
+    from pearl.profile.format import load_profile
 
     if not path.exists():
         return False
@@ -61,7 +61,7 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
     prints a line now and then when stderr is not a terminal)."""
     from pearl.planner.make import make_plan
     from pearl.planner.plan import save_plan
-    from pearl.profiling.format import save_profile
+    from pearl.profile.format import save_profile
     from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
     from pearl.fileio import check_writable
     from pearl.runtime.record import check_runs_dir

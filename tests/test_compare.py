@@ -12,7 +12,7 @@ from cli_support import run_cli
 
 @pytest.fixture(scope="module")
 def profile_file(tmp_path_factory) -> Path:
-    from pearl.profiling.format import save_profile
+    from pearl.profile.format import save_profile
     from pearl.profiling.profiler import ProfileOptions, run_profile
 
     path = tmp_path_factory.mktemp("cmp") / "profile.json"

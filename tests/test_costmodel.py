@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pearl.costmodel import CostModel, Estimate, PowerEstimate, Work, kernel_work, roofline_time
 from pearl.costmodel.roofline import transition_floats, tree_depth
-from pearl.profiling.format import (SCHEMA, DeviceEntry, KernelTiming, Profile, ProfileError, Workload, parse_profile,
+from pearl.profile.format import (SCHEMA, DeviceEntry, KernelTiming, Profile, ProfileError, Workload, parse_profile,
                                     workload_key)
 
 ROOT = Path(__file__).resolve().parent.parent

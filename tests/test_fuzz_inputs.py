@@ -36,7 +36,7 @@ from cli_support import run_cli
 from pearl.descriptors import KINDS, DescriptorError, load_descriptor
 from pearl.kernels import DEVICE_KERNELS
 from pearl.planner.plan import PlanFileError, load_plan, save_plan
-from pearl.profiling.format import ProfileError, load_profile, save_profile
+from pearl.profile.format import ProfileError, load_profile, save_profile
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -147,13 +147,13 @@ def test_in_situ_factor_scales_the_learner_side_costs() -> None:
     from pearl.costmodel import CostModel
     from pearl.envs import env_spec
     from pearl.planner.build import build_problem
-    from pearl.profiling.format import InSituTiming, load_profile
+    from pearl.profile.format import InSituTiming, load_profile
 
     profile = load_profile(REFERENCE)
     spec = env_spec("CartPole-v1")
     without = dataclasses.replace(profile, in_situ=[], weight_sync=[])  # learn then holds no publish
     base, facts = build_problem(without, CostModel(without), "dqn", spec)
-    key, model = facts["workload"], CostModel(without)
+    key, model = facts.workload, CostModel(without)
     bare = (2 * model.kernel_time("replay_insert", "cpu", key, 1).seconds
             + model.kernel_time("replay_sample", "cpu", key, 64).seconds
             + model.kernel_time("learn", "cpu", key, 64).seconds)
@@ -175,23 +175,23 @@ def test_weight_sync_is_costed_on_the_learner_and_each_actor() -> None:
     from pearl.planner.build import build_problem
     from pearl.planner.ilp import solve
     from pearl.planner.make import _kernel_seconds
-    from pearl.profiling.format import WeightSyncTiming, load_profile
+    from pearl.profile.format import WeightSyncTiming, load_profile
 
     profile = dataclasses.replace(load_profile(REFERENCE), weight_sync=[])
     spec = env_spec("CartPole-v1")
     base, facts = build_problem(profile, CostModel(profile), "dqn", spec)
     assert all(e.name != "weights" for e in base.edges)  # the sync is no edge: it always crosses processes
-    assert facts["weight_sync_s"][("learn", "cpu")] == 0.0  # cpu without a timing: host to host, no transfer
+    assert facts.weight_sync_s[("learn", "cpu")] == 0.0  # cpu without a timing: host to host, no transfer
     # PoCL without a timing: its d2h of the policy (4-256-256-2: 67,586 floats)
     pocl_d2h = CostModel(profile).transfer_time("opencl:0:0", "cpu", 67_586 * 4).seconds
-    assert pocl_d2h > 0 and facts["weight_sync_s"][("learn", "opencl:0:0")] == pytest.approx(pocl_d2h)
-    key = facts["workload"]
+    assert pocl_d2h > 0 and facts.weight_sync_s[("learn", "opencl:0:0")] == pytest.approx(pocl_d2h)
+    key = facts.workload
     timed = dataclasses.replace(profile, weight_sync=[WeightSyncTiming(key, d, 20e-6, 50e-6, 100, "measured")
                                                       for d in ("cpu", "opencl:0:0")])
     synced, facts2 = build_problem(timed, CostModel(timed), "dqn", spec)
     # DQN CartPole: S = 2 env steps per update, 1 env per actor, K = 1: a publish per update, and each of n
     # actors loads min(1, 2/n) snapshots per update
-    old = facts["weight_sync_s"]  # what the base problem counted for the sync (transfers alone)
+    old = facts.weight_sync_s  # what the base problem counted for the sync (transfers alone)
     for d in ("cpu", "opencl:0:0"):
         assert synced.cost[("learn", d)] == pytest.approx(base.cost[("learn", d)] - old[("learn", d)] + 20e-6)
         for a in synced.actor_options():
@@ -210,7 +210,7 @@ def test_weight_sync_is_costed_on_the_learner_and_each_actor() -> None:
 def test_envs_auto_keeps_the_best_choice_and_merges_the_fronts() -> None:
     from pearl.costmodel import CostModel
     from pearl.planner.make import ENV_CHOICES, make_plan
-    from pearl.profiling.format import load_profile
+    from pearl.profile.format import load_profile
 
     largest = max(CostModel(load_profile(REFERENCE)).batches("act", "cpu", "dqn-CartPole-v1-o4-a2-h256x256"))
     choices = [e for e in ENV_CHOICES if e <= largest]
@@ -238,18 +238,18 @@ def test_envs_per_actor_set_the_act_and_insert_costs() -> None:
     from pearl.costmodel import CostModel
     from pearl.envs import env_spec
     from pearl.planner.build import build_problem
-    from pearl.profiling.format import load_profile
+    from pearl.profile.format import load_profile
 
     profile = load_profile(REFERENCE)
     model, spec = CostModel(profile), env_spec("CartPole-v1")
     problem, facts = build_problem(profile, model, "dqn", spec, envs=8)
-    key, steps = facts["workload"], facts["steps_per_iteration"]
-    assert facts["envs_per_actor"] == 8 and {a.envs for a in problem.actor_options()} == {8}
+    key, steps = facts.workload, facts.steps_per_iteration
+    assert facts.envs_per_actor == 8 and {a.envs for a in problem.actor_options()} == {8}
     insert = model.in_situ_factor("cpu", key) * (steps / 8) * model.kernel_time("replay_insert", "cpu", key, 8).seconds
     assert problem.cost[("replay_insert", "cpu")] == pytest.approx(insert)
     for a in problem.actor_options():
         act = (steps / 8) * model.kernel_time("act", "cpu", key, 8).seconds
-        assert problem.act_cost[(a, "cpu")] == pytest.approx(act + facts["weight_sync_s"][("act", a, "cpu")])
+        assert problem.act_cost[(a, "cpu")] == pytest.approx(act + facts.weight_sync_s[("act", a, "cpu")])
 
 
 def test_envs_per_actor_option_is_checked(capsys, tmp_path) -> None:

@@ -11,7 +11,7 @@ from cli_support import run_cli
 from pearl.descriptors import DescriptorError, load_descriptor
 from pearl.device import HOST_RESOURCE, DeviceKind
 from pearl.kernels import DEVICE_KERNELS
-from pearl.profiling.format import ProfileError, load_profile, save_profile
+from pearl.profile.format import ProfileError, load_profile, save_profile
 from pearl.profiling.power import rapl_domains
 from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
 

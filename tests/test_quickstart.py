@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pearl.cli import main
-from pearl.profiling.format import load_profile, save_profile
+from pearl.profile.format import load_profile, save_profile
 from pearl.profiling.profiler import ProfileOptions, run_profile
 from pearl.quickstart import profile_path, reusable
 

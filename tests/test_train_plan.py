@@ -16,7 +16,7 @@ from pearl.planner.plan import load_plan, save_plan
 def plan_file(tmp_path_factory) -> Path:
     """A plan made from a quick profile of THIS machine (plans from other machines are refused)."""
     from pearl.planner.make import make_plan
-    from pearl.profiling.format import save_profile
+    from pearl.profile.format import save_profile
     from pearl.profiling.profiler import ProfileOptions, run_profile
 
     folder = tmp_path_factory.mktemp("plan")

@@ -9,7 +9,7 @@ from cli_support import run_cli
 
 from pearl.errors import PlanError
 from pearl.planner.make import make_plan
-from pearl.profiling.format import ProfileError, load_profile, merge_profiles, parse_profile, save_profile
+from pearl.profile.format import ProfileError, load_profile, merge_profiles, parse_profile, save_profile
 from pearl.profiling.profiler import ProfileOptions, run_profile
 
 

@@ -33,7 +33,7 @@ import bisect
 from dataclasses import dataclass
 
 from pearl.device import HOST_DEVICE
-from pearl.profiling.format import KernelTiming, Power, Profile, Transfer
+from pearl.profile.format import KernelTiming, Power, Profile, Transfer
 
 __all__ = ["HOST", "CostModel", "Estimate", "PowerEstimate"]
 

@@ -72,7 +72,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from pearl.kernels import KERNEL_NAMES
-from pearl.profiling.format import Workload
+from pearl.profile.format import Workload
 from pearl.replay.sumtree import DEFAULT_ARITY as SUMTREE_ARITY  # children per sum-tree node, as replay uses
 from pearl.replay.sumtree import tree_depth
 

@@ -25,7 +25,8 @@ the policy's parameters on act's. This module imports no torch and no pyopencl.
 from __future__ import annotations
 
 import math
-from functools import cache, partial
+from dataclasses import dataclass, field
+from functools import cached_property, partial
 from typing import Callable
 
 from pearl.algos import OffPolicyConfig, preset
@@ -34,7 +35,7 @@ from pearl.costmodel import CostModel, Estimate
 from pearl.device import HOST
 from pearl.errors import PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Problem, Resource
-from pearl.profiling.format import Profile, workload_key
+from pearl.profile.format import Profile, workload_key
 from pearl.types import EnvSpec
 
 FLOAT = 4
@@ -53,55 +54,119 @@ def transition_bytes(spec: EnvSpec) -> int:
     return FLOAT * (2 * spec.obs_dim + 2) + action
 
 
+@dataclass(frozen=True)
+class Facts:
+    """What the plan reports beside the problem's numbers."""
+
+    workload: str  # the profile's workload key
+    steps_per_iteration: float  # S = 1/ρ
+    batch_size: int
+    envs_per_actor: int
+    config: OffPolicyConfig
+    #: the weight-sync part of the learn and act costs, which plans report apart: ("learn", d) -> seconds,
+    #: ("act", actor option, d) -> seconds
+    weight_sync_s: dict[tuple, float]
+
+
+@dataclass(eq=False)
+class _Inputs:
+    """The cost model's figures for one workload, as the problem's builders ask for them (seconds)."""
+
+    model: CostModel
+    config: OffPolicyConfig
+    spec: EnvSpec
+    key: str
+    host_device: str
+    _syncs: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def t(self, kernel: str, device: str, size: int) -> float:
+        return _seconds(lambda: self.model.kernel_time(kernel, device, self.key, size))
+
+    def can(self, kernel: str, device: str) -> bool:
+        return bool(self.model.batches(kernel, device, self.key))
+
+    def tau(self, src: str, dst: str, nbytes: float, arrays: int = 1) -> float:
+        return _seconds(lambda: self.model.transfer_time(src, dst, int(nbytes), arrays))
+
+    @property
+    def steps(self) -> float:
+        return 1.0 / self.config.replay_ratio
+
+    @cached_property
+    def policy_params(self) -> int:
+        return param_count(self.config, self.spec, policy_net(self.config.algo))
+
+    def weight_sync(self, d: str) -> tuple[float, float]:
+        """(publish, load) seconds of one weight sync on device d (asked for by learn's device and act's)."""
+        if d not in self._syncs:
+            self._syncs[d] = self._weight_sync(d)
+        return self._syncs[d]
+
+    def _weight_sync(self, d: str) -> tuple[float, float]:
+        timed = _profiled(partial(self.model.weight_sync_time, d, self.key))
+        if timed is not None:
+            return timed[0].seconds, timed[1].seconds
+        nbytes = self.policy_params * FLOAT
+        return self.tau(d, self.host_device, nbytes), self.tau(self.host_device, d, nbytes)
+
+
 def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
-                  envs: int | None = None) -> tuple[Problem, dict]:
+                  envs: int | None = None) -> tuple[Problem, Facts]:
     """The problem for actors stepping `envs` environments each (default: the preset's n_envs), and facts the
-    plan reports (S, B, the workload key, the host device)."""
+    plan reports (S, B, the workload key, the weight-sync seconds)."""
     config, key = preset_workload(algo, spec)
     if envs is not None:
         config = config.replace(n_envs=envs)
+    inputs = _Inputs(model, config, spec, key, HOST)
+    devices = _devices(inputs, algo)
+    resources = _resources(profile, model, devices)
+    sync_s: dict[tuple, float] = {}
+    cost = _learner_costs(inputs, devices, sync_s)
+    host_lanes = resources[model.resource(inputs.host_device)].lanes
+    options = [ActorOption(n, config.n_envs) for n in range(1, host_lanes + 1)]
+    act_cost, actor_period = _actor_costs(inputs, devices, options, sync_s)
+    edges, transfer = _edges(inputs, devices)
+    memory = _memory(inputs, devices)
+    _check_finite(cost=cost, act=act_cost, actor_period=actor_period, transfer=transfer)
+    problem = Problem(list(resources.values()), [Device(d, model.resource(d), profile.device(d).memory_bytes)
+                                                 for d in devices],
+                      model.resource(inputs.host_device), inputs.host_device, cost, act_cost,
+                      inputs.steps * _seconds(lambda: model.env_step_time(spec.env_id)), actor_period, edges,
+                      transfer, memory, prefetch=True)
+    return problem, Facts(key, inputs.steps, config.batch_size, config.n_envs, config, sync_s)
+
+
+def _devices(inputs: _Inputs, algo: str) -> list[str]:
+    """The devices that implement some kernel of the workload; the host device must be among them."""
+    model, key, host = inputs.model, inputs.key, inputs.host_device
     if key not in model.workloads():
         raise PlanError(f"the profile has no measurements of {key}; run `pearl profile --algo {algo} --env "
-                        f"{spec.env_id} --out PROFILE` on this machine (it adds that workload to the profile)")
-    host_device = HOST
-    if host_device not in model.devices():
+                        f"{inputs.spec.env_id} --out PROFILE` on this machine (it adds that workload to the profile)")
+    if host not in model.devices():
         raise PlanError("the profile has no `cpu` device: environments step on the host CPU")
-    steps = 1.0 / config.replay_ratio
-    batch, envs = config.batch_size, config.n_envs
-    step_s = _seconds(lambda: model.env_step_time(spec.env_id))
-
-    def t(kernel: str, device: str, size: int) -> float:
-        return _seconds(lambda: model.kernel_time(kernel, device, key, size))
-
-    def can(kernel: str, device: str) -> bool:
-        return bool(model.batches(kernel, device, key))
-
-    def tau(src: str, dst: str, nbytes: float, arrays: int = 1) -> float:
-        return _seconds(lambda: model.transfer_time(src, dst, int(nbytes), arrays))
-
-    devices = [d for d in model.devices() if any(can(k, d) for k in ("act", "learn", *REPLAY))]
-    if host_device not in devices:  # the problem needs the host's resource, where the actors run
-        raise PlanError(f"the profile has no kernel timings of {key} on {host_device}; run `pearl profile "
+    devices = [d for d in model.devices() if any(inputs.can(k, d) for k in ("act", "learn", *REPLAY))]
+    if host not in devices:  # the problem needs the host's resource, where the actors run
+        raise PlanError(f"the profile has no kernel timings of {key} on {host}; run `pearl profile "
                         f"--algo {algo}` on this machine")
-    resources = {}
+    return devices
+
+
+def _resources(profile: Profile, model: CostModel, devices: list[str]) -> dict[str, Resource]:
+    """One resource per physical resource of the devices: the most lanes any of its devices has, its power."""
+    resources: dict[str, Resource] = {}
     for d in devices:
-        entry = profile.device(d)
         r = model.resource(d)
         power = _power(model, d)
-        lanes = max(entry.lanes, resources[r].lanes if r in resources else 1)
+        lanes = max(profile.device(d).lanes, resources[r].lanes if r in resources else 1)
         resources[r] = Resource(r, lanes, power[0], power[1])
-    params, policy_params = param_count(config, spec), param_count(config, spec, policy_net(algo))
+    return resources
 
-    @cache  # asked for by learn's device and by act's
-    def weight_sync(d: str) -> tuple[float, float]:
-        """(publish, load) seconds of one weight sync on device d."""
-        timed = _profiled(partial(model.weight_sync_time, d, key))
-        if timed is not None:
-            return timed[0].seconds, timed[1].seconds
-        return tau(d, host_device, policy_params * FLOAT), tau(host_device, d, policy_params * FLOAT)
 
+def _learner_costs(inputs: _Inputs, devices: list[str], sync_s: dict[tuple, float]) -> dict[tuple[str, str], float]:
+    """Seconds per iteration of the replay kernels and learn (with the learner's publish) on each device."""
+    model, key, config, can, t = inputs.model, inputs.key, inputs.config, inputs.can, inputs.t
+    steps, batch, envs = inputs.steps, config.batch_size, config.n_envs
     syncs = 1.0 / config.weight_sync_interval  # snapshots per update the learner offers
-    sync_s: dict[tuple, float] = {}  # the weight-sync part of the learn and act costs, which plans report apart
     cost: dict[tuple[str, str], float] = {}
     for d in devices:
         # the learner-side kernels as they run interleaved in the learner's iteration (see in_situ_factor)
@@ -111,19 +176,33 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
             cost[("replay_sample", d)] = f * t("replay_sample", d, batch)
             cost[("priority_update", d)] = f * t("priority_update", d, batch) if config.prioritized else 0.0
         if can("learn", d):
-            sync_s[("learn", d)] = min(syncs, steps / envs) * weight_sync(d)[0]
+            sync_s[("learn", d)] = min(syncs, steps / envs) * inputs.weight_sync(d)[0]
             cost[("learn", d)] = f * t("learn", d, batch) + sync_s[("learn", d)]
-    host_lanes = resources[model.resource(host_device)].lanes
-    options = [ActorOption(n, envs) for n in range(1, host_lanes + 1)]
+    return cost
+
+
+def _actor_costs(inputs: _Inputs, devices: list[str], options: list[ActorOption], sync_s: dict[tuple, float]
+                 ) -> tuple[dict[tuple[ActorOption, str], float], dict[tuple[ActorOption, str], float]]:
+    """act's seconds per iteration (all actors, with their weight loads) and one actor's period, per option."""
+    steps, envs = inputs.steps, inputs.config.n_envs
+    syncs = 1.0 / inputs.config.weight_sync_interval
+    step_s = _seconds(lambda: inputs.model.env_step_time(inputs.spec.env_id))
     act_cost, actor_period = {}, {}
     for d in devices:
-        if can("act", d):
-            per_call, load = t("act", d, envs), weight_sync(d)[1]
+        if inputs.can("act", d):
+            per_call, load = inputs.t("act", d, envs), inputs.weight_sync(d)[1]
             for a in options:
                 loads = min(syncs, steps / (a.n * envs))  # per actor and iteration: at most one per act call
                 sync_s[("act", a, d)] = a.n * loads * load
                 act_cost[(a, d)] = (steps / envs) * per_call + sync_s[("act", a, d)]
                 actor_period[(a, d)] = steps / (a.n * envs) * (envs * step_s + per_call) + loads * load
+    return act_cost, actor_period
+
+
+def _edges(inputs: _Inputs, devices: list[str]) -> tuple[list[Edge], dict[tuple[str, str, str], float]]:
+    """The sampled batch to learn and the TD errors back, with their seconds between every two devices."""
+    config, spec, tau = inputs.config, inputs.spec, inputs.tau
+    batch = config.batch_size
     edges = [Edge("batch", "replay_sample", "learn"), Edge("td_errors", "learn", "priority_update")]
     per_edge = {
         "batch": lambda s, d: tau(s, d, batch * (transition_bytes(spec) + FLOAT), BATCH_ARRAYS),
@@ -137,23 +216,26 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
                     seconds = per_edge[e.name](s, d)
                     if seconds > 0:
                         transfer[(e.name, s, d)] = seconds
+    return edges, transfer
+
+
+def _memory(inputs: _Inputs, devices: list[str]) -> dict[tuple[str, str], float]:
+    """Replay storage, the learner's parameters (+ target, + Adam's two moments), the policy's parameters."""
+    params = param_count(inputs.config, inputs.spec)
     memory = {}
     for d in devices:
-        memory[("replay_insert", d)] = config.buffer_size * transition_bytes(spec)
-        memory[("learn", d)] = params * FLOAT * 4  # online + target + Adam's two moments
-        memory[("act", d)] = policy_params * FLOAT
-    for name, table in (("kernel", cost), ("act", act_cost), ("actor period", actor_period), ("transfer", transfer)):
+        memory[("replay_insert", d)] = inputs.config.buffer_size * transition_bytes(inputs.spec)
+        memory[("learn", d)] = params * FLOAT * 4
+        memory[("act", d)] = inputs.policy_params * FLOAT
+    return memory
+
+
+def _check_finite(**tables: dict) -> None:
+    for name, table in tables.items():
         for what, seconds in table.items():
             if not math.isfinite(seconds):  # e.g. a huge median times the steps of an iteration: no ILP takes it
-                raise PlanError(f"the profile's figures make the {name} time of {what} infinite; check its "
-                                "timings and bandwidths, or profile this machine again")
-    problem = Problem(list(resources.values()), [Device(d, model.resource(d), profile.device(d).memory_bytes)
-                                                 for d in devices],
-                      model.resource(host_device), host_device, cost, act_cost, steps * step_s, actor_period, edges,
-                      transfer, memory, prefetch=True)
-    facts = {"workload": key, "steps_per_iteration": steps, "batch_size": batch, "envs_per_actor": envs,
-             "config": config, "weight_sync_s": sync_s}
-    return problem, facts
+                raise PlanError(f"the profile's figures make the {name.replace('_', ' ')} time of {what} infinite; "
+                                "check its timings and bandwidths, or profile this machine again")
 
 
 def _seconds(estimate: Callable[[], Estimate]) -> float:

@@ -26,17 +26,18 @@ perf-per-watt minimises E, then P among the plans with that E (so every point of
 Times are divided by the largest time in the problem and memory rows by the device's memory before PuLP sees
 them, so the solver's absolute tolerances (1e-7) stay small against the numbers. PuLP rewrites the characters
 ``-+[] ->/`` in names, so every PuLP name is built from indices (``x_k1_d2``, ``load_r0``) and `_Model.names`
-maps constraint names back to the human labels (``load[cpu]``).
+maps constraint names back to the human labels (``load[cpu]``). `_build` calls one small function per
+constraint family (`_assign`, `_couple`, `_load`, ...), each named after its row above. This module writes
+nothing to the process's standard output of its own accord; the CLI silences HiGHS's banner (cli._quiet_solver).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import sys
 import time
 import warnings
 from dataclasses import dataclass, field
+from typing import Callable
 
 import pulp
 
@@ -217,152 +218,205 @@ def _expr(value: object) -> pulp.LpAffineExpression:
     return pulp.LpAffineExpression(value)
 
 
-def _build(problem: Problem, relax: frozenset[str] = frozenset()) -> _Model:
-    """The program with every family except those in `relax` ("memory", "actors"); no objective yet."""
-    s = _time_scale(problem)
-    didx = {d.id: j for j, d in enumerate(problem.devices)}
-    res_of = {d.id: d.resource for d in problem.devices}
-    lp = pulp.LpProblem("pearl_plan", pulp.LpMinimize)
-    period = _var(lp, "period", 0, None, pulp.LpContinuous)
-    names: dict[str, str] = {}
+@dataclass
+class _Builder:
+    """The program while it is being built: its variables, and the helpers each constraint family uses."""
 
-    def add(constraint: pulp.LpConstraint, name: str, label: str) -> None:
-        lp.addConstraint(constraint, name)
-        names[name] = label
+    problem: Problem
+    lp: pulp.LpProblem
+    period: pulp.LpVariable
+    scale: float
+    x: dict[tuple[str, str], pulp.LpVariable] = field(default_factory=dict)
+    v: dict[tuple[ActorOption, str], pulp.LpVariable] = field(default_factory=dict)
+    #: (edge, source device, destination device, scaled seconds, indicator that the edge runs there)
+    transfers: list[tuple[Edge, str, str, float, pulp.LpAffineExpression]] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)
 
-    x: dict[tuple[str, str], pulp.LpVariable] = {}
+    def __post_init__(self) -> None:
+        self.didx = {d.id: j for j, d in enumerate(self.problem.devices)}
+        self.res_of = {d.id: d.resource for d in self.problem.devices}
+        self.options = self.problem.actor_options()
+
+    def add(self, constraint: pulp.LpConstraint, name: str, label: str) -> None:
+        self.lp.addConstraint(constraint, name)
+        self.names[name] = label
+
+    def on(self, k: str, d: str) -> pulp.LpAffineExpression | int:
+        """x[k,d] as an expression, or the constant 0/1 (env_step, a device k is not allowed on)."""
+        if k == ENV:
+            return 1 if d == self.problem.host_device else 0
+        if k == ACT:
+            terms = [self.v[(a, d)] for a in self.options if (a, d) in self.v]
+            return pulp.lpSum(terms) if terms else 0
+        var = self.x.get((k, d))
+        return 0 if var is None else var
+
+    def kernel_time(self, k: str) -> pulp.LpAffineExpression:
+        s = self.scale
+        if k == ACT:
+            return pulp.lpSum(self.problem.act_cost[key] / s * var for key, var in self.v.items())
+        return pulp.lpSum(self.problem.cost[key] / s * var for key, var in self.x.items() if key[0] == k)
+
+    def edge_time(self, keep: Callable[[Edge], bool]) -> pulp.LpAffineExpression:
+        return pulp.lpSum(t * prod for (e, _, _, t, prod) in self.transfers if keep(e))
+
+
+def _variables(b: _Builder) -> None:
+    """x[k,d] for the kernels other than act, v[a,d] for act: only where the problem allows them."""
+    problem = b.problem
     for ki, k in enumerate(PLACED):
         if k == ACT:
             continue
         for d in problem.devices:
             if (k, d.id) in problem.cost:
-                x[(k, d.id)] = _var(lp, f"x_k{ki}_d{didx[d.id]}", 0, 1, pulp.LpBinary)
-    v: dict[tuple[ActorOption, str], pulp.LpVariable] = {}
-    options = problem.actor_options()
-    for ai, a in enumerate(options):
+                b.x[(k, d.id)] = _var(b.lp, f"x_k{ki}_d{b.didx[d.id]}", 0, 1, pulp.LpBinary)
+    for ai, a in enumerate(b.options):
         for d in problem.devices:
             if (a, d.id) in problem.act_cost:
-                v[(a, d.id)] = _var(lp, f"v_a{ai}_d{didx[d.id]}", 0, 1, pulp.LpBinary)
+                b.v[(a, d.id)] = _var(b.lp, f"v_a{ai}_d{b.didx[d.id]}", 0, 1, pulp.LpBinary)
 
-    def on(k: str, d: str) -> pulp.LpAffineExpression | int:
-        """x[k,d] as an expression, or the constant 0/1 (env_step, a device k is not allowed on)."""
-        if k == ENV:
-            return 1 if d == problem.host_device else 0
-        if k == ACT:
-            terms = [v[(a, d)] for a in options if (a, d) in v]
-            return pulp.lpSum(terms) if terms else 0
-        var = x.get((k, d))
-        return 0 if var is None else var
 
-    # (a) assign[k], replay_same[k,d]
+def _assign(b: _Builder) -> None:
+    """(a) assign[k]: every kernel on one device; replay_same[k,d]: the replay kernels on one device."""
     for ki, k in enumerate(PLACED):
-        terms = list(v.values()) if k == ACT else [var for (kk, _), var in x.items() if kk == k]
-        add(pulp.lpSum(terms) == 1, f"assign_k{ki}", f"assign[{k}]")
+        terms = list(b.v.values()) if k == ACT else [var for (kk, _), var in b.x.items() if kk == k]
+        b.add(pulp.lpSum(terms) == 1, f"assign_k{ki}", f"assign[{k}]")
     for k in REPLAY[1:]:
         ki = PLACED.index(k)
-        for d in problem.devices:
-            diff = _expr(on(k, d.id)) - _expr(on(REPLAY[0], d.id))
+        for d in b.problem.devices:
+            diff = _expr(b.on(k, d.id)) - _expr(b.on(REPLAY[0], d.id))
             if diff.keys():
-                add(diff == 0, f"replay_same_k{ki}_d{didx[d.id]}", f"replay_same[{k},{d.id}]")
+                b.add(diff == 0, f"replay_same_k{ki}_d{b.didx[d.id]}", f"replay_same[{k},{d.id}]")
 
-    # (b) couple[e,d,d']: y = x[src,d]·x[dst,d'] for every positive transfer, exact for binary x
-    transfers: list[tuple[Edge, str, str, float, pulp.LpAffineExpression]] = []
+
+def _couple(b: _Builder) -> None:
+    """(b) couple[e,d,d']: y = x[src,d]·x[dst,d'] for every positive transfer, exact for binary x."""
+    problem = b.problem
     for ei, e in enumerate(problem.edges):
         for d in problem.devices:
             for d2 in problem.devices:
                 t = problem.transfer.get((e.name, d.id, d2.id), 0.0)
                 if not t > 0:
                     continue
-                a, b = on(e.src, d.id), on(e.dst, d2.id)
-                if (isinstance(a, int) and a == 0) or (isinstance(b, int) and b == 0):
+                src, dst = b.on(e.src, d.id), b.on(e.dst, d2.id)
+                if (isinstance(src, int) and src == 0) or (isinstance(dst, int) and dst == 0):
                     continue  # this pair of devices can never carry the edge
-                if isinstance(a, int) or isinstance(b, int):  # one end is env_step at the host device: 1
-                    product = _expr(a) * b if isinstance(b, int) else _expr(b) * a
+                if isinstance(src, int) or isinstance(dst, int):  # one end is env_step at the host device: 1
+                    product = _expr(src) * dst if isinstance(dst, int) else _expr(dst) * src
                 else:
-                    tag = f"e{ei}_d{didx[d.id]}_d{didx[d2.id]}"
-                    y = _var(lp, f"y_{tag}", 0, 1, pulp.LpContinuous)
+                    tag = f"e{ei}_d{b.didx[d.id]}_d{b.didx[d2.id]}"
+                    y = _var(b.lp, f"y_{tag}", 0, 1, pulp.LpContinuous)
                     label = f"couple[{e.name},{d.id},{d2.id}]"
-                    add(y >= a + b - 1, f"couple_{tag}", label)
-                    add(y <= a, f"couple_src_{tag}", label)
-                    add(y <= b, f"couple_dst_{tag}", label)
+                    b.add(y >= src + dst - 1, f"couple_{tag}", label)
+                    b.add(y <= src, f"couple_src_{tag}", label)
+                    b.add(y <= dst, f"couple_dst_{tag}", label)
                     product = _expr(y)
-                transfers.append((e, d.id, d2.id, t / s, product))
+                b.transfers.append((e, d.id, d2.id, t / b.scale, product))
 
-    def kernel_time(k: str) -> pulp.LpAffineExpression:
-        if k == ACT:
-            return pulp.lpSum(problem.act_cost[key] / s * var for key, var in v.items())
-        return pulp.lpSum(problem.cost[key] / s * var for key, var in x.items() if key[0] == k)
 
-    def edge_time(keep) -> pulp.LpAffineExpression:
-        return pulp.lpSum(t * prod for (e, _, _, t, prod) in transfers if keep(e))
-
-    # (c) load[r] with (g) shared[r]: every device of r adds into one busy[r]
+def _busy(b: _Builder) -> dict[str, pulp.LpAffineExpression]:
+    """busy[r] in model time units, with (g) shared[r]: every device of r adds into one busy[r]."""
+    problem, s = b.problem, b.scale
     busy: dict[str, pulp.LpAffineExpression] = {}
     for r in problem.resources:
-        terms = [problem.cost[key] / s * var for key, var in x.items() if res_of[key[1]] == r.id]
-        terms += [problem.act_cost[key] / s * var for key, var in v.items() if res_of[key[1]] == r.id]
-        for (_, d, d2, t, prod) in transfers:
-            if res_of[d] == r.id or res_of[d2] == r.id:
-                terms.append(t * prod)
+        terms = [problem.cost[key] / s * var for key, var in b.x.items() if b.res_of[key[1]] == r.id]
+        terms += [problem.act_cost[key] / s * var for key, var in b.v.items() if b.res_of[key[1]] == r.id]
+        terms += [t * prod for (_, d, d2, t, prod) in b.transfers if r.id in (b.res_of[d], b.res_of[d2])]
         expr = pulp.lpSum(terms)
         if r.id == problem.host:
             expr += problem.env_cost / s
         busy[r.id] = expr
-    for ri, r in enumerate(problem.resources):
-        add(busy[r.id] - r.lanes * period <= 0, f"load_r{ri}", f"load[{r.id}]")
+    return busy
 
-    # (c') role[name]
+
+def _load(b: _Builder, busy: dict[str, pulp.LpAffineExpression]) -> None:
+    """(c) load[r]: busy[r] ≤ lanes(r)·P."""
+    for ri, r in enumerate(b.problem.resources):
+        b.add(busy[r.id] - r.lanes * b.period <= 0, f"load_r{ri}", f"load[{r.id}]")
+
+
+def _role(b: _Builder) -> None:
+    """(c') role[name]: a role is one thread: its kernels and the transfers that cross its boundary ≤ P."""
     for ni, (name, kernels) in enumerate(ROLES.items()):
-        work = pulp.lpSum(kernel_time(k) for k in kernels)
-        work += edge_time(lambda e, kernels=kernels: _role_crossing(e, kernels))
-        add(work - period <= 0, f"role_{ni}", f"role[{name}]")
+        work = pulp.lpSum(b.kernel_time(k) for k in kernels)
+        work += b.edge_time(lambda e, kernels=kernels: _role_crossing(e, kernels))
+        b.add(work - b.period <= 0, f"role_{ni}", f"role[{name}]")
 
-    # (d) memory[d]
-    if "memory" not in relax:
-        for d in problem.devices:
-            needs = [(problem.memory.get((k, d.id), 0.0), on(k, d.id)) for k in PLACED]
-            needs = [(m, ind) for m, ind in needs if m > 0 and not isinstance(ind, int)]
-            if not needs or math.isinf(d.memory_bytes):
-                continue
-            cap = d.memory_bytes if d.memory_bytes > 0 else 1.0
-            rhs = 1.0 if d.memory_bytes > 0 else 0.0
-            add(pulp.lpSum(m / cap * ind for m, ind in needs) <= rhs, f"memory_d{didx[d.id]}", f"memory[{d.id}]")
 
-    # (e) actors: every actor process has a host lane; the roles share lanes through load[r] and role[...]
-    if "actors" not in relax:
-        lanes_used = pulp.lpSum(a.n * var for (a, _), var in v.items())
-        add(lanes_used <= problem.resource(problem.host).lanes, "actors", "actors")
+def _memory(b: _Builder) -> None:
+    """(d) memory[d]: the kernels' memory on d ≤ memory(d), scaled by the device's memory."""
+    for d in b.problem.devices:
+        needs = [(b.problem.memory.get((k, d.id), 0.0), b.on(k, d.id)) for k in PLACED]
+        needs = [(m, ind) for m, ind in needs if m > 0 and not isinstance(ind, int)]
+        if not needs or math.isinf(d.memory_bytes):
+            continue
+        cap = d.memory_bytes if d.memory_bytes > 0 else 1.0
+        rhs = 1.0 if d.memory_bytes > 0 else 0.0
+        b.add(pulp.lpSum(m / cap * ind for m, ind in needs) <= rhs, f"memory_d{b.didx[d.id]}", f"memory[{d.id}]")
 
-    # (e') actor_period[a]
-    for ai, a in enumerate(options):
-        terms = [problem.actor_period[(a, d)] / s * var for (aa, d), var in v.items() if aa == a]
+
+def _actors(b: _Builder) -> None:
+    """(e) actors: every actor process has a host lane; the roles share lanes through load[r] and role[...]."""
+    lanes_used = pulp.lpSum(a.n * var for (a, _), var in b.v.items())
+    b.add(lanes_used <= b.problem.resource(b.problem.host).lanes, "actors", "actors")
+
+
+def _actor_period(b: _Builder) -> None:
+    """(e') actor_period[a]: one actor's share of an iteration ≤ P."""
+    for ai, a in enumerate(b.options):
+        terms = [b.problem.actor_period[(a, d)] / b.scale * var for (aa, d), var in b.v.items() if aa == a]
         if terms:
-            add(pulp.lpSum(terms) - period <= 0, f"actor_period_a{ai}", "actor_period")
+            b.add(pulp.lpSum(terms) - b.period <= 0, f"actor_period_a{ai}", "actor_period")
 
-    # (h) process[learner]: the host-resident replay and learn work of the learner process, serialised
-    host_work = pulp.lpSum(problem.cost[key] / s * var for key, var in x.items()
-                           if key[0] in (*REPLAY, LEARN) and res_of[key[1]] == problem.host)
-    # (the chain transfers are host-side waits of the learner thread; without host work the row is implied
-    # by role[learner], which counts the same transfers)
-    add(host_work + edge_time(lambda e: (e.src, e.dst) in CHAIN) - period <= 0, "process_learner",
-        "process[learner]")
 
-    # (f) latency
+def _process(b: _Builder) -> None:
+    """(h) process[learner]: the host-resident replay and learn work of the learner process, serialised.
+
+    The chain transfers are host-side waits of the learner thread; without host work the row is implied by
+    role[learner], which counts the same transfers."""
+    problem = b.problem
+    host_work = pulp.lpSum(problem.cost[key] / b.scale * var for key, var in b.x.items()
+                           if key[0] in (*REPLAY, LEARN) and b.res_of[key[1]] == problem.host)
+    chain = b.edge_time(lambda e: (e.src, e.dst) in CHAIN)
+    b.add(host_work + chain - b.period <= 0, "process_learner", "process[learner]")
+
+
+def _latency(b: _Builder) -> None:
+    """(f) latency: without prefetch, sample → learn → priority update in turn ≤ P."""
+    chain = pulp.lpSum(b.kernel_time(k) for k in ("replay_sample", LEARN, "priority_update"))
+    chain += b.edge_time(lambda e: (e.src, e.dst) in CHAIN)
+    b.add(chain - b.period <= 0, "latency", "latency")
+
+
+def _energy(b: _Builder, busy: dict[str, pulp.LpAffineExpression]) -> pulp.LpAffineExpression:
+    """E = Σ_r idle_w·P + (busy_w − idle_w)·busy[r]/lanes(r)."""
+    return pulp.lpSum(r.idle_w * b.period + (r.busy_w - r.idle_w) / r.lanes * busy[r.id]
+                      for r in b.problem.resources)
+
+
+def _build(problem: Problem, relax: frozenset[str] = frozenset()) -> _Model:
+    """The program with every family except those in `relax` ("memory", "actors"); no objective yet."""
+    lp = pulp.LpProblem("pearl_plan", pulp.LpMinimize)
+    b = _Builder(problem, lp, _var(lp, "period", 0, None, pulp.LpContinuous), _time_scale(problem))
+    _variables(b)
+    _assign(b)
+    _couple(b)
+    busy = _busy(b)
+    _load(b, busy)
+    _role(b)
+    if "memory" not in relax:
+        _memory(b)
+    if "actors" not in relax:
+        _actors(b)
+    _actor_period(b)
+    _process(b)
     if not problem.prefetch:
-        chain = pulp.lpSum(kernel_time(k) for k in ("replay_sample", LEARN, "priority_update"))
-        chain += edge_time(lambda e: (e.src, e.dst) in CHAIN)
-        add(chain - period <= 0, "latency", "latency")
-
-    energy = pulp.lpSum(
-        r.idle_w * period + (r.busy_w - r.idle_w) / r.lanes * busy[r.id] for r in problem.resources
-    )
-    return _Model(lp=lp, period=period, energy=energy, x=x, v=v, scale=s, names=names)
+        _latency(b)
+    return _Model(lp=lp, period=b.period, energy=_energy(b, busy), x=b.x, v=b.v, scale=b.scale, names=b.names)
 
 
 def _pick_solver(solver: str | None) -> str:
     highs = pulp.HiGHS(msg=False).available()
-    if highs:
-        _swallow_highs_banner()
     if solver is None:
         return "highs" if highs else "cbc"
     name = solver.lower()
@@ -377,46 +431,6 @@ def _pick_solver(solver: str | None) -> str:
         if not cbc:
             raise PlanError("no MIP solver is available: install highspy, or a PuLP that bundles CBC")
     return name
-
-
-_BANNER_SWALLOWED = False
-
-
-def _swallow_highs_banner() -> None:
-    """highspy 1.16 writes a two-line banner to the process's standard output (fd 1, from C++, so neither
-    sys.stdout nor PuLP's msg=False catches it) when the process makes its first Highs object. `--json`
-    promises one JSON object on stdout: make that first object here, with fd 1 pointed at /dev/null."""
-    global _BANNER_SWALLOWED
-    if _BANNER_SWALLOWED:
-        return
-    _BANNER_SWALLOWED = True
-    try:
-        import highspy
-    except ImportError:
-        return
-    sys.stdout.flush()
-    try:
-        saved = os.dup(1)
-    except OSError:  # no fd 1 to protect
-        return
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 1)
-            highspy.Highs()
-            _flush_c_stdout()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
-def _flush_c_stdout() -> None:
-    """Anything C stdio still buffers for fd 1 goes to where fd 1 points now."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError):  # no C library to ask (not a POSIX platform): nothing buffered there
-        pass
 
 
 @dataclass

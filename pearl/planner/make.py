@@ -10,11 +10,12 @@ from pearl import __version__
 from pearl.costmodel import CostModel
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError
-from pearl.planner.build import build_problem
+from pearl.planner.build import Facts, build_problem
 from pearl.planner.ilp import evaluate, pareto, solve
 from pearl.planner.plan import Plan
 from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
-from pearl.profiling.format import Profile, load_profile
+from pearl.profile.cluster import load_cluster
+from pearl.profile.format import Profile
 from pearl.types import MAX_ENVS
 
 OBJECTIVES = ("throughput", "perf-per-watt")
@@ -34,17 +35,17 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
         raise ConfigError(f"unknown objective {objective!r}: use one of {', '.join(OBJECTIVES)}")
     profile, model, problem, facts = _setup(profile_path, algo, env_id)
     if envs == "auto":
-        largest = max(model.batches("act", problem.host_device, facts["workload"]), default=1)
+        largest = max(model.batches("act", problem.host_device, facts.workload), default=1)
         choices = [e for e in ENV_CHOICES if e <= largest]
     elif envs is None:
-        choices = [facts["envs_per_actor"]]
+        choices = [facts.envs_per_actor]
     elif isinstance(envs, int) and not isinstance(envs, bool) and 1 <= envs <= MAX_ENVS:
         choices = [envs]
     else:
         raise ConfigError(f"envs per actor must be 'auto' or an integer from 1 to {MAX_ENVS}, got {envs!r}")
     candidates = []
     for e in choices:
-        p_e, f_e = (problem, facts) if e == facts["envs_per_actor"] else \
+        p_e, f_e = (problem, facts) if e == facts.envs_per_actor else \
             build_problem(profile, model, algo, env_spec(env_id), e)
         front = pareto(p_e)
         best = front[0] if objective == "throughput" else solve(p_e, "perf-per-watt")
@@ -107,8 +108,11 @@ def every_plan(profile_path: str | Path, algo: str, env_id: str) -> list[Plan]:
     return plans
 
 
-def _setup(profile_path: str | Path, algo: str, env_id: str) -> tuple[Profile, CostModel, Problem, dict]:
-    profile = load_profile(profile_path)
+def _setup(profile_path: str | Path, algo: str, env_id: str) -> tuple[Profile, CostModel, Problem, Facts]:
+    cluster = load_cluster(profile_path)
+    if len(cluster.nodes) > 1:
+        raise ConfigError(f"{profile_path}: a cluster profile of {len(cluster.nodes)} nodes; this pearl plans one")
+    profile = cluster.nodes[0].profile
     spec = env_spec(env_id)
     check_algo_fits(algo, spec)
     model = CostModel(profile)
@@ -116,7 +120,7 @@ def _setup(profile_path: str | Path, algo: str, env_id: str) -> tuple[Profile, C
     return profile, model, problem, facts
 
 
-def _plan(profile_path: str | Path, profile: Profile, model: CostModel, problem: Problem, facts: dict, algo: str,
+def _plan(profile_path: str | Path, profile: Profile, model: CostModel, problem: Problem, facts: Facts, algo: str,
           env_id: str, objective: str, best: Solution, front: list[Solution]) -> Plan:
     mapping = {"env_step": problem.host_device, **{k: best.placement[k] for k in PLACED}}
     return Plan(
@@ -147,11 +151,11 @@ def _power_figures(profile: Profile, problem: Problem) -> dict[str, dict]:
             for d in problem.devices if (p := entries.get(d.id)) is not None}
 
 
-def _kernel_seconds(problem: Problem, facts: dict, solution: Solution) -> dict[str, float]:
+def _kernel_seconds(problem: Problem, facts: Facts, solution: Solution) -> dict[str, float]:
     """Predicted seconds per iteration of each kernel on its planned device (all actors together for act), with
     the weight sync (the learner's publish + the actors' loads, which the problem counts in learn and act)
     apart, as the runtime's clocks time it."""
-    sync = facts["weight_sync_s"]
+    sync = facts.weight_sync_s
     publish = sync[("learn", solution.placement["learn"])]
     load = sync[("act", solution.actors, solution.placement["act"])]
     out = {"env_step": problem.env_cost,
@@ -164,8 +168,8 @@ def _kernel_seconds(problem: Problem, facts: dict, solution: Solution) -> dict[s
     return out
 
 
-def _figures(period: float, energy: float, facts: dict, sources: dict) -> dict:
-    steps, batch = facts["steps_per_iteration"], facts["batch_size"]
+def _figures(period: float, energy: float, facts: Facts, sources: dict) -> dict:
+    steps, batch = facts.steps_per_iteration, facts.batch_size
     return {"env_steps_per_s": steps / period, "updates_per_s": 1.0 / period,
             "learner_samples_per_s": batch / period, "period_s": period, "energy_per_iteration_j": energy,
             "power_w": energy / period, "env_steps_per_joule": steps / energy if energy > 0 else None, **sources}
@@ -193,7 +197,7 @@ def _lanes(problem: Problem, solution: Solution) -> dict:
     return {"cpu": cpu, "accelerator": len(accelerators), "ratio": cpu / len(accelerators) if accelerators else None}
 
 
-def _baselines(problem: Problem, facts: dict, best: Solution, profile: Profile, model: CostModel) -> list[dict]:
+def _baselines(problem: Problem, facts: Facts, best: Solution, profile: Profile, model: CostModel) -> list[dict]:
     """Every kernel on one device (the best actor count for it), as the cost model predicts it."""
     out = []
     for device in problem.devices:

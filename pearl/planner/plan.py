@@ -33,7 +33,7 @@ from typing import Any
 
 from pearl.errors import PearlError
 from pearl.fileio import MAX_INT, FieldChecker, finite_number, read_json, write_json_atomic
-from pearl.profiling.format import MAX_LANES
+from pearl.profile.format import MAX_LANES
 
 SCHEMA = "pearl.plan/1"
 MAPPED = ("env_step", "act", "replay_insert", "replay_sample", "priority_update", "learn")

@@ -45,7 +45,7 @@ from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError
 from pearl.kernels import DEVICE_KERNELS
 from pearl.profiling import power
-from pearl.profiling.format import (DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power, Profile, Transfer,
+from pearl.profile.format import (DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power, Profile, Transfer,
                                     WeightSyncTiming, Workload, workload_key)
 from pearl.profiling.timing import Point, measure, measure_interleaved
 from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch

@@ -13,7 +13,7 @@ from pearl.costmodel.roofline import kernel_work, roofline_time
 from pearl.descriptors import DeviceDescriptor
 from pearl.device import DeviceKind
 from pearl.kernels import DEVICE_KERNELS
-from pearl.profiling.format import DeviceEntry, KernelTiming, Power, Profile, Transfer
+from pearl.profile.format import DeviceEntry, KernelTiming, Power, Profile, Transfer
 
 #: the adapter that would run each kind of absent device
 ADAPTER = {DeviceKind.GPU: "torch", DeviceKind.FPGA: "opencl", DeviceKind.CPU: "torch"}
