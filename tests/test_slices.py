@@ -177,3 +177,61 @@ def test_devices_says_why_there_are_no_slices(capsys) -> None:
     assert code == 0
     if not torch.cuda.is_available():
         assert "slices" in out and "no" in out.split("slices", 1)[1]
+
+
+# --------------------------------------------------------------------------- descriptors and what-if slices
+def test_gpu_descriptors_list_their_mig_profiles() -> None:
+    from pearl.descriptors import DEVICES_DIR, MigProfile, load_descriptor
+
+    h100 = load_descriptor(DEVICES_DIR / "nvidia-h100-sxm5-80gb.toml")
+    assert h100.gpu_sms == 132 and h100.mig[0] == MigProfile("1g.10gb", 16, 1, 7)
+    assert [m.name for m in h100.mig] == ["1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]
+    a100 = load_descriptor(DEVICES_DIR / "nvidia-a100-pcie-40gb.toml")
+    assert (a100.gpu_sms, a100.mig[0], a100.mig[-1].sms) == (108, MigProfile("1g.5gb", 14, 1, 7), 98)
+    assert load_descriptor(DEVICES_DIR / "nvidia-h200-sxm-141gb.toml").mig[0].name == "1g.18gb"
+    assert load_descriptor(DEVICES_DIR / "amd-epyc-7763.toml").mig == ()
+
+
+@pytest.mark.parametrize(("mig", "fragment"), [
+    ('gpu_sms = 132\nprofiles = [{ name = "1g", sms = 16, memory_eighths = 1, instances = 7 }]', "like 1g.10gb"),
+    ('gpu_sms = 132\nprofiles = [{ name = "1g.10gb", sms = 200, memory_eighths = 1, instances = 7 }]',
+     "sms' must be a whole number from 1 to 132"),
+    ('gpu_sms = 132\nprofiles = [{ name = "1g.10gb", sms = 16, memory_eighths = 9, instances = 7 }]',
+     "memory_eighths"),
+    ("gpu_sms = 132\nprofiles = []", "must list"), ('gpu_sms = 132\nprofile = []', "did you mean")])
+def test_bad_mig_tables_name_the_field(tmp_path, mig: str, fragment: str) -> None:
+    from pearl.descriptors import DEVICES_DIR, DescriptorError, load_descriptor
+
+    text = (DEVICES_DIR / "nvidia-h100-sxm5-80gb.toml").read_text().split("\n[mig]")[0]
+    path = tmp_path / "gpu.toml"
+    path.write_text(text + "\n[mig]\n" + mig + "\n")
+    with pytest.raises(DescriptorError, match=fragment):
+        load_descriptor(path)
+
+
+def test_what_if_gpu_offers_its_slices_modelled_from_the_whole() -> None:
+    from pearl.costmodel.roofline import kernel_work, roofline_time
+    from pearl.descriptors import DEVICES_DIR, load_descriptor
+    from pearl.profile.format import Profile, Workload, parse_profile, workload_key
+    from pearl.profiling.whatif import MPS_SHARES, add_what_if
+
+    h100 = load_descriptor(DEVICES_DIR / "nvidia-h100-sxm5-80gb.toml")
+    key = workload_key("dqn", "CartPole-v1", 4, 2, (256, 256))
+    profile = Profile("0", "2026-01-01T00:00:00+00:00", "quick", {"cpu": "x", "cores": 2})
+    profile.workloads = [Workload(key, "dqn", "CartPole-v1", 4, 2, (256, 256), 64, 100_000)]
+    whole = add_what_if(profile, h100)
+    ids = [d.id for d in profile.devices]
+    assert ids == [whole, *(f"{whole}/mig:{m.name}" for m in h100.mig), *(f"{whole}/mps:{p}" for p in MPS_SHARES)]
+    small = profile.device(f"{whole}/mig:1g.10gb")
+    assert (small.shares, small.share, small.instances, small.source) == (whole, 16 / 132, 7, "modelled")
+    assert small.memory_bytes == h100.figures["memory_bytes"] // 8
+    timing = {(k.device, k.kernel, k.batch): k.median_s for k in profile.kernels}
+    work = kernel_work("learn", profile.workloads[0], 64)
+    f = h100.figures
+    expect = work.launches * f["launch_latency_s"] + max(work.flops / (f["fp32_peak_flops"] * 16 / 132),
+                                                         work.bytes / (f["memory_bandwidth_bytes_per_s"] / 8))
+    assert timing[(small.id, "learn", 64)] == pytest.approx(expect)
+    assert timing[(small.id, "learn", 64)] > timing[(whole, "learn", 64)] == roofline_time(work, f)
+    # the slices survive a round trip through the file
+    again = parse_profile(profile.to_dict(), "p.json")
+    assert again.device(small.id) == small and again.device(f"{whole}/mps:25").instances == 4
