@@ -354,6 +354,9 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
     click.echo(f"  predicted {p['env_steps_per_s']:,.0f} env steps/s, {p['updates_per_s']:,.0f} updates/s, "
                f"{p['power_w']:.0f} W, {joules} (timings {p['source']}, power {p['power_source']})")
     click.echo(f"  bottleneck: {result.bottleneck}")
+    for s in result.slices:
+        click.echo(f"  {s['gpu']} split: {' and '.join(s['roles'])} on {s['device']}, {s['processes']} process(es) "
+                   f"× {s['share']:.0%} of its SMs")
     for b in result.baselines:
         if b["feasible"]:
             click.echo(f"  all on {b['device']}: {b['env_steps_per_s']:,.0f} env steps/s "

@@ -32,7 +32,7 @@ from typing import Callable
 from pearl.algos import OffPolicyConfig, preset
 from pearl.algos.params import param_count, policy_net
 from pearl.costmodel import CostModel, Estimate
-from pearl.device import HOST
+from pearl.device import HOST, DeviceId
 from pearl.errors import PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Problem, Resource
 from pearl.profile.format import Profile, workload_key
@@ -128,12 +128,19 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     edges, transfer = _edges(inputs, devices)
     memory = _memory(inputs, devices)
     _check_finite(cost=cost, act=act_cost, actor_period=actor_period, transfer=transfer)
-    problem = Problem(list(resources.values()), [Device(d, model.resource(d), profile.device(d).memory_bytes)
-                                                 for d in devices],
+    problem = Problem(list(resources.values()), [_device(profile, model, d) for d in devices],
                       model.resource(inputs.host_device), inputs.host_device, cost, act_cost,
                       inputs.steps * _seconds(lambda: model.env_step_time(spec.env_id)), actor_period, edges,
                       transfer, memory, prefetch=True)
     return problem, Facts(key, inputs.steps, config.batch_size, config.n_envs, config, sync_s)
+
+
+def _device(profile: Profile, model: CostModel, d: str) -> Device:
+    """The problem's device d: its resource, memory, and for a GPU slice its share and instances."""
+    entry = profile.device(d)
+    piece = DeviceId.parse(d).slice
+    return Device(d, model.resource(d), entry.memory_bytes, entry.share, entry.instances,
+                  piece.kind if piece is not None else "")
 
 
 def _devices(inputs: _Inputs, algo: str) -> list[str]:

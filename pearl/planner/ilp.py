@@ -19,6 +19,13 @@ Exact accounting (the program and `evaluate` share it; tests/test_planner_ilp.py
                 work does not overlap (measured: replay on PoCL beside learn on cpu ran at 0.3-0.4 × the
                 overlapped prediction); an accelerator's device time still overlaps
     memory[d]   Σ memory of the kernels on d ≤ memory_bytes(d);  replay_same: the replay kernels share one device
+    slices[r]   on a GPU offered in slices (`partitioned`): Σ_d share(d)·used(d) ≤ 1, used(d) the instances of
+                d in use: n + [learner process on d] where d gives each process an instance of its own
+                (instances(d) > 1: an MPS share, a what-if MIG profile), else [anything on d] (the whole GPU,
+                share 1, is thus used alone); count[d] used(d) ≤ instances(d); one_slice[d,d'] the learner
+                process holds one device of the GPU; one_way[r] its slices in use are all MIG instances or all
+                MPS shares; instance[d] a slice's learner-process kernels (+ act when
+                the actors share its one instance) ≤ P. busy[r] counts each kernel's seconds × share(d)
     P = the largest of these lower bounds; E = Σ_r idle_w·P + (busy_w − idle_w)·busy[r]/lanes(r).
 
 Both objectives are solved lexicographically: throughput minimises P, then E among the plans with that P;
@@ -118,6 +125,54 @@ def _role_crossing(e: Edge, kernels: tuple[str, ...]) -> bool:
     return (e.src in kernels) != (e.dst in kernels)
 
 
+LEARNER_PROCESS = (*REPLAY, LEARN)  # the kernels the learner process runs (act runs in the actor processes)
+
+
+def partitioned(problem: Problem) -> set[str]:
+    """The resources offered in slices: those with a device of share below 1 or of several instances."""
+    return {d.resource for d in problem.devices if d.is_slice}
+
+
+def _slices_fit(problem: Problem, where: dict[str, str], actors: ActorOption) -> bool:
+    """(i) slices[r], count[d] and one_slice[d,d'] for one placement."""
+    cut = partitioned(problem)
+    if not cut:
+        return True
+    learner_devices = {where[k] for k in LEARNER_PROCESS}
+    used: dict[str, int] = {}
+    for dev in problem.devices:
+        if dev.resource not in cut:
+            continue
+        if dev.instances > 1:  # each process holds its own instance
+            used[dev.id] = (actors.n if where[ACT] == dev.id else 0) + (dev.id in learner_devices)
+        else:
+            used[dev.id] = int(dev.id in where.values())
+        if used[dev.id] > dev.instances:
+            return False
+    for r in cut:
+        if sum(d.share * used[d.id] for d in problem.devices if d.resource == r) > 1 + 1e-9:
+            return False
+        if len({d.slicing for d in problem.devices if d.resource == r and used[d.id] and d.slicing}) > 1:
+            return False
+        if len({d for d in learner_devices if problem.device(d).resource == r}) > 1:
+            return False
+    return True
+
+
+def _instance_work(problem: Problem, where: dict[str, str], actors: ActorOption) -> dict[str, float]:
+    """(i) instance[d]: the seconds one instance of each slice in use runs for: the learner process's kernels
+    on it, and act too when all actors share that one instance (each actor's own instance is in actor_period)."""
+    out: dict[str, float] = {}
+    for dev in problem.devices:
+        if not dev.is_slice or dev.id not in where.values():
+            continue
+        work = sum(problem.cost[(k, dev.id)] for k in LEARNER_PROCESS if where[k] == dev.id)
+        if dev.instances == 1 and where[ACT] == dev.id:
+            work += problem.act_cost[(actors, dev.id)]
+        out[dev.id] = work
+    return out
+
+
 def evaluate(
     problem: Problem, placement: dict[str, str], actors: ActorOption
 ) -> tuple[float, float, str] | None:
@@ -144,11 +199,14 @@ def evaluate(
             return None
     if actors.n > problem.resource(problem.host).lanes:
         return None
+    if not _slices_fit(problem, where, actors):
+        return None
 
     res_of = {d.id: d.resource for d in problem.devices}
+    share = {d.id: d.share for d in problem.devices}
     busy = {r.id: 0.0 for r in problem.resources}
-    for k in PLACED:
-        busy[res_of[where[k]]] += _kernel_cost(problem, k, where[k], actors)
+    for k in PLACED:  # a slice's seconds count at its share of the GPU (SM-seconds)
+        busy[res_of[where[k]]] += _kernel_cost(problem, k, where[k], actors) * share[where[k]]
     busy[problem.host] += problem.env_cost
     for e in problem.edges:
         t = _edge_transfer(problem, e, where)
@@ -167,6 +225,8 @@ def evaluate(
         work += sum(_edge_transfer(problem, e, where) for e in problem.edges if _role_crossing(e, kernels))
         bounds[f"role[{name}]"] = work
     bounds["actor_period"] = problem.actor_period[(actors, where[ACT])]
+    for d, work in _instance_work(problem, where, actors).items():
+        bounds[f"instance[{d}]"] = work
     on_host = [k for k in (*REPLAY, LEARN) if res_of[where[k]] == problem.host]
     bounds["process[learner]"] = (sum(problem.cost[(k, where[k])] for k in on_host)
                                   + sum(_edge_transfer(problem, e, where) for e in problem.edges
@@ -235,6 +295,7 @@ class _Builder:
     def __post_init__(self) -> None:
         self.didx = {d.id: j for j, d in enumerate(self.problem.devices)}
         self.res_of = {d.id: d.resource for d in self.problem.devices}
+        self.share = {d.id: d.share for d in self.problem.devices}
         self.options = self.problem.actor_options()
 
     def add(self, constraint: pulp.LpConstraint, name: str, label: str) -> None:
@@ -319,8 +380,10 @@ def _busy(b: _Builder) -> dict[str, pulp.LpAffineExpression]:
     problem, s = b.problem, b.scale
     busy: dict[str, pulp.LpAffineExpression] = {}
     for r in problem.resources:
-        terms = [problem.cost[key] / s * var for key, var in b.x.items() if b.res_of[key[1]] == r.id]
-        terms += [problem.act_cost[key] / s * var for key, var in b.v.items() if b.res_of[key[1]] == r.id]
+        share = b.share  # a slice's seconds count at its share of the GPU (SM-seconds)
+        terms = [problem.cost[key] * share[key[1]] / s * var for key, var in b.x.items() if b.res_of[key[1]] == r.id]
+        terms += [problem.act_cost[key] * share[key[1]] / s * var for key, var in b.v.items()
+                  if b.res_of[key[1]] == r.id]
         terms += [t * prod for (_, d, d2, t, prod) in b.transfers if r.id in (b.res_of[d], b.res_of[d2])]
         expr = pulp.lpSum(terms)
         if r.id == problem.host:
@@ -381,6 +444,53 @@ def _process(b: _Builder) -> None:
     b.add(host_work + chain - b.period <= 0, "process_learner", "process[learner]")
 
 
+def _slices(b: _Builder) -> None:
+    """(i) slices[r]: the slices of one GPU in use hold at most all of its SMs; count[d]: no more instances of
+    a slice than it has; one_slice[d,d']: the learner process runs on one device of the GPU; instance[d]: one
+    instance's work ≤ P. See problem.py (i) and `_slices_fit`, which evaluate uses."""
+    problem, s = b.problem, b.scale
+    for ri, r in enumerate(sorted(partitioned(problem))):
+        devices = [d for d in problem.devices if d.resource == r]
+        used = {}
+        for d in devices:
+            j = b.didx[d.id]
+            indicators = [ind for k in PLACED if not isinstance(ind := b.on(k, d.id), int)]
+            if not indicators:
+                continue
+            held = _var(b.lp, f"held_d{j}", 0, 1, pulp.LpContinuous)  # the learner process, or anything, on d
+            ties = [b.on(k, d.id) for k in LEARNER_PROCESS] if d.instances > 1 else indicators
+            for i, ind in enumerate(ties):
+                if not isinstance(ind, int):
+                    b.add(held - ind >= 0, f"held_d{j}_{i}", f"slices[{r}]")
+            used[d.id] = held
+            if d.instances > 1:
+                used[d.id] = held + pulp.lpSum(a.n * var for (a, dd), var in b.v.items() if dd == d.id)
+                b.add(used[d.id] <= d.instances, f"count_d{j}", f"count[{d.id}]")
+            work = pulp.lpSum(problem.cost[(k, d.id)] / s * b.x[(k, d.id)] for k in LEARNER_PROCESS
+                              if (k, d.id) in b.x)
+            if d.instances == 1:
+                work += pulp.lpSum(problem.act_cost[key] / s * var for key, var in b.v.items() if key[1] == d.id)
+            if d.is_slice:
+                b.add(work - b.period <= 0, f"instance_d{j}", f"instance[{d.id}]")
+        b.add(pulp.lpSum(problem.device(d).share * u for d, u in used.items()) <= 1, f"slices_r{ri}",
+              f"slices[{r}]")
+        ways = sorted({d.slicing for d in devices if d.slicing})
+        if len(ways) > 1:  # one_way[r]: MIG instances or MPS shares, not both
+            way = {w: _var(b.lp, f"way_r{ri}_{i}", 0, 1, pulp.LpBinary) for i, w in enumerate(ways)}
+            b.add(pulp.lpSum(way.values()) <= 1, f"one_way_r{ri}", f"one_way[{r}]")
+            for d in devices:
+                for i, k in enumerate(PLACED):
+                    ind = b.on(k, d.id)
+                    if d.slicing and not isinstance(ind, int):
+                        b.add(ind - way[d.slicing] <= 0, f"one_way_d{b.didx[d.id]}_{i}", f"one_way[{r}]")
+        for d in devices:
+            for d2 in devices:
+                learn, insert = b.x.get((LEARN, d.id)), b.x.get((REPLAY[0], d2.id))
+                if d != d2 and learn is not None and insert is not None:
+                    b.add(learn + insert <= 1, f"one_slice_d{b.didx[d.id]}_d{b.didx[d2.id]}",
+                          f"one_slice[{d.id},{d2.id}]")
+
+
 def _latency(b: _Builder) -> None:
     """(f) latency: without prefetch, sample → learn → priority update in turn ≤ P."""
     chain = pulp.lpSum(b.kernel_time(k) for k in ("replay_sample", LEARN, "priority_update"))
@@ -410,6 +520,7 @@ def _build(problem: Problem, relax: frozenset[str] = frozenset()) -> _Model:
         _actors(b)
     _actor_period(b)
     _process(b)
+    _slices(b)
     if not problem.prefetch:
         _latency(b)
     return _Model(lp=lp, period=b.period, energy=_energy(b, busy), x=b.x, v=b.v, scale=b.scale, names=b.names)
