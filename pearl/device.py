@@ -127,6 +127,28 @@ def _parse_slice(text: str, part: str) -> Slice:
     return Slice(kind, name)
 
 
+def check_slice_use(act: str, learner: tuple[str, ...], actors: int, act_in_learner: bool = False) -> None:
+    """DeviceError when a placement's slices cannot be held at once: one process (the learner's: its replay
+    and learn devices, and act too when act_in_learner) on two devices of one GPU of which one is a slice
+    (a process sees one MIG instance, or runs with one MPS percentage), or MPS shares of one GPU summing over
+    100 % (each of `actors` actor processes holds its own share, the learner process one)."""
+    process = {DeviceId.parse(d) for d in (*learner, *((act,) if act_in_learner else ()))}
+    for gpu in {d.whole for d in process if d.slice is not None}:
+        held = sorted(str(d) for d in process if d.whole == gpu)
+        if len(held) > 1:
+            raise DeviceError(f"one process would run on {' and '.join(held)}: a process holds one slice of "
+                              f"{gpu}; place the replay kernels and learn on one of them")
+    holders = [(d, 1) for d in process] + ([] if act_in_learner else [(DeviceId.parse(act), actors)])
+    total: dict[DeviceId, int] = {}
+    for d, n in holders:
+        if d.slice is not None and d.slice.kind == "mps":
+            total[d.whole] = total.get(d.whole, 0) + n * int(d.slice.name)
+    for gpu, percent in sorted(total.items(), key=lambda kv: str(kv[0])):
+        if percent > 100:
+            raise DeviceError(f"the MPS shares of {gpu} sum to {percent} % (each actor process holds its own "
+                              f"share, the learner process one): at most 100 %; use fewer actors or smaller shares")
+
+
 def parse_device(text: str) -> DeviceId:
     return DeviceId.parse(text)
 

@@ -24,7 +24,7 @@ import numpy as np
 from pearl import __version__
 from pearl.algos import OffPolicyConfig, algo_config_class, config_from_dict, has_preset, preset
 from pearl.algos.params import init_params
-from pearl.device import HOST, DeviceId
+from pearl.device import HOST, DeviceId, check_slice_use
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import CheckpointError, ConfigError, DeviceError, PearlError, PlanError, RunDirError
 from pearl.fileio import FieldChecker, read_json
@@ -213,6 +213,31 @@ def _checked_plan(path: str, algo: str | None, env_id: str | None, device: str |
     return plan
 
 
+def _check_slices(placement: Placement, actors: int, launcher: str) -> None:
+    """DeviceError when the placement's GPU slices cannot be held at once (pearl.device.check_slice_use), or
+    name a slice this machine lacks (a MIG instance, an MPS share without a daemon): before any process starts."""
+    devices = [d for d in placement.devices() if _family(d) == "cuda" and DeviceId.parse(d).slice is not None]
+    if not devices:
+        return
+    # the sequential launcher runs act in the learner's process too
+    check_slice_use(placement.act, (placement.replay, placement.learn), actors, launcher_name(launcher) == "sequential")
+    from pearl.adapters.registry import check_slice_exists
+
+    for d in devices:
+        check_slice_exists(d)
+
+
+def role_slices(placement: Placement, actors: int) -> dict[str, dict]:
+    """Which slice each role's processes run on, with the environment they start with (config.json)."""
+    from pearl.adapters.slices import slice_env
+
+    out = {}
+    for role, device, processes in (("actors", placement.act, actors), ("learner", placement.learn, 1)):
+        if _family(device) == "cuda" and DeviceId.parse(device).slice is not None:
+            out[role] = {"device": device, "processes": processes, "env": slice_env(device)}
+    return out
+
+
 def _family(device: str) -> str | None:
     """The device id's family (cpu, cuda, opencl, whatif); None for text that is no device id (the adapter
     that is asked to open it says what ids look like)."""
@@ -351,7 +376,7 @@ class _Setup:
             "learn": o.learn, "max_restarts": o.max_restarts, "checkpoint_every": o.checkpoint_every,
             "checkpoint_replay": o.checkpoint_replay, "emulate": dict(o.emulate), "policy_lag": o.policy_lag,
             "segment_steps": o.segment_steps, "eval_every": self.eval_every, "ray_address": o.ray_address,
-            "replay_shards": o.replay_shards,
+            "replay_shards": o.replay_shards, "slices": role_slices(self.placement, self.actors),
             "eval_every_episodes": o.eval_every_episodes, "schedule": self.job.schedule().to_dict(),
             "preset": has_preset(self.algo, self.env_id),
             "hyperparameters": self.config.to_dict(), "env_spec": asdict(self.spec), "pearl_version": __version__,
@@ -500,6 +525,7 @@ def _setup(o: RunOptions) -> _Setup:
     if not o.learn:  # collection only: the actors act with the policy from the first step
         config = config.replace(learning_starts=0)
     config.validate()
+    _check_slices(placement, actors, o.launcher)
     if o.descriptor is not None and not any(_is_opencl(d) for d in placement.devices()):
         raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
                           "(drop --descriptor, or train on an opencl:P:D device)")

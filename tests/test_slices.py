@@ -221,7 +221,8 @@ def test_what_if_gpu_offers_its_slices_modelled_from_the_whole() -> None:
     profile.workloads = [Workload(key, "dqn", "CartPole-v1", 4, 2, (256, 256), 64, 100_000)]
     whole = add_what_if(profile, h100)
     ids = [d.id for d in profile.devices]
-    assert ids == [whole, *(f"{whole}/mig:{m.name}" for m in h100.mig), *(f"{whole}/mps:{p}" for p in MPS_SHARES)]
+    # 7g.80gb is all of the H100 (132 SMs, 8 eighths): the whole device stands for it
+    assert ids == [whole, *(f"{whole}/mig:{m.name}" for m in h100.mig[:-1]), *(f"{whole}/mps:{p}" for p in MPS_SHARES)]
     small = profile.device(f"{whole}/mig:1g.10gb")
     assert (small.shares, small.share, small.instances, small.source) == (whole, 16 / 132, 7, "modelled")
     assert small.memory_bytes == h100.figures["memory_bytes"] // 8
@@ -235,3 +236,100 @@ def test_what_if_gpu_offers_its_slices_modelled_from_the_whole() -> None:
     # the slices survive a round trip through the file
     again = parse_profile(profile.to_dict(), "p.json")
     assert again.device(small.id) == small and again.device(f"{whole}/mps:25").instances == 4
+
+
+# --------------------------------------------------------------------------- running on slices
+def test_actor_processes_start_with_their_slice_environment() -> None:
+    from pearl.runtime.actor_process import process_env
+
+    base = {"PATH": "/bin", "CUDA_MPS_PIPE_DIRECTORY": "/run/mine"}
+    assert process_env("cpu", base) == base
+    mig = process_env("cuda:0/mig:MIG-aaaa", base)
+    assert mig["CUDA_VISIBLE_DEVICES"] == "MIG-aaaa" and mig["PATH"] == "/bin"
+    mps = process_env("cuda:0/mps:10", base)
+    assert (mps["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], mps["CUDA_MPS_PIPE_DIRECTORY"]) == ("10", "/run/mine")
+    assert "CUDA_VISIBLE_DEVICES" not in mps  # an MPS client sees the GPU itself, limited to its share
+
+
+def test_the_run_record_names_each_roles_slice() -> None:
+    from pearl.runtime.launcher import Placement
+    from pearl.training import role_slices
+
+    assert role_slices(Placement.single("cpu"), 4) == {}
+    record = role_slices(Placement("cuda:0/mps:10", "cuda:0/mps:50", "cuda:0/mps:50"), 4)
+    assert record["actors"]["device"] == "cuda:0/mps:10" and record["actors"]["processes"] == 4
+    assert record["actors"]["env"]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "10"
+    assert record["learner"]["env"]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+
+
+@pytest.mark.parametrize(("act", "learner", "actors", "sequential", "fragment"), [
+    ("cuda:0/mps:30", ("cuda:0/mps:50", "cuda:0/mps:50"), 2, False, "sum to 110 %"),
+    ("cuda:0/mps:25", ("cuda:0/mps:25", "cuda:0/mps:25"), 4, False, "sum to 125 %"),
+    ("cpu", ("cuda:0/mps:50", "cuda:0/mig:MIG-a"), 1, False, "holds one slice"),
+    ("cuda:0/mps:20", ("cuda:0/mps:50", "cuda:0/mps:50"), 1, True, "holds one slice"),
+])
+def test_slices_that_cannot_be_held_at_once_are_refused(act, learner, actors, sequential, fragment) -> None:
+    from pearl.device import check_slice_use
+
+    with pytest.raises(DeviceError, match=fragment):
+        check_slice_use(act, learner, actors, sequential)
+
+
+def test_slices_that_fit_are_accepted() -> None:
+    from pearl.device import check_slice_use
+
+    check_slice_use("cuda:0/mps:10", ("cuda:0/mps:50", "cuda:0/mps:50"), 5)  # 5 × 10 + 50
+    check_slice_use("cuda:0/mig:MIG-a", ("cuda:0/mig:MIG-b", "cuda:0/mig:MIG-b"), 8)
+    check_slice_use("cuda:0/mps:25", ("cpu", "cpu"), 4)
+
+
+def test_a_plan_on_slices_is_checked_before_training(capsys, tmp_path) -> None:
+    import json
+
+    from pearl.hostinfo import cpu_lanes, cpu_name
+    from pearl.planner.plan import MAPPED
+
+    mapping = {k: "cuda:0/mps:40" for k in MAPPED} | {"env_step": "cpu"}
+    plan = {"schema": "pearl.plan/1", "pearl_version": "0", "created": "2026-01-01T00:00:00+00:00",
+            "algo": "dqn", "env": "CartPole-v1", "objective": "throughput", "mapping": mapping,
+            "profile": {"cpu": cpu_name(), "cores": cpu_lanes()},
+            "actors": 2, "envs_per_actor": 1, "bottleneck": "role[learner]", "lanes": {},
+            "predicted": {"env_steps_per_s": 1.0, "updates_per_s": 1.0, "learner_samples_per_s": 1.0,
+                          "period_s": 1.0}}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    code, _, err = run_cli(capsys, "train", "--plan", str(path), "--steps", "100")
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error:") and "120 %" in lines[0], err
+    mapping["act"] = "cuda:0/mig:MIG-00000000-0000-0000-0000-000000000000"
+    mapping.update({k: "cpu" for k in ("replay_insert", "replay_sample", "priority_update", "learn")})
+    path.write_text(json.dumps(plan))
+    code, _, err = run_cli(capsys, "train", "--plan", str(path), "--steps", "100")
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "does not exist on this machine" in lines[0], err
+
+
+def test_a_slice_of_a_measured_gpu_is_modelled_from_its_timings() -> None:
+    from pearl.costmodel.roofline import kernel_work
+    from pearl.profile.format import (DeviceEntry, KernelTiming, Power, Profile, Transfer, WeightSyncTiming,
+                                      Workload, workload_key)
+    from pearl.profiling.whatif import add_slice_of
+
+    key = workload_key("dqn", "CartPole-v1", 4, 2, (256, 256))
+    workload = Workload(key, "dqn", "CartPole-v1", 4, 2, (256, 256), 64, 100_000)
+    gpu = DeviceEntry("cuda:0", DeviceKind.GPU, "torch", "NVIDIA H100 80GB HBM3", 1, 80 << 30, "measured")
+    profile = Profile("0", "2026-01-01T00:00:00+00:00", "quick", {"cpu": "x", "cores": 2}, [gpu], [workload])
+    profile.kernels = [KernelTiming(key, "learn", "cuda:0", 64, 1e-3, 1e-3, 1e-3, 5, "measured"),
+                       KernelTiming(key, "act", "cuda:0", 1, 1e-5, 1e-5, 1e-5, 5, "measured")]
+    profile.transfers = [Transfer("cuda:0", "h2d", 1e-5, 2e10, "measured")]
+    profile.power = [Power("cuda:0", 70.0, 700.0, "measured", "nvml")]
+    profile.weight_sync = [WeightSyncTiming(key, "cuda:0", 1e-4, 1e-4, 5, "measured")]
+    entry = add_slice_of(profile, gpu, "cuda:0/mps:25", "H100 MPS 25 %", 80 << 30, 0.25, 5e-6)
+    assert (entry.shares, entry.share, entry.source, entry.resource) == ("cuda:0", 0.25, "modelled", "cuda:0")
+    times = {k.kernel: k.median_s for k in profile.kernels if k.device == entry.id}
+    fixed = kernel_work("learn", workload, 64).launches * 5e-6
+    assert times["learn"] == pytest.approx(fixed + (1e-3 - fixed) / 0.25)
+    assert times["act"] >= 1e-5  # launch-bound: never faster than on the whole GPU
+    assert all(k.source == "modelled" for k in profile.kernels if k.device == entry.id)
+    assert [t.device for t in profile.transfers] == ["cuda:0", entry.id]
+    assert [(p.device, p.source) for p in profile.power] == [("cuda:0", "measured"), (entry.id, "modelled")]

@@ -110,7 +110,11 @@ def open_adapter(device_id: str, threads: int | None = None, descriptor: str | P
         if descriptor is not None:
             raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device_id} builds nothing")
         if parsed.slice is not None:
-            check_slice_exists(device_id)
+            from pearl.adapters.slices import enter_slice, in_slice_env
+
+            if not in_slice_env(device_id):  # a role's process the launcher started on it was checked there
+                check_slice_exists(device_id)
+                enter_slice(device_id)
         return TorchAdapter(device_id, threads)
     if parsed.is_opencl:
         require_opencl(device_id)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
@@ -126,6 +127,24 @@ def slice_env(device: str, env: Mapping[str, str] = os.environ) -> dict[str, str
     if env.get("CUDA_MPS_LOG_DIRECTORY"):
         out["CUDA_MPS_LOG_DIRECTORY"] = env["CUDA_MPS_LOG_DIRECTORY"]
     return out
+
+
+def in_slice_env(device: str, env: Mapping[str, str] = os.environ) -> bool:
+    """Whether this process already runs with device's slice environment (the launcher started it so)."""
+    wanted = slice_env(device, env)
+    return all(env.get(k) == v for k, v in wanted.items() if k != "CUDA_MPS_PIPE_DIRECTORY")
+
+
+def enter_slice(device: str) -> None:
+    """Give this process device's slice environment before CUDA starts in it (CUDA reads it once);
+    DeviceError when CUDA has already started here with another."""
+    if in_slice_env(device):
+        return
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        raise DeviceError(f"{device} is a slice, and CUDA has already started in this process without its "
+                          "environment; run the roles that use it in processes of their own")
+    os.environ.update(slice_env(device))
 
 
 def check_slice(device: str, present: list[str], reasons: list[str]) -> None:

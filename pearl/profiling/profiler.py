@@ -18,7 +18,8 @@ Kernel figures follow pearl.profiling.timing.measure_interleaved (rounds over a 
 every figure samples the whole sweep), the others timing.measure. Transfers: a 4-byte copy gives the
 latency, a large one the bandwidth. Power: NVML, RAPL, else the device's descriptor (modelled). Devices that
 run on the same physical resource (PoCL's CPU device and `cpu`) are marked with the same `shares` value and
-get the same power figures, since they are one resource.
+get the same power figures, since they are one resource. GPU slices (MIG instances, MPS shares) are not
+timed: each is modelled from its GPU's measurements (`_model_slices`).
 """
 
 from __future__ import annotations
@@ -123,8 +124,11 @@ class _Target:
 
 
 def plan_devices(options: ProfileOptions) -> list[DeviceInfo]:
+    """The devices to measure: every usable one (or those --device names) but GPU slices, which
+    `slice_devices` models from their whole GPU's measurements."""
     # an FPGA board runs precompiled binaries only: nothing for the profiler to build and time
-    found = {d.id: d for d in discover().devices if d.usable and d.kind is not DeviceKind.FPGA}
+    found = {d.id: d for d in discover().devices if d.usable and d.kind is not DeviceKind.FPGA
+             and d.device_id.slice is None}
     if options.devices is None:
         return list(found.values())
     missing = [d for d in options.devices if d not in found]
@@ -165,12 +169,33 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
         profile.transfers += _transfers(target, grid)
         note(f"transfers {target.info.id}")
     profile.power = _power(targets, profile, grid)
+    _model_slices(profile, targets, options)
     for descriptor in what_if:
         from pearl.profiling.whatif import add_what_if  # the roofline model, for devices that are absent
 
         add_what_if(profile, descriptor, grid)
         note(f"what-if {descriptor.model}")
     return profile
+
+
+def slice_devices(options: ProfileOptions, measured: list[str]) -> list[DeviceInfo]:
+    """The GPU slices of this machine (MIG instances, MPS shares) whose whole GPU is among `measured`."""
+    return [d for d in discover().devices if d.device_id.slice is not None and d.resource in measured
+            and (options.devices is None or str(d.device_id.whole) in options.devices)]
+
+
+def _model_slices(profile: Profile, targets: list[_Target], options: ProfileOptions) -> None:
+    """Add each slice of a measured GPU, modelled from the GPU's own figures (whatif.add_slice_of). A slice
+    runs in a process of its own (its environment is read when CUDA starts), so this process, which has
+    measured the whole GPU, cannot time one; a GPU without a descriptor has no launch latency to keep."""
+    from pearl.profiling.whatif import add_slice_of
+
+    by_id = {t.info.id: t for t in targets}
+    for info in slice_devices(options, list(by_id)):
+        whole = by_id[info.resource]
+        if whole.descriptor is not None:
+            add_slice_of(profile, whole.entry, info.id, info.name, info.memory_bytes, info.share,
+                         whole.descriptor.figures["launch_latency_s"])
 
 
 def count_measurements(options: ProfileOptions) -> int:

@@ -15,7 +15,7 @@ from pearl.costmodel.roofline import kernel_work, roofline_time
 from pearl.descriptors import DeviceDescriptor
 from pearl.device import DeviceKind
 from pearl.kernels import DEVICE_KERNELS
-from pearl.profile.format import DeviceEntry, KernelTiming, Power, Profile, Transfer
+from pearl.profile.format import DeviceEntry, KernelTiming, Power, Profile, Transfer, WeightSyncTiming
 
 #: the adapter that would run each kind of absent device
 ADAPTER = {DeviceKind.GPU: "torch", DeviceKind.FPGA: "opencl", DeviceKind.CPU: "torch"}
@@ -45,11 +45,11 @@ def add_what_if(profile: Profile, descriptor: DeviceDescriptor, grid: object = N
 
 def slices(descriptor: DeviceDescriptor) -> list[tuple[DeviceEntry, dict[str, float]]]:
     """The modelled slices of a what-if GPU, each with the figures its roofline uses: every MIG profile of its
-    descriptor (``whatif:<stem>/mig:<profile>``: its SMs' share of the FLOP/s, its memory eighths of the
-    memory and of the bandwidth) and the MPS shares MPS_SHARES (``whatif:<stem>/mps:P``: P % of the FLOP/s
-    and, as a client's share of the bandwidth, P % of that too). Launch latency and the host link are the
-    whole GPU's. None without [mig] profiles: MPS runs on any CUDA GPU, but a GPU descriptor without its SM
-    layout is not known to be one that slices."""
+    descriptor but one that is all of the GPU (``whatif:<stem>/mig:<profile>``: its SMs' share of the FLOP/s,
+    its memory eighths of the memory and of the bandwidth) and the MPS shares MPS_SHARES
+    (``whatif:<stem>/mps:P``: P % of the FLOP/s and, as a client's share of the bandwidth, P % of that too).
+    Launch latency and the host link are the whole GPU's. None without [mig] profiles: MPS runs on any CUDA
+    GPU, but a GPU descriptor without its SM layout is not known to be one that slices."""
     if not descriptor.mig or descriptor.gpu_sms is None:
         return []
     base, figures = what_if_id(descriptor), descriptor.figures
@@ -57,6 +57,8 @@ def slices(descriptor: DeviceDescriptor) -> list[tuple[DeviceEntry, dict[str, fl
     out = []
     for m in descriptor.mig:
         share, memory = m.sms / descriptor.gpu_sms, m.memory_eighths / 8
+        if share == 1 and memory == 1:
+            continue  # the H100's 7g.80gb: all of the GPU, which the whole device already is
         entry = DeviceEntry(f"{base}/mig:{m.name}", DeviceKind.GPU, "torch", f"{name} MIG {m.name}", 1,
                             int(figures["memory_bytes"] * memory), "modelled", base, descriptor.source.name, True,
                             share, m.instances)
@@ -68,6 +70,30 @@ def slices(descriptor: DeviceDescriptor) -> list[tuple[DeviceEntry, dict[str, fl
                             share, 100 // p)
         out.append((entry, _scaled(figures, share, share)))
     return out
+
+
+def add_slice_of(profile: Profile, whole: DeviceEntry, slice_id: str, name: str, memory_bytes: int, share: float,
+                 launch_latency_s: float) -> DeviceEntry:
+    """A slice of a measured GPU, modelled from the GPU's own timings: each kernel keeps its launches'
+    latency and does the rest of its time at the slice's share of the SMs and bandwidth,
+    t = L + (t_whole − L) / share with L = launches × launch latency (at least t_whole); transfers, power and
+    the weight sync are the GPU's. Labelled modelled; one instance (the processes on it share it)."""
+    entry = DeviceEntry(slice_id, DeviceKind.GPU, whole.adapter, name, 1, memory_bytes, "modelled", whole.id,
+                        whole.descriptor, whole.descriptor_matched, share, 1)
+    profile.devices.append(entry)
+    workloads = {w.key: w for w in profile.workloads}
+    for k in [k for k in profile.kernels if k.device == whole.id]:
+        fixed = kernel_work(k.kernel, workloads[k.workload], k.batch).launches * launch_latency_s
+        seconds = max(k.median_s, fixed + max(0.0, k.median_s - fixed) / share)
+        profile.kernels.append(KernelTiming(k.workload, k.kernel, slice_id, k.batch, seconds, seconds, seconds, 1,
+                                            "modelled"))
+    profile.transfers += [Transfer(slice_id, t.direction, t.latency_s, t.bandwidth_bytes_per_s, "modelled")
+                          for t in profile.transfers if t.device == whole.id]
+    profile.power += [Power(slice_id, p.idle_w, p.busy_w, "modelled", p.method, p.descriptor, p.scale)
+                      for p in profile.power if p.device == whole.id]
+    profile.weight_sync += [WeightSyncTiming(w.workload, slice_id, w.publish_s, w.load_s, w.samples, "modelled")
+                            for w in profile.weight_sync if w.device == whole.id]
+    return entry
 
 
 def _scaled(figures: dict[str, float], compute: float, memory: float) -> dict[str, float]:
