@@ -25,12 +25,12 @@ import numpy as np
 import torch
 
 from pearl.adapters import open_adapter
-from pearl.algos import preset
+from pearl.algos import algorithm, preset
 from pearl.algos.params import init_params
 from pearl.envs import env_spec
 from pearl.errors import PearlError
 from pearl.hostinfo import cpu_name
-from pearl.profiling.profiler import GRIDS, PRESET_ENVS, ProfileOptions, prefill, plan_devices
+from pearl.profiling.profiler import GRIDS, ProfileOptions, prefill, plan_devices
 
 BLOCK_S = 0.05
 
@@ -55,7 +55,8 @@ def works(devices: list[str]) -> dict[str, tuple[Callable[[], object], int]]:
 def fixed_learn(device: str) -> Callable[[], object]:
     """One DQN learn step at batch 64 on device, ended by the device's synchronize: always the same batch,
     sampled once from a replay prefilled as a quick profile prefills it."""
-    config, spec = preset("dqn", PRESET_ENVS["dqn"]), env_spec(PRESET_ENVS["dqn"])
+    env = algorithm("dqn").profile_env
+    config, spec = preset("dqn", env), env_spec(env)
     adapter, rng = open_adapter(device, threads=1), np.random.default_rng(0)
     replay = adapter.make_replay(config, spec, seed=0)
     prefill(replay, spec, GRIDS["quick"].prefill, rng)

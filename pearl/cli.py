@@ -20,9 +20,13 @@ from typing import Any
 import click
 
 from pearl import __version__
+from pearl.algos.registry import algorithm_names
 from pearl.errors import ConfigError, PearlError
+from pearl.progress import Progress
 
 EXIT_USER_ERROR = 2
+#: --algo's choices: the algorithm registry's names (pearl/algos/registry.py), so a new entry is offered here too.
+ALGO_CHOICES = algorithm_names()
 # click >= 8.2 raises this for a bare `pearl`; older clicks print the help themselves.
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
@@ -64,7 +68,7 @@ def devices(as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), default=None,
+@click.option("--algo", type=click.Choice(ALGO_CHOICES), default=None,
               help="Algorithm to train (required unless --plan names it).")
 @click.option("--env", "env_id", default=None,
               help="Gymnasium environment id, e.g. CartPole-v1 (required unless --plan names it).")
@@ -147,7 +151,7 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
                              policy_lag=policy_lag, segment_steps=segment_steps, config_file=config_file,
                              settings=parse_settings(settings), ray_address=ray_address, replay_shards=replay_shards)
         label, total = planned_work(options)
-        with _progress(total, enabled=not as_json, label=label) as bar:
+        with _progress(total, enabled=not as_json, label=label, unit="env step") as bar:
             result = run_training(options=options, progress=bar)
     if as_json:
         _print_json(result.to_dict())
@@ -209,14 +213,14 @@ def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restart
     if given:
         raise click.UsageError(f"--resume goes on with the run as it was configured; drop {', '.join(given)}", ctx)
     restarts = max_restarts if ctx.get_parameter_source("max_restarts") != ParameterSource.DEFAULT else None
-    with _progress(None, enabled=not as_json, label=f"resume {resume_dir}") as bar:
+    with _progress(None, enabled=not as_json, label=f"resume {resume_dir}", unit="env step") as bar:
         return resume_training(resume_dir, eval_episodes=eval_episodes, progress=bar, max_restarts=restarts)
 
 
 @cli.group(invoke_without_command=True)
 @click.option("--quick", is_flag=True, help="A small grid and short timings: under a minute on 2 cores.")
 @click.option("--out", default=None, help="Profile file to write [default: profiles/<host>-<mode>.json].")
-@click.option("--algo", type=click.Choice(["dqn", "ddpg", "all"]), default="all", show_default=True,
+@click.option("--algo", type=click.Choice([*ALGO_CHOICES, "all"]), default="all", show_default=True,
               help="Which presets' kernels to measure.")
 @click.option("--device", "devices", multiple=True, help="Profile only this device (repeatable).")
 @click.option("--env", "env_id", default=None,
@@ -246,7 +250,7 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
     from pearl.profile.format import check_same_machine, load_profile, merge_profiles, save_profile
     from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
 
-    options = ProfileOptions(quick=quick, algos=("dqn", "ddpg") if algo == "all" else (algo,),
+    options = ProfileOptions(quick=quick, algos=ALGO_CHOICES if algo == "all" else (algo,),
                              devices=devices or None, what_if=what_if, env=env_id, hidden=_widths(hidden),
                              batch_size=batch_size, n_envs=n_envs)
     path = out or f"profiles/{platform.node() or 'host'}-{'quick' if quick else 'full'}.json"
@@ -266,6 +270,7 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
             done[0] += 1
             bar(done[0])
 
+        bar(0)  # the rate counts from here
         result = run_profile(options, step)
     if kept is not None:
         result = merge_profiles(kept, result, path)
@@ -319,7 +324,7 @@ def profile_merge(nodes: tuple[str, ...], network: str | None, out: str, as_json
 
 @cli.command()
 @click.option("--profile", "profile_path", required=True, help="Profile file written by `pearl profile`.")
-@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), required=True, help="Algorithm to plan for.")
+@click.option("--algo", type=click.Choice(ALGO_CHOICES), required=True, help="Algorithm to plan for.")
 @click.option("--env", "env_id", required=True, help="Gymnasium environment id (the preset's shapes).")
 @click.option("--objective", type=click.Choice(["throughput", "perf-per-watt"]), default="throughput",
               show_default=True, help="Maximise env steps per second, or env steps per joule.")
@@ -353,7 +358,10 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
                f"; {result.actors} actor(s) × {result.envs_per_actor} env(s)")
     click.echo(f"  predicted {p['env_steps_per_s']:,.0f} env steps/s, {p['updates_per_s']:,.0f} updates/s, "
                f"{p['power_w']:.0f} W, {joules} (timings {p['source']}, power {p['power_source']})")
-    click.echo(f"  bottleneck: {result.bottleneck}")
+    ties = " (ties go to the fewest actor processes, then devices)" if result.solver.get("ties") else ""
+    click.echo(f"  bottleneck: {result.bottleneck}{ties}")
+    for line in _cluster_lines(result):
+        click.echo(line)
     for s in result.slices:
         click.echo(f"  {s['gpu']} split: {' and '.join(s['roles'])} on {s['device']}, {s['processes']} process(es) "
                    f"× {s['share']:.0%} of its SMs")
@@ -363,6 +371,43 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
                        f"(the plan is {b['speedup']:.2f}× that)")
         else:
             click.echo(f"  all on {b['device']}: not feasible")
+
+
+@cli.command()
+@click.option("--profile", "profile_path", required=True, help="Host profile file written by `pearl profile`.")
+@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), required=True, help="Algorithm to plan for.")
+@click.option("--env", "env_id", required=True, help="Gymnasium environment id (the preset's shapes).")
+@click.option("--accelerator", required=True, metavar="DESCRIPTOR",
+              help="The accelerator, a device descriptor (devices/nvidia-a100-sxm4-80gb.toml or its name).")
+@click.option("--lanes", default=None, metavar="N,N,...", help="CPU lane counts to sweep [default: 1-32].")
+@click.option("--out", default="ratio.png", show_default=True, help="The plot to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print the sweep as one JSON object.")
+def ratio(profile_path: str, algo: str, env_id: str, accelerator: str, lanes: str | None, out: str,
+          as_json: bool) -> None:
+    """Sweep the CPU lanes per accelerator (what-if) and plan each.
+
+    Prints and plots throughput and env steps per joule against the CPU/GPU ratio, marking the knee (fewest
+    lanes within 5 % of the best throughput) and the perf-per-watt optimum."""
+    from pearl.fileio import check_writable
+    from pearl.planner.ratio import DEFAULT_LANES, plot, sweep, table
+
+    _quiet_solver()
+    check_writable(out)
+    counts = DEFAULT_LANES
+    if lanes is not None:
+        try:
+            counts = tuple(int(x) for x in lanes.split(","))
+        except ValueError:
+            raise ConfigError(f"--lanes takes comma-separated positive lane counts, e.g. 1,2,4,8; got {lanes!r}") \
+                from None
+    result = sweep(profile_path, algo, env_id, accelerator, counts)
+    written = plot(result, out, f"{algo} {env_id}: CPU lanes per {result.accelerator}")
+    if as_json:
+        _print_json({"plot": str(written), **result.to_dict()})
+        return
+    for line in table(result):
+        click.echo(line)
+    click.echo(f"plot written to {written}")
 
 
 @cli.command()
@@ -387,7 +432,7 @@ def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool) -> None
 
 @cli.command()
 @click.option("--profile", "profile_path", required=True, help="Profile file written by `pearl profile`.")
-@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), required=True, help="Algorithm to compare.")
+@click.option("--algo", type=click.Choice(ALGO_CHOICES), required=True, help="Algorithm to compare.")
 @click.option("--env", "env_id", required=True, help="Gymnasium environment id (the preset's shapes).")
 @click.option("--seconds", type=float, default=20.0, show_default=True, help="Wall time each mapping trains for.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every run.")
@@ -486,51 +531,29 @@ def _suggesting_choices(group: click.Group) -> None:
 _suggesting_choices(cli)
 
 
-class _progress:
-    """Progress of long work on stderr, called with the units done so far: a tqdm bar on a terminal; when
-    stderr is a file or a pipe, a line such as `profile: 40/157 timings (25%), 10 s` every `every` seconds
-    and one when the work ends (only for work that ran that long, so short commands stay quiet); nothing
-    when disabled (--json)."""
+# Progress on stderr: a tqdm bar on a terminal, a line now and then in a pipe (pearl/progress.py).
+_progress = Progress
 
-    EVERY_S = 10.0
 
-    def __init__(self, total: int | None, enabled: bool, label: str, unit: str = "step",
-                 every: float = EVERY_S) -> None:
-        self.bar = None
-        self.total, self.label, self.unit, self.every = total, label, unit, every
-        self.lines = enabled and not sys.stderr.isatty()
-        self.done, self.printed = 0, 0
-        self.t0 = self.last = time.monotonic()
-        if enabled and not self.lines:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit=unit, desc=label, file=sys.stderr, dynamic_ncols=True)
-
-    def __enter__(self) -> "_progress":
-        return self
-
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.close()
-        elif self.printed and exc_type is None:
-            self._line(time.monotonic(), "done in ")
-
-    def __call__(self, done: int) -> None:
-        self.done = done
-        if self.bar is not None:
-            self.bar.update(done - self.bar.n)
-        elif self.lines:
-            now = time.monotonic()
-            if now - self.last >= self.every:
-                self.last = now
-                self._line(now, "")
-
-    def _line(self, now: float, when: str) -> None:
-        units = f"{self.unit}s" if self.done != 1 else self.unit
-        count = f"{self.done:,}/{self.total:,} {units} ({self.done / self.total:.0%})" if self.total \
-            else f"{self.done:,} {units}"
-        click.echo(f"{self.label}: {count}, {when}{now - self.t0:.0f} s", err=True)
-        self.printed += 1
+def _cluster_lines(result: Any) -> list[str]:
+    """A cluster plan's nodes (actors, kernels, CPU/accelerator lanes) and why each role sits where it does."""
+    nodes = result.lanes.get("nodes")
+    if not nodes:
+        return []
+    lines = []
+    for name, n in nodes.items():
+        ratio = f", {n['ratio']:.3g} CPU lanes per accelerator" if n.get("ratio") else ""
+        lines.append(f"  node {name}: {n['actors']} actor process(es), kernels {', '.join(n['kernels']) or 'none'}; "
+                     f"{n['cpu']} CPU lane(s) busy, {n['accelerator']} accelerator(s){ratio}")
+    period = result.predicted["period_s"]
+    for move in result.why:
+        if move["period_s"] is None:
+            lines.append(f"  {move['role']} on node {move['node']} instead: not feasible")
+        else:
+            lines.append(f"  {move['role']} on node {move['node']} instead: {move['period_s'] * 1e3:.4g} ms an "
+                         f"update against {period * 1e3:.4g} ms ({move['period_s'] / period:.3g}×), bound by "
+                         f"{move['bottleneck']}")
+    return lines
 
 
 def _quiet_solver() -> None:

@@ -7,6 +7,7 @@ import difflib
 import gymnasium as gym
 import numpy as np
 
+from pearl.algos.registry import algorithm, algorithms
 from pearl.errors import EnvError
 from pearl.types import EnvSpec
 
@@ -67,7 +68,8 @@ def env_spec(env_id: str, env: gym.Env | None = None) -> EnvSpec:
         if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
             low, high = act_space.low.astype(np.float64), act_space.high.astype(np.float64)
             if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-                raise EnvError(f"{env_id} has unbounded actions {act_space}; DDPG needs finite action bounds")
+                raise EnvError(f"{env_id} has unbounded actions {act_space}; continuous actions need finite bounds "
+                               "(the policy's [-1, 1] is rescaled to them)")
             return EnvSpec(env_id, int(obs_space.shape[0]), "continuous", int(act_space.shape[0]),
                            tuple(float(x) for x in low), tuple(float(x) for x in high))
         raise EnvError(f"{env_id} has action space {act_space}; pearl supports Discrete or a flat Box")
@@ -77,13 +79,15 @@ def env_spec(env_id: str, env: gym.Env | None = None) -> EnvSpec:
 
 
 def check_algo_fits(algo: str, spec: EnvSpec) -> None:
-    """DQN needs discrete actions and DDPG continuous ones; say which algorithm fits otherwise."""
-    if algo == "dqn" and not spec.discrete:
-        raise EnvError(f"DQN needs a discrete action space but {spec.env_id} has continuous actions; "
-                       "use --algo ddpg")
-    if algo == "ddpg" and spec.discrete:
-        raise EnvError(f"DDPG needs a continuous action space but {spec.env_id} has discrete actions; "
-                       "use --algo dqn")
+    """The algorithm's registry entry names the action space it needs (DQN discrete, DDPG continuous); an env
+    with the other kind is an EnvError naming the algorithms that fit (ConfigError for an unknown algorithm)."""
+    entry = algorithm(algo)
+    if entry.action_kind == spec.action_kind:
+        return
+    fits = [a.name for a in algorithms() if a.action_kind == spec.action_kind]
+    advice = f"; use --algo {' or --algo '.join(fits)}" if fits else ""
+    raise EnvError(f"{entry.title} needs a {entry.action_kind} action space but {spec.env_id} has "
+                   f"{spec.action_kind} actions{advice}")
 
 
 def to_env_action(spec: EnvSpec, action: np.ndarray) -> np.ndarray:

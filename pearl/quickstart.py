@@ -14,13 +14,13 @@
 from __future__ import annotations
 
 import platform
-import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 from pearl.errors import PearlError
+from pearl.progress import Progress
 
 ALGO, ENV = "dqn", "CartPole-v1"
 FRESH = timedelta(days=7)
@@ -82,6 +82,7 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
                 done[0] += 1
                 bar(done[0])
 
+            bar(0)  # the rate counts from here
             save_profile(run_profile(options, step), path)
     else:
         say(f"1/3 reusing the profile {path} (measured here less than a week ago; --reprofile measures again)")
@@ -91,7 +92,7 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
     say(f"2/3 plan for throughput: {placed}; {plan.actors} actor(s); predicted "
         f"{plan.predicted['env_steps_per_s']:,.0f} env steps/s; bottleneck {plan.bottleneck}")
     say(f"3/3 training {ALGO} on {ENV} with that plan (50,000 steps, {LAUNCHER} launcher) ...")
-    with _progress(progress, 50_000, f"{ALGO} {ENV}", "step") as bar:
+    with _progress(progress, 50_000, f"{ALGO} {ENV}", "env step") as bar:
         result = train(ALGO, ENV, plan=str(plan_file), seed=seed, eval_episodes=20, runs_dir=runs_dir,
                        progress=bar, launcher=LAUNCHER)
     measured = result.plan_check["measured"]["env_steps_per_s"]
@@ -102,27 +103,6 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
     return {"profile": str(path), "plan": plan.to_dict(), "run": result.to_dict()}
 
 
-class _Bar:
-    """A tqdm bar on a terminal, nothing otherwise (the Python API's default)."""
-
-    def __init__(self, total: int, label: str, unit: str, enabled: bool) -> None:
-        self.bar = None
-        if enabled and sys.stderr.isatty():
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit=unit, desc=label, file=sys.stderr, dynamic_ncols=True)
-
-    def __enter__(self) -> "_Bar":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-    def __call__(self, done: int) -> None:
-        if self.bar is not None:
-            self.bar.update(done - self.bar.n)
-
-
 def _progress(progress: bool | Callable[..., Any], total: int, label: str, unit: str) -> Any:
-    return progress(total, label, unit) if callable(progress) else _Bar(total, label, unit, progress)
+    """The caller's factory's progress, else a bar on a terminal (nothing in a pipe) when progress is True."""
+    return progress(total, label, unit) if callable(progress) else Progress(total, progress, label, unit, lines=False)

@@ -52,7 +52,8 @@ class RunOptions:
     """Everything one training run is given: the CLI, the Python API, config.json and resume all use this."""
 
     algo: str | None = None
-    """Algorithm: "dqn" or "ddpg". May be left out with a plan, which names it."""
+    """Algorithm: a name the registry knows (`pearl.algos.algorithm_names()`: dqn, ddpg). May be left out with a
+    plan, which names it."""
     env: str | None = None
     """Gymnasium environment id (e.g. CartPole-v1, or module:EnvName-v0). May be left out with a plan."""
     device: str | None = None
@@ -198,6 +199,10 @@ def _checked_plan(path: str, algo: str | None, env_id: str | None, device: str |
             raise ConfigError(f"{path} is a plan for {plan.algo} on {plan.env}, but {name} says {given}; drop "
                               f"{name} (the plan names it) or make a plan with `pearl plan --algo "
                               f"{algo or plan.algo} --env {env_id or plan.env}`")
+    if isinstance(plan.profile.get("nodes"), dict):  # a plan of a cluster profile (pearl profile merge)
+        raise PlanError(f"{path} places kernels on the nodes {', '.join(plan.profile['nodes'])} of a cluster; this "
+                        "pearl runs plans of one host: plan with this machine's profile (`pearl plan --profile "
+                        "PROFILE`) to train here")
     here = (cpu_name(), cpu_lanes())
     there = (plan.profile.get("cpu"), plan.profile.get("cores"))
     if here != there:
@@ -496,7 +501,7 @@ def _setup(o: RunOptions) -> _Setup:
     algo, env_id = (loaded.algo, loaded.env) if loaded is not None else (o.algo, o.env)
     if algo is None or env_id is None:
         raise ConfigError("--algo and --env are required (or --plan PLAN, which names them, or --resume RUN_DIR)")
-    algo_config_class(algo)  # unknown algo → ConfigError
+    algo_config_class(algo)  # an algorithm the registry does not know → ConfigError naming the known ones
     spec = env_spec(env_id)
     check_algo_fits(algo, spec)
     config = o.config if o.config is not None else preset(algo, env_id)

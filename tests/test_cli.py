@@ -167,7 +167,7 @@ def test_help_shows_whole_command_descriptions(capsys, monkeypatch) -> None:
     code, out, _ = run_cli(capsys, "--help")
     assert code == 0
     commands = out.split("Commands:", 1)[1].strip().splitlines()
-    assert len(commands) == 7
+    assert len(commands) == 8
     for line in commands:
         assert not line.rstrip().endswith("..."), line  # click cuts a description that does not fit
         assert line.rstrip().endswith("."), line
@@ -210,6 +210,23 @@ def test_progress_when_piped_prints_a_line_now_and_then(capsys) -> None:
     with _progress(None, enabled=True, label="resume runs/x", every=0.0) as bar:
         bar(1)
     assert capsys.readouterr().err.splitlines()[0].startswith("resume runs/x: 1 step, ")
+
+
+def test_progress_rate_is_the_average_from_the_first_call_to_the_last(capsys) -> None:
+    """The training loop calls once as it starts and once as it ends, so the rate shown last is steps over the
+    loop's wall time: the summary's env steps/s (not a smoothed recent rate, nor one diluted by evaluation)."""
+    from pearl.progress import Progress
+
+    ticks = iter([0.0, 100.0, 102.0, 104.0, 110.0])  # made; the loop starts, goes on, ends; evaluated, closed
+    with Progress(5000, enabled=True, label="train", unit="env step", every=0.0, clock=lambda: next(ticks)) as bar:
+        bar(1000)  # a resumed run: the rate counts this run's steps only
+        bar(1500)
+        bar(3000)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "train: 1,000/5,000 env steps (20%), 100 s"
+    assert lines[1] == "train: 1,500/5,000 env steps (30%), 102 s, 250 env steps/s"  # 500 in 2 s
+    assert lines[2] == "train: 3,000/5,000 env steps (60%), 104 s, 500 env steps/s"  # 2,000 in 4 s
+    assert lines[3] == "train: 3,000/5,000 env steps (60%), done in 110 s, 500 env steps/s" and len(lines) == 4
 
 
 def test_progress_stays_quiet_for_short_work_and_for_json(capsys) -> None:

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from pearl.costmodel import CostModel, Estimate, PowerEstimate, Work, kernel_work, roofline_time
 from pearl.costmodel.roofline import transition_floats, tree_depth
+from pearl.errors import ConfigError
 from pearl.profile.format import (SCHEMA, DeviceEntry, KernelTiming, Profile, ProfileError, Workload, parse_profile,
-                                    workload_key)
+                                  workload_key)
 
 ROOT = Path(__file__).resolve().parent.parent
 DQN = workload_key("dqn", "CartPole-v1", 4, 2, (64, 64))
@@ -296,7 +297,7 @@ def test_kernel_work_edges():
         kernel_work("env_step", _tiny("dqn"), 1)
     with pytest.raises(KeyError, match="unknown kernel"):
         kernel_work("backprop", _tiny("dqn"), 1)
-    with pytest.raises(ValueError, match="unknown algo"):
+    with pytest.raises(ConfigError, match="unknown algorithm 'ppo'; pearl knows: dqn, ddpg"):
         kernel_work("act", Workload("x", "ppo", "Tiny-v0", 2, 2, (3,), 4, 100), 1)
 
 

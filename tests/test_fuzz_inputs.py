@@ -36,7 +36,9 @@ from cli_support import run_cli
 from pearl.descriptors import KINDS, DescriptorError, load_descriptor
 from pearl.kernels import DEVICE_KERNELS
 from pearl.planner.plan import PlanFileError, load_plan, save_plan
+from pearl.profile.cluster import load_cluster, merge_profiles_into_cluster, save_cluster
 from pearl.profile.format import ProfileError, load_profile, save_profile
+from pearl.profile.network import NETWORKS_DIR, NetworkError, load_network
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -280,6 +282,23 @@ def mutated_descriptors(gentle: bool = False) -> st.SearchStrategy[Mutant]:
         lambda source: mutated(source[0], source[1], DEVICE_SCHEMAS, toml_text, gentle))
 
 
+CLUSTER = json.loads(json.dumps(merge_profiles_into_cluster([("a", str(REFERENCE)), ("b", str(REFERENCE))],
+                                                            NETWORKS_DIR / "40gbe.toml").to_dict()))
+CLUSTER_BYTES = json.dumps(CLUSTER, indent=1).encode()
+CLUSTER_SCHEMAS = [s.replace("profile", "cluster") for s in PROFILE_SCHEMAS] + ["pearl.profile/1"]
+NETWORK_SOURCES = [(path.read_bytes(), tomllib.loads(path.read_text())) for path in sorted(NETWORKS_DIR.glob("*.toml"))]
+NETWORK_SCHEMAS = [s.replace("profile", "network") for s in PROFILE_SCHEMAS]
+
+
+def mutated_clusters() -> st.SearchStrategy[Mutant]:
+    return mutated(CLUSTER_BYTES, CLUSTER, CLUSTER_SCHEMAS, json_text)
+
+
+def mutated_networks() -> st.SearchStrategy[Mutant]:
+    return st.sampled_from(NETWORK_SOURCES).flatmap(
+        lambda source: mutated(source[0], source[1], NETWORK_SCHEMAS, toml_text))
+
+
 # ------------------------------------------------------------------------------------------------- checks
 def loaded_or_refused(load: Callable[[Path], Any], path: Path, error: type[Exception]) -> Any | None:
     """What load returns, or None when it raised `error` naming the file. Any other exception propagates:
@@ -352,6 +371,32 @@ def test_profile_loader(tmp_path: Path, file: Mutant) -> None:
     if profile is not None:  # what loads writes back whole and reads back the same
         again = load_profile(save_profile(profile, tmp_path / "again.json"))
         assert same_json(again.to_dict(), profile.to_dict())
+
+
+@fuzz(300)
+@given(file=mutated_clusters())
+def test_cluster_loader(tmp_path: Path, file: Mutant) -> None:
+    path = tmp_path / "cluster.json"
+    path.write_bytes(file.data)
+    cluster = loaded_or_refused(load_cluster, path, ProfileError)
+    event(f"cluster loader: {'loaded' if cluster else 'refused'}")
+    if cluster is not None:  # every link joins two nodes of the cluster; what loads writes back the same
+        assert len(set(cluster.names)) == len(cluster.names) >= 1
+        assert all({k.a, k.b} <= set(cluster.names) and k.a != k.b for k in cluster.links)
+        again = load_cluster(save_cluster(cluster, tmp_path / "again.json"))
+        assert same_json(again.to_dict(), cluster.to_dict())
+
+
+@fuzz(300)
+@given(file=mutated_networks())
+def test_network_loader(tmp_path: Path, file: Mutant) -> None:
+    path = tmp_path / "net.toml"
+    path.write_bytes(file.data)
+    network = loaded_or_refused(load_network, path, NetworkError)
+    event(f"network loader: {'loaded' if network else 'refused'}")
+    if network is not None:
+        assert network.bandwidth_bytes_per_s > 0 and math.isfinite(network.bandwidth_bytes_per_s)
+        assert network.latency_s >= 0 and math.isfinite(network.latency_s) and network.name
 
 
 @fuzz(800)
@@ -526,6 +571,14 @@ COMMANDS: dict[str, dict[str, Any]] = {
                 # checked before the first training; blocker is a file, so no runs folder can be made in it
                 "last": [["--seconds", "0"], ["--seconds", "-1"], ["--seconds", "nan"], ["--seed", "-1"],
                          ["--runs-dir", "blocker/runs"]]},
+    "ratio": {"options": {"--profile": INPUTS, "--algo": ALGOS, "--env": ENVS, "--out": OUTPUTS,
+                          "--accelerator": INPUTS | st.sampled_from(["nvidia-a100-sxm4-80gb", "nvidia-a100"]),
+                          "--lanes": st.sampled_from(["1,2", "0", "", "x", "-1,2", "1,,2", "99999999999999999999"])},
+              "flags": ["--json"],
+              "base": ["--profile", str(REFERENCE), "--algo", "dqn", "--env", "CartPole-v1", "--accelerator",
+                       "nvidia-a100-sxm4-80gb"],
+              # checked before the first plan of the sweep
+              "last": [["--lanes", "0"], ["--lanes", "1,0"], ["--lanes", "x"], ["--out", "blocker/r.png"]]},
     # checked before the quickstart profiles this machine
     "quickstart": {"options": {"--seed": INTS, "--runs-dir": OUTPUTS}, "flags": ["--reprofile", "--json"], "base": [],
                    "last": [["--seed", "abc"], ["--seed", ""], ["--seed", "1.5"], ["--seed", "-1"]]},

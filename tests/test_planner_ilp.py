@@ -424,3 +424,62 @@ def test_bad_arguments():
         solve(p, "fastest")
     with pytest.raises(PearlError):
         solve(p, solver="gurobi")
+
+
+def tied_problem(seed: int) -> Problem:
+    """A random problem where the actor count moves neither P nor E: act costs the same for every option on a
+    device and every actor's period is short, as when the learner binds (the composer example of the PEARL
+    paper, where 10 actors give the period 1 gives)."""
+    p = random_problem(seed)
+    rng = random.Random(seed)
+    per_device = {d: rng.uniform(0.01, 0.1) for (_, d) in p.act_cost}
+    act_cost = {(a, d): per_device[d] for (a, d) in p.act_cost}
+    actor_period = {key: 1e-3 for key in p.actor_period}
+    return dataclasses.replace(p, act_cost=act_cost, actor_period=actor_period)
+
+
+@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("make", [random_problem, tied_problem])
+def test_ties_prefer_fewer_actors_then_fewer_devices(seed, make):
+    """Among the placements with the optimal objectives (both, lexicographically), the plan has the fewest actor
+    processes, and among those the fewest devices (the oracle's own enumeration)."""
+    p = make(seed)
+    choices = [sorted({d for (_, d) in p.act_cost}) if k == "act" else sorted({d for (kk, d) in p.cost if kk == k})
+               for k in PLACED]
+    points = []
+    for devs in itertools.product(*choices):
+        where = dict(zip(PLACED, devs))
+        for a in p.actor_options():
+            r = account(p, where, a)
+            if r is not None:
+                points.append((r[0], r[1], a.n, len(set(devs))))
+    if not points:
+        return
+    for objective, (i, j) in (("throughput", (0, 1)), ("perf-per-watt", (1, 0))):
+        plan = solve(p, objective)
+        best_i = min(pt[i] for pt in points)
+        best_j = min(pt[j] for pt in points if pt[i] <= best_i * (1 + 1e-9))
+        tied = [pt for pt in points if pt[i] <= best_i * (1 + 1e-9) and pt[j] <= best_j * (1 + 1e-9)]
+        fewest = min(pt[2] for pt in tied)
+        assert plan.actors.n <= fewest
+        devices = len(set(plan.placement.values()))
+        assert devices <= min(pt[3] for pt in tied if pt[2] == fewest)
+
+
+def test_ties_on_a_real_profile_take_one_actor_when_actors_do_not_bind():
+    """DQN CartPole on the reference profile: the learner binds, so more actor processes cannot shorten P;
+    the plan starts as few as reach the optimum, and every smaller count is slower (or infeasible)."""
+    from pathlib import Path
+
+    from pearl.envs import env_spec
+    from pearl.planner.build import build_problem
+    from pearl.costmodel import CostModel
+    from pearl.profile.format import load_profile
+
+    profile = load_profile(Path(__file__).resolve().parent.parent / "profiles" / "reference.json")
+    p, _ = build_problem(profile, CostModel(profile), "dqn", env_spec("CartPole-v1"))
+    plan = solve(p, "throughput")
+    for a in p.actor_options():
+        if a.n < plan.actors.n:
+            r = evaluate(p, plan.placement, a)
+            assert r is None or r[0] > plan.period_s * (1 + 1e-9)

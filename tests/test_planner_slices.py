@@ -36,7 +36,8 @@ def random_slice_problem(seed: int) -> Problem:
     for i in range(rng.randint(1, 3)):
         share = rng.choice([1 / 7, 2 / 7, 3 / 7, 0.1, 0.25, 0.5])
         instances = rng.choice([1, 2, 3, 7]) if rng.random() < 0.7 else 1
-        devices.append(Device(f"gpu/s{i}", "gpu", rng.uniform(4, 40), share, instances, rng.choice(["mig", "mps"])))
+        devices.append(Device(f"gpu/s{i}", "gpu", rng.uniform(4, 40), share=share, instances=instances,
+                              slicing=rng.choice(["mig", "mps"])))
     cost, act_cost, actor_period = {}, {}, {}
     host_lanes = resources[0].lanes
     options = sorted({ActorOption(rng.randint(1, host_lanes), 4) for _ in range(3)}, key=lambda a: a.n)
@@ -151,7 +152,7 @@ def test_slice_aware_program_matches_brute_force(seed: int) -> None:
 
 
 def test_shares_over_the_gpu_are_refused() -> None:
-    half = Device("gpu/half", "gpu", 40.0, 0.5, 4)
+    half = Device("gpu/half", "gpu", 40.0, share=0.5, instances=4)
     devices = [Device("cpu", "host-cpu", 16.0), Device("gpu", "gpu", 80.0), half]
     two = ActorOption(2, 4)
     cost = {(k, d.id): 0.1 for k in LEARNER for d in devices}

@@ -71,3 +71,12 @@ def test_presets_are_the_published_settings() -> None:
             acrobot.target_update_interval, acrobot.replay_ratio, acrobot.hidden) == \
         (100_000, 6.3e-4, 128, 50_000, 250, 1.0, (256, 256))
     assert preset("dqn", "MountainCar-v0").total_steps == pearl.DQNConfig().total_steps  # defaults elsewhere
+
+
+def test_progress_is_called_as_the_loop_starts_and_as_it_ends(tmp_path) -> None:
+    """So a progress bar's rate spans what the summary's env_steps_per_s does (pearl/progress.py)."""
+    calls: list[int] = []
+    config = preset("dqn", "CartPole-v1").replace(learning_starts=100, train_freq=50, gradient_steps=5)
+    result = pearl.train("dqn", "CartPole-v1", steps=300, eval_episodes=0, config=config, runs_dir=str(tmp_path),
+                         launcher="sequential", progress=calls.append)
+    assert calls[0] == 0 and calls[-1] == result.steps == 300 and calls == sorted(calls)

@@ -19,12 +19,13 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
 from pearl.algos.base import OffPolicyConfig
 from pearl.device import HOST_RESOURCE, DeviceId, DeviceKind
+from pearl.algos.registry import algorithm
 from pearl.types import EnvSpec, LearnResult, Params, PriorityUpdate, SampleBatch, TransitionBatch
 
 
@@ -196,6 +197,21 @@ class ReplayKernels(ABC):
         """Restore a `state_dict` taken from replay of the same capacity and shapes on this adapter."""
 
 
+Networks = dict[str, list[int]]  # layer widths of each network, as the registry entry's `networks` gives them
+
+
+@dataclass(frozen=True)
+class AlgoKernels:
+    """How one backend builds one algorithm's kernels: what an algorithm's registry entry names per backend
+    (`Algorithm.kernels`). `handle` is the backend's own (a torch.device, an OpenCL runtime); `nets` the
+    layer widths of every network of the algorithm."""
+
+    act: Callable[[Any, OffPolicyConfig, Networks, Params, int], ActKernel]
+    """(handle, config, nets, params, seed) → an act kernel holding the policy network."""
+    learn: Callable[[Any, OffPolicyConfig, Networks, Params], LearnKernel]
+    """(handle, config, nets, params) → a learn kernel holding every network, its target and optimiser."""
+
+
 class Adapter(ABC):
     """Runs kernels on one device."""
 
@@ -206,6 +222,11 @@ class Adapter(ABC):
 
     def __init__(self, device_id: str) -> None:
         self.device_id = device_id
+
+    def algo_kernels(self, config: OffPolicyConfig) -> AlgoKernels:
+        """This backend's kernel factories for config's algorithm, from its registry entry: ConfigError for an
+        algorithm the registry does not know, DeviceError for one without kernels on this backend."""
+        return algorithm(config.algo).kernel_factories(self.backend)
 
     @abstractmethod
     def make_act(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int) -> ActKernel:

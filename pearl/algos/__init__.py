@@ -1,9 +1,12 @@
-"""Algorithms as hyperparameter dataclasses plus their maths (stated in each module's docstring)."""
+"""Algorithms as hyperparameter dataclasses plus their maths (stated in each module's docstring), and the
+registry (pearl/algos/registry.py) that every stage asks about an algorithm."""
 
-from pearl.algos.base import OffPolicyConfig, config_from_dict
+from pearl.algos.base import Algorithm, LearnWork, OffPolicyConfig, config_from_dict
 from pearl.algos.ddpg import DDPGConfig
 from pearl.algos.dqn import DQNConfig
-from pearl.algos.presets import ALGOS, PRESETS, algo_config_class, has_preset, preset
+from pearl.algos.presets import PRESETS, algo_config_class, has_preset, preset
+from pearl.algos.registry import algorithm, algorithm_names, algorithms, register, unregister
 
-__all__ = ["ALGOS", "PRESETS", "DDPGConfig", "DQNConfig", "OffPolicyConfig", "algo_config_class",
-           "config_from_dict", "has_preset", "preset"]
+__all__ = ["PRESETS", "Algorithm", "DDPGConfig", "DQNConfig", "LearnWork", "OffPolicyConfig", "algo_config_class",
+           "algorithm", "algorithm_names", "algorithms", "config_from_dict", "has_preset", "preset", "register",
+           "unregister"]

@@ -1,18 +1,21 @@
 """What every off-policy algorithm shares: the hyperparameters that shape the replay loop.
 
 Configs are plain dataclasses with no torch import, so the cost model and the planner can read batch sizes,
-network shapes and the replay ratio on a machine without torch.
+network shapes and the replay ratio on a machine without torch. `Algorithm` is the shape of one registry entry
+(pearl/algos/registry.py): everything a stage needs to know about an algorithm besides its hyperparameters.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib
 import math
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pearl.errors import ConfigError
+from pearl.errors import ConfigError, DeviceError
 
 @dataclass
 class OffPolicyConfig:
@@ -164,3 +167,81 @@ def config_from_dict(cls: type[OffPolicyConfig], data: dict[str, Any]) -> OffPol
     if "hidden" in values:
         values["hidden"] = tuple(values["hidden"]) if isinstance(values["hidden"], list) else values["hidden"]
     return cls().replace(**values)
+
+
+ACTION_KINDS = ("discrete", "continuous")  # pearl.types.EnvSpec.action_kind
+
+
+@dataclass(frozen=True)
+class LearnWork:
+    """What one `learn` call does, in the roofline's building blocks (pearl/costmodel/roofline.py), so the
+    what-if model costs any registered algorithm without knowing its name.
+
+    forward_passes: (network, count) in forward-pass equivalents over the batch: a forward pass counts 1, a
+    backward pass 2 (weight and input gradients), an input-only backward 1; a target network counts under the
+    network it copies (same shape). adam: networks with one Adam step each. polyak: networks whose target is
+    Polyak-averaged each update (a hard copy every so many updates is not counted)."""
+
+    forward_passes: tuple[tuple[str, int], ...]
+    adam: tuple[str, ...]
+    polyak: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One algorithm as every stage of pearl sees it: its registry entry (pearl/algos/registry.py).
+
+    Stages ask the entry instead of comparing names: the CLI's --algo choices, presets and config files
+    (config_class), the env check (action_kind), parameters and network shapes (networks, policy_net), the
+    roofline (networks, learn_work, action_kind), the profiler (profile_env, config.exploration) and each
+    adapter (kernels[backend])."""
+
+    name: str
+    """The --algo value, `config_class.algo`, and the algo of profiles, plans and run records."""
+    title: str
+    """The name in messages ("DQN")."""
+    config_class: type[OffPolicyConfig]
+    """Its hyperparameters; the defaults are what an env without a preset trains with."""
+    action_kind: str
+    """The action space it needs: "discrete" (actions are indices) or "continuous" (a flat bounded Box)."""
+    networks: Callable[[int, int, tuple[int, ...]], dict[str, list[int]]]
+    """(obs_dim, action_dim, hidden) → layer widths, input first, of each trained network (targets have the
+    same shapes), in the order parameters are initialised."""
+    policy_net: str
+    """The network `act` runs (what weight sync copies to the actors)."""
+    learn_work: LearnWork
+    """One learn call in roofline building blocks."""
+    profile_env: str
+    """The environment whose preset `pearl profile` measures for this algorithm."""
+    kernels: Mapping[str, str] = field(default_factory=dict)
+    """Backend ("torch", "opencl") → "module:attribute" of that backend's kernel factories for this algorithm
+    (a pearl.adapters.base.AlgoKernels). Named as text and imported only when an adapter builds a kernel, so
+    the registry imports no adapter and no hardware library, and adapters stay below it in the flow."""
+
+    def __post_init__(self) -> None:
+        if self.config_class.algo != self.name:
+            raise ValueError(f"algorithm {self.name!r}: its config class says algo {self.config_class.algo!r}")
+        if self.action_kind not in ACTION_KINDS:
+            raise ValueError(f"algorithm {self.name!r}: action_kind must be one of {ACTION_KINDS}")
+        nets = self.networks(1, 1, (1,))
+        used = {self.policy_net, *(n for n, _ in self.learn_work.forward_passes), *self.learn_work.adam,
+                *self.learn_work.polyak}
+        if not used <= set(nets):
+            raise ValueError(f"algorithm {self.name!r} names networks it lacks: {sorted(used - set(nets))}")
+
+    def network_sizes(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> dict[str, list[int]]:
+        return self.networks(obs_dim, action_dim, tuple(hidden))
+
+    def action_floats(self, action_dim: int) -> int:
+        """Floats one stored action takes: one index for discrete actions, action_dim for continuous ones."""
+        return 1 if self.action_kind == "discrete" else action_dim
+
+    def kernel_factories(self, backend: str) -> Any:
+        """The backend's kernel factories for this algorithm; DeviceError when the entry names none."""
+        where = self.kernels.get(backend)
+        if where is None:
+            have = ", ".join(sorted(self.kernels)) or "none"
+            raise DeviceError(f"{self.title} has no {backend} kernels (its registry entry names kernels for: "
+                              f"{have}); run it on a device of those backends")
+        module, _, attribute = where.partition(":")
+        return getattr(importlib.import_module(module), attribute)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pearl.algos.base import OffPolicyConfig
+from pearl.algos.base import Algorithm, LearnWork, OffPolicyConfig
 from pearl.errors import ConfigError
 
 
@@ -51,3 +51,19 @@ class DDPGConfig(OffPolicyConfig):
             raise ConfigError(f"tau must be in (0, 1], got {self.tau}")
         if self.action_noise < 0:
             raise ConfigError(f"action_noise must be >= 0, got {self.action_noise}")
+
+
+def networks(obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> dict[str, list[int]]:
+    """An actor (observation → action) and a critic (observation and action → one value)."""
+    return {"actor": [obs_dim, *hidden, action_dim], "critic": [obs_dim + action_dim, *hidden, 1]}
+
+
+DDPG = Algorithm(
+    name="ddpg", title="DDPG", config_class=DDPGConfig, action_kind="continuous", networks=networks,
+    policy_net="actor",
+    # critic update: actor target F, critic target F, critic F + B (2); actor update: actor F + B (2), critic F +
+    # input-backward (1); then Adam and Polyak on both
+    learn_work=LearnWork(forward_passes=(("actor", 4), ("critic", 6)), adam=("actor", "critic"),
+                         polyak=("actor", "critic")),
+    profile_env="Pendulum-v1",
+    kernels={"torch": "pearl.adapters.torch.ddpg:KERNELS", "opencl": "pearl.adapters.opencl.algos:DDPG_KERNELS"})

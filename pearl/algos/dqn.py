@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pearl.algos.base import OffPolicyConfig
+from pearl.algos.base import Algorithm, LearnWork, OffPolicyConfig
 from pearl.errors import ConfigError
 
 
@@ -74,3 +74,16 @@ class DQNConfig(OffPolicyConfig):
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if self.max_grad_norm < 0:
             raise ConfigError(f"max_grad_norm must be >= 0, got {self.max_grad_norm}")
+
+
+def networks(obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> dict[str, list[int]]:
+    """One Q-network: an observation in, one value per discrete action out."""
+    return {"q": [obs_dim, *hidden, action_dim]}
+
+
+DQN = Algorithm(
+    name="dqn", title="DQN", config_class=DQNConfig, action_kind="discrete", networks=networks, policy_net="q",
+    # target forward + online forward + backward (2) of q; one Adam step; the target is a hard copy
+    learn_work=LearnWork(forward_passes=(("q", 4),), adam=("q",)),
+    profile_env="CartPole-v1",
+    kernels={"torch": "pearl.adapters.torch.dqn:KERNELS", "opencl": "pearl.adapters.opencl.algos:DQN_KERNELS"})

@@ -14,21 +14,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from pearl.algos.base import OffPolicyConfig
+from pearl.algos.registry import algorithm
 from pearl.types import EnvSpec, Params
 
 
 def network_sizes(config: OffPolicyConfig, spec: EnvSpec) -> dict[str, list[int]]:
-    """Layer widths, input first, of each trained network."""
-    hidden = list(config.hidden)
-    if config.algo == "dqn":
-        return {"q": [spec.obs_dim, *hidden, spec.action_dim]}
-    return {"actor": [spec.obs_dim, *hidden, spec.action_dim],
-            "critic": [spec.obs_dim + spec.action_dim, *hidden, 1]}
+    """Layer widths, input first, of each trained network (the registry entry's `networks`)."""
+    return algorithm(config.algo).network_sizes(spec.obs_dim, spec.action_dim, config.hidden)
 
 
 def policy_net(algo: str) -> str:
     """The network `act` needs (and weight_sync copies)."""
-    return "q" if algo == "dqn" else "actor"
+    return algorithm(algo).policy_net
 
 
 def target_name(net: str) -> str:

@@ -28,9 +28,7 @@ from __future__ import annotations
 from pearl.algos.base import OffPolicyConfig
 from pearl.algos.ddpg import DDPGConfig
 from pearl.algos.dqn import DQNConfig
-from pearl.errors import ConfigError
-
-ALGOS: dict[str, type[OffPolicyConfig]] = {"dqn": DQNConfig, "ddpg": DDPGConfig}
+from pearl.algos.registry import algorithm
 
 PRESETS: dict[tuple[str, str], OffPolicyConfig] = {
     ("dqn", "CartPole-v1"): DQNConfig(
@@ -83,18 +81,19 @@ PRESETS: dict[tuple[str, str], OffPolicyConfig] = {
 
 
 def algo_config_class(algo: str) -> type[OffPolicyConfig]:
-    try:
-        return ALGOS[algo]
-    except KeyError:
-        raise ConfigError(f"unknown algorithm {algo!r}; choose one of: {', '.join(ALGOS)}") from None
+    """The registered algorithm's config class (ConfigError naming the known ones for an unknown name)."""
+    return algorithm(algo).config_class
 
 
 def preset(algo: str, env_id: str) -> OffPolicyConfig:
-    """The tuned config for (algo, env) if pearl has one, else the algorithm's defaults (a fresh copy)."""
+    """The tuned config for (algo, env) if pearl has one, else the algorithm's defaults (a fresh copy);
+    ConfigError for an algorithm the registry does not know."""
     cls = algo_config_class(algo)
     found = PRESETS.get((algo, env_id))
     return found.replace() if found is not None else cls()
 
 
 def has_preset(algo: str, env_id: str) -> bool:
+    """Whether pearl has tuned hyperparameters for (algo, env); an algorithm without any still trains, at its
+    defaults, so a new algorithm need not add presets here."""
     return (algo, env_id) in PRESETS

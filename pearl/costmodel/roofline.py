@@ -9,8 +9,10 @@ transitions; caches are ignored (every operand comes from memory once per use co
 work of order batch × layer width (bias adds, activations, loss, TD targets, tanh, argmax, exploration noise,
 importance weights, the priority formula) is not counted in flops: it is small next to the matrix products.
 
-Networks, from the Workload fields (pearl.algos.params.network_sizes with the workload's shapes), widths
-input first:
+Everything algorithm-specific comes from the workload's registry entry (pearl/algos/registry.py): its networks
+(`networks`), the one `act` runs (`policy_net`), what one learn call does (`learn_work`: forward-pass
+equivalents per network, Adam steps, Polyak averages) and how many floats an action takes (`action_kind`).
+The formulas below are those entries worked out. Networks, widths input first:
 
     dqn:   q      = [obs_dim, *hidden, action_dim]                       (+ a target of the same shape)
     ddpg:  actor  = [obs_dim, *hidden, action_dim]
@@ -71,6 +73,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 
+from pearl.algos.base import LearnWork
+from pearl.algos.registry import algorithm
 from pearl.kernels import KERNEL_NAMES
 from pearl.profile.format import Workload
 from pearl.replay.sumtree import DEFAULT_ARITY as SUMTREE_ARITY  # children per sum-tree node, as replay uses
@@ -100,20 +104,15 @@ class Work:
 
 
 def network_sizes(workload: Workload) -> dict[str, list[int]]:
-    """Layer widths, input first, of each trained network of the workload (targets have the same shapes)."""
-    hidden = list(workload.hidden)
-    if workload.algo == "dqn":
-        return {"q": [workload.obs_dim, *hidden, workload.action_dim]}
-    if workload.algo == "ddpg":
-        return {"actor": [workload.obs_dim, *hidden, workload.action_dim],
-                "critic": [workload.obs_dim + workload.action_dim, *hidden, 1]}
-    raise ValueError(f"workload {workload.key!r}: unknown algo {workload.algo!r}; the roofline knows dqn and ddpg")
+    """Layer widths, input first, of each trained network of the workload (targets have the same shapes), from
+    its algorithm's registry entry; ConfigError for an algorithm the registry does not know."""
+    return algorithm(workload.algo).network_sizes(workload.obs_dim, workload.action_dim, tuple(workload.hidden))
 
 
 def transition_floats(workload: Workload) -> int:
-    """Floats per stored transition: obs, next obs, action (1 index for dqn, action_dim for ddpg), reward, done."""
-    action = 1 if workload.algo == "dqn" else workload.action_dim
-    return 2 * workload.obs_dim + action + 2
+    """Floats per stored transition: obs, next obs, action (1 index for discrete actions, action_dim for
+    continuous ones), reward, done."""
+    return 2 * workload.obs_dim + algorithm(workload.algo).action_floats(workload.action_dim) + 2
 
 
 def _forward(sizes: list[int], n: int) -> Work:
@@ -136,6 +135,18 @@ def _polyak(params: int) -> Work:
     return Work(3.0 * params, 3.0 * F32 * params, 1)
 
 
+def _learn(work: LearnWork, nets: dict[str, list[int]], n: int) -> Work:
+    """Σ count · F(net, n) over the forward-pass equivalents, then one Adam per trained net and one Polyak per
+    averaged target, in the entry's order (so the sum is the same float for float as the formulas above)."""
+    terms = [_forward(nets[net], n) * count for net, count in work.forward_passes]
+    terms += [_adam(_param_count(nets[net])) for net in work.adam]
+    terms += [_polyak(_param_count(nets[net])) for net in work.polyak]
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return total
+
+
 def kernel_work(kernel: str, workload: Workload, batch: int) -> Work:
     """The work of one call of `kernel` for `workload` at `batch` (formulas in the module docstring)."""
     if kernel not in KERNEL_NAMES:
@@ -145,17 +156,12 @@ def kernel_work(kernel: str, workload: Workload, batch: int) -> Work:
     if isinstance(batch, bool) or int(batch) != batch or batch < 1:
         raise ValueError(f"batch must be a positive integer, got {batch!r}")
     n = int(batch)
+    entry = algorithm(workload.algo)
     nets = network_sizes(workload)
     if kernel == "act":
-        return _forward(nets["q" if workload.algo == "dqn" else "actor"], n)
+        return _forward(nets[entry.policy_net], n)
     if kernel == "learn":
-        if workload.algo == "dqn":
-            q = nets["q"]
-            return _forward(q, n) * 4 + _adam(_param_count(q))
-        actor, critic = nets["actor"], nets["critic"]
-        p_a, p_c = _param_count(actor), _param_count(critic)
-        return (_forward(actor, n) * 4 + _forward(critic, n) * 6 + _adam(p_a) + _adam(p_c)
-                + _polyak(p_a) + _polyak(p_c))
+        return _learn(entry.learn_work, nets, n)
     t = transition_floats(workload)
     depth = tree_depth(workload.buffer_size)
     k = SUMTREE_ARITY

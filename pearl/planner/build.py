@@ -25,16 +25,19 @@ the policy's parameters on act's. This module imports no torch and no pyopencl.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
+from itertools import combinations, product
 from typing import Callable
 
 from pearl.algos import OffPolicyConfig, preset
 from pearl.algos.params import param_count, policy_net
 from pearl.costmodel import CostModel, Estimate
-from pearl.device import HOST, DeviceId
+from pearl.costmodel.model import HOST
+from pearl.device import DeviceId
 from pearl.errors import PlanError
-from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Problem, Resource
+from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Node, Problem, Resource
+from pearl.profile.cluster import Cluster
 from pearl.profile.format import Profile, workload_key
 from pearl.types import EnvSpec
 
@@ -139,8 +142,8 @@ def _device(profile: Profile, model: CostModel, d: str) -> Device:
     """The problem's device d: its resource, memory, and for a GPU slice its share and instances."""
     entry = profile.device(d)
     piece = DeviceId.parse(d).slice
-    return Device(d, model.resource(d), entry.memory_bytes, entry.share, entry.instances,
-                  piece.kind if piece is not None else "")
+    return Device(d, model.resource(d), entry.memory_bytes, share=entry.share, instances=entry.instances,
+                  slicing=piece.kind if piece is not None else "")
 
 
 def _devices(inputs: _Inputs, algo: str) -> list[str]:
@@ -263,3 +266,101 @@ def _power(model: CostModel, device: str) -> tuple[float, float]:
     except KeyError:
         return 0.0, 0.0  # unknown power: energy terms vanish; the plan reports the power source as missing
     return p.idle_w, p.busy_w
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# a cluster of several nodes
+
+#: the edges that cross nodes only: transitions from the actors (env stepping beside act) to the replay server,
+#: and the policy from the learner to the actors; within a node they go through host memory, which the
+#: profile's act, replay_insert and weight-sync timings already hold
+CLUSTER_EDGES = (Edge("transitions", "act", "replay_insert"), Edge("weights", "learn", "act"))
+
+
+def qualified(node: str, device: str) -> str:
+    """A device's id in a cluster problem: NODE/DEVICE."""
+    return f"{node}/{device}"
+
+
+def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec,
+                          envs: int | None = None) -> tuple[Problem, Facts]:
+    """The problem over every node of the cluster: each node's own problem (build_problem on its profile) with
+    its ids qualified NODE/DEVICE, joined by the data edges that cross nodes, each paying the link's latency and
+    bandwidth (plus the devices' legs to and from their hosts). A cluster of one node is build_problem's
+    problem, unqualified: it plans exactly as the host profile."""
+    if len(cluster.nodes) == 1:
+        profile = cluster.nodes[0].profile
+        return build_problem(profile, CostModel(profile), algo, spec, envs)
+    parts = []
+    for node in cluster.nodes:
+        model = CostModel(node.profile)
+        problem, facts = _on_node(node.name, partial(build_problem, node.profile, model, algo, spec, envs))
+        parts.append((node.name, model, problem, facts))
+    for (a, *_), (b, *_) in combinations(parts, 2):
+        if cluster.link(a, b) is None:
+            raise PlanError(f"the cluster profile has no link between nodes {a} and {b}; merge it again with "
+                            "--network DESCRIPTOR")
+    merged = _merge_nodes(parts)
+    facts = parts[0][3]
+    sync = {key[:-1] + (qualified(name, key[-1]),): s for name, _, _, f in parts for key, s in f.weight_sync_s.items()}
+    merged.edges += list(CLUSTER_EDGES)
+    _cross_node_transfers(cluster, parts, merged, facts, spec)
+    return merged, replace(facts, weight_sync_s=sync)
+
+
+def _on_node(name: str, build: Callable[[], tuple[Problem, Facts]]) -> tuple[Problem, Facts]:
+    try:
+        return build()
+    except PlanError as exc:
+        raise PlanError(f"node {name}: {exc}") from None
+
+
+def _merge_nodes(parts: list) -> Problem:
+    """The nodes' problems side by side, ids qualified."""
+    q = qualified
+    resources, devices, nodes = [], [], []
+    cost, act_cost, actor_period, transfer, memory = {}, {}, {}, {}, {}
+    for name, _, p, _ in parts:
+        resources += [Resource(q(name, r.id), r.lanes, r.idle_w, r.busy_w) for r in p.resources]
+        devices += [replace(d, id=q(name, d.id), resource=q(name, d.resource), node=name) for d in p.devices]
+        nodes.append(Node(name, q(name, p.host), q(name, p.host_device), p.env_cost))
+        cost.update({(k, q(name, d)): t for (k, d), t in p.cost.items()})
+        act_cost.update({(a, q(name, d)): t for (a, d), t in p.act_cost.items()})
+        actor_period.update({(a, q(name, d)): t for (a, d), t in p.actor_period.items()})
+        transfer.update({(e, q(name, d), q(name, d2)): t for (e, d, d2), t in p.transfer.items()})
+        memory.update({(k, q(name, d)): m for (k, d), m in p.memory.items()})
+    first = nodes[0]
+    return Problem(resources, devices, first.host, first.host_device, cost, act_cost, first.env_cost, actor_period,
+                   list(parts[0][2].edges), transfer, memory, prefetch=parts[0][2].prefetch, nodes=nodes)
+
+
+def _cross_node_transfers(cluster: Cluster, parts: list, problem: Problem, facts: Facts, spec: EnvSpec) -> None:
+    """transfer and nic seconds per iteration of every edge between devices of two nodes: per message the
+    link's latency, plus bytes / bandwidth, plus the legs device → host on the sending node and host → device
+    on the receiving one (the cost model's transfer_time to and from `cpu`)."""
+    config = facts.config
+    steps, batch, envs = facts.steps_per_iteration, config.batch_size, config.n_envs
+    policy = param_count(config, spec, policy_net(config.algo)) * FLOAT
+    # (messages per iteration, bytes per message, arrays, device legs)
+    per_edge = {
+        "batch": (1.0, batch * (transition_bytes(spec) + FLOAT), BATCH_ARRAYS, True),
+        "td_errors": (1.0 if config.prioritized else 0.0, batch * FLOAT, 1, True),
+        "transitions": (steps / envs, envs * transition_bytes(spec), 1, False),
+        "weights": (min(1.0 / config.weight_sync_interval, steps / envs), policy, 1, False),
+    }
+    models = {name: model for name, model, _, _ in parts}
+    for e in problem.edges:
+        count, nbytes, arrays, legs = per_edge[e.name]
+        if count <= 0:
+            continue
+        for d, d2 in product(problem.devices, problem.devices):
+            if d.node == d2.node:
+                continue
+            link = cluster.link(d.node, d2.node)
+            seconds = count * link.seconds(nbytes)
+            if legs:
+                out = partial(models[d.node].transfer_time, d.id.split("/", 1)[1], HOST, int(nbytes), arrays)
+                into = partial(models[d2.node].transfer_time, HOST, d2.id.split("/", 1)[1], int(nbytes), arrays)
+                seconds += count * (_seconds(out) + _seconds(into))
+            problem.transfer[(e.name, d.id, d2.id)] = seconds
+            problem.nic[(e.name, d.id, d2.id)] = count * nbytes / link.bandwidth_bytes_per_s

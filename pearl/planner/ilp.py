@@ -4,37 +4,53 @@
     pareto(problem, epsilons=(0, 0.05, 0.1, 0.2, 0.5, 1.0))       the energy/period front
     evaluate(problem, placement, actors) -> (period, energy, binding) | None   one fixed placement
 
-Exact accounting (the program and `evaluate` share it; tests/test_planner_ilp.py re-states it for its oracle):
+Exact accounting, written once as rows of terms in pearl/planner/accounting.py, which the program and
+`evaluate` both read (tests/test_planner_ilp.py and tests/test_planner_cluster.py re-state it for their oracles):
     busy[r]     Σ cost of the replay kernels and learn on r, + act_cost[a, d(act)] if d(act) is on r,
-                + env_cost on the host, + each positive edge transfer once on the resource of each end
-                (once only when both ends sit on one resource); "env_step" is at problem.host_device
+                + env_cost of the actors' node on that node's host, + each positive edge transfer once on the
+                resource of each end (once only when both ends sit on one resource); "env_step" runs at the
+                host device of act's node (problem.host_device when there is one host)
     load[r]     busy[r] ≤ lanes(r)·P
     role[name]  Σ its kernels' costs + transfers of the edges with exactly one end in the role ≤ P
-    actors      n ≤ lanes(host): one lane per actor process (roles share lanes through load and role)
+    actors[n]   n ≤ lanes(host of act's node): one lane per actor process (roles share lanes through load and
+                role); "actors" when there is one host
     actor_period[a]  actor_period[a, d(act)] ≤ P
     latency     (no prefetch) sample + learn + priority update + the transfers sample→learn, learn→priority ≤ P
-    process     Σ cost of the replay kernels and learn placed on devices of the host resource
+    process     per node, Σ cost of the replay kernels and learn placed on devices of its host resource
                 + the transfers sample→learn, learn→priority ≤ P: the learner process runs the replay manager
                 and the learner under one interpreter lock, and on the host's own cores (cpu, PoCL) their
                 work does not overlap (measured: replay on PoCL beside learn on cpu ran at 0.3-0.4 × the
-                overlapped prediction); an accelerator's device time still overlaps
+                overlapped prediction); an accelerator's device time still overlaps. "process[learner]" with
+                one host, "process[learner@n]" per node of a cluster (a replay server on another node is a
+                process of its own there)
+    network[n,out], network[n,in]   (clusters) the seconds node n's network interface spends sending
+                (receiving) the bytes of the edges that leave (enter) it, problem.nic, ≤ P: one interface
+                per node, full duplex, shared by every edge that crosses it
     memory[d]   Σ memory of the kernels on d ≤ memory_bytes(d);  replay_same: the replay kernels share one device
     slices[r]   on a GPU offered in slices (`partitioned`): Σ_d share(d)·used(d) ≤ 1, used(d) the instances of
                 d in use: n + [learner process on d] where d gives each process an instance of its own
                 (instances(d) > 1: an MPS share, a what-if MIG profile), else [anything on d] (the whole GPU,
                 share 1, is thus used alone); count[d] used(d) ≤ instances(d); one_slice[d,d'] the learner
                 process holds one device of the GPU; one_way[r] its slices in use are all MIG instances or all
-                MPS shares; instance[d] a slice's learner-process kernels (+ act when
-                the actors share its one instance) ≤ P. busy[r] counts each kernel's seconds × share(d)
-    P = the largest of these lower bounds; E = Σ_r idle_w·P + (busy_w − idle_w)·busy[r]/lanes(r).
+                MPS shares (`_slices`); instance[d] (a row of accounting.py) a slice's learner-process kernels
+                (+ act when the actors share its one instance) ≤ P. busy[r] counts each kernel's seconds ×
+                share(d), the SM-seconds of a slice
+    couple[a,b] y = a·b for a transfer whose two ends are both decided (y ≥ a + b − 1, y ≤ a, y ≤ b)
+    P = the largest of these lower bounds; E = Σ_r idle_w·P + (busy_w − idle_w)·busy[r]/lanes(r) (every
+    node's idle power counts: a node of the cluster is on whether the plan uses it or not).
 
 Both objectives are solved lexicographically: throughput minimises P, then E among the plans with that P;
 perf-per-watt minimises E, then P among the plans with that E (so every point of the front is non-dominated).
+Ties are then resolved on purpose (TIES): among the plans with both figures optimal, the fewest actor
+processes, then the fewest devices used (u[d] ≥ every placement indicator on d); power, E/P, is the same for
+every plan left by then. On a profile where the actors' count does not move P (the learner binds), the plan
+starts one actor process, not as many as the host has lanes.
 Times are divided by the largest time in the problem and memory rows by the device's memory before PuLP sees
 them, so the solver's absolute tolerances (1e-7) stay small against the numbers. PuLP rewrites the characters
 ``-+[] ->/`` in names, so every PuLP name is built from indices (``x_k1_d2``, ``load_r0``) and `_Model.names`
 maps constraint names back to the human labels (``load[cpu]``). `_build` calls one small function per
-constraint family (`_assign`, `_couple`, `_load`, ...), each named after its row above. This module writes
+constraint family (`_assign`, `_memory`, `_actors`, and `_rows` for the bounds accounting.py lists, one
+function there per family), each named after its row above. This module writes
 nothing to the process's standard output of its own accord; the CLI silences HiGHS's banner (cli._quiet_solver).
 """
 
@@ -44,20 +60,18 @@ import math
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable
 
 import pulp
 
 from pearl.errors import ConfigError, PlanError, PlanInfeasible
-from pearl.planner.problem import PLACED, REPLAY, ROLES, ActorOption, Edge, Problem, Solution
+from pearl.planner import accounting as acc
+from pearl.planner.accounting import ACT, ENV, LEARN, Literal, Row, Term
+from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
 
-ENV = "env_step"  # the edge end that is not placed: it runs at problem.host_device
-ACT = "act"
-LEARN = "learn"
 OBJECTIVES = ("throughput", "perf-per-watt")
 SOLVERS = ("highs", "cbc")
-#: edges of the no-prefetch chain sample → learn → priority update
-CHAIN = (("replay_sample", LEARN), (LEARN, "priority_update"))
+#: how plans with equal objectives are told apart (plans report it)
+TIES = "fewest actor processes, then fewest devices (power is equal once P and E are)"
 _MIP_GAP_REL = 1e-9  # ask the solvers for a proof of optimality, not their defaults (HiGHS stops at 1e-4)
 _MIP_GAP_ABS = 1e-10
 _LEX_SLACK = 1e-9  # relative slack on the first objective while the second one is minimised
@@ -106,26 +120,25 @@ def _check(problem: Problem) -> None:
         for end in (e.src, e.dst):
             if end != ENV and end not in PLACED:
                 raise PlanError(f"problem: edge {e.name} ends at {end}, which is neither env_step nor a placed kernel")
-    for (name, d, d2) in problem.transfer:
+    for (name, d, d2) in [*problem.transfer, *problem.nic]:
         if d not in devices or d2 not in devices:
             raise PlanError(f"problem: transfer of {name} between unknown devices {d} → {d2}")
+    _check_nodes(problem, resources, devices)
 
 
-def _kernel_cost(problem: Problem, k: str, d: str, a: ActorOption) -> float:
-    return problem.act_cost[(a, d)] if k == ACT else problem.cost[(k, d)]
+def _check_nodes(problem: Problem, resources: dict, devices: dict) -> None:
+    nodes = problem.node_list()
+    if len({n.name for n in nodes}) != len(nodes):
+        raise PlanError("problem: two nodes share one name")
+    for n in nodes:
+        if n.host not in resources or n.host_device not in devices:
+            raise PlanError(f"problem: node {n.name!r} has an unknown host {n.host} or host device {n.host_device}")
+    for d in problem.devices:
+        if d.node not in {n.name for n in nodes}:
+            raise PlanError(f"problem: device {d.id} is on unknown node {d.node!r}")
 
 
-def _edge_transfer(problem: Problem, e: Edge, where: dict[str, str]) -> float:
-    src = problem.host_device if e.src == ENV else where[e.src]
-    dst = problem.host_device if e.dst == ENV else where[e.dst]
-    return problem.transfer.get((e.name, src, dst), 0.0)
-
-
-def _role_crossing(e: Edge, kernels: tuple[str, ...]) -> bool:
-    return (e.src in kernels) != (e.dst in kernels)
-
-
-LEARNER_PROCESS = (*REPLAY, LEARN)  # the kernels the learner process runs (act runs in the actor processes)
+LEARNER_PROCESS = acc.LEARNER_PROCESS
 
 
 def partitioned(problem: Problem) -> set[str]:
@@ -134,7 +147,7 @@ def partitioned(problem: Problem) -> set[str]:
 
 
 def _slices_fit(problem: Problem, where: dict[str, str], actors: ActorOption) -> bool:
-    """(i) slices[r], count[d] and one_slice[d,d'] for one placement."""
+    """slices[r], count[d], one_slice[d,d'] and one_way[r] for one placement."""
     cut = partitioned(problem)
     if not cut:
         return True
@@ -159,18 +172,19 @@ def _slices_fit(problem: Problem, where: dict[str, str], actors: ActorOption) ->
     return True
 
 
-def _instance_work(problem: Problem, where: dict[str, str], actors: ActorOption) -> dict[str, float]:
-    """(i) instance[d]: the seconds one instance of each slice in use runs for: the learner process's kernels
-    on it, and act too when all actors share that one instance (each actor's own instance is in actor_period)."""
-    out: dict[str, float] = {}
+def _feasible(problem: Problem, where: dict[str, str], actors: ActorOption) -> bool:
+    """assign (allowed devices), replay_same, memory[d], actors[n] and the slices families of one placement."""
+    for k, d in where.items():
+        allowed = (actors, d) in problem.act_cost if k == ACT else (k, d) in problem.cost
+        if not allowed:
+            return False
+    if len({where[k] for k in REPLAY}) != 1:
+        return False
     for dev in problem.devices:
-        if not dev.is_slice or dev.id not in where.values():
-            continue
-        work = sum(problem.cost[(k, dev.id)] for k in LEARNER_PROCESS if where[k] == dev.id)
-        if dev.instances == 1 and where[ACT] == dev.id:
-            work += problem.act_cost[(actors, dev.id)]
-        out[dev.id] = work
-    return out
+        need = sum(problem.memory.get((k, dev.id), 0.0) for k in PLACED if where[k] == dev.id)
+        if need > dev.memory_bytes * (1 + 1e-9):
+            return False
+    return actors.n <= problem.resource(problem.node_of(where[ACT]).host).lanes and _slices_fit(problem, where, actors)
 
 
 def evaluate(
@@ -180,66 +194,25 @@ def evaluate(
 
     `placement` maps every kernel of PLACED to a device id (an "env_step" entry, if any, is ignored). Infeasible:
     a kernel on a device that does not implement it (or `actors` not offered with act there), the replay kernels
-    on different devices, memory over a device's capacity, or more actor processes than host lanes.
+    on different devices, memory over a device's capacity, or more actor processes than the lanes of the host
+    of act's node. The bounds on P are the rows of pearl/planner/accounting.py, which the program also adds.
     """
     _check(problem)
     missing = [k for k in PLACED if k not in placement]
     if missing:
         raise PlanError(f"placement lacks {', '.join(missing)}")
     where = {k: placement[k] for k in PLACED}
-    for k, d in where.items():
-        allowed = (actors, d) in problem.act_cost if k == ACT else (k, d) in problem.cost
-        if not allowed:
-            return None
-    if len({where[k] for k in REPLAY}) != 1:
+    if not _feasible(problem, where, actors):
         return None
-    for dev in problem.devices:
-        need = sum(problem.memory.get((k, dev.id), 0.0) for k in PLACED if where[k] == dev.id)
-        if need > dev.memory_bytes * (1 + 1e-9):
-            return None
-    if actors.n > problem.resource(problem.host).lanes:
-        return None
-    if not _slices_fit(problem, where, actors):
-        return None
-
-    res_of = {d.id: d.resource for d in problem.devices}
-    share = {d.id: d.share for d in problem.devices}
-    busy = {r.id: 0.0 for r in problem.resources}
-    for k in PLACED:  # a slice's seconds count at its share of the GPU (SM-seconds)
-        busy[res_of[where[k]]] += _kernel_cost(problem, k, where[k], actors) * share[where[k]]
-    busy[problem.host] += problem.env_cost
-    for e in problem.edges:
-        t = _edge_transfer(problem, e, where)
-        if t > 0:
-            rs = res_of[problem.host_device if e.src == ENV else where[e.src]]
-            rd = res_of[problem.host_device if e.dst == ENV else where[e.dst]]
-            busy[rs] += t
-            if rd != rs:
-                busy[rd] += t
-
+    busy = acc.busy(problem)
+    before, after = acc.period_rows(problem, busy)
     bounds: dict[str, float] = {}
-    for r in problem.resources:
-        bounds[f"load[{r.id}]"] = busy[r.id] / r.lanes
-    for name, kernels in ROLES.items():
-        work = sum(_kernel_cost(problem, k, where[k], actors) for k in kernels)
-        work += sum(_edge_transfer(problem, e, where) for e in problem.edges if _role_crossing(e, kernels))
-        bounds[f"role[{name}]"] = work
-    bounds["actor_period"] = problem.actor_period[(actors, where[ACT])]
-    for d, work in _instance_work(problem, where, actors).items():
-        bounds[f"instance[{d}]"] = work
-    on_host = [k for k in (*REPLAY, LEARN) if res_of[where[k]] == problem.host]
-    bounds["process[learner]"] = (sum(problem.cost[(k, where[k])] for k in on_host)
-                                  + sum(_edge_transfer(problem, e, where) for e in problem.edges
-                                        if (e.src, e.dst) in CHAIN))
-    if not problem.prefetch:
-        chain = sum(problem.cost[(k, where[k])] for k in ("replay_sample", LEARN, "priority_update"))
-        chain += sum(_edge_transfer(problem, e, where) for e in problem.edges if (e.src, e.dst) in CHAIN)
-        bounds["latency"] = chain
+    for row in before + after:  # rows sharing a label (one actor_period per option): the largest
+        bounds[row.label] = max(bounds.get(row.label, 0.0), acc.value(problem, row.terms, where, actors) / row.lanes)
     period = max(bounds.values())
     binding = next(name for name, value in bounds.items() if value == period)
-    energy = sum(
-        r.idle_w * period + (r.busy_w - r.idle_w) * busy[r.id] / r.lanes for r in problem.resources
-    )
+    energy = sum(r.idle_w * period + (r.busy_w - r.idle_w) * acc.value(problem, busy[r.id], where, actors) / r.lanes
+                 for r in problem.resources)
     return period, energy, binding
 
 
@@ -280,7 +253,7 @@ def _expr(value: object) -> pulp.LpAffineExpression:
 
 @dataclass
 class _Builder:
-    """The program while it is being built: its variables, and the helpers each constraint family uses."""
+    """The program while it is being built: its variables, and the literal → expression map the rows use."""
 
     problem: Problem
     lp: pulp.LpProblem
@@ -288,14 +261,12 @@ class _Builder:
     scale: float
     x: dict[tuple[str, str], pulp.LpVariable] = field(default_factory=dict)
     v: dict[tuple[ActorOption, str], pulp.LpVariable] = field(default_factory=dict)
-    #: (edge, source device, destination device, scaled seconds, indicator that the edge runs there)
-    transfers: list[tuple[Edge, str, str, float, pulp.LpAffineExpression]] = field(default_factory=list)
+    #: the linearised product of two literals, made once (couple[...])
+    products: dict[frozenset, pulp.LpVariable] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.didx = {d.id: j for j, d in enumerate(self.problem.devices)}
-        self.res_of = {d.id: d.resource for d in self.problem.devices}
-        self.share = {d.id: d.share for d in self.problem.devices}
         self.options = self.problem.actor_options()
 
     def add(self, constraint: pulp.LpConstraint, name: str, label: str) -> None:
@@ -303,23 +274,46 @@ class _Builder:
         self.names[name] = label
 
     def on(self, k: str, d: str) -> pulp.LpAffineExpression | int:
-        """x[k,d] as an expression, or the constant 0/1 (env_step, a device k is not allowed on)."""
-        if k == ENV:
-            return 1 if d == self.problem.host_device else 0
+        """x[k,d] as an expression, or the constant 0 (a device k is not allowed on)."""
         if k == ACT:
             terms = [self.v[(a, d)] for a in self.options if (a, d) in self.v]
             return pulp.lpSum(terms) if terms else 0
         var = self.x.get((k, d))
         return 0 if var is None else var
 
-    def kernel_time(self, k: str) -> pulp.LpAffineExpression:
-        s = self.scale
-        if k == ACT:
-            return pulp.lpSum(self.problem.act_cost[key] / s * var for key, var in self.v.items())
-        return pulp.lpSum(self.problem.cost[key] / s * var for key, var in self.x.items() if key[0] == k)
+    def literal(self, lit: Literal) -> pulp.LpAffineExpression | int:
+        if lit[0] == "x":
+            return self.on(lit[1], lit[2])
+        if lit[0] == "v":
+            return self.v[(lit[1], lit[2])]
+        node = self.problem.node_of(lit[1]).name  # "env": the actors are on the node whose host device it is
+        return pulp.lpSum(var for (_, d), var in self.v.items() if self.problem.device(d).node == node)
 
-    def edge_time(self, keep: Callable[[Edge], bool]) -> pulp.LpAffineExpression:
-        return pulp.lpSum(t * prod for (e, _, _, t, prod) in self.transfers if keep(e))
+    def term(self, term: Term) -> pulp.LpAffineExpression | int:
+        """The term's indicator: 1, a literal, or couple[a,b], y = a·b, exact for binary a and b."""
+        if not term.when:
+            return 1
+        if len(term.when) == 1 or term.when[0] == term.when[1]:
+            return self.literal(term.when[0])
+        key = frozenset(term.when)
+        if key not in self.products:
+            a, b = (self.literal(lit) for lit in term.when)
+            tag = f"p{len(self.products)}"
+            y = _var(self.lp, f"y_{tag}", 0, 1, pulp.LpContinuous)
+            label = "couple[" + ",".join(_show(lit) for lit in term.when) + "]"
+            self.add(y >= a + b - 1, f"couple_{tag}", label)
+            self.add(y <= a, f"couple_src_{tag}", label)
+            self.add(y <= b, f"couple_dst_{tag}", label)
+            self.products[key] = y
+        return self.products[key]
+
+    def seconds(self, terms: list[Term]) -> pulp.LpAffineExpression:
+        return pulp.lpSum(t.seconds / self.scale * self.term(t) for t in terms)
+
+
+def _show(lit: Literal) -> str:
+    return f"{lit[1]}@{lit[2]}" if lit[0] == "x" else f"{lit[1].n}x{lit[1].envs}@{lit[2]}" if lit[0] == "v" else \
+        f"env@{lit[1]}"
 
 
 def _variables(b: _Builder) -> None:
@@ -350,60 +344,11 @@ def _assign(b: _Builder) -> None:
                 b.add(diff == 0, f"replay_same_k{ki}_d{b.didx[d.id]}", f"replay_same[{k},{d.id}]")
 
 
-def _couple(b: _Builder) -> None:
-    """(b) couple[e,d,d']: y = x[src,d]·x[dst,d'] for every positive transfer, exact for binary x."""
-    problem = b.problem
-    for ei, e in enumerate(problem.edges):
-        for d in problem.devices:
-            for d2 in problem.devices:
-                t = problem.transfer.get((e.name, d.id, d2.id), 0.0)
-                if not t > 0:
-                    continue
-                src, dst = b.on(e.src, d.id), b.on(e.dst, d2.id)
-                if (isinstance(src, int) and src == 0) or (isinstance(dst, int) and dst == 0):
-                    continue  # this pair of devices can never carry the edge
-                if isinstance(src, int) or isinstance(dst, int):  # one end is env_step at the host device: 1
-                    product = _expr(src) * dst if isinstance(dst, int) else _expr(dst) * src
-                else:
-                    tag = f"e{ei}_d{b.didx[d.id]}_d{b.didx[d2.id]}"
-                    y = _var(b.lp, f"y_{tag}", 0, 1, pulp.LpContinuous)
-                    label = f"couple[{e.name},{d.id},{d2.id}]"
-                    b.add(y >= src + dst - 1, f"couple_{tag}", label)
-                    b.add(y <= src, f"couple_src_{tag}", label)
-                    b.add(y <= dst, f"couple_dst_{tag}", label)
-                    product = _expr(y)
-                b.transfers.append((e, d.id, d2.id, t / b.scale, product))
-
-
-def _busy(b: _Builder) -> dict[str, pulp.LpAffineExpression]:
-    """busy[r] in model time units, with (g) shared[r]: every device of r adds into one busy[r]."""
-    problem, s = b.problem, b.scale
-    busy: dict[str, pulp.LpAffineExpression] = {}
-    for r in problem.resources:
-        share = b.share  # a slice's seconds count at its share of the GPU (SM-seconds)
-        terms = [problem.cost[key] * share[key[1]] / s * var for key, var in b.x.items() if b.res_of[key[1]] == r.id]
-        terms += [problem.act_cost[key] * share[key[1]] / s * var for key, var in b.v.items()
-                  if b.res_of[key[1]] == r.id]
-        terms += [t * prod for (_, d, d2, t, prod) in b.transfers if r.id in (b.res_of[d], b.res_of[d2])]
-        expr = pulp.lpSum(terms)
-        if r.id == problem.host:
-            expr += problem.env_cost / s
-        busy[r.id] = expr
-    return busy
-
-
-def _load(b: _Builder, busy: dict[str, pulp.LpAffineExpression]) -> None:
-    """(c) load[r]: busy[r] ≤ lanes(r)·P."""
-    for ri, r in enumerate(b.problem.resources):
-        b.add(busy[r.id] - r.lanes * b.period <= 0, f"load_r{ri}", f"load[{r.id}]")
-
-
-def _role(b: _Builder) -> None:
-    """(c') role[name]: a role is one thread: its kernels and the transfers that cross its boundary ≤ P."""
-    for ni, (name, kernels) in enumerate(ROLES.items()):
-        work = pulp.lpSum(b.kernel_time(k) for k in kernels)
-        work += b.edge_time(lambda e, kernels=kernels: _role_crossing(e, kernels))
-        b.add(work - b.period <= 0, f"role_{ni}", f"role[{name}]")
+def _rows(b: _Builder, rows: list[Row]) -> None:
+    """The bounds on P of pearl/planner/accounting.py (load, role, actor_period, process, latency, network):
+    Σ terms ≤ lanes·P, each term's indicator made by `_Builder.term` (couple[...] where it is a product)."""
+    for row in rows:
+        b.add(b.seconds(row.terms) - row.lanes * b.period <= 0, row.name, row.label)
 
 
 def _memory(b: _Builder) -> None:
@@ -419,36 +364,21 @@ def _memory(b: _Builder) -> None:
 
 
 def _actors(b: _Builder) -> None:
-    """(e) actors: every actor process has a host lane; the roles share lanes through load[r] and role[...]."""
-    lanes_used = pulp.lpSum(a.n * var for (a, _), var in b.v.items())
-    b.add(lanes_used <= b.problem.resource(b.problem.host).lanes, "actors", "actors")
-
-
-def _actor_period(b: _Builder) -> None:
-    """(e') actor_period[a]: one actor's share of an iteration ≤ P."""
-    for ai, a in enumerate(b.options):
-        terms = [b.problem.actor_period[(a, d)] / b.scale * var for (aa, d), var in b.v.items() if aa == a]
-        if terms:
-            b.add(pulp.lpSum(terms) - b.period <= 0, f"actor_period_a{ai}", "actor_period")
-
-
-def _process(b: _Builder) -> None:
-    """(h) process[learner]: the host-resident replay and learn work of the learner process, serialised.
-
-    The chain transfers are host-side waits of the learner thread; without host work the row is implied by
-    role[learner], which counts the same transfers."""
-    problem = b.problem
-    host_work = pulp.lpSum(problem.cost[key] / b.scale * var for key, var in b.x.items()
-                           if key[0] in (*REPLAY, LEARN) and b.res_of[key[1]] == problem.host)
-    chain = b.edge_time(lambda e: (e.src, e.dst) in CHAIN)
-    b.add(host_work + chain - b.period <= 0, "process_learner", "process[learner]")
+    """(e) actors[n]: every actor process has a lane of its node's host; the roles share lanes through
+    load[r] and role[...]."""
+    nodes = b.problem.node_list()
+    for ni, node in enumerate(nodes):
+        used = pulp.lpSum(a.n * var for (a, d), var in b.v.items() if b.problem.device(d).node == node.name)
+        name, label = ("actors", "actors") if len(nodes) == 1 else (f"actors_n{ni}", f"actors[{node.name}]")
+        b.add(used <= b.problem.resource(node.host).lanes, name, label)
 
 
 def _slices(b: _Builder) -> None:
-    """(i) slices[r]: the slices of one GPU in use hold at most all of its SMs; count[d]: no more instances of
-    a slice than it has; one_slice[d,d']: the learner process runs on one device of the GPU; instance[d]: one
-    instance's work ≤ P. See problem.py (i) and `_slices_fit`, which evaluate uses."""
-    problem, s = b.problem, b.scale
+    """slices[r]: the slices of one GPU in use hold at most all of its SMs; count[d]: no more instances of a
+    slice than it has; one_slice[d,d']: the learner process runs on one device of the GPU; one_way[r]: MIG
+    instances or MPS shares, not both. See the docstring's slices[r] and `_slices_fit`, which evaluate uses
+    (instance[d], a bound on P, is a row of accounting.py)."""
+    problem = b.problem
     for ri, r in enumerate(sorted(partitioned(problem))):
         devices = [d for d in problem.devices if d.resource == r]
         used = {}
@@ -466,14 +396,14 @@ def _slices(b: _Builder) -> None:
             if d.instances > 1:
                 used[d.id] = held + pulp.lpSum(a.n * var for (a, dd), var in b.v.items() if dd == d.id)
                 b.add(used[d.id] <= d.instances, f"count_d{j}", f"count[{d.id}]")
-            work = pulp.lpSum(problem.cost[(k, d.id)] / s * b.x[(k, d.id)] for k in LEARNER_PROCESS
-                              if (k, d.id) in b.x)
-            if d.instances == 1:
-                work += pulp.lpSum(problem.act_cost[key] / s * var for key, var in b.v.items() if key[1] == d.id)
-            if d.is_slice:
-                b.add(work - b.period <= 0, f"instance_d{j}", f"instance[{d.id}]")
         b.add(pulp.lpSum(problem.device(d).share * u for d, u in used.items()) <= 1, f"slices_r{ri}",
               f"slices[{r}]")
+        for d in devices:
+            for d2 in devices:
+                learn, insert = b.x.get((LEARN, d.id)), b.x.get((REPLAY[0], d2.id))
+                if d != d2 and learn is not None and insert is not None:
+                    b.add(learn + insert <= 1, f"one_slice_d{b.didx[d.id]}_d{b.didx[d2.id]}",
+                          f"one_slice[{d.id},{d2.id}]")
         ways = sorted({d.slicing for d in devices if d.slicing})
         if len(ways) > 1:  # one_way[r]: MIG instances or MPS shares, not both
             way = {w: _var(b.lp, f"way_r{ri}_{i}", 0, 1, pulp.LpBinary) for i, w in enumerate(ways)}
@@ -483,24 +413,11 @@ def _slices(b: _Builder) -> None:
                     ind = b.on(k, d.id)
                     if d.slicing and not isinstance(ind, int):
                         b.add(ind - way[d.slicing] <= 0, f"one_way_d{b.didx[d.id]}_{i}", f"one_way[{r}]")
-        for d in devices:
-            for d2 in devices:
-                learn, insert = b.x.get((LEARN, d.id)), b.x.get((REPLAY[0], d2.id))
-                if d != d2 and learn is not None and insert is not None:
-                    b.add(learn + insert <= 1, f"one_slice_d{b.didx[d.id]}_d{b.didx[d2.id]}",
-                          f"one_slice[{d.id},{d2.id}]")
 
 
-def _latency(b: _Builder) -> None:
-    """(f) latency: without prefetch, sample → learn → priority update in turn ≤ P."""
-    chain = pulp.lpSum(b.kernel_time(k) for k in ("replay_sample", LEARN, "priority_update"))
-    chain += b.edge_time(lambda e: (e.src, e.dst) in CHAIN)
-    b.add(chain - b.period <= 0, "latency", "latency")
-
-
-def _energy(b: _Builder, busy: dict[str, pulp.LpAffineExpression]) -> pulp.LpAffineExpression:
+def _energy(b: _Builder, busy: dict[str, list[Term]]) -> pulp.LpAffineExpression:
     """E = Σ_r idle_w·P + (busy_w − idle_w)·busy[r]/lanes(r)."""
-    return pulp.lpSum(r.idle_w * b.period + (r.busy_w - r.idle_w) / r.lanes * busy[r.id]
+    return pulp.lpSum(r.idle_w * b.period + (r.busy_w - r.idle_w) / r.lanes * b.seconds(busy[r.id])
                       for r in b.problem.resources)
 
 
@@ -510,19 +427,15 @@ def _build(problem: Problem, relax: frozenset[str] = frozenset()) -> _Model:
     b = _Builder(problem, lp, _var(lp, "period", 0, None, pulp.LpContinuous), _time_scale(problem))
     _variables(b)
     _assign(b)
-    _couple(b)
-    busy = _busy(b)
-    _load(b, busy)
-    _role(b)
+    busy = acc.busy(problem)
+    before, after = acc.period_rows(problem, busy)
+    _rows(b, before)
     if "memory" not in relax:
         _memory(b)
     if "actors" not in relax:
         _actors(b)
-    _actor_period(b)
-    _process(b)
     _slices(b)
-    if not problem.prefetch:
-        _latency(b)
+    _rows(b, after)
     return _Model(lp=lp, period=b.period, energy=_energy(b, busy), x=b.x, v=b.v, scale=b.scale, names=b.names)
 
 
@@ -617,11 +530,12 @@ def _precheck(problem: Problem) -> None:
             raise PlanInfeasible(
                 f"memory: the {what} fits on no device that implements it ({', '.join(devs)})"
             )
-    lanes = problem.resource(problem.host).lanes
+    host = max((n.host for n in problem.node_list()), key=lambda r: problem.resource(r).lanes)
+    lanes = problem.resource(host).lanes
     fewest = min(a.n for a in problem.actor_options())
     if fewest > lanes:
         raise PlanInfeasible(
-            f"actors: the host resource {problem.host} has {lanes} lanes, fewer than the smallest actor option "
+            f"actors: the host resource {host} has {lanes} lanes, fewer than the smallest actor option "
             f"({fewest} processes)"
         )
 
@@ -636,10 +550,11 @@ def _diagnose(problem: Problem, solver: str, period_bound: float | None, time_li
             fastest = evaluate(problem, placement, actors)
             detail = f"; the fastest plan takes {fastest[0]:.4g} s, bound by {fastest[2]}" if fastest else ""
             return PlanInfeasible(f"period_bound: no plan reaches a period of {period_bound:.4g} s{detail}")
-    lanes = problem.resource(problem.host).lanes
+    host = max((n.host for n in problem.node_list()), key=lambda r: problem.resource(r).lanes)
+    lanes = problem.resource(host).lanes
     why = {
         "memory": "the kernels' memory needs cannot all fit on the devices that implement them at once",
-        "actors": f"the host resource {problem.host} has {lanes} lanes, too few for the actor processes plus the "
+        "actors": f"the host resource {host} has {lanes} lanes, too few for the actor processes plus the "
         "replay/learner roles that must then run on it",
     }
     for relax in (("memory",), ("actors",), ("memory", "actors")):
@@ -688,21 +603,10 @@ def solve(
     if result is None:
         raise PlanError(f"the {_solver_label(name)} solution violates a constraint by more than the tolerance")
 
-    remaining = time_limit - (time.perf_counter() - start)
-    if run.status == "Optimal" and remaining > 0.05:
-        reached = (result[0] if throughput else result[1]) / s
-        model.lp.addConstraint(first <= reached * (1 + _LEX_SLACK) + 1e-12, "lexicographic")
-        model.lp.setObjective(second)
-        try:
-            tie = _run(model, name, remaining)
-        except PlanError:
-            tie = _Run(feasible=False)
-        if tie.feasible and tie.status == "Optimal":
-            placement2, actors2 = _extract(model)
-            result2 = evaluate(problem, placement2, actors2)
-            i = 0 if throughput else 1
-            if result2 is not None and result2[i] <= result[i] * (1 + 1e-7) + 1e-15:
-                placement, actors, result = placement2, actors2, result2
+    if run.status == "Optimal":
+        left = time_limit - (time.perf_counter() - start)
+        placement, actors, result = _lexicographic(problem, model, name, (first, second), throughput,
+                                                   (placement, actors, result), left)
 
     period, energy, binding = result
     return Solution(
@@ -716,6 +620,54 @@ def solve(
         solve_s=time.perf_counter() - start,
         binding=binding,
     )
+
+
+def _lexicographic(problem: Problem, model: _Model, solver: str, objectives: tuple, throughput: bool, best: tuple,
+                   remaining: float) -> tuple[dict[str, str], ActorOption, tuple[float, float, str]]:
+    """The optimum of the first objective, then among its plans the least of the second (E for throughput,
+    P for perf-per-watt), then among those the simplest: TIES. Each stage holds the stages before it to
+    their optimum within _LEX_SLACK; a stage the solver cannot finish in the time left keeps the plan so far."""
+    placement, actors, result = best
+    first, second = objectives
+    s = model.scale
+    stages = [(first, 0 if throughput else 1), (second, 1 if throughput else 0), (_simplicity(problem, model), None)]
+    deadline = time.perf_counter() + remaining
+    for k in range(1, len(stages)):
+        left = deadline - time.perf_counter()
+        if left <= 0.05:
+            break
+        held, i = stages[k - 1]
+        model.lp.addConstraint(held <= result[i] / s * (1 + _LEX_SLACK) + 1e-12, f"lexicographic_{k}")
+        model.lp.setObjective(stages[k][0])
+        try:
+            run = _run(model, solver, left)
+        except PlanError:
+            break
+        if not (run.feasible and run.status == "Optimal"):
+            break
+        placement2, actors2 = _extract(model)
+        result2 = evaluate(problem, placement2, actors2)
+        if result2 is None or any(result2[j] > result[j] * (1 + 1e-7) + 1e-15 for _, j in stages[:k]):
+            break
+        placement, actors, result = placement2, actors2, result2
+    return placement, actors, result
+
+
+def _simplicity(problem: Problem, model: _Model) -> pulp.LpAffineExpression:
+    """TIES as one objective: actor processes × (devices + 1) + devices used, so that fewer actor processes
+    always wins and fewer devices decides among equal counts. u[d] ≥ every placement indicator on d."""
+    used = []
+    for j, d in enumerate(problem.devices):
+        on_d = [var for (_, dd), var in model.x.items() if dd == d.id] + \
+               [var for (_, dd), var in model.v.items() if dd == d.id]
+        if not on_d:
+            continue
+        u = _var(model.lp, f"u_d{j}", 0, 1, pulp.LpContinuous)
+        for n, var in enumerate(on_d):
+            model.lp.addConstraint(u - var >= 0, f"uses_d{j}_{n}")
+        used.append(u)
+    processes = pulp.lpSum(a.n * var for (a, _), var in model.v.items())
+    return (len(problem.devices) + 1) * processes + pulp.lpSum(used)
 
 
 def pareto(

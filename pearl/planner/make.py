@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -10,11 +11,11 @@ from pearl import __version__
 from pearl.costmodel import CostModel
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError
-from pearl.planner.build import Facts, build_problem
-from pearl.planner.ilp import evaluate, pareto, solve
+from pearl.planner.build import Facts, build_cluster_problem
+from pearl.planner.ilp import TIES, evaluate, pareto, solve
 from pearl.planner.plan import Plan
 from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
-from pearl.profile.cluster import load_cluster
+from pearl.profile.cluster import Cluster, load_cluster
 from pearl.profile.format import Profile
 from pearl.types import MAX_ENVS
 
@@ -33,9 +34,10 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
     kept, the Pareto fronts merged."""
     if objective not in OBJECTIVES:
         raise ConfigError(f"unknown objective {objective!r}: use one of {', '.join(OBJECTIVES)}")
-    profile, model, problem, facts = _setup(profile_path, algo, env_id)
+    source, problem, facts = _setup(profile_path, algo, env_id)
     if envs == "auto":
-        largest = max(model.batches("act", problem.host_device, facts.workload), default=1)
+        _, model, host = source.local(problem.host_device)
+        largest = max(model.batches("act", host, facts.workload), default=1)
         choices = [e for e in ENV_CHOICES if e <= largest]
     elif envs is None:
         choices = [facts.envs_per_actor]
@@ -46,7 +48,7 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
     candidates = []
     for e in choices:
         p_e, f_e = (problem, facts) if e == facts.envs_per_actor else \
-            build_problem(profile, model, algo, env_spec(env_id), e)
+            build_cluster_problem(source.cluster, algo, env_spec(env_id), e)
         front = pareto(p_e)
         best = front[0] if objective == "throughput" else solve(p_e, "perf-per-watt")
         candidates.append((p_e, f_e, best, front))
@@ -57,7 +59,7 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
         return figures[first], figures[1 - first]
 
     p_e, f_e, best, _ = min(candidates, key=lambda c: rank(c[2]))
-    return _plan(profile_path, profile, model, p_e, f_e, algo, env_id, objective, best,
+    return _plan(source, p_e, f_e, algo, env_id, objective, best,
                  _merged_front([point for c in candidates for point in c[3]]))
 
 
@@ -73,18 +75,17 @@ def _merged_front(points: list[Solution]) -> list[Solution]:
 def fixed_plans(profile_path: str | Path, algo: str, env_id: str) -> dict[str, Plan]:
     """Plans that put every kernel on one device (each device that can hold them all), plus the Pareto
     front's lowest-energy end, keyed by a label: what `pearl compare` runs beside the optimised plans."""
-    profile, model, problem, facts = _setup(profile_path, algo, env_id)
+    source, problem, facts = _setup(profile_path, algo, env_id)
     front = pareto(problem)
-    out = {"pareto end (lowest energy)": _plan(profile_path, profile, model, problem, facts, algo, env_id,
-                                               "perf-per-watt", front[-1], front)}
+    out = {"pareto end (lowest energy)": _plan(source, problem, facts, algo, env_id, "perf-per-watt", front[-1],
+                                               front)}
     for device in problem.devices:
         placement = {k: device.id for k in PLACED}
         results = [(r, a) for a in problem.actor_options() if (r := evaluate(problem, placement, a)) is not None]
         if results:
             (period, energy, binding), actors = min(results, key=lambda ra: ra[0][0])
             fixed = Solution(placement, actors, period, energy, "fixed", "none", 0.0, 0.0, binding)
-            out[f"all on {device.id}"] = _plan(profile_path, profile, model, problem, facts, algo, env_id,
-                                               "throughput", fixed, front)
+            out[f"all on {device.id}"] = _plan(source, problem, facts, algo, env_id, "throughput", fixed, front)
     return out
 
 
@@ -92,7 +93,7 @@ def every_plan(profile_path: str | Path, algo: str, env_id: str) -> list[Plan]:
     """A plan for every feasible mapping (each placement × actor count): what an exhaustive search measures."""
     import itertools
 
-    profile, model, problem, facts = _setup(profile_path, algo, env_id)
+    source, problem, facts = _setup(profile_path, algo, env_id)
     front = pareto(problem)
     plans = []
     choices = [problem.allowed("act"), sorted(set.intersection(*(set(problem.allowed(k)) for k in REPLAY))),
@@ -103,42 +104,62 @@ def every_plan(profile_path: str | Path, algo: str, env_id: str) -> list[Plan]:
             result = evaluate(problem, placement, actors)
             if result is not None:
                 fixed = Solution(placement, actors, result[0], result[1], "fixed", "none", 0.0, 0.0, result[2])
-                plans.append(_plan(profile_path, profile, model, problem, facts, algo, env_id, "throughput", fixed,
-                                   front))
+                plans.append(_plan(source, problem, facts, algo, env_id, "throughput", fixed, front))
     return plans
 
 
-def _setup(profile_path: str | Path, algo: str, env_id: str) -> tuple[Profile, CostModel, Problem, Facts]:
-    cluster = load_cluster(profile_path)
-    if len(cluster.nodes) > 1:
-        raise ConfigError(f"{profile_path}: a cluster profile of {len(cluster.nodes)} nodes; this pearl plans one")
-    profile = cluster.nodes[0].profile
+@dataclass
+class Source:
+    """The profile a plan is made from: a cluster (a host profile is one node), and the profile and cost
+    model behind each device id of the problem (NODE/DEVICE in a cluster of several nodes)."""
+
+    path: str
+    cluster: Cluster
+    models: dict[str, CostModel] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.models = {n.name: CostModel(n.profile) for n in self.cluster.nodes}
+
+    def local(self, device: str) -> tuple[Profile, CostModel, str]:
+        """(profile, cost model, id within that profile) of a problem's device."""
+        if len(self.cluster.nodes) == 1:
+            node = self.cluster.nodes[0]
+            return node.profile, self.models[node.name], device
+        name, local = device.split("/", 1)
+        return self.cluster.node(name).profile, self.models[name], local
+
+
+def load_source(profile_path: str | Path) -> Source:
+    return Source(str(profile_path), load_cluster(profile_path))
+
+
+def _setup(profile_path: str | Path | Source, algo: str, env_id: str) -> tuple[Source, Problem, Facts]:
+    source = profile_path if isinstance(profile_path, Source) else load_source(profile_path)
     spec = env_spec(env_id)
     check_algo_fits(algo, spec)
-    model = CostModel(profile)
-    problem, facts = build_problem(profile, model, algo, spec)
-    return profile, model, problem, facts
+    problem, facts = build_cluster_problem(source.cluster, algo, spec)
+    return source, problem, facts
 
 
-def _plan(profile_path: str | Path, profile: Profile, model: CostModel, problem: Problem, facts: Facts, algo: str,
-          env_id: str, objective: str, best: Solution, front: list[Solution]) -> Plan:
-    mapping = {"env_step": problem.host_device, **{k: best.placement[k] for k in PLACED}}
+def _plan(source: Source, problem: Problem, facts: Facts, algo: str, env_id: str, objective: str, best: Solution,
+          front: list[Solution]) -> Plan:
+    env_device = problem.node_of(best.placement["act"]).host_device
+    mapping = {"env_step": env_device, **{k: best.placement[k] for k in PLACED}}
     return Plan(
         pearl_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        algo=algo, env=env_id, objective=objective,
-        profile={"path": str(profile_path), "node": profile.host.get("node"), "cpu": profile.host.get("cpu"),
-                 "cores": profile.host.get("cores"), "created": profile.created, "mode": profile.mode},
+        algo=algo, env=env_id, objective=objective, profile=_profile_summary(source),
         mapping=mapping, actors=best.actors.n, envs_per_actor=best.actors.envs,
-        predicted=_figures(best.period_s, best.energy_j, facts, _sources(profile, model, mapping)),
+        predicted=_figures(best.period_s, best.energy_j, facts, _sources(source, mapping)),
         bottleneck=best.binding, lanes=_lanes(problem, best),
-        baselines=_baselines(problem, facts, best, profile, model),
+        baselines=_baselines(problem, facts, best, source),
         # a CBC run stopped by its time limit reports no bound: its gap is unknown (None), not infinite
         solver={"name": best.solver, "status": best.status, "gap": best.gap if math.isfinite(best.gap) else None,
-                "solve_s": best.solve_s},
+                "solve_s": best.solve_s, "ties": TIES},
         pareto=[{**_figures(s.period_s, s.energy_j, facts, {}), "mapping": dict(s.placement), "actors": s.actors.n,
                  "envs_per_actor": s.actors.envs} for s in front],
         kernels=_kernel_seconds(problem, facts, best),
-        power=_power_figures(profile, problem),
+        power=_power_figures(source, problem),
+        why=_moves(problem, best),
         slices=split(problem, best),
     )
 
@@ -159,13 +180,58 @@ def split(problem: Problem, best: Solution) -> list[dict]:
     return out
 
 
-def _power_figures(profile: Profile, problem: Problem) -> dict[str, dict]:
+#: the roles a cluster plan places on nodes, and the kernels each moves
+ROLES_ON_NODES = {"actors": ("act",), "replay server": REPLAY, "learner": ("learn",)}
+
+
+def _moves(problem: Problem, best: Solution) -> list[dict]:
+    """Why each role is on its node: the best plan (as evaluate costs it) with that role alone moved to each
+    other node of a cluster, over that node's devices and, for the actors, every actor option there."""
+    nodes = problem.node_list()
+    if len(nodes) == 1:
+        return []
+    out = []
+    for role, kernels in ROLES_ON_NODES.items():
+        here = problem.device(best.placement[kernels[0]]).node
+        for node in nodes:
+            if node.name == here:
+                continue
+            tries = []
+            for d in (d.id for d in problem.devices if d.node == node.name):
+                placement = {**best.placement, **{k: d for k in kernels}}
+                options = problem.actor_options() if role == "actors" else [best.actors]
+                tries += [r for a in options if (r := evaluate(problem, placement, a)) is not None]
+            fastest = min(tries, default=None)
+            out.append({"role": role, "node": node.name, "period_s": fastest[0] if fastest else None,
+                        "bottleneck": fastest[2] if fastest else "infeasible"})
+    return out
+
+
+def _profile_summary(source: Source) -> dict:
+    """Where the profile came from: its host (one node), or every node and link of a cluster."""
+    def host(profile: Profile) -> dict:
+        return {"node": profile.host.get("node"), "cpu": profile.host.get("cpu"), "cores": profile.host.get("cores"),
+                "created": profile.created, "mode": profile.mode}
+
+    nodes = source.cluster.nodes
+    if len(nodes) == 1:
+        return {"path": source.path, **host(nodes[0].profile)}
+    return {"path": source.path, "nodes": {n.name: host(n.profile) for n in nodes},
+            "links": [{"nodes": [k.a, k.b], "latency_s": k.latency_s, "bandwidth_bytes_per_s": k.bandwidth_bytes_per_s,
+                       "source": k.source, "network": k.network} for k in source.cluster.links]}
+
+
+def _power_figures(source: Source, problem: Problem) -> dict[str, dict]:
     """The power figures the energy terms used, per device of the problem, with where each came from: the
     method, and for a descriptor's figures the file and the share of them charged."""
-    entries = {p.device: p for p in profile.power}
-    return {d.id: {"resource": d.resource, "idle_w": p.idle_w, "busy_w": p.busy_w, "source": p.source,
-                   "method": p.method, "descriptor": p.descriptor, "scale": p.scale}
-            for d in problem.devices if (p := entries.get(d.id)) is not None}
+    out = {}
+    for d in problem.devices:
+        profile, _, local = source.local(d.id)
+        p = next((p for p in profile.power if p.device == local), None)
+        if p is not None:
+            out[d.id] = {"resource": d.resource, "idle_w": p.idle_w, "busy_w": p.busy_w, "source": p.source,
+                         "method": p.method, "descriptor": p.descriptor, "scale": p.scale}
+    return out
 
 
 def _kernel_seconds(problem: Problem, facts: Facts, solution: Solution) -> dict[str, float]:
@@ -175,7 +241,7 @@ def _kernel_seconds(problem: Problem, facts: Facts, solution: Solution) -> dict[
     sync = facts.weight_sync_s
     publish = sync[("learn", solution.placement["learn"])]
     load = sync[("act", solution.actors, solution.placement["act"])]
-    out = {"env_step": problem.env_cost,
+    out = {"env_step": problem.node_of(solution.placement["act"]).env_cost,
            "act": problem.act_cost[(solution.actors, solution.placement["act"])] - load}
     for k in PLACED:
         if k != "act":
@@ -192,29 +258,40 @@ def _figures(period: float, energy: float, facts: Facts, sources: dict) -> dict:
             "power_w": energy / period, "env_steps_per_joule": steps / energy if energy > 0 else None, **sources}
 
 
-def _sources(profile: Profile, model: CostModel, mapping: dict[str, str]) -> dict:
-    devices = set(mapping.values())
-    timing = "modelled" if any(profile.device(d).source == "modelled" for d in devices) else "measured"
-    power = set()
-    for d in devices:
+def _sources(source: Source, mapping: dict[str, str]) -> dict:
+    timing, power = "measured", set()
+    for d in set(mapping.values()):
+        profile, model, local = source.local(d)
+        if profile.device(local).source == "modelled":
+            timing = "modelled"
         try:
-            power.add(model.power(d).source)
+            power.add(model.power(local).source)
         except KeyError:
             power.add("missing")
     return {"source": timing, "power_source": "+".join(sorted(power))}
 
 
 def _lanes(problem: Problem, solution: Solution) -> dict:
-    """Lanes of the host CPU the plan keeps busy (actors + roles there) against accelerator resources used."""
-    on_host = {r for r in (problem.device(solution.placement["learn"]).resource,
-                           problem.device(solution.placement[REPLAY[0]]).resource)}
-    roles_on_host = sum(problem.device(solution.placement[k]).resource == problem.host for k in ("learn", REPLAY[0]))
-    accelerators = {r for r in on_host | {problem.device(solution.placement["act"]).resource} if r != problem.host}
-    cpu = solution.actors.n + roles_on_host
-    return {"cpu": cpu, "accelerator": len(accelerators), "ratio": cpu / len(accelerators) if accelerators else None}
+    """Lanes of the host CPU the plan keeps busy (actors + roles there) against accelerator resources used: the
+    CPU/GPU ratio; in a cluster, the same per node (under "nodes") and over all nodes."""
+    nodes = {}
+    for node in problem.node_list():
+        used = {k: problem.device(d) for k, d in solution.placement.items() if problem.device(d).node == node.name}
+        roles_on_host = sum(used[k].resource == node.host for k in ("learn", REPLAY[0]) if k in used)
+        accelerators = {dev.resource for dev in used.values() if dev.resource != node.host}
+        actors = solution.actors.n if "act" in used else 0
+        cpu = actors + roles_on_host
+        nodes[node.name] = {"cpu": cpu, "accelerator": len(accelerators),
+                            "ratio": cpu / len(accelerators) if accelerators else None, "actors": actors,
+                            "kernels": sorted(used)}
+    if len(nodes) == 1:
+        (only,) = nodes.values()
+        return {k: only[k] for k in ("cpu", "accelerator", "ratio")}
+    cpu, acc = sum(n["cpu"] for n in nodes.values()), sum(n["accelerator"] for n in nodes.values())
+    return {"cpu": cpu, "accelerator": acc, "ratio": cpu / acc if acc else None, "nodes": nodes}
 
 
-def _baselines(problem: Problem, facts: Facts, best: Solution, profile: Profile, model: CostModel) -> list[dict]:
+def _baselines(problem: Problem, facts: Facts, best: Solution, source: Source) -> list[dict]:
     """Every kernel on one device (the best actor count for it), as the cost model predicts it."""
     out = []
     for device in problem.devices:
@@ -225,8 +302,8 @@ def _baselines(problem: Problem, facts: Facts, best: Solution, profile: Profile,
             out.append({"device": device.id, "feasible": False})
             continue
         (period, energy, binding), actors = min(results, key=lambda ra: ra[0][0])
-        fig = _figures(period, energy, facts, _sources(profile, model, {"env_step": problem.host_device,
-                                                                        **placement}))
+        env_device = problem.node_of(device.id).host_device
+        fig = _figures(period, energy, facts, _sources(source, {"env_step": env_device, **placement}))
         out.append({"device": device.id, "feasible": True, "actors": actors.n, "bottleneck": binding,
                     "env_steps_per_s": fig["env_steps_per_s"], "env_steps_per_joule": fig["env_steps_per_joule"],
                     "speedup": period / best.period_s})

@@ -14,9 +14,10 @@ predicts for it and for the all-on-one-device mappings.
                   the learner's publish + the actors' loads)},
       "lanes": {"cpu": lanes the plan uses on the host, "accelerator": lanes on other resources, "ratio"},
       "baselines": [{"device", "feasible", "env_steps_per_s", "env_steps_per_joule", "speedup"}],
-      "solver": {"name", "status", "gap", "solve_s"},
+      "solver": {"name", "status", "gap", "solve_s", "ties": how plans with equal objective figures were told apart},
       "pareto": [{"period_s", "energy_per_iteration_j", "env_steps_per_s", "env_steps_per_joule", "mapping"}],
       "power": {device: {"resource", "idle_w", "busy_w", "source", "method", "descriptor", "scale"}},
+      "why": [{"role", "node", "period_s", "bottleneck"}],  (cluster plans: each role moved to each other node)
       "slices": [{"gpu", "device", "roles", "processes", "share"}]
     }
 
@@ -66,6 +67,8 @@ class Plan:
     pareto: list[dict[str, Any]] = field(default_factory=list)
     kernels: dict[str, float] = field(default_factory=dict)
     power: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: (cluster plans) for each role, the best plan with that role moved to each other node, as evaluated
+    why: list[dict[str, Any]] = field(default_factory=list)
     slices: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -129,4 +132,5 @@ def parse_plan(data: Any, where: str) -> Plan:
     return Plan(data["pearl_version"], data["created"], data["algo"], data["env"], data["objective"],
                 data["profile"], dict(mapping), data["actors"], data["envs_per_actor"], data["predicted"],
                 data["bottleneck"], data["lanes"], list(data.get("baselines", [])), dict(solver),
-                list(data.get("pareto", [])), {k: float(v) for k, v in kernels.items()}, dict(power), list(slices))
+                list(data.get("pareto", [])), {k: float(v) for k, v in kernels.items()}, dict(power),
+                list(data.get("why", [])) if isinstance(data.get("why", []), list) else [], list(slices))

@@ -25,7 +25,8 @@ Constraints (the names the code gives them)
     (g) shared[r]         devices on one resource r (PoCL and `cpu`; slices of a GPU) sum into one load[r]
     (h) process[learner]  the replay kernels and learn placed on the host resource, + the sample→learn and
                           learn→priority transfers, ≤ P: one interpreter runs them in turn (see ilp.py)
-    (i) slices[r]         on a GPU r offered in slices (ilp.py `_slices`): Σ_d share(d)·used(d) ≤ 1, where used(d)
+    (i) network[n,dir]    (clusters) the bytes of the edges leaving (entering) node n ÷ the link's bandwidth ≤ P
+    (j) slices[r]         on a GPU r offered in slices (ilp.py `_slices`): Σ_d share(d)·used(d) ≤ 1, where used(d)
                           counts the instances of d in use (one per actor process and one for the learner process
                           when d gives each process its own, else 1 when anything runs on d; the whole GPU is a
                           device of share 1, so it is used alone); count[d] used(d) ≤ instances(d);
@@ -33,6 +34,12 @@ Constraints (the names the code gives them)
                           in use are all MIG instances or all MPS shares; instance[d] a slice's work in one
                           process ≤ P. load[r] counts a device's kernel seconds × share(d) (SM-seconds)
 Energy per iteration, linear: E = Σ_r idle_w(r)·P + (busy_w(r) − idle_w(r))·busy_seconds(r) / lanes(r).
+
+A cluster (`nodes` not empty; device ids NODE/DEVICE): each node has its host resource and device, where the
+actors' env stepping runs when act is on that node, and (e) counts the actor processes against that node's
+lanes. The transitions (act → replay_insert) and weights (learn → act) edges then cost something only between
+nodes; every edge between nodes pays the link's latency per message and bytes ÷ bandwidth (`transfer`) and
+keeps both nodes' network interfaces busy (`nic`).
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ class Device:
     id: str
     resource: str
     memory_bytes: float
+    node: str = ""  # the node the device is in ("" in a problem of one host)
     #: a GPU slice's fraction of its GPU's SMs (1: a whole device), and how many processes may each hold one
     #: instance of it (1: the processes placed on it share one instance, as on a whole device)
     share: float = 1.0
@@ -71,6 +79,16 @@ class Device:
     @property
     def is_slice(self) -> bool:
         return self.share < 1 or self.instances > 1
+
+
+@dataclass(frozen=True)
+class Node:
+    """One machine of a cluster: where its actors' env stepping runs, and what it costs there."""
+
+    name: str
+    host: str  # the resource of its CPU
+    host_device: str  # its `cpu` device
+    env_cost: float  # seconds per iteration of the env stepping when the actors are on this node
 
 
 @dataclass(frozen=True)
@@ -110,6 +128,21 @@ class Problem:
     #: bytes kernel k needs on device d (replay storage, parameters)
     memory: dict[tuple[str, str], float] = field(default_factory=dict)
     prefetch: bool = True  # the learner samples the next batch while it learns: no latency chain
+    #: the nodes of a cluster (empty: one host, described by host, host_device and env_cost)
+    nodes: list[Node] = field(default_factory=list)
+    #: seconds per iteration that edge e from d to d' on another node keeps the two nodes' network
+    #: interfaces busy (bytes / bandwidth, sent by d's node and received by d''s)
+    nic: dict[tuple[str, str, str], float] = field(default_factory=dict)
+
+    def node_list(self) -> list[Node]:
+        return self.nodes or [Node("", self.host, self.host_device, self.env_cost)]
+
+    def node(self, name: str) -> Node:
+        return next(n for n in self.node_list() if n.name == name)
+
+    def node_of(self, device_id: str) -> Node:
+        """The node a device is in."""
+        return self.node(self.device(device_id).node)
 
     def device(self, device_id: str) -> Device:
         return next(d for d in self.devices if d.id == device_id)

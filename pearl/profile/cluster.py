@@ -185,6 +185,14 @@ def parse_node_args(pairs: tuple[str, ...] | list[str]) -> list[tuple[str, str]]
     return out
 
 
+def _shown(path: Path) -> str:
+    """A path relative to the working folder when it lies below it (networks/40gbe.toml), else absolute."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
 def merge_profiles_into_cluster(pairs: list[tuple[str, str]], network: str | Path | None) -> Cluster:
     """A cluster of the named host profiles, every pair of nodes joined by a link modelled from the network
     descriptor (`network` may be None for one node). Each file must be a host profile of the version this
@@ -203,7 +211,7 @@ def merge_profiles_into_cluster(pairs: list[tuple[str, str]], network: str | Pat
             raise ProfileError("a cluster of several nodes needs --network DESCRIPTOR (e.g. networks/40gbe.toml) "
                                "to model its links")
         net = load_network(resolve_network(network))
-        links = [Link(a.name, b.name, net.latency_s, net.bandwidth_bytes_per_s, "modelled", str(net.source))
+        links = [Link(a.name, b.name, net.latency_s, net.bandwidth_bytes_per_s, "modelled", _shown(net.source))
                  for a, b in combinations(nodes, 2)]
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return Cluster(__version__, created, nodes, links)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import platform
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,7 +38,7 @@ import numpy as np
 
 from pearl import __version__
 from pearl.adapters import Adapter, DeviceInfo, ReplayKernels, discover, open_adapter
-from pearl.algos import OffPolicyConfig, preset
+from pearl.algos import OffPolicyConfig, algorithm, algorithm_names, preset
 from pearl.algos.params import ParamLayout, init_params
 from pearl.device import HOST_DEVICE, HOST_RESOURCE, DeviceKind  # noqa: F401 - HOST_RESOURCE read here by callers
 from pearl.descriptors import DEVICES_DIR, DeviceDescriptor, load_descriptor, resolve_descriptor
@@ -51,8 +51,6 @@ from pearl.profile.format import (DeviceEntry, EnvStepTiming, InSituTiming, Kern
 from pearl.profiling.timing import Point, measure, measure_interleaved
 from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 
-#: The presets profiled for each --algo.
-PRESET_ENVS = {"dqn": "CartPole-v1", "ddpg": "Pendulum-v1"}
 GENERIC_CPU_DESCRIPTOR = "generic-x86-server-cpu.toml"
 
 
@@ -83,7 +81,7 @@ GRIDS = {
 @dataclass
 class ProfileOptions:
     quick: bool = False
-    algos: tuple[str, ...] = ("dqn", "ddpg")
+    algos: tuple[str, ...] = field(default_factory=algorithm_names)  # default: every registered algorithm
     devices: tuple[str, ...] | None = None  # default: every usable device found
     what_if: tuple[str, ...] = ()
     descriptors_dir: Path = DEVICES_DIR
@@ -96,17 +94,16 @@ class ProfileOptions:
 def workloads(options: ProfileOptions) -> list[tuple[OffPolicyConfig, EnvSpec]]:
     """The (config, env spec) of every workload to measure: each algorithm's preset, or the one workload of
     --env with its shapes (hidden, batch size, envs per actor) where given. ConfigError for a bad one."""
-    for algo in options.algos:
-        if algo not in PRESET_ENVS:
-            raise ConfigError(f"unknown --algo {algo!r}; choose dqn, ddpg or all")
+    entries = [algorithm(algo) for algo in options.algos]  # an unknown one → ConfigError naming the known ones
     shapes = {k: v for k, v in (("hidden", options.hidden), ("batch_size", options.batch_size),
                                 ("n_envs", options.n_envs)) if v is not None}
     if options.env is None:
         if shapes:
             raise ConfigError("--hidden, --batch-size and --n-envs shape a workload of --env; give --env too")
-        return [(preset(algo, PRESET_ENVS[algo]), env_spec(PRESET_ENVS[algo])) for algo in options.algos]
+        return [(preset(a.name, a.profile_env), env_spec(a.profile_env)) for a in entries]
     if len(options.algos) != 1:
-        raise ConfigError("--env profiles one workload: give --algo dqn or --algo ddpg with it")
+        choices = " or ".join(f"--algo {name}" for name in algorithm_names())
+        raise ConfigError(f"--env profiles one workload: give {choices} with it")
     algo = options.algos[0]
     spec = env_spec(options.env)
     check_algo_fits(algo, spec)
@@ -279,7 +276,7 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
         points.append(Point(call, sync, prepare))
 
     params = init_params(config, spec, seed=0)
-    explore = config.epsilon(config.total_steps) if config.algo == "dqn" else config.action_noise
+    explore = config.exploration(config.total_steps)  # what act gets at the end of the run (DQN's final ε)
     act = adapter.make_act(config, spec, params, seed=0)
     for n in grid.act:
         point("act", n, partial(act.act, rng.normal(size=(n, spec.obs_dim)).astype(np.float32), explore))
@@ -452,7 +449,7 @@ def _read_power(target: _Target, grid: Grid) -> power.PowerReading | None:
 
 def _busy_loop(target: _Target) -> Callable[[], None]:
     """Keep the device busy with the DQN preset's learn (a representative dense load)."""
-    config, spec = preset("dqn", "CartPole-v1"), env_spec("CartPole-v1")
+    config, spec = preset("dqn", "CartPole-v1"), env_spec("CartPole-v1")  # a fixed load, not one per algorithm
     adapter, rng = target.adapter, np.random.default_rng(1)
     replay = adapter.make_replay(config.replace(buffer_size=4096), spec, seed=1)
     replay.insert(_random_transitions(spec, 4096, rng))

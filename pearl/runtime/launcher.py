@@ -223,6 +223,8 @@ class SegmentLauncher(ABC):
         self._stats, self._record, self._progress = stats, record, progress
         self._log = LogState(steps=self.steps, updates=learner.updates)
         self.waited = 0.0
+        if progress is not None:  # the loop starts here: a progress bar's rate counts from now, as wall_s does
+            progress(self.steps)
 
         def insert(batch: TransitionBatch) -> None:
             replay.insert(batch)

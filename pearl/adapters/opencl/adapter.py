@@ -12,7 +12,6 @@ import numpy as np
 import pyopencl as cl
 
 from pearl.adapters.base import ActKernel, Adapter, LearnKernel, ReplayKernels
-from pearl.adapters.opencl.algos import CLDDPGAct, CLDDPGLearn, CLDQNAct, CLDQNLearn
 from pearl.adapters.opencl.runtime import BinaryMismatch, CLRuntime, find_device
 from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import network_sizes
@@ -44,17 +43,11 @@ class OpenCLAdapter(Adapter):
 
     def make_act(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int) -> ActKernel:
         self._need("act")
-        sizes = network_sizes(config, spec)
-        if config.algo == "dqn":
-            return CLDQNAct(self.rt, sizes["q"], params, seed)
-        return CLDDPGAct(self.rt, sizes["actor"], params, seed)
+        return self.algo_kernels(config).act(self.rt, config, network_sizes(config, spec), params, seed)
 
     def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params) -> LearnKernel:
         self._need("learn")
-        sizes = network_sizes(config, spec)
-        if config.algo == "dqn":
-            return CLDQNLearn(self.rt, config, sizes["q"], params)  # type: ignore[arg-type]
-        return CLDDPGLearn(self.rt, config, sizes["actor"], sizes["critic"], params)  # type: ignore[arg-type]
+        return self.algo_kernels(config).learn(self.rt, config, network_sizes(config, spec), params)
 
     def make_replay(self, config: OffPolicyConfig, spec: EnvSpec, seed: int) -> ReplayKernels:
         for kernel in ("replay_insert", "replay_sample", "priority_update"):

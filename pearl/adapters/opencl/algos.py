@@ -11,7 +11,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from pearl.adapters.base import ActKernel, LearnKernel
+from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel
 from pearl.adapters.opencl.nets import DeviceAdam, DeviceMean, DeviceMLP, polyak
 from pearl.adapters.opencl.runtime import CLRuntime
 from pearl.algos.ddpg import DDPGConfig
@@ -170,3 +170,12 @@ class CLDDPGLearn(LearnKernel):
 
     def _optimizers(self) -> dict[str, DeviceAdam]:
         return {"actor": self.actor_opt, "critic": self.critic_opt}
+
+
+#: What the DQN and DDPG registry entries name for the OpenCL backend (pearl.algos.dqn.DQN.kernels, ...).
+DQN_KERNELS = AlgoKernels(
+    act=lambda rt, config, nets, params, seed: CLDQNAct(rt, nets["q"], params, seed),
+    learn=lambda rt, config, nets, params: CLDQNLearn(rt, config, nets["q"], params))
+DDPG_KERNELS = AlgoKernels(
+    act=lambda rt, config, nets, params, seed: CLDDPGAct(rt, nets["actor"], params, seed),
+    learn=lambda rt, config, nets, params: CLDDPGLearn(rt, config, nets["actor"], nets["critic"], params))

@@ -24,11 +24,16 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
+from pearl.algos.registry import algorithm_names
 from pearl.errors import BackendMissing, DeviceError, PearlError
 
 KERNEL_DIR = Path(__file__).parent
-#: The program's parts, in order: later files use functions defined in earlier ones.
-KERNEL_FILES: tuple[str, ...] = ("rng.cl", "nn.cl", "optim.cl", "dqn.cl", "ddpg.cl", "replay.cl")
+#: The program's parts, in order: later files use functions defined in earlier ones. Between the shared parts
+#: and replay comes `<name>.cl` of every registered algorithm that has one, in registry order (dqn, ddpg), so
+#: a new algorithm's OpenCL kernels join the program by their file's name alone.
+KERNEL_FILES: tuple[str, ...] = ("rng.cl", "nn.cl", "optim.cl",
+                                 *(f"{name}.cl" for name in algorithm_names() if (KERNEL_DIR / f"{name}.cl").exists()),
+                                 "replay.cl")
 BUILD_OPTIONS = ["-cl-std=CL1.2"]
 
 

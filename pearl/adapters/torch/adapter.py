@@ -8,8 +8,6 @@ import numpy as np
 import torch
 
 from pearl.adapters.base import ActKernel, Adapter, DeviceInfo, LearnKernel, ReplayKernels
-from pearl.adapters.torch.ddpg import DDPGAct, DDPGLearn
-from pearl.adapters.torch.dqn import DQNAct, DQNLearn
 from pearl.adapters.torch.replay import TorchReplay
 from pearl.adapters.slices import mig_instances, mps_daemon, open_nvml, slice_devices, slice_env
 from pearl.algos.base import OffPolicyConfig
@@ -33,16 +31,10 @@ class TorchAdapter(Adapter):
             torch.set_num_threads(threads)
 
     def make_act(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int) -> ActKernel:
-        sizes = network_sizes(config, spec)
-        if config.algo == "dqn":
-            return DQNAct(sizes["q"], params, self.device, seed)
-        return DDPGAct(sizes["actor"], params, self.device, seed)
+        return self.algo_kernels(config).act(self.device, config, network_sizes(config, spec), params, seed)
 
     def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params) -> LearnKernel:
-        sizes = network_sizes(config, spec)
-        if config.algo == "dqn":
-            return DQNLearn(config, sizes["q"], params, self.device)  # type: ignore[arg-type]
-        return DDPGLearn(config, sizes["actor"], sizes["critic"], params, self.device)  # type: ignore[arg-type]
+        return self.algo_kernels(config).learn(self.device, config, network_sizes(config, spec), params)
 
     def make_replay(self, config: OffPolicyConfig, spec: EnvSpec, seed: int) -> ReplayKernels:
         return TorchReplay(config, spec, self.device, self.device_id, seed)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from pearl.adapters.base import ActKernel, LearnKernel
+from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel
 from pearl.adapters.torch.nets import FlatAdam, build, dump_net, load_net, write_net
 from pearl.algos.ddpg import DDPGConfig
 from pearl.rng import CounterDraws, normal
@@ -95,3 +95,9 @@ class DDPGLearn(LearnKernel):
 
     def write_policy(self, out: Params) -> None:
         write_net(self.actor, out, "actor")
+
+
+#: What the DDPG registry entry names for the torch backend (pearl.algos.ddpg.DDPG.kernels).
+KERNELS = AlgoKernels(
+    act=lambda device, config, nets, params, seed: DDPGAct(nets["actor"], params, device, seed),
+    learn=lambda device, config, nets, params: DDPGLearn(config, nets["actor"], nets["critic"], params, device))

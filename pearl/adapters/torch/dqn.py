@@ -10,7 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pearl.adapters.base import ActKernel, LearnKernel
+from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel
 from pearl.adapters.torch.nets import FlatAdam, build, clip_grad_norm_, dump_net, load_net, write_net
 from pearl.algos.dqn import DQNConfig
 from pearl.rng import CounterDraws, below, uniform
@@ -91,3 +91,9 @@ class DQNLearn(LearnKernel):
 
     def write_policy(self, out: Params) -> None:
         write_net(self.q, out, "q")
+
+
+#: What the DQN registry entry names for the torch backend (pearl.algos.dqn.DQN.kernels).
+KERNELS = AlgoKernels(
+    act=lambda device, config, nets, params, seed: DQNAct(nets["q"], params, device, seed),
+    learn=lambda device, config, nets, params: DQNLearn(config, nets["q"], params, device))

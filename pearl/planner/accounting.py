@@ -1,0 +1,236 @@
+"""The accounting of a placement, written once: each bound on the period P is a row of terms, each term
+seconds that count when its literals hold. The integer program (ilp.py) turns a literal into a binary
+variable (a product of two into a linearised one, couple[...]) and `evaluate` into True or False, so the two
+cannot disagree about what a plan costs.
+
+Literals
+    ("x", k, d)   kernel k on device d (k = "act": act on d, with any actor option)
+    ("v", a, d)   actor option a, with act on d
+    ("env", d)    the actors' env stepping runs on d: the host device of the node act is on (always the host
+                  device in a problem of one host, where the literal is left out)
+
+Rows (the families of ilp.py's docstring; a row reads Σ its terms ≤ lanes · P)
+    load[r]            busy[r] (kernels, act, env stepping, transfers touching r), lanes(r)
+    role[name]         its kernels + the transfers of the edges with exactly one end in the role
+    actor_period       one per actor option
+    process[learner]   per node: the replay kernels and learn on its host resource + the chain transfers
+    latency            without prefetch: sample + learn + priority update + the chain transfers
+    instance[d]        a GPU slice in use: its learner-process kernels, + act when the actors share its one
+                       instance (each actor holding an instance of its own is bound by actor_period)
+    network[n,out|in]  bytes / bandwidth of the edges leaving (entering) node n, on its network interface
+Energy per iteration: Σ_r idle_w(r)·P + (busy_w(r) − idle_w(r))·busy[r]/lanes(r).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+from pearl.planner.problem import PLACED, REPLAY, ROLES, ActorOption, Edge, Problem
+
+ENV = "env_step"  # the edge end that is not placed: it runs at the host device of the actors' node
+ACT = "act"
+LEARN = "learn"
+#: the kernels the learner process runs (act runs in the actor processes)
+LEARNER_PROCESS = (*REPLAY, LEARN)
+#: edges of the no-prefetch chain sample → learn → priority update
+CHAIN = (("replay_sample", LEARN), (LEARN, "priority_update"))
+
+Literal = tuple
+
+
+@dataclass(frozen=True)
+class Term:
+    seconds: float
+    when: tuple[Literal, ...]  # all must hold; () always does
+
+
+@dataclass
+class Row:
+    name: str  # built from indices: PuLP rewrites the characters of device ids
+    label: str  # the human label (`load[cpu]`), which plans report as the bottleneck
+    terms: list[Term]
+    lanes: int = 1
+
+
+def multi_node(problem: Problem) -> bool:
+    return len(problem.node_list()) > 1
+
+
+def kernel_literal(k: str, d: str) -> Literal:
+    return ("x", k, d)
+
+
+def end_literals(problem: Problem, end: str, d: str) -> tuple[Literal, ...] | None:
+    """The literals under which an edge's end sits on d: None when it never does."""
+    if end != ENV:
+        return (kernel_literal(end, d),)
+    hosts = {n.host_device for n in problem.node_list()}
+    if d not in hosts:
+        return None
+    return (("env", d),) if multi_node(problem) else ()
+
+
+def kernel_terms(problem: Problem, k: str, keep=lambda d: True) -> list[Term]:
+    """k's seconds on each device it is allowed on (act: per actor option)."""
+    if k == ACT:
+        return [Term(t, (("v", a, d),)) for (a, d), t in problem.act_cost.items() if keep(d)]
+    return [Term(t, (kernel_literal(k, d),)) for (kk, d), t in problem.cost.items() if kk == k and keep(d)]
+
+
+def transfer_terms(problem: Problem, keep, table: dict | None = None) -> list[tuple[Edge, str, str, Term]]:
+    """(edge, source device, destination device, term) of every positive transfer of the edges `keep`
+    accepts, from `table` (default: problem.transfer)."""
+    table = problem.transfer if table is None else table
+    out = []
+    for e in problem.edges:
+        if not keep(e):
+            continue
+        for (name, d, d2), t in table.items():
+            if name != e.name or not t > 0:
+                continue
+            src, dst = end_literals(problem, e.src, d), end_literals(problem, e.dst, d2)
+            if src is None or dst is None:
+                continue  # this pair of devices can never carry the edge
+            out.append((e, d, d2, Term(t, src + dst)))
+    return out
+
+
+def busy(problem: Problem) -> dict[str, list[Term]]:
+    """busy[r]; (g) shared[r]: every device of r adds into one busy[r], a GPU slice's kernel seconds at its
+    share of the GPU (SM-seconds: slices run side by side)."""
+    res_of = {d.id: d.resource for d in problem.devices}
+    share = {d.id: d.share for d in problem.devices}
+    out: dict[str, list[Term]] = {r.id: [] for r in problem.resources}
+    for k in PLACED:
+        for term in kernel_terms(problem, k):
+            d = term.when[0][2]
+            out[res_of[d]].append(term if share[d] == 1 else Term(term.seconds * share[d], term.when))
+    for node in problem.node_list():
+        when = (("env", node.host_device),) if multi_node(problem) else ()
+        out[node.host].append(Term(node.env_cost, when))
+    for _, d, d2, term in transfer_terms(problem, lambda e: True):
+        out[res_of[d]].append(term)
+        if res_of[d2] != res_of[d]:
+            out[res_of[d2]].append(term)
+    return out
+
+
+def role_crossing(e: Edge, kernels: tuple[str, ...]) -> bool:
+    return (e.src in kernels) != (e.dst in kernels)
+
+
+def chain_edge(e: Edge) -> bool:
+    return (e.src, e.dst) in CHAIN
+
+
+def load_rows(problem: Problem, busy_terms: dict[str, list[Term]]) -> list[Row]:
+    """(c) load[r]: busy[r] ≤ lanes(r)·P."""
+    return [Row(f"load_r{ri}", f"load[{r.id}]", busy_terms[r.id], r.lanes) for ri, r in enumerate(problem.resources)]
+
+
+def role_rows(problem: Problem) -> list[Row]:
+    """(c') role[name]: a role is one thread: its kernels and the transfers that cross its boundary ≤ P."""
+    rows = []
+    for ni, (name, kernels) in enumerate(ROLES.items()):
+        terms = [t for k in kernels for t in kernel_terms(problem, k)]
+        terms += [t for *_, t in transfer_terms(problem, lambda e, kernels=kernels: role_crossing(e, kernels))]
+        rows.append(Row(f"role_{ni}", f"role[{name}]", terms))
+    return rows
+
+
+def actor_period_rows(problem: Problem) -> list[Row]:
+    """(e') actor_period[a]: one actor's share of an iteration ≤ P."""
+    rows = []
+    for ai, a in enumerate(problem.actor_options()):
+        terms = [Term(t, (("v", a, d),)) for (aa, d), t in problem.actor_period.items() if aa == a]
+        if terms:
+            rows.append(Row(f"actor_period_a{ai}", "actor_period", terms))
+    return rows
+
+
+def process_rows(problem: Problem) -> list[Row]:
+    """(h) process[learner]: per node, the replay and learn work on its host resource, serialised in one
+    interpreter, with the chain transfers (host-side waits of the learner thread; without host work the row
+    is implied by role[learner], which counts the same transfers)."""
+    chain = [t for *_, t in transfer_terms(problem, chain_edge)]
+    res_of = {d.id: d.resource for d in problem.devices}
+    rows = []
+    for node in problem.node_list():
+        on_host = partial(_on, res_of, node.host)
+        terms = [t for k in (*REPLAY, LEARN) for t in kernel_terms(problem, k, on_host)]
+        tag, label = ("_" + _safe(node.name), f"process[learner@{node.name}]") if multi_node(problem) else \
+            ("", "process[learner]")
+        rows.append(Row(f"process_learner{tag}", label, terms + chain))
+    return rows
+
+
+def latency_rows(problem: Problem) -> list[Row]:
+    """(f) latency: without prefetch, sample → learn → priority update in turn ≤ P."""
+    if problem.prefetch:
+        return []
+    terms = [t for k in ("replay_sample", LEARN, "priority_update") for t in kernel_terms(problem, k)]
+    terms += [t for *_, t in transfer_terms(problem, chain_edge)]
+    return [Row("latency", "latency", terms)]
+
+
+def network_rows(problem: Problem) -> list[Row]:
+    """(i) network[n,out], network[n,in]: a node's network interface sends (receives) the bytes of every
+    edge that leaves (enters) the node, at the link's bandwidth, within P (full duplex)."""
+    if not multi_node(problem):
+        return []
+    crossing = transfer_terms(problem, lambda e: True, problem.nic)
+    node_of = {d.id: d.node for d in problem.devices}
+    rows = []
+    for ni, node in enumerate(problem.node_list()):
+        out = [t for _, d, d2, t in crossing if node_of[d] == node.name and node_of[d2] != node.name]
+        into = [t for _, d, d2, t in crossing if node_of[d2] == node.name and node_of[d] != node.name]
+        rows.append(Row(f"network_n{ni}_out", f"network[{node.name},out]", out))
+        rows.append(Row(f"network_n{ni}_in", f"network[{node.name},in]", into))
+    return rows
+
+
+def instance_rows(problem: Problem) -> list[Row]:
+    """instance[d]: the work one instance of a GPU slice runs in an iteration ≤ P."""
+    rows = []
+    for j, d in enumerate(problem.devices):
+        if not d.is_slice:
+            continue
+        terms = [t for k in LEARNER_PROCESS for t in kernel_terms(problem, k, lambda dd, d=d: dd == d.id)]
+        if d.instances == 1:
+            terms += kernel_terms(problem, ACT, lambda dd, d=d: dd == d.id)
+        if terms:
+            rows.append(Row(f"instance_d{j}", f"instance[{d.id}]", terms))
+    return rows
+
+
+def _on(res_of: dict[str, str], resource: str, device: str) -> bool:
+    return res_of[device] == resource
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name)
+
+
+def period_rows(problem: Problem, busy_terms: dict[str, list[Term]]) -> tuple[list[Row], list[Row]]:
+    """(rows before the feasibility families, rows after them), in the order the program adds them."""
+    return (load_rows(problem, busy_terms) + role_rows(problem),
+            actor_period_rows(problem) + process_rows(problem) + latency_rows(problem) + network_rows(problem)
+            + instance_rows(problem))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# one fixed placement
+
+
+def holds(problem: Problem, literal: Literal, where: dict[str, str], actors: ActorOption) -> bool:
+    kind = literal[0]
+    if kind == "x":
+        return where[literal[1]] == literal[2]
+    if kind == "v":
+        return actors == literal[1] and where[ACT] == literal[2]
+    return problem.node_of(where[ACT]).host_device == literal[1]  # "env"
+
+
+def value(problem: Problem, terms: list[Term], where: dict[str, str], actors: ActorOption) -> float:
+    return sum(t.seconds for t in terms if all(holds(problem, lit, where, actors) for lit in t.when))

@@ -1,0 +1,272 @@
+"""The multi-node program against brute force on random 2-3-node problems, and cluster profiles through
+make_plan: a one-node cluster plans exactly as its host profile, a two-node what-if places roles on nodes.
+
+The oracle below states the multi-node accounting again on its own (it calls neither pearl.planner.ilp nor
+pearl.planner.accounting):
+    the actors' env stepping runs on the host of act's node: env cost on that node's host resource, the
+    actor processes against that node's lanes (n ≤ lanes); busy[r] = kernels + act + env + each positive
+    transfer on the resources of both ends (once when they coincide); load[r] = busy[r] / lanes(r);
+    role[name]: its kernels + the transfers of edges with one end in it; actor_period; per node, the replay
+    kernels and learn on that node's host resource + the chain transfers; latency without prefetch;
+    network[n, out] (in): the NIC seconds of the edges leaving (entering) node n; P = the largest bound;
+    E = Σ idle·P + (busy_w − idle_w)·busy/lanes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from cli_support import run_cli
+from pearl.planner.ilp import PlanInfeasible, evaluate, solve
+from pearl.planner.make import make_plan
+from pearl.planner.problem import PLACED, REPLAY, ActorOption, Device, Edge, Node, Problem, Resource
+
+REL = 1e-6
+REFERENCE = Path(__file__).resolve().parent.parent / "profiles" / "reference.json"
+EDGES = [
+    Edge("obs", "env_step", "act"),
+    Edge("batch", "replay_sample", "learn"),
+    Edge("td_errors", "learn", "priority_update"),
+    Edge("transitions", "act", "replay_insert"),
+    Edge("weights", "learn", "act"),
+]
+
+
+def random_cluster(seed: int) -> Problem:
+    rng = random.Random(seed)
+    n_nodes = rng.randint(2, 3)
+    resources, devices, nodes = [], [], []
+    for i in range(n_nodes):
+        name = f"n{i}"
+        idle = rng.uniform(5, 40)
+        resources.append(Resource(f"{name}/host-cpu", rng.randint(1, 5), idle, idle + rng.uniform(0, 150)))
+        devices.append(Device(f"{name}/cpu", f"{name}/host-cpu", rng.uniform(6, 16), name))
+        if rng.random() < 0.6:  # an accelerator on this node
+            idle = rng.uniform(5, 60)
+            resources.append(Resource(f"{name}/gpu", rng.randint(1, 2), idle, idle + rng.uniform(-3, 200)))
+            devices.append(Device(f"{name}/gpu:0", f"{name}/gpu", rng.uniform(2, 12), name))
+        nodes.append(Node(name, f"{name}/host-cpu", f"{name}/cpu", rng.uniform(0.0, 2.0)))
+    cost = {}
+    for d in devices:
+        if d.id.endswith("/cpu") or rng.random() < 0.7:
+            cost.update({(k, d.id): rng.uniform(0.01, 0.5) for k in REPLAY})
+        if d.id.endswith("/cpu") or rng.random() < 0.7:
+            cost[("learn", d.id)] = rng.uniform(0.05, 1.5)
+    lanes = {r.id: r.lanes for r in resources}
+    options = {ActorOption(n, rng.choice([1, 4])) for n in range(1, 6) if rng.random() < 0.6} or {ActorOption(1, 1)}
+    act_cost, actor_period = {}, {}
+    for d in devices:
+        if not (d.id.endswith("/cpu") or rng.random() < 0.7):
+            continue
+        host = next(n.host for n in nodes if n.name == d.node)
+        for a in options:
+            if a.n <= lanes[host] + (1 if rng.random() < 0.2 else 0):  # now and then an option beyond the lanes
+                act_cost[(a, d.id)] = rng.uniform(0.05, 2.0)
+                actor_period[(a, d.id)] = rng.uniform(0.05, 1.5) * 2 / a.n
+    transfer, nic = {}, {}
+    for e in EDGES:
+        for d, d2 in itertools.product(devices, devices):
+            if d.id == d2.id:
+                continue
+            if d.node != d2.node:
+                if e.name != "obs":  # env stepping is always beside act
+                    transfer[(e.name, d.id, d2.id)] = rng.uniform(0.0, 0.4)
+                    nic[(e.name, d.id, d2.id)] = rng.uniform(0.0, 0.6)
+            elif rng.random() < 0.7 and e.name not in ("transitions", "weights"):
+                transfer[(e.name, d.id, d2.id)] = rng.uniform(0.0, 0.3)
+    memory = {}
+    for d in devices:
+        memory[("replay_insert", d.id)] = rng.uniform(0, 7)
+        memory[("learn", d.id)] = rng.uniform(0, 4)
+        memory[("act", d.id)] = rng.uniform(0, 2)
+    return Problem(resources, devices, nodes[0].host, nodes[0].host_device, cost, act_cost, nodes[0].env_cost,
+                   actor_period, list(EDGES), transfer, memory, prefetch=rng.random() < 0.5, nodes=nodes, nic=nic)
+
+
+def account(p: Problem, where: dict[str, str], a: ActorOption):
+    """(P, E) of one placement, or None; written out independently of the planner."""
+    dev = {d.id: d for d in p.devices}
+    lanes = {r.id: r.lanes for r in p.resources}
+    for k, d in where.items():
+        if (k == "act" and (a, d) not in p.act_cost) or (k != "act" and (k, d) not in p.cost):
+            return None
+    if len({where[k] for k in REPLAY}) != 1:
+        return None
+    for d in p.devices:
+        if sum(p.memory.get((k, d.id), 0.0) for k in where if where[k] == d.id) > d.memory_bytes:
+            return None
+    actor_node = next(n for n in p.nodes if n.name == dev[where["act"]].node)
+    if a.n > lanes[actor_node.host]:
+        return None
+
+    def at(end):
+        return actor_node.host_device if end == "env_step" else where[end]
+
+    def t(e):
+        return p.transfer.get((e.name, at(e.src), at(e.dst)), 0.0)
+
+    res = {d: dev[d].resource for d in dev}
+    busy = {r: 0.0 for r in lanes}
+    for k in ("replay_insert", "replay_sample", "priority_update", "learn"):
+        busy[res[where[k]]] += p.cost[(k, where[k])]
+    busy[res[where["act"]]] += p.act_cost[(a, where["act"])]
+    busy[actor_node.host] += actor_node.env_cost
+    for e in p.edges:
+        if t(e) > 0:
+            busy[res[at(e.src)]] += t(e)
+            if res[at(e.dst)] != res[at(e.src)]:
+                busy[res[at(e.dst)]] += t(e)
+    lower = [busy[r] / lanes[r] for r in busy]
+    for role in (REPLAY, ("learn",)):
+        lower.append(sum(p.cost[(k, where[k])] for k in role)
+                     + sum(t(e) for e in p.edges if (e.src in role) != (e.dst in role)))
+    lower.append(p.actor_period[(a, where["act"])])
+    chain = sum(t(e) for e in p.edges if (e.src, e.dst) in (("replay_sample", "learn"), ("learn", "priority_update")))
+    for n in p.nodes:
+        lower.append(chain + sum(p.cost[(k, where[k])] for k in (*REPLAY, "learn") if res[where[k]] == n.host))
+    if not p.prefetch:
+        lower.append(chain + sum(p.cost[(k, where[k])] for k in ("replay_sample", "learn", "priority_update")))
+    for n in p.nodes:
+        out = into = 0.0
+        for e in p.edges:
+            s, d = at(e.src), at(e.dst)
+            seconds = p.nic.get((e.name, s, d), 0.0)
+            out += seconds if dev[s].node == n.name and dev[d].node != n.name else 0.0
+            into += seconds if dev[d].node == n.name and dev[s].node != n.name else 0.0
+        lower += [out, into]
+    period = max(lower)
+    energy = sum(r.idle_w * period + (r.busy_w - r.idle_w) * busy[r.id] / r.lanes for r in p.resources)
+    return period, energy
+
+
+def brute_force(p: Problem) -> list[tuple[float, float]]:
+    out = []
+    choices = [sorted({d for (_, d) in p.act_cost}) if k == "act" else sorted({d for (kk, d) in p.cost if kk == k})
+               for k in PLACED]
+    for devs in itertools.product(*choices):
+        for a in p.actor_options():
+            r = account(p, dict(zip(PLACED, devs)), a)
+            if r is not None:
+                out.append(r)
+    return out
+
+
+def close(a: float, b: float) -> bool:
+    return a == pytest.approx(b, rel=REL, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_cluster_matches_brute_force(seed):
+    p = random_cluster(seed)
+    points = brute_force(p)
+    if not points:
+        with pytest.raises(PlanInfeasible):
+            solve(p, "throughput")
+        return
+    best_p = min(P for P, _ in points)
+    fast = solve(p, "throughput")
+    assert close(fast.period_s, best_p)
+    assert close(fast.energy_j, min(E for P, E in points if P <= best_p * (1 + 1e-7)))
+    green = solve(p, "perf-per-watt")
+    assert close(green.energy_j, min(E for _, E in points))
+    for plan in (fast, green):
+        assert plan.status == "Optimal"
+        again = evaluate(p, plan.placement, plan.actors)
+        mine = account(p, plan.placement, plan.actors)
+        assert close(again[0], plan.period_s) and close(again[1], plan.energy_j) and again[2] == plan.binding
+        assert close(mine[0], plan.period_s) and close(mine[1], plan.energy_j)
+
+
+def test_network_and_nodes_bind_somewhere():
+    """The instances exercise the new rows: some optimum is bound by a network interface or a node's actors."""
+    bindings = set()
+    for seed in range(40):
+        p = random_cluster(seed)
+        if brute_force(p):
+            bindings.add(solve(p, "throughput").binding.split("[")[0])
+    assert "network" in bindings and "load" in bindings
+
+
+def _merge(capsys, tmp_path: Path, *nodes: str, network: str = "40gbe") -> Path:
+    out = tmp_path / "cluster.json"
+    code, _, err = run_cli(capsys, "profile", "merge", *nodes, "--network", network, "--out", str(out))
+    assert code == 0, err
+    return out
+
+
+@pytest.mark.parametrize(("algo", "env"), [("dqn", "CartPole-v1"), ("ddpg", "Pendulum-v1")])
+def test_one_node_cluster_plans_as_its_host_profile(capsys, tmp_path, algo, env):
+    out = tmp_path / "one.json"
+    code, _, err = run_cli(capsys, "profile", "merge", f"solo={REFERENCE}", "--out", str(out))
+    assert code == 0, err
+    for objective in ("throughput", "perf-per-watt"):
+        host, one = (make_plan(path, algo, env, objective).to_dict() for path in (REFERENCE, out))
+        for plan in (host, one):
+            plan.pop("created"), plan["solver"].pop("solve_s"), plan.pop("profile")
+        assert host == one
+
+
+def test_two_node_plan_names_nodes(capsys, tmp_path):
+    path = _merge(capsys, tmp_path, f"a={REFERENCE}", f"b={REFERENCE}")
+    plan = make_plan(path, "dqn", "CartPole-v1")
+    nodes = {d.split("/")[0] for d in plan.mapping.values()}
+    assert nodes <= {"a", "b"} and all("/" in d for d in plan.mapping.values())
+    assert plan.mapping["env_step"].split("/")[0] == plan.mapping["act"].split("/")[0]
+    per_node = plan.lanes["nodes"]
+    assert sum(n["actors"] for n in per_node.values()) == plan.actors
+    assert set(plan.profile["nodes"]) == {"a", "b"} and len(plan.profile["links"]) == 1
+    data = json.loads(json.dumps(plan.to_dict()))
+    assert data["lanes"]["nodes"]["a"]["kernels"] is not None
+    # why: each role moved to the other node, none faster than the optimum
+    assert sorted(m["role"] for m in plan.why) == ["actors", "learner", "replay server"]
+    for move in plan.why:
+        assert move["period_s"] is None or move["period_s"] >= plan.predicted["period_s"] * (1 - 1e-9)
+
+
+def test_a_slower_network_never_plans_faster(capsys, tmp_path):
+    """The same two nodes on 1 GbE cannot beat 40 GbE: every cross-node edge costs at least as much."""
+    fast_dir, slow_dir = tmp_path / "f", tmp_path / "s"
+    fast_dir.mkdir(), slow_dir.mkdir()
+    fast = make_plan(_merge(capsys, fast_dir, f"a={REFERENCE}", f"b={REFERENCE}"), "ddpg", "Pendulum-v1")
+    slow = make_plan(_merge(capsys, slow_dir, f"a={REFERENCE}", f"b={REFERENCE}", network="1gbe"), "ddpg",
+                     "Pendulum-v1")
+    assert slow.predicted["period_s"] >= fast.predicted["period_s"] * (1 - 1e-9)
+
+
+def test_training_refuses_a_cluster_plan(capsys, tmp_path):
+    path = _merge(capsys, tmp_path, f"a={REFERENCE}", f"b={REFERENCE}")
+    plan_path = tmp_path / "plan.json"
+    code, _, err = run_cli(capsys, "plan", "--profile", str(path), "--algo", "dqn", "--env", "CartPole-v1", "--out",
+                           str(plan_path))
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "train", "--plan", str(plan_path), "--runs-dir", str(tmp_path / "runs"))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "nodes a, b" in lines[0] and str(plan_path) in lines[0]
+
+
+def test_the_learner_goes_to_the_node_with_the_accelerator(capsys, tmp_path):
+    """A CPU node and a node with a what-if A100: the learner runs on the A100 whatever the network, and on
+    1 GbE the actors stay on the A100's node, since the weights would cross the link at every sync."""
+    from pearl.descriptors import load_descriptor, resolve_descriptor
+    from pearl.profile.format import load_profile, save_profile
+    from pearl.profiling.whatif import add_what_if
+
+    profile = load_profile(REFERENCE)
+    add_what_if(profile, load_descriptor(resolve_descriptor("nvidia-a100-sxm4-80gb")))
+    gpu = save_profile(profile, tmp_path / "gpu.json")
+    for network in ("40gbe", "1gbe"):
+        folder = tmp_path / network
+        folder.mkdir()
+        plan = make_plan(_merge(capsys, folder, f"cpu={REFERENCE}", f"gpu={gpu}", network=network), "dqn",
+                         "CartPole-v1")
+        # the A100 whole or one of its slices (the A100's descriptor lists MIG profiles): a launch-bound learner
+        # takes as long on a slice, and the model charges a slice its share of the GPU's busy power
+        assert plan.mapping["learn"].startswith("gpu/whatif:nvidia-a100-sxm4-80gb"), plan.mapping
+        if network == "1gbe":
+            assert plan.mapping["act"].startswith("gpu/")
+        assert plan.lanes["nodes"]["gpu"]["accelerator"] == 1
