@@ -175,8 +175,11 @@ def test_devices_says_why_there_are_no_slices(capsys) -> None:
 
     code, out, _ = run_cli(capsys, "devices")
     assert code == 0
-    if not torch.cuda.is_available():
-        assert "slices" in out and "no" in out.split("slices", 1)[1]
+    missing = out.split("missing:", 1)[1] if "missing:" in out else ""
+    if not torch.cuda.is_available():  # no GPU: the slices line says there is none to slice
+        assert "slices" in missing and "slices of a CUDA GPU, and there is none" in missing
+    elif "/mig:" not in out:  # a GPU without MIG instances: NVML's answer, or why NVML cannot give one
+        assert "mig " in missing or "mig\t" in missing or "  mig" in missing
 
 
 # --------------------------------------------------------------------------- descriptors and what-if slices
