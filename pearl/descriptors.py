@@ -9,6 +9,9 @@ precompiled kernel binary the board runs. Layout (every figure carries its publi
                power, `pearl.profiling.power.from_descriptor`)
     [figures]  idle_w, peak_w, fp32_peak_flops, memory_bandwidth_bytes_per_s, memory_bytes,
                host_link_bandwidth_bytes_per_s, host_link_latency_s, launch_latency_s
+    [mig]      (optional, GPUs) gpu_sms (the whole GPU's SMs) and profiles, a list of {name ("1g.10gb"), sms,
+               memory_eighths (the instance's eighths of the memory and of its bandwidth), instances (how many
+               of it fit)}: the MIG instances a what-if GPU offers as slices
     [binary]   (optional) path (relative to the descriptor), sha256, target (substring of the device name the
                binary was built for), kernels (catalogue kernels the binary implements)
 
@@ -18,10 +21,12 @@ This module imports no hardware library.
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from pearl.device import DeviceKind
 from pearl.errors import PearlError
 from pearl.fileio import finite_number, read_text
 from pearl.kernels import DEVICE_KERNELS
@@ -32,7 +37,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 SCHEMA = "pearl.device/1"
-KINDS = ("cpu", "gpu", "fpga")
+KINDS = tuple(k.value for k in DeviceKind)  # the one vocabulary (pearl.device)
 FIGURES = ("idle_w", "peak_w", "fp32_peak_flops", "memory_bandwidth_bytes_per_s", "memory_bytes",
            "host_link_bandwidth_bytes_per_s", "host_link_latency_s", "launch_latency_s")
 
@@ -62,6 +67,17 @@ class BinarySpec:
 
 
 @dataclass(frozen=True)
+class MigProfile:
+    """A MIG GPU-instance profile: its SMs, its eighths of the memory (and of the memory bandwidth, which MIG
+    partitions with it) and how many instances of it one GPU holds."""
+
+    name: str
+    sms: int
+    memory_eighths: int
+    instances: int
+
+
+@dataclass(frozen=True)
 class DeviceDescriptor:
     source: Path
     kind: str
@@ -71,6 +87,8 @@ class DeviceDescriptor:
     figures: dict[str, float]
     binary: BinarySpec | None = None
     cores: int | None = None
+    gpu_sms: int | None = None  # a GPU's SMs, from its [mig] table
+    mig: tuple[MigProfile, ...] = ()
 
     def matches(self, device_name: str) -> bool:
         return any(m.lower() in device_name.lower() for m in self.match)
@@ -123,7 +141,7 @@ def load_descriptor(path: str | Path) -> DeviceDescriptor:
     except RecursionError:
         raise DescriptorError(f"{path}: not a usable TOML file: its arrays or tables are nested too deeply") from None
     where = str(path)
-    _known_keys(data, ("schema", "device", "figures", "binary"), where, "")
+    _known_keys(data, ("schema", "device", "figures", "binary", "mig"), where, "")
     if data.get("schema") != SCHEMA:
         raise DescriptorError(f"{where}: field 'schema' must be {SCHEMA!r}, got {data.get('schema')!r}")
     device = _table(data, "device", where)
@@ -152,8 +170,47 @@ def load_descriptor(path: str | Path) -> DeviceDescriptor:
         raise DescriptorError(f"{where}: field 'figures.peak_w' ({figures['peak_w']}) is below "
                               f"idle_w ({figures['idle_w']})")
     binary = _binary(data["binary"], path) if "binary" in data else None
+    gpu_sms, mig = _mig(data["mig"], where, kind) if "mig" in data else (None, ())
     return DeviceDescriptor(path, kind, _text(device, "vendor", where, "device"),
-                            _text(device, "model", where, "device"), tuple(match), figures, binary, cores)
+                            _text(device, "model", where, "device"), tuple(match), figures, binary, cores,
+                            gpu_sms, mig)
+
+
+def _count(table: dict, name: str, where: str, prefix: str, most: int) -> int:
+    value = table.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise DescriptorError(f"{where}: field '{prefix}{name}' must be a whole number from 1 to {most}, "
+                              f"got {value!r}")
+    return value
+
+
+def _mig(table: object, where: str, kind: str) -> tuple[int, tuple[MigProfile, ...]]:
+    """The [mig] table: the GPU's SMs and its MIG profiles, each checked against them."""
+    if not isinstance(table, dict):
+        raise DescriptorError(f"{where}: field 'mig' must be a table")
+    if kind != DeviceKind.GPU:
+        raise DescriptorError(f"{where}: a [mig] table describes a GPU's instances; this descriptor's kind is {kind}")
+    _known_keys(table, ("gpu_sms", "profiles"), where, "mig.")
+    gpu_sms = _count(table, "gpu_sms", where, "mig.", 1 << 16)
+    entries = table.get("profiles")
+    if not isinstance(entries, list) or not entries:
+        raise DescriptorError(f"{where}: field 'mig.profiles' must list the GPU's MIG profiles")
+    profiles = []
+    for i, entry in enumerate(entries):
+        prefix = f"mig.profiles[{i}]."
+        if not isinstance(entry, dict):
+            raise DescriptorError(f"{where}: field 'mig.profiles[{i}]' must be a table")
+        _known_keys(entry, ("name", "sms", "memory_eighths", "instances"), where, prefix)
+        name = entry.get("name")
+        if not isinstance(name, str) or not re.fullmatch(r"\d+g\.\d+gb", name):
+            raise DescriptorError(f"{where}: field '{prefix}name' must be a MIG profile name like 1g.10gb, "
+                                  f"got {name!r}")
+        profiles.append(MigProfile(name, _count(entry, "sms", where, prefix, gpu_sms),
+                                   _count(entry, "memory_eighths", where, prefix, 8),
+                                   _count(entry, "instances", where, prefix, 7)))
+    if len({p.name for p in profiles}) < len(profiles):
+        raise DescriptorError(f"{where}: field 'mig.profiles' names one profile twice")
+    return gpu_sms, tuple(profiles)
 
 
 def _binary(table: object, path: Path) -> BinarySpec:

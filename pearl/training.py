@@ -24,6 +24,7 @@ import numpy as np
 from pearl import __version__
 from pearl.algos import OffPolicyConfig, algo_config_class, config_from_dict, has_preset, preset
 from pearl.algos.params import init_params
+from pearl.device import HOST, DeviceId, check_slice_use
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import CheckpointError, ConfigError, DeviceError, PearlError, PlanError, RunDirError
 from pearl.fileio import FieldChecker, read_json
@@ -210,12 +211,54 @@ def _checked_plan(path: str, algo: str | None, env_id: str | None, device: str |
                         f"this one is {here[0]}, {here[1]} cores: run `pearl profile` here and plan again")
     emulate = emulate or {}
     _check_emulation(path, plan, emulate)
-    absent = sorted(d for d in set(plan.mapping.values()) if d.startswith("whatif:") and d not in emulate)
+    absent = sorted(d for d in set(plan.mapping.values()) if _is_what_if(d) and d not in emulate)
     if absent:
         raise PlanError(f"{path} places kernels on {', '.join(absent)}, a device modelled from its descriptor "
                         "that this machine does not have; plan without --what-if devices to train, or run those "
                         f"kernels on an OpenCL device of this machine with --emulate {absent[0]}=opencl:0:0")
     return plan
+
+
+def _check_slices(placement: Placement, actors: int, launcher: str) -> None:
+    """DeviceError when the placement's GPU slices cannot be held at once (pearl.device.check_slice_use), or
+    name a slice this machine lacks (a MIG instance, an MPS share without a daemon): before any process starts."""
+    devices = [d for d in placement.devices() if _family(d) == "cuda" and DeviceId.parse(d).slice is not None]
+    if not devices:
+        return
+    # the sequential launcher runs act in the learner's process too
+    check_slice_use(placement.act, (placement.replay, placement.learn), actors, launcher_name(launcher) == "sequential")
+    from pearl.adapters.registry import check_slice_exists
+
+    for d in devices:
+        check_slice_exists(d)
+
+
+def role_slices(placement: Placement, actors: int) -> dict[str, dict]:
+    """Which slice each role's processes run on, with the environment they start with (config.json)."""
+    from pearl.adapters.slices import slice_env
+
+    out = {}
+    for role, device, processes in (("actors", placement.act, actors), ("learner", placement.learn, 1)):
+        if _family(device) == "cuda" and DeviceId.parse(device).slice is not None:
+            out[role] = {"device": device, "processes": processes, "env": slice_env(device)}
+    return out
+
+
+def _family(device: str) -> str | None:
+    """The device id's family (cpu, cuda, opencl, whatif); None for text that is no device id (the adapter
+    that is asked to open it says what ids look like)."""
+    try:
+        return DeviceId.parse(device).family
+    except DeviceError:
+        return None
+
+
+def _is_opencl(device: str) -> bool:
+    return _family(device) == "opencl"
+
+
+def _is_what_if(device: str) -> bool:
+    return _family(device) == "whatif"
 
 
 def _check_emulation(path: str, plan: "Plan", emulate: dict[str, str]) -> None:
@@ -224,10 +267,10 @@ def _check_emulation(path: str, plan: "Plan", emulate: dict[str, str]) -> None:
         if absent not in planned:
             raise ConfigError(f"--emulate names {absent}, which {path} places no kernel on (it uses "
                               f"{', '.join(sorted(planned))})")
-        if not absent.startswith("whatif:"):
+        if not _is_what_if(absent):
             raise ConfigError(f"--emulate stands in for a device this machine lacks (a whatif: device of the plan); "
                               f"{absent} is one of this machine's own")
-        if not emulator.startswith("opencl:"):
+        if not _is_opencl(emulator):
             raise ConfigError(f"--emulate runs {absent}'s kernels on an OpenCL device (opencl:P:D, see `pearl "
                               f"devices`); {emulator} is not one")
 
@@ -339,7 +382,7 @@ class _Setup:
             "learn": o.learn, "max_restarts": o.max_restarts, "checkpoint_every": o.checkpoint_every,
             "checkpoint_replay": o.checkpoint_replay, "emulate": dict(o.emulate), "policy_lag": o.policy_lag,
             "segment_steps": o.segment_steps, "eval_every": self.eval_every, "ray_address": o.ray_address,
-            "replay_shards": o.replay_shards,
+            "replay_shards": o.replay_shards, "slices": role_slices(self.placement, self.actors),
             "eval_every_episodes": o.eval_every_episodes, "schedule": self.job.schedule().to_dict(),
             "preset": has_preset(self.algo, self.env_id),
             "hyperparameters": self.config.to_dict(), "env_spec": asdict(self.spec), "pearl_version": __version__,
@@ -481,14 +524,15 @@ def _setup(o: RunOptions) -> _Setup:
         placement = Placement(where["act"], where["replay_insert"], where["learn"])
         actors, envs, device = loaded.actors, loaded.envs_per_actor, "plan"
     else:
-        device = o.device or "cpu"
+        device = o.device or HOST
         placement, actors, envs = Placement.single(device), o.actors or 1, o.envs_per_actor
     if envs is not None:
         config = config.replace(n_envs=envs)
     if not o.learn:  # collection only: the actors act with the policy from the first step
         config = config.replace(learning_starts=0)
     config.validate()
-    if o.descriptor is not None and not any(d.startswith("opencl") for d in placement.devices()):
+    _check_slices(placement, actors, o.launcher)
+    if o.descriptor is not None and not any(_is_opencl(d) for d in placement.devices()):
         raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
                           "(drop --descriptor, or train on an opencl:P:D device)")
     eval_every = o.eval_every if o.eval_every is not None else max(1, config.total_steps // EVALUATIONS_PER_RUN)
@@ -758,4 +802,4 @@ def _eval_adapter(runner: SegmentLauncher, setup: _Setup):
     if act in runner.adapters:
         return runner.adapters[act]
     from pearl.adapters import open_adapter
-    return open_adapter(act, setup.options.threads, setup.options.descriptor if act.startswith("opencl") else None)
+    return open_adapter(act, setup.options.threads, setup.options.descriptor if _is_opencl(act) else None)

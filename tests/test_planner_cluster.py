@@ -264,7 +264,9 @@ def test_the_learner_goes_to_the_node_with_the_accelerator(capsys, tmp_path):
         folder.mkdir()
         plan = make_plan(_merge(capsys, folder, f"cpu={REFERENCE}", f"gpu={gpu}", network=network), "dqn",
                          "CartPole-v1")
-        assert plan.mapping["learn"] == "gpu/whatif:nvidia-a100-sxm4-80gb"
+        # the A100 whole or one of its slices (the A100's descriptor lists MIG profiles): a launch-bound learner
+        # takes as long on a slice, and the model charges a slice its share of the GPU's busy power
+        assert plan.mapping["learn"].startswith("gpu/whatif:nvidia-a100-sxm4-80gb"), plan.mapping
         if network == "1gbe":
             assert plan.mapping["act"].startswith("gpu/")
         assert plan.lanes["nodes"]["gpu"]["accelerator"] == 1

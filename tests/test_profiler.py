@@ -9,6 +9,7 @@ import pytest
 
 from cli_support import run_cli
 from pearl.descriptors import DescriptorError, load_descriptor
+from pearl.device import HOST_RESOURCE, DeviceKind
 from pearl.kernels import DEVICE_KERNELS
 from pearl.profile.format import ProfileError, load_profile, save_profile
 from pearl.profiling.power import rapl_domains
@@ -199,7 +200,8 @@ def test_what_if_a100_adds_modelled_cuda_entries(capsys, tmp_path) -> None:
     assert code == 0, err
     profile = load_profile(out)
     device = profile.device("whatif:nvidia-a100-sxm4-80gb")
-    assert (device.kind, device.adapter, device.source) == ("cuda", "torch", "modelled")
+    # one vocabulary of kinds (pearl.device): the profile says what the device is, not which API runs it
+    assert (device.kind, device.adapter, device.source) == (DeviceKind.GPU, "torch", "modelled")
     entries = [k for k in profile.kernels if k.device == device.id]
     assert {k.kernel for k in entries} == set(TorchAdapter.implements)
     assert all(k.source == "modelled" and k.median_s > 0 for k in entries)
@@ -308,9 +310,11 @@ def test_pocl_takes_its_own_descriptor_and_the_host_resource_is_charged_once() -
     from pearl.adapters.base import DeviceInfo
     from pearl.profiling import profiler
 
-    cpu = DeviceInfo("cpu", "cpu", "torch", "AMD EPYC", 2, 1 << 34)
-    pocl = DeviceInfo("opencl:0:0", "opencl", "opencl", "pthread-AMD EPYC (Portable Computing Language)", 2, 1 << 32,
-                      note="cpu, 2 compute units")
+    cpu = DeviceInfo("cpu", DeviceKind.CPU, "torch", "AMD EPYC", 2, 1 << 34)
+    # the kind and the resource are typed fields: the note is for people, nothing reads it
+    pocl = DeviceInfo("opencl:0:0", DeviceKind.CPU, "opencl", "pthread-AMD EPYC (Portable Computing Language)", 2,
+                      1 << 32, note="2 compute units")
+    assert (cpu.resource, pocl.resource) == (HOST_RESOURCE, HOST_RESOURCE)
     cpu_target, pocl_target = _host_targets(cpu, pocl)
     assert (cpu_target.entry.descriptor, cpu_target.entry.descriptor_matched) == ("generic-x86-server-cpu.toml", False)
     assert (pocl_target.entry.descriptor, pocl_target.entry.descriptor_matched) == ("pocl-cpu.toml", True)

@@ -24,22 +24,40 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from pearl.algos.base import OffPolicyConfig
+from pearl.device import HOST_RESOURCE, DeviceId, DeviceKind
 from pearl.algos.registry import algorithm
 from pearl.types import EnvSpec, LearnResult, Params, PriorityUpdate, SampleBatch, TransitionBatch
 
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    """A device an adapter can run on, as `pearl devices` lists it."""
+    """A device an adapter can run on, as `pearl devices` lists it. `kind` and `resource` are what the
+    profiler, cost model and planner read; `note` is for people only."""
 
     id: str
-    kind: str  # "cpu", "cuda" or "opencl"
+    kind: DeviceKind
     adapter: str  # "torch" or "opencl"
     name: str
     lanes: int  # cores for a CPU; 1 for a GPU or an FPGA
     memory_bytes: int
+    #: the physical resource it runs on: HOST_RESOURCE for the host's cores, the GPU's id for a GPU and its
+    #: slices, else its own id
+    resource: str = ""
+    #: the fraction of its resource's compute it has: 1 for a whole device, a MIG instance's SMs ÷ the GPU's,
+    #: an MPS share's percentage ÷ 100
+    share: float = 1.0
     usable: bool = True
     note: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", DeviceKind(self.kind))
+        if not self.resource:
+            own = HOST_RESOURCE if self.kind is DeviceKind.CPU else str(self.device_id.whole)
+            object.__setattr__(self, "resource", own)
+
+    @property
+    def device_id(self) -> DeviceId:
+        return DeviceId.parse(self.id)
 
 
 def host_array(x: Any) -> np.ndarray:

@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pearl.adapters.base import Adapter, DeviceInfo
+from pearl.device import DeviceId, DeviceKind
 from pearl.errors import BackendMissing, DeviceError
-
-DEVICE_ID_HELP = "device ids look like cpu, cuda:0 or opencl:0:0; `pearl devices` lists this machine's devices"
 
 
 @dataclass
@@ -53,24 +52,37 @@ def discover_opencl() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
     for p, platform in enumerate(platforms):
         for d, dev in enumerate(platform.get_devices()):
             kind = _opencl_kind(cl, dev.type)
-            lanes = int(dev.max_compute_units) if kind == "cpu" else 1  # a CPU device's lanes are its cores
+            lanes = int(dev.max_compute_units) if kind is DeviceKind.CPU else 1  # a CPU device's lanes: its cores
             devices.append(DeviceInfo(
-                f"opencl:{p}:{d}", "opencl", "opencl", f"{dev.name.strip()} ({platform.name.strip()})",
+                f"opencl:{p}:{d}", kind, "opencl", f"{dev.name.strip()} ({platform.name.strip()})",
                 lanes, int(dev.global_mem_size),
                 note=f"{kind}, {dev.max_compute_units} compute units, {dev.opencl_c_version.strip()}"
-                     + ("; runs precompiled binaries: pass --descriptor" if kind == "accelerator" else "")))
+                     + ("; runs precompiled binaries: pass --descriptor" if kind is DeviceKind.FPGA else "")))
     if not devices:
         return [], [("opencl", "OpenCL platforms exist but expose no device")]
     return devices, []
 
 
-def _opencl_kind(cl, type_bits: int) -> str:
-    """gpu, accelerator (FPGA boards report this) or cpu; PoCL's CPU device also sets the DEFAULT bit."""
-    for name, bit in (("gpu", cl.device_type.GPU), ("accelerator", cl.device_type.ACCELERATOR),
-                      ("cpu", cl.device_type.CPU)):
+def _opencl_kind(cl, type_bits: int) -> DeviceKind:
+    """GPU, FPGA (boards report ACCELERATOR or CUSTOM: they run precompiled binaries) or CPU; PoCL's CPU device
+    also sets the DEFAULT bit."""
+    for kind, bit in ((DeviceKind.GPU, cl.device_type.GPU), (DeviceKind.FPGA, cl.device_type.ACCELERATOR),
+                      (DeviceKind.CPU, cl.device_type.CPU)):
         if type_bits & bit:
-            return name
-    return "other"
+            return kind
+    return DeviceKind.FPGA
+
+
+SLICE_BACKENDS = ("cuda", "slices", "mig", "mps")
+
+
+def check_slice_exists(device_id: str) -> None:
+    """DeviceError, with the reasons `pearl devices` gives, unless the slice device_id names exists here."""
+    from pearl.adapters.slices import check_slice
+
+    found = discover()
+    check_slice(device_id, [d.id for d in found.devices],
+                [f"{backend}: {why}" for backend, why in found.missing if backend in SLICE_BACKENDS])
 
 
 def require_opencl(device_id: str) -> None:
@@ -88,8 +100,8 @@ def open_adapter(device_id: str, threads: int | None = None, descriptor: str | P
     threads sets the CPU threads a backend may use for one kernel (torch's intra-op threads); descriptor names
     a device descriptor whose precompiled kernel binary an OpenCL device loads instead of building from source.
     """
-    head = device_id.split(":", 1)[0]
-    if head in ("cpu", "cuda"):
+    parsed = DeviceId.parse(device_id)  # an id that is no id → DeviceError saying what ids look like
+    if parsed.family in ("cpu", "cuda"):
         try:
             from pearl.adapters.torch import TorchAdapter
         except ImportError as exc:
@@ -97,12 +109,19 @@ def open_adapter(device_id: str, threads: int | None = None, descriptor: str | P
                                  "`pip install torch`") from None
         if descriptor is not None:
             raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device_id} builds nothing")
+        if parsed.slice is not None:
+            from pearl.adapters.slices import enter_slice, in_slice_env
+
+            if not in_slice_env(device_id):  # a role's process the launcher started on it was checked there
+                check_slice_exists(device_id)
+                enter_slice(device_id)
         return TorchAdapter(device_id, threads)
-    if head == "opencl":
+    if parsed.is_opencl:
         require_opencl(device_id)
         from pearl.adapters.opencl import OpenCLAdapter
         from pearl.descriptors import load_descriptor
 
 
         return OpenCLAdapter(device_id, load_descriptor(descriptor) if descriptor is not None else None)
-    raise DeviceError(f"unknown device {device_id!r}; {DEVICE_ID_HELP}")
+    raise DeviceError(f"{device_id} is a what-if device: a profile models it, this machine has none; "
+                      "run on a device `pearl devices` lists (or emulate it, see `pearl train --emulate`)")

@@ -32,12 +32,13 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from pearl.device import HOST_DEVICE
 from pearl.profile.format import KernelTiming, Power, Profile, Transfer
 
 __all__ = ["HOST", "CostModel", "Estimate", "PowerEstimate"]
 
-#: The id of the host CPU device.
-HOST = "cpu"
+#: The id of the host CPU device (pearl.device.HOST_DEVICE).
+HOST = str(HOST_DEVICE)
 
 MEASURED, MODELLED = "measured", "modelled"
 

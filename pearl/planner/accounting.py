@@ -15,6 +15,8 @@ Rows (the families of ilp.py's docstring; a row reads Σ its terms ≤ lanes · 
     actor_period       one per actor option
     process[learner]   per node: the replay kernels and learn on its host resource + the chain transfers
     latency            without prefetch: sample + learn + priority update + the chain transfers
+    instance[d]        a GPU slice in use: its learner-process kernels, + act when the actors share its one
+                       instance (each actor holding an instance of its own is bound by actor_period)
     network[n,out|in]  bytes / bandwidth of the edges leaving (entering) node n, on its network interface
 Energy per iteration: Σ_r idle_w(r)·P + (busy_w(r) − idle_w(r))·busy[r]/lanes(r).
 """
@@ -29,6 +31,8 @@ from pearl.planner.problem import PLACED, REPLAY, ROLES, ActorOption, Edge, Prob
 ENV = "env_step"  # the edge end that is not placed: it runs at the host device of the actors' node
 ACT = "act"
 LEARN = "learn"
+#: the kernels the learner process runs (act runs in the actor processes)
+LEARNER_PROCESS = (*REPLAY, LEARN)
 #: edges of the no-prefetch chain sample → learn → priority update
 CHAIN = (("replay_sample", LEARN), (LEARN, "priority_update"))
 
@@ -93,12 +97,15 @@ def transfer_terms(problem: Problem, keep, table: dict | None = None) -> list[tu
 
 
 def busy(problem: Problem) -> dict[str, list[Term]]:
-    """busy[r]; (g) shared[r]: every device of r adds into one busy[r]."""
+    """busy[r]; (g) shared[r]: every device of r adds into one busy[r], a GPU slice's kernel seconds at its
+    share of the GPU (SM-seconds: slices run side by side)."""
     res_of = {d.id: d.resource for d in problem.devices}
+    share = {d.id: d.share for d in problem.devices}
     out: dict[str, list[Term]] = {r.id: [] for r in problem.resources}
     for k in PLACED:
         for term in kernel_terms(problem, k):
-            out[res_of[term.when[0][2]]].append(term)
+            d = term.when[0][2]
+            out[res_of[d]].append(term if share[d] == 1 else Term(term.seconds * share[d], term.when))
     for node in problem.node_list():
         when = (("env", node.host_device),) if multi_node(problem) else ()
         out[node.host].append(Term(node.env_cost, when))
@@ -183,6 +190,20 @@ def network_rows(problem: Problem) -> list[Row]:
     return rows
 
 
+def instance_rows(problem: Problem) -> list[Row]:
+    """instance[d]: the work one instance of a GPU slice runs in an iteration ≤ P."""
+    rows = []
+    for j, d in enumerate(problem.devices):
+        if not d.is_slice:
+            continue
+        terms = [t for k in LEARNER_PROCESS for t in kernel_terms(problem, k, lambda dd, d=d: dd == d.id)]
+        if d.instances == 1:
+            terms += kernel_terms(problem, ACT, lambda dd, d=d: dd == d.id)
+        if terms:
+            rows.append(Row(f"instance_d{j}", f"instance[{d.id}]", terms))
+    return rows
+
+
 def _on(res_of: dict[str, str], resource: str, device: str) -> bool:
     return res_of[device] == resource
 
@@ -194,7 +215,8 @@ def _safe(name: str) -> str:
 def period_rows(problem: Problem, busy_terms: dict[str, list[Term]]) -> tuple[list[Row], list[Row]]:
     """(rows before the feasibility families, rows after them), in the order the program adds them."""
     return (load_rows(problem, busy_terms) + role_rows(problem),
-            actor_period_rows(problem) + process_rows(problem) + latency_rows(problem) + network_rows(problem))
+            actor_period_rows(problem) + process_rows(problem) + latency_rows(problem) + network_rows(problem)
+            + instance_rows(problem))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from pearl.algos import OffPolicyConfig, preset
 from pearl.algos.params import param_count, policy_net
 from pearl.costmodel import CostModel, Estimate
 from pearl.costmodel.model import HOST
+from pearl.device import DeviceId
 from pearl.errors import PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Node, Problem, Resource
 from pearl.profile.cluster import Cluster
@@ -119,7 +120,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     config, key = preset_workload(algo, spec)
     if envs is not None:
         config = config.replace(n_envs=envs)
-    inputs = _Inputs(model, config, spec, key, "cpu")
+    inputs = _Inputs(model, config, spec, key, HOST)
     devices = _devices(inputs, algo)
     resources = _resources(profile, model, devices)
     sync_s: dict[tuple, float] = {}
@@ -130,12 +131,19 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     edges, transfer = _edges(inputs, devices)
     memory = _memory(inputs, devices)
     _check_finite(cost=cost, act=act_cost, actor_period=actor_period, transfer=transfer)
-    problem = Problem(list(resources.values()), [Device(d, model.resource(d), profile.device(d).memory_bytes)
-                                                 for d in devices],
+    problem = Problem(list(resources.values()), [_device(profile, model, d) for d in devices],
                       model.resource(inputs.host_device), inputs.host_device, cost, act_cost,
                       inputs.steps * _seconds(lambda: model.env_step_time(spec.env_id)), actor_period, edges,
                       transfer, memory, prefetch=True)
     return problem, Facts(key, inputs.steps, config.batch_size, config.n_envs, config, sync_s)
+
+
+def _device(profile: Profile, model: CostModel, d: str) -> Device:
+    """The problem's device d: its resource, memory, and for a GPU slice its share and instances."""
+    entry = profile.device(d)
+    piece = DeviceId.parse(d).slice
+    return Device(d, model.resource(d), entry.memory_bytes, share=entry.share, instances=entry.instances,
+                  slicing=piece.kind if piece is not None else "")
 
 
 def _devices(inputs: _Inputs, algo: str) -> list[str]:
@@ -314,7 +322,7 @@ def _merge_nodes(parts: list) -> Problem:
     cost, act_cost, actor_period, transfer, memory = {}, {}, {}, {}, {}
     for name, _, p, _ in parts:
         resources += [Resource(q(name, r.id), r.lanes, r.idle_w, r.busy_w) for r in p.resources]
-        devices += [Device(q(name, d.id), q(name, d.resource), d.memory_bytes, name) for d in p.devices]
+        devices += [replace(d, id=q(name, d.id), resource=q(name, d.resource), node=name) for d in p.devices]
         nodes.append(Node(name, q(name, p.host), q(name, p.host_device), p.env_cost))
         cost.update({(k, q(name, d)): t for (k, d), t in p.cost.items()})
         act_cost.update({(a, q(name, d)): t for (a, d), t in p.act_cost.items()})

@@ -27,6 +27,14 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 (receiving) the bytes of the edges that leave (enter) it, problem.nic, ≤ P: one interface
                 per node, full duplex, shared by every edge that crosses it
     memory[d]   Σ memory of the kernels on d ≤ memory_bytes(d);  replay_same: the replay kernels share one device
+    slices[r]   on a GPU offered in slices (`partitioned`): Σ_d share(d)·used(d) ≤ 1, used(d) the instances of
+                d in use: n + [learner process on d] where d gives each process an instance of its own
+                (instances(d) > 1: an MPS share, a what-if MIG profile), else [anything on d] (the whole GPU,
+                share 1, is thus used alone); count[d] used(d) ≤ instances(d); one_slice[d,d'] the learner
+                process holds one device of the GPU; one_way[r] its slices in use are all MIG instances or all
+                MPS shares (`_slices`); instance[d] (a row of accounting.py) a slice's learner-process kernels
+                (+ act when the actors share its one instance) ≤ P. busy[r] counts each kernel's seconds ×
+                share(d), the SM-seconds of a slice
     couple[a,b] y = a·b for a transfer whose two ends are both decided (y ≥ a + b − 1, y ≤ a, y ≤ b)
     P = the largest of these lower bounds; E = Σ_r idle_w·P + (busy_w − idle_w)·busy[r]/lanes(r) (every
     node's idle power counts: a node of the cluster is on whether the plan uses it or not).
@@ -130,8 +138,42 @@ def _check_nodes(problem: Problem, resources: dict, devices: dict) -> None:
             raise PlanError(f"problem: device {d.id} is on unknown node {d.node!r}")
 
 
+LEARNER_PROCESS = acc.LEARNER_PROCESS
+
+
+def partitioned(problem: Problem) -> set[str]:
+    """The resources offered in slices: those with a device of share below 1 or of several instances."""
+    return {d.resource for d in problem.devices if d.is_slice}
+
+
+def _slices_fit(problem: Problem, where: dict[str, str], actors: ActorOption) -> bool:
+    """slices[r], count[d], one_slice[d,d'] and one_way[r] for one placement."""
+    cut = partitioned(problem)
+    if not cut:
+        return True
+    learner_devices = {where[k] for k in LEARNER_PROCESS}
+    used: dict[str, int] = {}
+    for dev in problem.devices:
+        if dev.resource not in cut:
+            continue
+        if dev.instances > 1:  # each process holds its own instance
+            used[dev.id] = (actors.n if where[ACT] == dev.id else 0) + (dev.id in learner_devices)
+        else:
+            used[dev.id] = int(dev.id in where.values())
+        if used[dev.id] > dev.instances:
+            return False
+    for r in cut:
+        if sum(d.share * used[d.id] for d in problem.devices if d.resource == r) > 1 + 1e-9:
+            return False
+        if len({d.slicing for d in problem.devices if d.resource == r and used[d.id] and d.slicing}) > 1:
+            return False
+        if len({d for d in learner_devices if problem.device(d).resource == r}) > 1:
+            return False
+    return True
+
+
 def _feasible(problem: Problem, where: dict[str, str], actors: ActorOption) -> bool:
-    """assign (allowed devices), replay_same, memory[d] and actors[n] of one placement."""
+    """assign (allowed devices), replay_same, memory[d], actors[n] and the slices families of one placement."""
     for k, d in where.items():
         allowed = (actors, d) in problem.act_cost if k == ACT else (k, d) in problem.cost
         if not allowed:
@@ -142,7 +184,7 @@ def _feasible(problem: Problem, where: dict[str, str], actors: ActorOption) -> b
         need = sum(problem.memory.get((k, dev.id), 0.0) for k in PLACED if where[k] == dev.id)
         if need > dev.memory_bytes * (1 + 1e-9):
             return False
-    return actors.n <= problem.resource(problem.node_of(where[ACT]).host).lanes
+    return actors.n <= problem.resource(problem.node_of(where[ACT]).host).lanes and _slices_fit(problem, where, actors)
 
 
 def evaluate(
@@ -331,6 +373,48 @@ def _actors(b: _Builder) -> None:
         b.add(used <= b.problem.resource(node.host).lanes, name, label)
 
 
+def _slices(b: _Builder) -> None:
+    """slices[r]: the slices of one GPU in use hold at most all of its SMs; count[d]: no more instances of a
+    slice than it has; one_slice[d,d']: the learner process runs on one device of the GPU; one_way[r]: MIG
+    instances or MPS shares, not both. See the docstring's slices[r] and `_slices_fit`, which evaluate uses
+    (instance[d], a bound on P, is a row of accounting.py)."""
+    problem = b.problem
+    for ri, r in enumerate(sorted(partitioned(problem))):
+        devices = [d for d in problem.devices if d.resource == r]
+        used = {}
+        for d in devices:
+            j = b.didx[d.id]
+            indicators = [ind for k in PLACED if not isinstance(ind := b.on(k, d.id), int)]
+            if not indicators:
+                continue
+            held = _var(b.lp, f"held_d{j}", 0, 1, pulp.LpContinuous)  # the learner process, or anything, on d
+            ties = [b.on(k, d.id) for k in LEARNER_PROCESS] if d.instances > 1 else indicators
+            for i, ind in enumerate(ties):
+                if not isinstance(ind, int):
+                    b.add(held - ind >= 0, f"held_d{j}_{i}", f"slices[{r}]")
+            used[d.id] = held
+            if d.instances > 1:
+                used[d.id] = held + pulp.lpSum(a.n * var for (a, dd), var in b.v.items() if dd == d.id)
+                b.add(used[d.id] <= d.instances, f"count_d{j}", f"count[{d.id}]")
+        b.add(pulp.lpSum(problem.device(d).share * u for d, u in used.items()) <= 1, f"slices_r{ri}",
+              f"slices[{r}]")
+        for d in devices:
+            for d2 in devices:
+                learn, insert = b.x.get((LEARN, d.id)), b.x.get((REPLAY[0], d2.id))
+                if d != d2 and learn is not None and insert is not None:
+                    b.add(learn + insert <= 1, f"one_slice_d{b.didx[d.id]}_d{b.didx[d2.id]}",
+                          f"one_slice[{d.id},{d2.id}]")
+        ways = sorted({d.slicing for d in devices if d.slicing})
+        if len(ways) > 1:  # one_way[r]: MIG instances or MPS shares, not both
+            way = {w: _var(b.lp, f"way_r{ri}_{i}", 0, 1, pulp.LpBinary) for i, w in enumerate(ways)}
+            b.add(pulp.lpSum(way.values()) <= 1, f"one_way_r{ri}", f"one_way[{r}]")
+            for d in devices:
+                for i, k in enumerate(PLACED):
+                    ind = b.on(k, d.id)
+                    if d.slicing and not isinstance(ind, int):
+                        b.add(ind - way[d.slicing] <= 0, f"one_way_d{b.didx[d.id]}_{i}", f"one_way[{r}]")
+
+
 def _energy(b: _Builder, busy: dict[str, list[Term]]) -> pulp.LpAffineExpression:
     """E = Σ_r idle_w·P + (busy_w − idle_w)·busy[r]/lanes(r)."""
     return pulp.lpSum(r.idle_w * b.period + (r.busy_w - r.idle_w) / r.lanes * b.seconds(busy[r.id])
@@ -350,6 +434,7 @@ def _build(problem: Problem, relax: frozenset[str] = frozenset()) -> _Model:
         _memory(b)
     if "actors" not in relax:
         _actors(b)
+    _slices(b)
     _rows(b, after)
     return _Model(lp=lp, period=b.period, energy=_energy(b, busy), x=b.x, v=b.v, scale=b.scale, names=b.names)
 

@@ -160,7 +160,24 @@ def _plan(source: Source, problem: Problem, facts: Facts, algo: str, env_id: str
         kernels=_kernel_seconds(problem, facts, best),
         power=_power_figures(source, problem),
         why=_moves(problem, best),
+        slices=split(problem, best),
     )
+
+
+def split(problem: Problem, best: Solution) -> list[dict]:
+    """How the plan splits each GPU it slices (plan.py "slices"): every slice in use with its roles."""
+    out = []
+    for dev in problem.devices:
+        roles = [role for role, kernels in (("actors", ("act",)), ("learner", ("replay_insert", "learn")))
+                 if any(best.placement[k] == dev.id for k in kernels)]
+        if not dev.is_slice or not roles:
+            continue
+        processes = best.actors.n if roles == ["actors"] and dev.instances > 1 else 1
+        if roles == ["actors", "learner"] and dev.instances > 1:
+            processes = best.actors.n + 1
+        out.append({"gpu": dev.resource, "device": dev.id, "roles": roles, "processes": processes,
+                    "share": dev.share})
+    return out
 
 
 #: the roles a cluster plan places on nodes, and the kernels each moves

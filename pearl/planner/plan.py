@@ -17,13 +17,17 @@ predicts for it and for the all-on-one-device mappings.
       "solver": {"name", "status", "gap", "solve_s", "ties": how plans with equal objective figures were told apart},
       "pareto": [{"period_s", "energy_per_iteration_j", "env_steps_per_s", "env_steps_per_joule", "mapping"}],
       "power": {device: {"resource", "idle_w", "busy_w", "source", "method", "descriptor", "scale"}},
-      "why": [{"role", "node", "period_s", "bottleneck"}]   (cluster plans: each role moved to each other node)
+      "why": [{"role", "node", "period_s", "bottleneck"}],  (cluster plans: each role moved to each other node)
+      "slices": [{"gpu", "device", "roles", "processes", "share"}]
     }
 
 `source` is "modelled" when any figure behind a prediction was modelled (a what-if device, a descriptor's
 power); "power_source" says where the power figures came from, and "power" (optional; older plans lack it)
 gives each device's figures with their method and, for modelled ones, the descriptor file and the share of
-its figures charged (a host with fewer cores than the descriptor's). This module imports no hardware library.
+its figures charged (a host with fewer cores than the descriptor's). "slices" (optional; empty when no GPU is
+split) is the split of each GPU the plan slices: each slice in use, the roles on it, the processes that
+each hold one (the actors on a share or MIG profile of their own, or 1) and the share of the GPU's SMs
+each has. This module imports no hardware library.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class Plan:
     power: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: (cluster plans) for each role, the best plan with that role moved to each other node, as evaluated
     why: list[dict[str, Any]] = field(default_factory=list)
+    slices: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, **asdict(self)}
@@ -118,6 +123,9 @@ def parse_plan(data: Any, where: str) -> Plan:
             any(finite_number(v) is None for v in kernels.values()):
         fail("kernels", f"an object mapping some of {', '.join(timed)} to seconds (a finite number >= 0)",
              kernels)
+    slices = data.get("slices", [])
+    if not isinstance(slices, list) or not all(isinstance(e, dict) for e in slices):
+        fail("slices", "a list of objects", slices)
     power = data.get("power", {})
     if not isinstance(power, dict) or not all(isinstance(v, dict) for v in power.values()):
         fail("power", "an object mapping device ids to their power figures", power)
@@ -125,4 +133,4 @@ def parse_plan(data: Any, where: str) -> Plan:
                 data["profile"], dict(mapping), data["actors"], data["envs_per_actor"], data["predicted"],
                 data["bottleneck"], data["lanes"], list(data.get("baselines", [])), dict(solver),
                 list(data.get("pareto", [])), {k: float(v) for k, v in kernels.items()}, dict(power),
-                list(data.get("why", [])) if isinstance(data.get("why", []), list) else [])
+                list(data.get("why", [])) if isinstance(data.get("why", []), list) else [], list(slices))

@@ -26,6 +26,13 @@ Constraints (the names the code gives them)
     (h) process[learner]  the replay kernels and learn placed on the host resource, + the sample→learn and
                           learn→priority transfers, ≤ P: one interpreter runs them in turn (see ilp.py)
     (i) network[n,dir]    (clusters) the bytes of the edges leaving (entering) node n ÷ the link's bandwidth ≤ P
+    (j) slices[r]         on a GPU r offered in slices (ilp.py `_slices`): Σ_d share(d)·used(d) ≤ 1, where used(d)
+                          counts the instances of d in use (one per actor process and one for the learner process
+                          when d gives each process its own, else 1 when anything runs on d; the whole GPU is a
+                          device of share 1, so it is used alone); count[d] used(d) ≤ instances(d);
+                          one_slice[d,d'] the learner process holds one device of r; one_way[r] the slices
+                          in use are all MIG instances or all MPS shares; instance[d] a slice's work in one
+                          process ≤ P. load[r] counts a device's kernel seconds × share(d) (SM-seconds)
 Energy per iteration, linear: E = Σ_r idle_w(r)·P + (busy_w(r) − idle_w(r))·busy_seconds(r) / lanes(r).
 
 A cluster (`nodes` not empty; device ids NODE/DEVICE): each node has its host resource and device, where the
@@ -61,6 +68,17 @@ class Device:
     resource: str
     memory_bytes: float
     node: str = ""  # the node the device is in ("" in a problem of one host)
+    #: a GPU slice's fraction of its GPU's SMs (1: a whole device), and how many processes may each hold one
+    #: instance of it (1: the processes placed on it share one instance, as on a whole device)
+    share: float = 1.0
+    instances: int = 1
+    #: how the GPU is sliced: "mig" or "mps" ("" for a whole device); one GPU is sliced one way in a plan
+    #: (MIG's instances and MPS's shares of the whole GPU exclude each other)
+    slicing: str = ""
+
+    @property
+    def is_slice(self) -> bool:
+        return self.share < 1 or self.instances > 1
 
 
 @dataclass(frozen=True)

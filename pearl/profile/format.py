@@ -4,8 +4,8 @@
       "schema": "pearl.profile/1", "pearl_version": "0.1.0", "created": "2026-11-21T05:40:00+00:00",
       "mode": "quick" | "full",
       "host": {"node", "platform", "python", "cpu", "cores", "memory_bytes"},
-      "devices": [{"id", "kind", "adapter", "name", "lanes", "memory_bytes", "shares", "descriptor",
-                   "descriptor_matched", "source"}],
+      "devices": [{"id", "kind" (cpu | gpu | fpga), "adapter", "name", "lanes", "memory_bytes", "shares",
+                   "descriptor", "descriptor_matched", "source", "share", "instances"}],
       "workloads": [{"key", "algo", "env", "obs_dim", "action_dim", "hidden", "batch_size", "buffer_size"}],
       "kernels": [{"workload", "kernel", "device", "batch", "median_s", "p10_s", "p90_s", "samples", "source"}],
       "env_step": [{"env", "median_s", "p10_s", "p90_s", "samples", "source"}],
@@ -19,7 +19,11 @@
 - A workload key names the algorithm, env and network shapes (`dqn-CartPole-v1-o4-a2-h256x256`), so a
   profile is reused only for the same shapes.
 - `shares`: devices with the same value run on the same physical resource (PoCL's CPU device and `cpu`
-  share "host-cpu"; `cpu` always carries "host-cpu"); the planner counts such a resource once.
+  share "host-cpu"; `cpu` always carries "host-cpu"; a GPU's slices carry the GPU's id); the planner counts
+  such a resource once.
+- `share` and `instances` (optional, 1 when absent): a GPU slice's fraction of the GPU's SMs, and how many
+  processes may each hold one such slice (a what-if MIG profile's instance count, an MPS share's
+  100 // percent); the planner's slices[r] keeps the shares in use on one GPU at most 1.
 - `source` is "measured" or "modelled" on every figure; anything derived from a figure keeps its source.
 - `direction` is "h2d" or "d2h"; `method` is how power was obtained: "nvml", "rapl" or "descriptor".
   `descriptor` (optional) names the descriptor file of a "descriptor" figure and `scale` (optional, 1 when
@@ -45,6 +49,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pearl.device import HOST_RESOURCE, DeviceKind
 from pearl.errors import PearlError
 from pearl.fileio import MAX_INT, FieldChecker, field_path, read_json, write_json_atomic
 from pearl.kernels import KERNEL_NAMES
@@ -63,7 +68,7 @@ class ProfileError(PearlError):
 @dataclass(frozen=True)
 class DeviceEntry:
     id: str
-    kind: str
+    kind: DeviceKind
     adapter: str
     name: str
     lanes: int
@@ -72,6 +77,14 @@ class DeviceEntry:
     shares: str | None = None
     descriptor: str | None = None
     descriptor_matched: bool = False
+    #: a GPU slice's fraction of its GPU's SMs (1 for a whole device) and how many processes may each hold one
+    #: such slice: a MIG profile's instance count, an MPS share's 100 // percent, 1 for one existing instance
+    share: float = 1.0
+    instances: int = 1
+
+    @property
+    def resource(self) -> str:
+        return self.shares or self.id
 
 
 @dataclass(frozen=True)
@@ -200,6 +213,36 @@ def load_profile(path: str | Path) -> Profile:
     return parse_profile(data, str(path))
 
 
+#: kinds profiles wrote before pearl.device: the id's family, which _kind reads as the one vocabulary
+LEGACY_KINDS = ("cuda", "opencl")
+
+
+def _kind(v: "_Validator", d: dict, prefix: str) -> DeviceKind:
+    """The entry's DeviceKind. A profile of an older pearl wrote the id's family (cuda, opencl): a CUDA device
+    is a GPU, an OpenCL device on the host's cores a CPU, a modelled OpenCL device (only FPGA descriptors
+    became one) an FPGA, a measured one a GPU (the profiler never timed FPGA boards)."""
+    text = v.text(d, "kind", prefix)
+    if text in {k.value for k in DeviceKind}:
+        return DeviceKind(text)
+    if text == "cuda":
+        return DeviceKind.GPU
+    if text == "opencl":
+        if d.get("shares") == HOST_RESOURCE:
+            return DeviceKind.CPU
+        return DeviceKind.FPGA if d.get("source") == "modelled" else DeviceKind.GPU
+    v.fail(field_path(prefix, "kind"), f"one of {', '.join(k.value for k in DeviceKind)}", text)
+
+
+def _share(v: "_Validator", d: dict, prefix: str) -> float:
+    """A slice's share of its GPU (optional: 1, a whole device, in profiles before slices)."""
+    if "share" not in d:
+        return 1.0
+    share = v.number(d, "share", prefix, positive=True)
+    if share > 1:
+        v.fail(field_path(prefix, "share"), "a fraction of the GPU's SMs, above 0 and at most 1", share)
+    return share
+
+
 def parse_profile(data: Any, where: str) -> Profile:
     v = _Validator(where)
     if not isinstance(data, dict):
@@ -217,10 +260,11 @@ def parse_profile(data: Any, where: str) -> Profile:
     if not isinstance(host, dict):
         v.fail("host", "an object")
     profile = Profile(v.text(data, "pearl_version"), v.text(data, "created"), mode, host)
-    profile.devices = [DeviceEntry(v.text(d, "id", p), v.text(d, "kind", p), v.text(d, "adapter", p),
+    profile.devices = [DeviceEntry(v.text(d, "id", p), _kind(v, d, p), v.text(d, "adapter", p),
                                    v.text(d, "name", p), v.integer(d, "lanes", p, 1, MAX_LANES),
                                    v.integer(d, "memory_bytes", p, 0), v.source(d, p), v.optional_text(d, "shares", p),
-                                   v.optional_text(d, "descriptor", p), bool(d.get("descriptor_matched", False)))
+                                   v.optional_text(d, "descriptor", p), bool(d.get("descriptor_matched", False)),
+                                   _share(v, d, p), v.integer(d, "instances", p, 1, 100) if "instances" in d else 1)
                        for p, d in v.items(data, "devices")]
     profile.workloads = [Workload(v.text(w, "key", p), v.text(w, "algo", p), v.text(w, "env", p),
                                   v.integer(w, "obs_dim", p, 1), v.integer(w, "action_dim", p, 1),

@@ -18,7 +18,8 @@ Kernel figures follow pearl.profiling.timing.measure_interleaved (rounds over a 
 every figure samples the whole sweep), the others timing.measure. Transfers: a 4-byte copy gives the
 latency, a large one the bandwidth. Power: NVML, RAPL, else the device's descriptor (modelled). Devices that
 run on the same physical resource (PoCL's CPU device and `cpu`) are marked with the same `shares` value and
-get the same power figures, since they are one resource.
+get the same power figures, since they are one resource. GPU slices (MIG instances, MPS shares) are not
+timed: each is modelled from its GPU's measurements (`_model_slices`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pearl import __version__
 from pearl.adapters import Adapter, DeviceInfo, ReplayKernels, discover, open_adapter
 from pearl.algos import OffPolicyConfig, algorithm, algorithm_names, preset
 from pearl.algos.params import ParamLayout, init_params
+from pearl.device import HOST_DEVICE, HOST_RESOURCE, DeviceKind  # noqa: F401 - HOST_RESOURCE read here by callers
 from pearl.descriptors import DEVICES_DIR, DeviceDescriptor, load_descriptor, resolve_descriptor
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError
@@ -49,7 +51,6 @@ from pearl.profile.format import (DeviceEntry, EnvStepTiming, InSituTiming, Kern
 from pearl.profiling.timing import Point, measure, measure_interleaved
 from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 
-HOST_RESOURCE = "host-cpu"
 GENERIC_CPU_DESCRIPTOR = "generic-x86-server-cpu.toml"
 
 
@@ -120,7 +121,11 @@ class _Target:
 
 
 def plan_devices(options: ProfileOptions) -> list[DeviceInfo]:
-    found = {d.id: d for d in discover().devices if d.usable and "accelerator" not in d.note}
+    """The devices to measure: every usable one (or those --device names) but GPU slices, which
+    `slice_devices` models from their whole GPU's measurements."""
+    # an FPGA board runs precompiled binaries only: nothing for the profiler to build and time
+    found = {d.id: d for d in discover().devices if d.usable and d.kind is not DeviceKind.FPGA
+             and d.device_id.slice is None}
     if options.devices is None:
         return list(found.values())
     missing = [d for d in options.devices if d not in found]
@@ -161,12 +166,33 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
         profile.transfers += _transfers(target, grid)
         note(f"transfers {target.info.id}")
     profile.power = _power(targets, profile, grid)
+    _model_slices(profile, targets, options)
     for descriptor in what_if:
         from pearl.profiling.whatif import add_what_if  # the roofline model, for devices that are absent
 
         add_what_if(profile, descriptor, grid)
         note(f"what-if {descriptor.model}")
     return profile
+
+
+def slice_devices(options: ProfileOptions, measured: list[str]) -> list[DeviceInfo]:
+    """The GPU slices of this machine (MIG instances, MPS shares) whose whole GPU is among `measured`."""
+    return [d for d in discover().devices if d.device_id.slice is not None and d.resource in measured
+            and (options.devices is None or str(d.device_id.whole) in options.devices)]
+
+
+def _model_slices(profile: Profile, targets: list[_Target], options: ProfileOptions) -> None:
+    """Add each slice of a measured GPU, modelled from the GPU's own figures (whatif.add_slice_of). A slice
+    runs in a process of its own (its environment is read when CUDA starts), so this process, which has
+    measured the whole GPU, cannot time one; a GPU without a descriptor has no launch latency to keep."""
+    from pearl.profiling.whatif import add_slice_of
+
+    by_id = {t.info.id: t for t in targets}
+    for info in slice_devices(options, list(by_id)):
+        whole = by_id[info.resource]
+        if whole.descriptor is not None:
+            add_slice_of(profile, whole.entry, info.id, info.name, info.memory_bytes, info.share,
+                         whole.descriptor.figures["launch_latency_s"])
 
 
 def count_measurements(options: ProfileOptions) -> int:
@@ -194,7 +220,7 @@ def _match(info: DeviceInfo, descriptors: list[DeviceDescriptor]) -> tuple[Devic
             best, best_len = d, max(map(len, hits))
     if best is not None:
         return best, True
-    if info.kind == "cpu" or "cpu," in info.note:
+    if info.kind is DeviceKind.CPU:
         generic = [d for d in descriptors if d.source.name == GENERIC_CPU_DESCRIPTOR]
         return (generic[0] if generic else None), False
     return None, False
@@ -202,9 +228,9 @@ def _match(info: DeviceInfo, descriptors: list[DeviceDescriptor]) -> tuple[Devic
 
 def _target(info: DeviceInfo, descriptors: list[DeviceDescriptor]) -> _Target:
     descriptor, matched = _match(info, descriptors)
-    on_host = info.kind == "cpu" or (info.kind == "opencl" and "cpu," in info.note)
+    shares = info.resource if info.resource != info.id else None  # a resource of its own is not shared
     entry = DeviceEntry(info.id, info.kind, info.adapter, info.name, info.lanes, info.memory_bytes, "measured",
-                        HOST_RESOURCE if on_host else None, descriptor.source.name if descriptor else None, matched)
+                        shares, descriptor.source.name if descriptor else None, matched)
     return _Target(info, open_adapter(info.id, threads=1), entry, descriptor)
 
 
@@ -369,7 +395,7 @@ def _env_step(env_id: str, grid: Grid) -> EnvStepTiming:
 def _transfers(target: _Target, grid: Grid) -> list[Transfer]:
     """Latency from a 4-byte copy, bandwidth from a large one (its time less the latency)."""
     adapter = target.adapter
-    if target.info.id == "cpu":
+    if target.info.device_id == HOST_DEVICE:
         return []  # the host itself
     timing = {"min_time": grid.min_time, "warmup": grid.warmup, "min_samples": grid.min_samples}
     small, large = np.zeros(1, np.float32), np.zeros(grid.transfer_bytes // 4, np.float32)
@@ -408,16 +434,17 @@ def _power(targets: list[_Target], profile: Profile, grid: Grid) -> list[Power]:
 
 def _read_power(target: _Target, grid: Grid) -> power.PowerReading | None:
     measured = None
-    if target.info.kind == "cuda":
-        measured = power.nvml(int(target.info.id.split(":")[1]), _busy_loop(target), grid.power_seconds)
-    elif target.info.kind == "cpu" and power.rapl_domains():
+    device = target.info.device_id
+    if device.family == "cuda":  # NVML reads NVIDIA boards
+        measured = power.nvml(device.index[0], _busy_loop(target), grid.power_seconds)
+    elif device.is_host and power.rapl_domains():
         measured = power.rapl(_busy_loop(target), grid.power_seconds)
     if measured is not None:
         return measured
     if target.descriptor is None:
         return None
     # a device on the host's cores (cpu, PoCL's CPU device) is charged the share of the chip it has
-    return power.from_descriptor(target.descriptor, target.info.lanes if target.entry.shares else None)
+    return power.from_descriptor(target.descriptor, target.info.lanes if target.info.kind is DeviceKind.CPU else None)
 
 
 def _busy_loop(target: _Target) -> Callable[[], None]:

@@ -22,6 +22,7 @@ import tempfile
 import time
 import traceback
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
 
@@ -56,11 +57,20 @@ class ActorArgs:
     parent_pid: int
 
 
+def process_env(device: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment an actor process starts with: this one's, and its act device's slice (a MIG instance's
+    UUID as CUDA_VISIBLE_DEVICES, or an MPS share's percentage and pipe directory)."""
+    from pearl.adapters.slices import slice_env
+
+    base = os.environ if base is None else base
+    return {**base, **slice_env(device, base)}
+
+
 def start(args: ActorArgs) -> subprocess.Popen:
     """Start an actor in a fresh interpreter; its stderr goes to a temporary file (see `stderr_tail`)."""
     err = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-c", "from pearl.runtime.actor_process import serve; serve()"],
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, env=process_env(args.device))
     proc.stderr_file = err  # type: ignore[attr-defined]
     assert proc.stdin is not None
     proc.stdin.write(pickle.dumps(args))

@@ -29,6 +29,7 @@ import numpy as np
 
 from pearl.adapters.base import Adapter
 from pearl.algos.base import OffPolicyConfig
+from pearl.device import HOST, DeviceId
 from pearl.replay import linear_beta
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, learning_resumes_at
 from pearl.runtime.evaluate import BestPolicy, Evaluation
@@ -56,7 +57,7 @@ class Placement:
 
     def to_dict(self) -> dict[str, str]:
         return {"act": self.act, "replay_insert": self.replay, "replay_sample": self.replay,
-                "priority_update": self.replay, "learn": self.learn, "env_step": "cpu"}
+                "priority_update": self.replay, "learn": self.learn, "env_step": HOST}
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class Job:
                                    learning_resumes_at(self.config.learning_starts, resume))
 
     def descriptor_for(self, device: str) -> str | None:
-        return self.descriptor if device.startswith("opencl") else None
+        return self.descriptor if DeviceId.parse(device).is_opencl else None
 
 
 @dataclass

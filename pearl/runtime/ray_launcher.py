@@ -46,6 +46,7 @@ import numpy as np
 
 from pearl.adapters.base import ReplayKernels, host_array
 from pearl.algos.base import OffPolicyConfig
+from pearl.device import DeviceId
 from pearl.errors import ConfigError, PearlError
 from pearl.runtime.actor_worker import ActorWorker, Collected, WorkerRestarted
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed
@@ -609,7 +610,7 @@ class RayLauncher(SegmentLauncher):
         roles that share it; the learner near the driver where that node can take it."""
         have = ray.cluster_resources()
         cpus = min(1.0, float(have.get("CPU", 1.0)) / (self.job.actors + 1))
-        learn_gpu, act_gpu = self.placement.learn.startswith("cuda"), self.placement.act.startswith("cuda")
+        learn_gpu, act_gpu = (DeviceId.parse(d).family == "cuda" for d in (self.placement.learn, self.placement.act))
         shared = 1.0 / (self.job.actors + 1) if learn_gpu and act_gpu else None  # one GPU for all of them
         worker = self.actor_placement or ShardPlacement(
             num_cpus=cpus, num_gpus=0.0 if not act_gpu else shared or

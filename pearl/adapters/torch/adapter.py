@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 
 from pearl.adapters.base import ActKernel, Adapter, DeviceInfo, LearnKernel, ReplayKernels
 from pearl.adapters.torch.replay import TorchReplay
+from pearl.adapters.slices import mig_instances, mps_daemon, open_nvml, slice_devices, slice_env
 from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import network_sizes
+from pearl.device import HOST, DeviceId, DeviceKind
 from pearl.errors import BackendMissing, DeviceError
 from pearl.hostinfo import cpu_lanes, cpu_name, host_memory_bytes
 from pearl.kernels import DEVICE_KERNELS
@@ -45,22 +49,37 @@ class TorchAdapter(Adapter):
 
 def _check_device(device_id: str) -> str:
     """Normalise `cuda` to `cuda:0`; refuse ids torch cannot run here, saying why."""
-    if device_id == "cpu":
+    parsed = DeviceId.parse(device_id)
+    if parsed.is_host:
         return "cpu"
-    if device_id == "cuda":
-        device_id = "cuda:0"
-    head, _, tail = device_id.partition(":")
-    if head != "cuda" or not tail.isdigit():
+    if parsed.family != "cuda":
         raise DeviceError(f"the torch adapter runs on cpu or cuda:N, not {device_id!r}")
+    device_id, index = str(parsed.whole), parsed.index[0]
+    if parsed.slice is not None:
+        index = _slice_index(str(parsed), index)
+        device_id = f"cuda:{index}"
     reason = cuda_unavailable_reason()
     if reason:
         raise BackendMissing(f"{device_id} is not available: {reason}; use --device cpu "
                              "(`pearl devices` lists this machine's devices)")
     count = torch.cuda.device_count()
-    if int(tail) >= count:
+    if index >= count:
         raise DeviceError(f"{device_id} does not exist: this machine has {count} CUDA device(s), "
                           f"cuda:0..cuda:{count - 1}")
     return device_id
+
+
+def _slice_index(device_id: str, index: int) -> int:
+    """The CUDA index a slice is under in this process: 0 for a MIG instance (the process sees only it), the
+    GPU's own for an MPS share. DeviceError when the process did not start with the slice's environment
+    (CUDA reads it once, when it starts), naming the variables to set."""
+    wanted = slice_env(device_id)
+    have = {k: os.environ.get(k) for k in wanted}
+    if any(have[k] != v for k, v in wanted.items() if k != "CUDA_MPS_PIPE_DIRECTORY"):
+        needed = " ".join(f"{k}={v}" for k, v in wanted.items())
+        raise DeviceError(f"{device_id} is a slice: its process must start with {needed} (the launchers "
+                          "start each role's process so; in this process they are not set)")
+    return 0 if "CUDA_VISIBLE_DEVICES" in wanted else index
 
 
 def cuda_unavailable_reason() -> str:
@@ -74,13 +93,26 @@ def cuda_unavailable_reason() -> str:
 
 def discover() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
     """The torch devices of this machine, and (backend, reason) for those that are missing."""
-    devices = [DeviceInfo("cpu", "cpu", "torch", cpu_name(), cpu_lanes(), host_memory_bytes(),
+    devices = [DeviceInfo(HOST, DeviceKind.CPU, "torch", cpu_name(), cpu_lanes(), host_memory_bytes(),
                           note=f"torch {torch.__version__}")]
     reason = cuda_unavailable_reason()
     if reason:
-        return devices, [("cuda", reason)]
+        return devices, [("cuda", reason), ("slices", "MIG instances and MPS shares are slices of a CUDA GPU, "
+                                                      "and there is none (see cuda)")]
+    missing: list[tuple[str, str]] = []
+    nvml, no_nvml = open_nvml()
+    mps = mps_daemon()
     for i in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(i)
-        devices.append(DeviceInfo(f"cuda:{i}", "cuda", "torch", props.name, 1, int(props.total_memory),
-                                  note=f"CUDA {torch.version.cuda}, compute capability {props.major}.{props.minor}"))
-    return devices, []
+        gpu = DeviceInfo(f"cuda:{i}", DeviceKind.GPU, "torch", props.name, 1, int(props.total_memory),
+                         note=f"CUDA {torch.version.cuda}, compute capability {props.major}.{props.minor}, "
+                              f"{props.multi_processor_count} SMs")
+        devices.append(gpu)
+        uuid = getattr(props, "uuid", None)  # NVML's GPU-<uuid>, so the NVML handle is this very GPU
+        migs, no_mig = mig_instances(nvml, f"GPU-{uuid}" if uuid else None, i) if nvml else ([], no_nvml)
+        devices += slice_devices(gpu, props.multi_processor_count, migs, mps)
+        if no_mig:
+            missing.append(("mig", f"{gpu.id}: {no_mig}"))
+    if mps.reason:
+        missing.append(("mps", mps.reason))
+    return devices, missing

@@ -1,0 +1,157 @@
+"""Device identity: the one vocabulary of device kinds, and device ids as typed values.
+
+Every module that needs to know what a device is reads it here, never from a device's human-readable note
+or by matching the text of its id:
+
+- `DeviceKind`: cpu, gpu or fpga (an OpenCL ACCELERATOR board is an fpga: it runs precompiled binaries).
+  Adapters report it, descriptors declare it, profiles record it.
+- `DeviceId`: ``cpu``, ``cuda:N``, ``opencl:P:D``, ``whatif:<descriptor stem>``, and slices of a GPU:
+  ``cuda:N/mig:MIG-<uuid>`` (a MIG instance NVML reports, addressed by its UUID), ``cuda:N/mps:P`` (an MPS
+  client limited to P % of the SMs, 1 ≤ P ≤ 100), and a what-if GPU's modelled slices
+  ``whatif:<stem>/mig:<profile>`` and ``whatif:<stem>/mps:P``.
+- `HOST_DEVICE` is the device env_step runs on, `HOST_RESOURCE` the physical resource of every device on the
+  host's own cores (``cpu`` and PoCL's CPU device). A device's resource is what the planner's constraint
+  (g) sums load over: the host's cores, or one GPU for the GPU and each of its slices.
+
+Pure Python: this module imports no hardware library.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+from pearl.errors import DeviceError
+
+DEVICE_ID_HELP = ("device ids look like cpu, cuda:0, cuda:0/mps:25, cuda:0/mig:MIG-<uuid> or opencl:0:0; "
+                  "`pearl devices` lists this machine's devices")
+HOST_RESOURCE = "host-cpu"
+FAMILIES = ("cpu", "cuda", "opencl", "whatif")
+SLICE_KINDS = ("mig", "mps")
+
+
+class DeviceKind(str, Enum):
+    """What a device physically is. A str, so it compares equal to (and serialises as) its value."""
+
+    CPU = "cpu"
+    GPU = "gpu"
+    FPGA = "fpga"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Slice:
+    """Part of a GPU: a MIG instance (`name` its UUID, or a profile name such as 1g.10gb for a what-if GPU)
+    or an MPS share (`name` the percentage of SMs, 1..100)."""
+
+    kind: str  # "mig" or "mps"
+    name: str
+
+    @property
+    def mps_percent(self) -> int | None:
+        return int(self.name) if self.kind == "mps" else None
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+@dataclass(frozen=True)
+class DeviceId:
+    """A parsed device id: its family (cpu, cuda, opencl, whatif), its numbers or name, and a slice."""
+
+    family: str
+    index: tuple[int, ...] = ()
+    name: str = ""  # a whatif device's descriptor stem
+    slice: Slice | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> DeviceId:
+        """The id text names; DeviceError saying what ids look like when it is not one."""
+        if not isinstance(text, str):
+            raise DeviceError(f"a device id must be text, got {text!r}; {DEVICE_ID_HELP}")
+        whole, sep, part = text.partition("/")
+        piece = _parse_slice(text, part) if sep else None
+        head, _, tail = whole.partition(":")
+        if head == "cpu" and not tail:
+            out = cls("cpu")
+        elif head == "cuda" and (not tail or tail.isdigit()):
+            out = cls("cuda", (int(tail or 0),))
+        elif head == "opencl" and re.fullmatch(r"\d+:\d+", tail):
+            out = cls("opencl", tuple(int(x) for x in tail.split(":")))
+        elif head == "whatif" and re.fullmatch(r"[A-Za-z0-9._-]+", tail):
+            out = cls("whatif", name=tail)
+        else:
+            raise DeviceError(f"unknown device {text!r}; {DEVICE_ID_HELP}")
+        if piece is not None and out.family not in ("cuda", "whatif"):
+            raise DeviceError(f"{text!r}: only a GPU (cuda:N or a whatif: GPU) has slices; {DEVICE_ID_HELP}")
+        return cls(out.family, out.index, out.name, piece)
+
+    def __str__(self) -> str:
+        if self.family == "whatif":
+            base = f"whatif:{self.name}"
+        else:
+            base = ":".join([self.family, *map(str, self.index)])
+        return base if self.slice is None else f"{base}/{self.slice}"
+
+    @property
+    def whole(self) -> DeviceId:
+        """The device this one is a slice of (itself when it is whole)."""
+        return DeviceId(self.family, self.index, self.name)
+
+    @property
+    def is_host(self) -> bool:
+        return self.family == "cpu"
+
+    @property
+    def is_opencl(self) -> bool:
+        return self.family == "opencl"
+
+    @property
+    def is_what_if(self) -> bool:
+        return self.family == "whatif"
+
+
+def _parse_slice(text: str, part: str) -> Slice:
+    kind, _, name = part.partition(":")
+    if kind not in SLICE_KINDS or not name:
+        raise DeviceError(f"{text!r}: a slice is mig:<MIG uuid> or mps:<percent of SMs>; {DEVICE_ID_HELP}")
+    if kind == "mps":
+        if not name.isdigit() or not 1 <= int(name) <= 100:
+            raise DeviceError(f"{text!r}: an MPS share is a whole percentage of the SMs from 1 to 100, got {name!r}")
+        name = str(int(name))
+    elif not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+        raise DeviceError(f"{text!r}: a MIG instance is named by its UUID (MIG-...; `pearl devices` lists them)")
+    return Slice(kind, name)
+
+
+def check_slice_use(act: str, learner: tuple[str, ...], actors: int, act_in_learner: bool = False) -> None:
+    """DeviceError when a placement's slices cannot be held at once: one process (the learner's: its replay
+    and learn devices, and act too when act_in_learner) on two devices of one GPU of which one is a slice
+    (a process sees one MIG instance, or runs with one MPS percentage), or MPS shares of one GPU summing over
+    100 % (each of `actors` actor processes holds its own share, the learner process one)."""
+    process = {DeviceId.parse(d) for d in (*learner, *((act,) if act_in_learner else ()))}
+    for gpu in {d.whole for d in process if d.slice is not None}:
+        held = sorted(str(d) for d in process if d.whole == gpu)
+        if len(held) > 1:
+            raise DeviceError(f"one process would run on {' and '.join(held)}: a process holds one slice of "
+                              f"{gpu}; place the replay kernels and learn on one of them")
+    holders = [(d, 1) for d in process] + ([] if act_in_learner else [(DeviceId.parse(act), actors)])
+    total: dict[DeviceId, int] = {}
+    for d, n in holders:
+        if d.slice is not None and d.slice.kind == "mps":
+            total[d.whole] = total.get(d.whole, 0) + n * int(d.slice.name)
+    for gpu, percent in sorted(total.items(), key=lambda kv: str(kv[0])):
+        if percent > 100:
+            raise DeviceError(f"the MPS shares of {gpu} sum to {percent} % (each actor process holds its own "
+                              f"share, the learner process one): at most 100 %; use fewer actors or smaller shares")
+
+
+def parse_device(text: str) -> DeviceId:
+    return DeviceId.parse(text)
+
+
+HOST_DEVICE = DeviceId("cpu")
+HOST = str(HOST_DEVICE)
