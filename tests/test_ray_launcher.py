@@ -426,8 +426,8 @@ def test_sigterm_stops_the_local_ray_instance_pearl_started_and_leaves_no_proces
     ray_processes = descendants(proc.pid)
     assert ray_processes, "the run started no Ray process"
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signal.SIGTERM, err
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, (out[-2000:], err)
     assert "Traceback" not in err
     deadline = time.monotonic() + 20
     while alive(ray_processes) and time.monotonic() < deadline:

@@ -256,9 +256,12 @@ class LocalLauncher(SegmentLauncher):
         return seconds, calls
 
 
-def raise_on_sigterm() -> Any:
-    """SIGTERM ends the run like Ctrl-C does (cleanup runs); returns the handler to restore."""
+def raise_on_sigterm(seen: threading.Event | None = None) -> Any:
+    """SIGTERM ends the run like Ctrl-C does (cleanup runs), and sets `seen` when given; returns the handler to
+    restore."""
     def handler(signum: int, frame: Any) -> None:
+        if seen is not None:
+            seen.set()
         raise SystemExit(128 + signum)
     if threading.current_thread() is not threading.main_thread():
         return None

@@ -35,6 +35,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ from pearl.errors import ConfigError, PearlError
 from pearl.runtime.actor_worker import ActorWorker, Collected, WorkerRestarted
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed
 from pearl.runtime.launcher import Job, LoopStats, SegmentLauncher
+from pearl.runtime.record import RunRecord
 from pearl.runtime.learner_role import LearnerRole, LearnerStatus
 from pearl.runtime.local import ActorFailed, raise_on_sigterm
 from pearl.runtime.protocol import Episode, KernelClock, merge_clocks
@@ -108,6 +110,7 @@ def connect(address: str) -> None:
     """Join an existing Ray cluster at ``address`` (``host:port`` of its head, or ``ray://...``)."""
     if not isinstance(address, str) or not address.strip():
         raise ConfigError(f"--ray-address must be a cluster address such as 10.0.0.5:6379, got {address!r}")
+    check_installed()  # the install hint first: without Ray no address can help
     check_address(address)
     use_token_if_available()
     ray = require_ray()
@@ -547,6 +550,7 @@ class RayLauncher(SegmentLauncher):
         self.joined = False  # this launcher connected the driver (and disconnects it at stop)
         self.finished = False
         self._previous_sigterm: Any = None
+        self._terminated = threading.Event()  # set by the SIGTERM handler
         self.waits: dict[str, float] = {}
 
     def _make_role(self) -> Any:
@@ -562,7 +566,7 @@ class RayLauncher(SegmentLauncher):
     # --------------------------------------------------------------------------------- start / stop
     def start(self) -> None:
         ray = self._join()
-        self._previous_sigterm = raise_on_sigterm()  # after ray.init, which installs its own handler
+        self._previous_sigterm = raise_on_sigterm(self._terminated)  # after ray.init, which installs its own
         learner, shard, worker = self._placements(ray)
         roles = [("learner", learner)]
         roles += [(f"replay shard {i}", shard) for i in range(self.replay_shards)]
@@ -620,6 +624,17 @@ class RayLauncher(SegmentLauncher):
             node_id=str(ray.get_runtime_context().get_node_id()), soft=True)
         shard = self.replay_placement or ShardPlacement(num_cpus=0)
         return learner, shard, dataclasses.replace(worker, max_restarts=self.max_restarts)
+
+    def run(self, record: RunRecord | None = None, progress: Callable[[int], None] | None = None,
+            max_seconds: float | None = None) -> LoopStats:
+        """The segment loop; SIGTERM ends it as SystemExit(143) also when it lands inside a Ray call: Ray turns
+        the handler's exception into its own SystemExit(1) there (3 and 4 of 6 SIGTERMs in two tries did)."""
+        try:
+            return super().run(record, progress, max_seconds)
+        except BaseException:
+            if self._terminated.is_set():
+                raise SystemExit(128 + signal.SIGTERM) from None
+            raise
 
     def stop(self) -> None:
         ray = sys.modules.get("ray")
