@@ -537,3 +537,19 @@ def test_a_cluster_plan_whose_node_the_cluster_lacks_is_one_error_line_before_an
     assert "no node for plan node 'zz'" in lines[0] and "pearl_node_zz" in lines[0]
     summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
     assert summary["status"] == "interrupted" and "zz" in summary["reason"]
+
+
+# ------------------------------------------------------------------------------- pearl profile --ray-address
+@needs_ray
+def test_each_node_runs_its_own_measurement_and_every_pair_of_nodes_gets_a_link(cluster) -> None:
+    """What `pearl profile --ray-address` builds on: a function run by a task pinned to each node (asked from
+    inside it which node it ran on), named by its pearl_node_ resource or its id; links for every pair."""
+    from pearl.runtime import ray_launcher as rl
+
+    head = f"node-{cluster.head[:8]}"  # the head carries no pearl_node_ resource
+    where = rl.run_on_each_node(lambda: __import__("ray").get_runtime_context().get_node_id())
+    assert where == {"a": cluster.actors, "b": cluster.spare, head: cluster.head}
+    links = rl.measure_links(sizes=(1_000, 1_000_000), reps=2)
+    assert {frozenset((a, b)) for a, b, _, _ in links} == {frozenset(p) for p in (("a", "b"), (head, "a"), (head, "b"))}
+    assert len(links) == 3
+    assert all(latency > 0 and bandwidth > 0 for _, _, latency, bandwidth in links)
