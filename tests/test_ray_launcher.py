@@ -553,3 +553,15 @@ def test_each_node_runs_its_own_measurement_and_every_pair_of_nodes_gets_a_link(
     assert {frozenset((a, b)) for a, b, _, _ in links} == {frozenset(p) for p in (("a", "b"), (head, "a"), (head, "b"))}
     assert len(links) == 3
     assert all(latency > 0 and bandwidth > 0 for _, _, latency, bandwidth in links)
+
+
+@needs_ray
+def test_profiling_a_cluster_where_none_answers_is_one_error_line(capsys, monkeypatch, tmp_path) -> None:
+    from cli_support import run_cli
+
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # in case this test imports Ray first
+    out = tmp_path / "cluster.json"
+    code, _, err = run_cli(capsys, "profile", "--quick", "--ray-address", "127.0.0.1:1", "--out", str(out))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "nothing answers there" in lines[0]
+    assert not out.exists()
