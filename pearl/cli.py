@@ -233,11 +233,14 @@ def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restart
 @click.option("--n-envs", type=int, default=None, help="Environments each actor steps (with --env).")
 @click.option("--what-if", "what_if", multiple=True,
               help="Add a device that is absent, costed by a roofline model from this descriptor (repeatable).")
+@click.option("--ray-address", default=None, metavar="HOST:PORT",
+              help="Profile every node of this running Ray cluster (each on its node; links by object transfers) "
+                   "into one cluster profile.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with a summary.")
 @click.pass_context
 def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices: tuple[str, ...],
             env_id: str | None, hidden: str | None, batch_size: int | None, n_envs: int | None,
-            what_if: tuple[str, ...], as_json: bool) -> None:
+            what_if: tuple[str, ...], ray_address: str | None, as_json: bool) -> None:
     """Measure every kernel on every device into a profile.
 
     Times every kernel on every device of this machine over a grid of batch sizes, with power and transfers,
@@ -257,6 +260,9 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
                              batch_size=batch_size, n_envs=n_envs)
     path = out or f"profiles/{platform.node() or 'host'}-{'quick' if quick else 'full'}.json"
     check_writable(path)  # before the sweep, not after it
+    if ray_address is not None:
+        _profile_cluster(ray_address, options, path, as_json)
+        return
     kept = None
     if env_id is not None and Path(path).exists():  # a workload of the user's joins what the file holds
         from pearl.hostinfo import cpu_lanes, cpu_name
@@ -293,6 +299,42 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
         origin = f" {p.descriptor}" + (f" × {p.scale:.3g}" if p.scale != 1 else "") if p.descriptor else ""
         click.echo(f"  power {p.device}: idle {p.idle_w:.0f} W, busy {p.busy_w:.0f} W ({p.source}, {p.method}{origin})")
     click.echo(f"  wrote {written}")
+
+
+def _profile_cluster(address: str, options: Any, path: str, as_json: bool) -> None:
+    """`pearl profile --ray-address`: every node of the cluster profiled by a Ray task pinned there, one node at
+    a time, and the links between every pair measured with Ray object transfers; one cluster profile."""
+    import functools
+
+    from pearl import __version__
+    from pearl.profile.cluster import Cluster, Link, Node, save_cluster
+    from pearl.profiling.profiler import run_profile
+    from pearl.runtime import ray_launcher as rl
+
+    rl.check_installed()
+    rl.connect(address)
+    try:
+        t0 = time.perf_counter()
+        profiles = rl.run_on_each_node(functools.partial(run_profile, options))
+        links = [Link(a, b, latency, bandwidth, "measured") for a, b, latency, bandwidth in rl.measure_links()]
+        wall = time.perf_counter() - t0
+    finally:
+        rl.shutdown()
+    nodes = [Node(name, p, f"ray {address}") for name, p in profiles.items()]
+    created = min(p.created for p in profiles.values())
+    written = save_cluster(Cluster(__version__, created, nodes, links), path)
+    summary = {"profile": str(written), "nodes": {n.name: [d.id for d in n.profile.devices] for n in nodes},
+               "links": [{"nodes": [k.a, k.b], "latency_s": k.latency_s, "bandwidth_bytes_per_s":
+                          k.bandwidth_bytes_per_s, "source": k.source} for k in links], "wall_s": wall}
+    if as_json:
+        _print_json(summary)
+        return
+    for n in nodes:
+        click.echo(f"node {n.name}: {', '.join(d.id for d in n.profile.devices)} (profiled on that node)")
+    for k in links:
+        click.echo(f"link {k.a} - {k.b}: {k.latency_s * 1e6:.3g} µs, {k.bandwidth_bytes_per_s / 1e9:.3g} GB/s "
+                   "(measured: Ray object transfers)")
+    click.echo(f"wrote {written} in {wall:.0f} s")
 
 
 @profile.command("merge")

@@ -31,7 +31,7 @@ from pearl.fileio import FieldChecker, read_json
 from pearl.runtime.checkpoint import FOLDER as CHECKPOINTS
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, describe, estimate_bytes, latest
 from pearl.runtime.evaluate import EVAL_SEED_OFFSET, evaluate
-from pearl.runtime.launcher import Job, LoopStats, Placement, SegmentLauncher
+from pearl.runtime.launcher import Job, LoopStats, Placement, RoleNodes, SegmentLauncher
 from pearl.runtime.record import RunRecord, check_runs_dir
 from pearl.runtime.schedule import DEFAULT_LAG
 from pearl.types import MAX_ENVS, EnvSpec, Params
@@ -186,7 +186,7 @@ def parse_emulation(specs: Sequence[str]) -> dict[str, str]:
 
 
 def _checked_plan(path: str, algo: str | None, env_id: str | None, device: str | None,
-                  emulate: dict[str, str] | None = None) -> "Plan":
+                  emulate: dict[str, str] | None = None, launcher: str = "sequential") -> "Plan":
     """The plan, refused with the reason when it is for other work than algo/env (when given), another
     machine, or absent devices that `emulate` does not map to an OpenCL device of this machine."""
     from pearl.hostinfo import cpu_lanes, cpu_name
@@ -200,10 +200,9 @@ def _checked_plan(path: str, algo: str | None, env_id: str | None, device: str |
             raise ConfigError(f"{path} is a plan for {plan.algo} on {plan.env}, but {name} says {given}; drop "
                               f"{name} (the plan names it) or make a plan with `pearl plan --algo "
                               f"{algo or plan.algo} --env {env_id or plan.env}`")
-    if isinstance(plan.profile.get("nodes"), dict):  # a plan of a cluster profile (pearl profile merge)
-        raise PlanError(f"{path} places kernels on the nodes {', '.join(plan.profile['nodes'])} of a cluster; this "
-                        "pearl runs plans of one host: plan with this machine's profile (`pearl plan --profile "
-                        "PROFILE`) to train here")
+    if is_cluster_plan(plan):  # a plan of a cluster profile: its nodes are checked when Ray runs (plan_node_ids)
+        _check_cluster_plan(path, plan, launcher, emulate or {})
+        return plan
     here = (cpu_name(), cpu_lanes())
     there = (plan.profile.get("cpu"), plan.profile.get("cores"))
     if here != there:
@@ -261,6 +260,44 @@ def _is_what_if(device: str) -> bool:
     return _family(device) == "whatif"
 
 
+def is_cluster_plan(plan: "Plan") -> bool:
+    """A plan of a cluster profile (`pearl profile merge`): its device ids are NODE/DEVICE."""
+    return isinstance(plan.profile.get("nodes"), dict)
+
+
+def _check_cluster_plan(path: str, plan: "Plan", launcher: str, emulate: dict[str, str]) -> None:
+    nodes = ", ".join(plan.profile["nodes"])
+    if launcher != "ray":
+        raise PlanError(f"{path} places roles on the nodes {nodes} of a cluster; run it with --launcher ray "
+                        "(and --ray-address of a cluster whose nodes carry pearl_node_NAME resources), not "
+                        f"--launcher {launcher}")
+    if emulate:
+        raise ConfigError(f"--emulate stands in for a device of this machine; {path} is a cluster plan, whose "
+                          "devices are its nodes' own")
+    bad = sorted(d for d in plan.mapping.values() if "/" not in d)
+    if bad:
+        raise PlanError(f"{path}: field 'mapping' names {bad[0]}, not a NODE/DEVICE id of its nodes ({nodes})")
+    devices = {k: d.split("/", 1) for k, d in plan.mapping.items()}
+    absent = sorted({"/".join(nd) for nd in devices.values() if _is_what_if(nd[1])})
+    if absent:
+        raise PlanError(f"{path} places kernels on {', '.join(absent)}, a device modelled from its descriptor; a "
+                        "cluster plan runs on its nodes' own devices: plan without --what-if devices to train")
+    if devices["replay_insert"][0] != devices["learn"][0] and devices["replay_insert"][1] != "cpu":
+        raise PlanError(f"{path} places the replay server on {'/'.join(devices['replay_insert'])}, away from the "
+                        "learner; a replay server of its own node keeps replay on that node's cpu in this pearl")
+
+
+def role_nodes(plan: "Plan") -> RoleNodes:
+    """The plan node of each role of a cluster plan."""
+    node = {k: d.split("/", 1)[0] for k, d in plan.mapping.items()}
+    return RoleNodes(actors=node["act"], replay=node["replay_insert"], learner=node["learn"])
+
+
+def local_devices(plan: "Plan") -> dict[str, str]:
+    """A plan's mapping with each cluster device id NODE/DEVICE as the DEVICE its node opens."""
+    return {k: d.split("/", 1)[1] if is_cluster_plan(plan) else d for k, d in plan.mapping.items()}
+
+
 def _check_emulation(path: str, plan: "Plan", emulate: dict[str, str]) -> None:
     planned = set(plan.mapping.values())
     for absent, emulator in sorted(emulate.items()):
@@ -296,8 +333,8 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
     return {"predicted": {k: plan.predicted[k] for k in figures},
             "measured": learning_phase_rates(result, config.batch_size),
             "kernels": measured,
-            "note": ("the parallel launcher runs actors, replay and learner concurrently, as the plan assumes"
-                     if result.launcher == "parallel" else
+            "note": (f"the {result.launcher} launcher runs actors, replay and learner concurrently, as the plan "
+                     "assumes" if result.launcher in ("parallel", "ray") else
                      "the sequential launcher runs the roles in turn; the plan predicts them running concurrently")
             + "".join(f"; {a}'s kernels ran on {e} (emulated: measured is {e}, predicted is {a})"
                       for a, e in sorted(emulate.items()) if a in plan.mapping.values())}
@@ -497,7 +534,7 @@ def _setup(o: RunOptions) -> _Setup:
     if o.plan is not None and (o.actors is not None or o.envs_per_actor is not None):
         raise ConfigError("--plan sets the actors and envs per actor; drop --actors/--envs-per-actor "
                           "(or drop --plan)")
-    loaded = _checked_plan(o.plan, o.algo, o.env, o.device, o.emulate) if o.plan is not None else None
+    loaded = _checked_plan(o.plan, o.algo, o.env, o.device, o.emulate, o.launcher) if o.plan is not None else None
     check_positive_int("--max-restarts", o.max_restarts, minimum=0)
     algo, env_id = (loaded.algo, loaded.env) if loaded is not None else (o.algo, o.env)
     if algo is None or env_id is None:
@@ -520,7 +557,7 @@ def _setup(o: RunOptions) -> _Setup:
             if value > most:  # each actor is a process, each env an env object: a typo must not fork thousands
                 raise ConfigError(f"{name} must be at most {most} on this machine, got {value}")
     if loaded is not None:
-        where = {k: o.emulate.get(d, d) for k, d in loaded.mapping.items()}
+        where = {k: o.emulate.get(d, d) for k, d in local_devices(loaded).items()}
         placement = Placement(where["act"], where["replay_insert"], where["learn"])
         actors, envs, device = loaded.actors, loaded.envs_per_actor, "plan"
     else:
@@ -588,6 +625,11 @@ def _runner(setup: _Setup, checkpoint: "Checkpoint | None", checkpointer: Checkp
     extra: dict[str, Any] = {"max_restarts": o.max_restarts} if o.launcher in ("local", "ray") else {}
     if o.launcher == "ray":
         extra.update(address=o.ray_address, replay_shards=o.replay_shards)
+        if setup.plan is not None and is_cluster_plan(setup.plan):
+            nodes = role_nodes(setup.plan)
+            # a replay server on a node of its own is a shard actor there (the learner keeps replay otherwise)
+            shards = max(o.replay_shards, 1) if nodes.replay != nodes.learner else o.replay_shards
+            extra.update(role_nodes=nodes, replay_shards=shards)
     try:
         return cls(setup.job, checkpoint, checkpointer, **extra)
     except MemoryError:

@@ -238,7 +238,7 @@ def test_a_slower_network_never_plans_faster(capsys, tmp_path):
     assert slow.predicted["period_s"] >= fast.predicted["period_s"] * (1 - 1e-9)
 
 
-def test_training_refuses_a_cluster_plan(capsys, tmp_path):
+def test_training_refuses_a_cluster_plan_without_the_ray_launcher(capsys, tmp_path):
     path = _merge(capsys, tmp_path, f"a={REFERENCE}", f"b={REFERENCE}")
     plan_path = tmp_path / "plan.json"
     code, _, err = run_cli(capsys, "plan", "--profile", str(path), "--algo", "dqn", "--env", "CartPole-v1", "--out",
@@ -247,6 +247,7 @@ def test_training_refuses_a_cluster_plan(capsys, tmp_path):
     code, _, err = run_cli(capsys, "train", "--plan", str(plan_path), "--runs-dir", str(tmp_path / "runs"))
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "nodes a, b" in lines[0] and str(plan_path) in lines[0]
+    assert "--launcher ray" in lines[0]
 
 
 def test_the_learner_goes_to_the_node_with_the_accelerator(capsys, tmp_path):

@@ -3,7 +3,8 @@ planned nodes, every transition once, a killed worker restarted, placement error
 
 One `ray.cluster_utils.Cluster` for the whole module (starting one costs seconds): a head with one CPU that
 carries the learner's resource (the driver is connected to it), a node for the actors ({"actors": 2}) and a
-spare node that only node affinity reaches. Ray is imported only after
+spare node that only node affinity reaches. The actors' node is also plan node "a" and the spare node plan node
+"b" (their pearl_node_a / pearl_node_b resources), for the cluster plans. Ray is imported only after
 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 is set (pearl's loopback setting), and tests check for it with
 `find_spec`, which does not import it.
 """
@@ -121,8 +122,8 @@ def cluster():
     store = 80 * 2**20
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"learner": 1},
                                                       "object_store_memory": store, "include_dashboard": False})
-    actors = c.add_node(num_cpus=2, resources={"actors": 2}, object_store_memory=store)
-    spare = c.add_node(num_cpus=2, object_store_memory=store)
+    actors = c.add_node(num_cpus=2, resources={"actors": 2, "pearl_node_a": 1}, object_store_memory=store)
+    spare = c.add_node(num_cpus=2, resources={"pearl_node_b": 1}, object_store_memory=store)
     c.wait_for_nodes()
     ray = require_ray()
     ray.init(address=c.address, log_to_driver=False, configure_logging=False)
@@ -450,3 +451,117 @@ def test_a_ray_address_where_no_cluster_answers_is_one_error_line(capsys, monkey
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0]
     assert not list(tmp_path.iterdir())  # refused before the run folder was made
+
+
+# ------------------------------------------------------------------------------------------- cluster plans
+def cluster_plan(capsys, tmp_path: Path, nodes: tuple[str, str], act: str, replay: str, learn: str) -> Path:
+    """A DQN CartPole plan of a two-node cluster profile (the reference profile for both nodes), its roles then
+    moved to the given nodes and one actor process, so that the test decides where each role goes."""
+    from cli_support import run_cli
+
+    reference = TESTS.parent / "profiles" / "reference.json"
+    merged, plan_path = tmp_path / "cluster.json", tmp_path / "plan.json"
+    code, _, err = run_cli(capsys, "profile", "merge", *(f"{n}={reference}" for n in nodes), "--network", "40gbe",
+                           "--out", str(merged))
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "plan", "--profile", str(merged), "--algo", "dqn", "--env", "CartPole-v1",
+                           "--out", str(plan_path))
+    assert code == 0, err
+    plan = json.loads(plan_path.read_text())
+    node_of = {"env_step": act, "act": act, "replay_insert": replay, "replay_sample": replay,
+               "priority_update": replay, "learn": learn}
+    plan["mapping"] = {k: f"{node_of[k]}/cpu" for k in plan["mapping"]}
+    plan["actors"], plan["envs_per_actor"] = 2, 2
+    plan_path.write_text(json.dumps(plan))
+    return plan_path
+
+
+@needs_ray
+def test_a_cluster_plan_puts_each_role_on_the_ray_node_of_its_plan_node(cluster) -> None:
+    """Plan node NAME is the Ray node carrying pearl_node_NAME: the workers and the replay server's shard on
+    "a" (the actors' node), the learner on "b" (the spare node), each asked from inside the role."""
+    from pearl.runtime.launcher import RoleNodes
+    from pearl.runtime.ray_launcher import RayLauncher
+
+    cfg = DQNConfig(total_steps=1536, learning_starts=256, train_freq=256, gradient_steps=8, n_envs=2, **SMALL)
+    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=1, actors=2, threads=1)
+    launcher = RayLauncher(job, replay_shards=1, role_nodes=RoleNodes(actors="a", replay="a", learner="b"))
+    stats = launcher.run()
+    assert stats.steps == cfg.total_steps and stats.updates == job.schedule().updates_through(
+        job.schedule().segments - 1)
+    assert launcher.node_ids == {"a": cluster.actors, "b": cluster.spare}
+    assert launcher.nodes == [cluster.actors] * 2 and launcher.shard_nodes == [cluster.actors]
+    assert launcher.learner_node == cluster.spare
+    assert stats.roles["learner"].startswith(f"node {cluster.spare[:8]}") and "plan node b" in stats.roles["learner"]
+    assert "plan node a" in stats.roles["replay shard 0"] and "plan node a" in stats.roles["actor worker 1"]
+
+
+@needs_ray
+def test_pearl_train_runs_a_cluster_plan_on_its_nodes_and_records_predicted_and_measured(
+        capsys, cluster, tmp_path) -> None:
+    """`pearl train --plan` of a cluster plan on Ray: the actors and the learner on "b", the replay server on "a"
+    (a shard actor there, since it is away from the learner); the record holds the plan and predicted vs
+    measured over the learning phase."""
+    from cli_support import run_cli
+
+    plan_path = cluster_plan(capsys, tmp_path, ("a", "b"), act="b", replay="a", learn="b")
+    code, out, err = run_cli(capsys, "train", "--plan", str(plan_path), "--launcher", "ray", "--steps", "1536",
+                             "--set", "learning_starts=256", "--eval-episodes", "0", "--runs-dir",
+                             str(tmp_path / "runs"), "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["steps"] == 1536 and result["actors"] == 2 and result["placement"]["learn"] == "cpu"
+    roles = result["roles"]
+    assert roles["learner"].startswith(f"node {cluster.spare[:8]}") and "plan node b" in roles["learner"]
+    assert roles["actor worker 0"].startswith(f"node {cluster.spare[:8]}")
+    assert roles["replay shard 0"].startswith(f"node {cluster.actors[:8]}") and "plan node a" in roles["replay shard 0"]
+    check = result["plan_check"]
+    assert check["measured"]["phase"] == "learning" and check["measured"]["env_steps_per_s"] > 0
+    assert check["predicted"]["env_steps_per_s"] == json.loads(plan_path.read_text())["predicted"]["env_steps_per_s"]
+    assert "ray launcher runs" in check["note"]
+    run = Path(result["run_dir"])
+    assert json.loads((run / "plan.json").read_text())["mapping"]["learn"] == "b/cpu"
+    assert json.loads((run / "summary.json").read_text())["plan_check"]["measured"] == check["measured"]
+
+
+@needs_ray
+def test_a_cluster_plan_whose_node_the_cluster_lacks_is_one_error_line_before_any_role(
+        capsys, cluster, tmp_path) -> None:
+    from cli_support import run_cli
+
+    plan_path = cluster_plan(capsys, tmp_path, ("a", "zz"), act="a", replay="a", learn="zz")
+    code, _, err = run_cli(capsys, "train", "--plan", str(plan_path), "--launcher", "ray", "--steps", "1000",
+                           "--runs-dir", str(tmp_path / "runs"))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ")
+    assert "no node for plan node 'zz'" in lines[0] and "pearl_node_zz" in lines[0]
+    summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
+    assert summary["status"] == "interrupted" and "zz" in summary["reason"]
+
+
+# ------------------------------------------------------------------------------- pearl profile --ray-address
+@needs_ray
+def test_each_node_runs_its_own_measurement_and_every_pair_of_nodes_gets_a_link(cluster) -> None:
+    """What `pearl profile --ray-address` builds on: a function run by a task pinned to each node (asked from
+    inside it which node it ran on), named by its pearl_node_ resource or its id; links for every pair."""
+    from pearl.runtime import ray_launcher as rl
+
+    head = f"node-{cluster.head[:8]}"  # the head carries no pearl_node_ resource
+    where = rl.run_on_each_node(lambda: __import__("ray").get_runtime_context().get_node_id())
+    assert where == {"a": cluster.actors, "b": cluster.spare, head: cluster.head}
+    links = rl.measure_links(sizes=(1_000, 1_000_000), reps=2)
+    assert {frozenset((a, b)) for a, b, _, _ in links} == {frozenset(p) for p in (("a", "b"), (head, "a"), (head, "b"))}
+    assert len(links) == 3
+    assert all(latency > 0 and bandwidth > 0 for _, _, latency, bandwidth in links)
+
+
+@needs_ray
+def test_profiling_a_cluster_where_none_answers_is_one_error_line(capsys, monkeypatch, tmp_path) -> None:
+    from cli_support import run_cli
+
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # in case this test imports Ray first
+    out = tmp_path / "cluster.json"
+    code, _, err = run_cli(capsys, "profile", "--quick", "--ray-address", "127.0.0.1:1", "--out", str(out))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "nothing answers there" in lines[0]
+    assert not out.exists()

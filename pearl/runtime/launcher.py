@@ -60,6 +60,27 @@ class Placement:
                 "priority_update": self.replay, "learn": self.learn, "env_step": HOST}
 
 
+#: a Ray node is plan node NAME when it carries this custom resource (``ray start --resources
+#: '{"pearl_node_NAME": 1}'``): the name the plan gives the node, set by whoever starts the node
+NODE_RESOURCE = "pearl_node_{}"
+
+
+@dataclass(frozen=True)
+class RoleNodes:
+    """The plan node of each role of a cluster plan (all actor processes sit on one node, the ILP's act node)."""
+
+    actors: str
+    replay: str
+    learner: str
+
+    def names(self) -> list[str]:
+        return sorted({self.actors, self.replay, self.learner})
+
+    @staticmethod
+    def resource(name: str) -> str:
+        return NODE_RESOURCE.format(name)
+
+
 @dataclass(frozen=True)
 class Job:
     """What a launcher runs: one algorithm's roles on their devices, and the schedule they follow."""

@@ -51,7 +51,7 @@ from pearl.device import DeviceId
 from pearl.errors import ConfigError, PearlError
 from pearl.runtime.actor_worker import ActorWorker, Collected, WorkerRestarted
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed
-from pearl.runtime.launcher import Job, LoopStats, SegmentLauncher
+from pearl.runtime.launcher import Job, LoopStats, RoleNodes, SegmentLauncher
 from pearl.runtime.record import RunRecord
 from pearl.runtime.learner_role import LearnerRole, LearnerStatus
 from pearl.runtime.local import ActorFailed, raise_on_sigterm
@@ -61,7 +61,7 @@ from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, Transition
 
 __all__ = ["INSTALL_HINT", "LOOPBACK", "RayLauncher", "RayLearnerRole", "RemoteShardedReplay", "ShardPlacement",
            "check_address", "check_installed", "check_placements", "check_roles",
-           "connect", "remote_shards", "require_ray", "shutdown", "start_local_ray"]
+           "connect", "plan_node_ids", "remote_shards", "require_ray", "shutdown", "start_local_ray"]
 
 LOOPBACK = "127.0.0.1"
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
@@ -183,12 +183,44 @@ class ShardPlacement:
         return {"CPU": float(self.num_cpus), **gpus, **{k: float(v) for k, v in self.resources.items()}}
 
 
+class _PlacedShard(ReplayShard):
+    """A replay shard that says which Ray node it runs on, asked from inside."""
+
+    def node_id(self) -> str:
+        return str(require_ray().get_runtime_context().get_node_id())
+
+
 def _shard_class() -> Any:
-    """``ray.remote(ReplayShard)``, made once and only when a shard is first placed."""
+    """``ray.remote(_PlacedShard)``, made once and only when a shard is first placed."""
     global _SHARD_CLASS
     if _SHARD_CLASS is None:
-        _SHARD_CLASS = require_ray().remote(ReplayShard)
+        _SHARD_CLASS = require_ray().remote(_PlacedShard)
     return _SHARD_CLASS
+
+
+def plan_node_ids(names: Sequence[str]) -> dict[str, str]:
+    """The Ray node id of each plan node: the live node that carries the resource ``pearl_node_NAME``
+    (`RoleNodes.resource`). ConfigError naming the first plan node that no node, or more than one, carries."""
+    ray = require_ray()
+    live = [n for n in ray.nodes() if n.get("Alive")]
+    out: dict[str, str] = {}
+    for name in names:
+        resource = RoleNodes.resource(name)
+        carriers = [n["NodeID"] for n in live if n.get("Resources", {}).get(resource, 0) > 0]
+        if not carriers:
+            raise ConfigError(f"the Ray cluster has no node for plan node {name!r}: start that node with "
+                              f"`ray start --address HEAD --resources '{{\"{resource}\": 1}}'` (the cluster's "
+                              f"nodes carry {_node_resources(live) or 'no pearl_node_ resource'})")
+        if len(carriers) > 1:
+            raise ConfigError(f"{len(carriers)} Ray nodes carry {resource}, so plan node {name!r} is ambiguous: "
+                              "give that resource to one node only")
+        out[name] = carriers[0]
+    return out
+
+
+def _node_resources(nodes: list[dict[str, Any]]) -> str:
+    prefix = RoleNodes.resource("")
+    return ", ".join(sorted(r for n in nodes for r in n.get("Resources", {}) if r.startswith(prefix)))
 
 
 def check_placements(placements: Sequence[ShardPlacement], role: str = "replay shard") -> None:
@@ -528,8 +560,13 @@ class RayLauncher(SegmentLauncher):
                  address: str | None = None, max_restarts: int = 3,
                  actor_placement: ShardPlacement | None = None, replay_shards: int = 0,
                  replay_placement: ShardPlacement | None = None,
-                 learner_placement: ShardPlacement | None = None) -> None:
+                 learner_placement: ShardPlacement | None = None, role_nodes: RoleNodes | None = None) -> None:
+        """`role_nodes` (a cluster plan's): each role pinned to the Ray node of its plan node (see
+        `plan_node_ids`); the placements given explicitly win over it."""
         super().__init__(job, resume, checkpointer)
+        self.plan_nodes = role_nodes
+        self.node_ids: dict[str, str] = {}  # plan node → Ray node id, once resolved
+        self.shard_nodes: list[str] = []  # the Ray node each replay shard runs on, asked from inside it
         self.replay_shards, self.replay_placement = replay_shards, replay_placement
         self.learner_placement = learner_placement
         self.shard_handles: list[Any] = []
@@ -574,6 +611,8 @@ class RayLauncher(SegmentLauncher):
         check_roles(roles)  # every role, before any is started
         if self.replay_shards:
             self.shard_handles = remote_shards(self.config, self.spec, self.replay_shards, shard)
+            self.shard_nodes = self._get([h.node_id.remote() for h in self.shard_handles], "setting up",
+                                         STARTUP_TIMEOUT_S)  # asked from inside each shard
         handle = _role_class().options(**learner.options()).remote(self.job, self._learner_devices(),
                                                                      self.shard_handles or None)
         self.role = _RemoteRole(handle)
@@ -611,7 +650,10 @@ class RayLauncher(SegmentLauncher):
         """The learner's, each replay shard's and each worker's placement: the ones given, else an equal part
         of the cluster's CPUs, at most one, for the learner and each worker (Ray's CPUs are admission only:
         the roles share the cores), none for a shard; on a CUDA device a GPU, or an equal part of one for the
-        roles that share it; the learner near the driver where that node can take it."""
+        roles that share it; the learner near the driver where that node can take it. With `plan_nodes`, each
+        role pinned to its plan node (`_plan_placements`)."""
+        if self.plan_nodes is not None:
+            return self._plan_placements(ray, self.plan_nodes)
         have = ray.cluster_resources()
         cpus = min(1.0, float(have.get("CPU", 1.0)) / (self.job.actors + 1))
         learn_gpu, act_gpu = (DeviceId.parse(d).family == "cuda" for d in (self.placement.learn, self.placement.act))
@@ -635,6 +677,31 @@ class RayLauncher(SegmentLauncher):
             if self._terminated.is_set():
                 raise SystemExit(128 + signal.SIGTERM) from None
             raise
+
+    def _plan_placements(self, ray: ModuleType, nodes: RoleNodes) -> tuple[ShardPlacement, ShardPlacement,
+                                                                             ShardPlacement]:
+        """A cluster plan's placements: every role pinned (hard) to the Ray node of its plan node; on each node
+        the learner and the workers there share its CPUs equally, at most one each (admission only, as above);
+        a CUDA role a GPU, or an equal part of one with the roles on the same node's GPU."""
+        self.node_ids = ids = plan_node_ids(nodes.names())
+        cpus_of = {n["NodeID"]: float(n.get("Resources", {}).get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")}
+        on_node = {name: (self.job.actors if name == nodes.actors else 0) + (name == nodes.learner)
+                   for name in nodes.names()}
+        learn_gpu, act_gpu = (DeviceId.parse(d).family == "cuda" for d in (self.placement.learn, self.placement.act))
+        one_gpu = learn_gpu and act_gpu and nodes.actors == nodes.learner and self.placement.act == self.placement.learn
+        gpu_share = 1.0 / (self.job.actors + 1) if one_gpu else None
+
+        def cpus(name: str) -> float:
+            return min(1.0, cpus_of.get(ids[name], 0.0) / max(on_node[name], 1))
+
+        worker = self.actor_placement or ShardPlacement(
+            num_cpus=cpus(nodes.actors), node_id=ids[nodes.actors],
+            num_gpus=0.0 if not act_gpu else gpu_share or 1.0 / self.job.actors)
+        learner = self.learner_placement or ShardPlacement(
+            num_cpus=cpus(nodes.learner), node_id=ids[nodes.learner],
+            num_gpus=0.0 if not learn_gpu else gpu_share or 1.0)
+        shard = self.replay_placement or ShardPlacement(num_cpus=0, node_id=ids[nodes.replay])
+        return learner, shard, dataclasses.replace(worker, max_restarts=self.max_restarts)
 
     def stop(self) -> None:
         ray = sys.modules.get("ray")
@@ -753,8 +820,11 @@ class RayLauncher(SegmentLauncher):
         """Each role's node, as each role reported it: the id's first 8 hex digits and the node's address."""
         ray = require_ray()
         address = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in ray.nodes()}
+        plan_name = {node: f", plan node {name}" for name, node in self.node_ids.items()}
         named = [("learner", self.learner_node)] + [(f"actor worker {i}", n) for i, n in enumerate(self.nodes)]
-        return {role: f"node {node[:8]} ({address.get(node, '?')})" for role, node in named if node is not None}
+        named += [(f"replay shard {i}", n) for i, n in enumerate(self.shard_nodes)]
+        return {role: f"node {node[:8]} ({address.get(node, '?')}{plan_name.get(node, '')})"
+                for role, node in named if node is not None}
 
     # ------------------------------------------------------------------------------------ failures
     def _result(self, k: int, i: int) -> Collected:
@@ -836,3 +906,90 @@ class RayLauncher(SegmentLauncher):
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else "no message"
+
+
+# ------------------------------------------------------------------------------ profiling a running cluster
+#: payload sizes of the link measurement (bytes): small messages fix the per-call cost, large ones the bandwidth
+LINK_SIZES = (1_000, 100_000, 1_000_000, 10_000_000)
+
+
+def cluster_node_names() -> dict[str, str]:
+    """Each live Ray node's name: NAME of its ``pearl_node_NAME`` resource, else ``node-`` and its id's first 8
+    hex digits; Ray node id → name."""
+    prefix = RoleNodes.resource("")
+    out: dict[str, str] = {}
+    for n in require_ray().nodes():
+        if n.get("Alive"):
+            names = sorted(r[len(prefix):] for r in n.get("Resources", {}) if r.startswith(prefix))
+            out[n["NodeID"]] = names[0] if names else f"node-{n['NodeID'][:8]}"
+    return out
+
+
+def run_on_each_node(fn: Callable[[], Any]) -> dict[str, Any]:
+    """``fn()`` run by a Ray task pinned (hard) to each live node in turn, one node at a time so that no
+    measurement shares the machine with another; its result per node name (`cluster_node_names`)."""
+    ray = require_ray()
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    task = ray.remote(num_cpus=0)(_call)
+    out: dict[str, Any] = {}
+    for node_id, name in sorted(cluster_node_names().items(), key=lambda kv: kv[1]):
+        strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
+        out[name] = ray.get(task.options(scheduling_strategy=strategy).remote(fn))
+    return out
+
+
+def _call(fn: Callable[[], Any]) -> Any:
+    return fn()
+
+
+class _Receiver:
+    """Takes an array by object ref (Ray fetches it to this actor's node first): the far end of a link."""
+
+    def take(self, array: np.ndarray) -> int:
+        return int(array.nbytes)
+
+
+class _Sender:
+    """Puts a fresh array in its node's object store and has the receiver take it: one transfer, timed."""
+
+    def send(self, receiver: Any, sizes: Sequence[int], reps: int) -> dict[int, float]:
+        ray = require_ray()
+        ray.get(receiver.take.remote(np.zeros(8, np.uint8)))  # the receiver is up
+        out: dict[int, float] = {}
+        for size in sizes:
+            times = []
+            for _ in range(reps):
+                ref = ray.put(np.ones(size, np.uint8))  # new each time: the far node has no copy yet
+                t0 = time.perf_counter()
+                ray.get(receiver.take.remote(ref))
+                times.append(time.perf_counter() - t0)
+            out[size] = float(np.median(times))
+        return out
+
+
+def measure_links(sizes: Sequence[int] = LINK_SIZES, reps: int = 5) -> list[tuple[str, str, float, float]]:
+    """Every pair of live nodes: an actor on one puts arrays of each size and an actor on the other takes them
+    by ref (both directions, the median of `reps` each); a least-squares line t = c + bytes / bw over the sizes
+    gives (a, b, latency_s = c / 2, one way; bandwidth_bytes_per_s = bw), both directions averaged. These are
+    Ray's costs (a call, the object transfer), what a crossing edge costs the Ray launcher."""
+    ray = require_ray()
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    names = cluster_node_names()
+    ids = sorted(names, key=names.get)
+    sender, receiver = ray.remote(num_cpus=0)(_Sender), ray.remote(num_cpus=0)(_Receiver)
+    out = []
+    for i, a in enumerate(ids):
+        for b in ids[i + 1:]:
+            fits = []
+            for src, dst in ((a, b), (b, a)):
+                s = sender.options(scheduling_strategy=NodeAffinitySchedulingStrategy(src, soft=False)).remote()
+                r = receiver.options(scheduling_strategy=NodeAffinitySchedulingStrategy(dst, soft=False)).remote()
+                seconds = ray.get(s.send.remote(r, list(sizes), reps))
+                ray.kill(s)
+                ray.kill(r)
+                slope, intercept = np.polyfit(np.array(sizes, float), np.array([seconds[k] for k in sizes]), 1)
+                fits.append((max(float(intercept), 1e-9) / 2, 1.0 / max(float(slope), 1e-15)))
+            out.append((names[a], names[b], sum(f[0] for f in fits) / 2, sum(f[1] for f in fits) / 2))
+    return out
