@@ -396,6 +396,16 @@ def parse_settings(specs: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def configured(algo: str, env_id: str, config_file: str | None = None,
+               settings: dict[str, str] | None = None) -> OffPolicyConfig:
+    """The preset of (algo, env) (or the algorithm's defaults) with a --config file's fields and then --set's,
+    each validated: the hyperparameters `pearl train` and `pearl plan` use."""
+    config = preset(algo, env_id)
+    if config_file is not None:
+        config = _hyperparameters_file(config_file, config)
+    return config.with_text(settings) if settings else config
+
+
 def _hyperparameters_file(path: str, config: OffPolicyConfig) -> OffPolicyConfig:
     """config with the fields a JSON or TOML file sets (validated field by field); ConfigError naming the file."""
     if path.endswith(".toml"):

@@ -40,9 +40,15 @@ def test_another_workload_joins_the_profile_and_both_plan(acrobot, tmp_path) -> 
     assert next(w for w in merged.workloads if w.algo == "ddpg").batch_size == 64
     path = save_profile(parse_profile(merged.to_dict(), "merged"), tmp_path / "both.json")
     assert make_plan(path, "dqn", "Acrobot-v1", "throughput").env == "Acrobot-v1"
-    # DDPG on MountainCarContinuous plans at its defaults (400-300), which this profile did not measure
+    # DDPG on MountainCarContinuous plans at its preset (400-300), which this profile did not measure: its
+    # kernel times are scaled from the 32-32 network's, and the plan says so
+    scaled = make_plan(path, "ddpg", "MountainCarContinuous-v0", "throughput").predicted
+    assert scaled["source"] == "scaled" and scaled["workload"] == "ddpg-MountainCarContinuous-v0-o2-a1-h400x300"
+    assert set(scaled["scaled"].values()) == {"ddpg-MountainCarContinuous-v0-o2-a1-h32x32"}
+    # with no workload of the algo at all there is nothing to scale from
+    only_dqn = save_profile(load_profile(acrobot), tmp_path / "dqn.json")
     with pytest.raises(PlanError, match="pearl profile --algo ddpg --env MountainCarContinuous-v0"):
-        make_plan(path, "ddpg", "MountainCarContinuous-v0", "throughput")
+        make_plan(only_dqn, "ddpg", "MountainCarContinuous-v0", "throughput")
 
 
 def test_a_profile_of_another_machine_is_not_added_to(acrobot) -> None:

@@ -33,7 +33,7 @@ from pearl.algos.params import param_count, policy_net
 from pearl.costmodel import CostModel, Estimate
 from pearl.errors import PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Problem, Resource
-from pearl.profiling.format import Profile, workload_key
+from pearl.profiling.format import Profile, Workload, workload_key
 from pearl.types import EnvSpec
 
 FLOAT = 4
@@ -47,21 +47,34 @@ def preset_workload(algo: str, spec: EnvSpec) -> tuple[OffPolicyConfig, str]:
     return config, workload_key(algo, spec.env_id, spec.obs_dim, spec.action_dim, tuple(config.hidden))
 
 
+def config_workload(config: OffPolicyConfig, spec: EnvSpec) -> Workload:
+    """The workload (shapes) `config` trains on `spec`: what the cost model times, or scales when the profile
+    has not measured it."""
+    hidden = tuple(config.hidden)
+    return Workload(workload_key(config.algo, spec.env_id, spec.obs_dim, spec.action_dim, hidden), config.algo,
+                    spec.env_id, spec.obs_dim, spec.action_dim, hidden, config.batch_size, config.buffer_size)
+
+
 def transition_bytes(spec: EnvSpec) -> int:
     action = 8 if spec.discrete else FLOAT * spec.action_dim
     return FLOAT * (2 * spec.obs_dim + 2) + action
 
 
 def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
-                  envs: int | None = None) -> tuple[Problem, dict]:
-    """The problem for actors stepping `envs` environments each (default: the preset's n_envs), and facts the
-    plan reports (S, B, the workload key, the host device)."""
-    config, key = preset_workload(algo, spec)
+                  envs: int | None = None, config: OffPolicyConfig | None = None) -> tuple[Problem, dict]:
+    """The problem for actors stepping `envs` environments each (default: the config's n_envs), and facts the
+    plan reports (S, B, the workload key, the host device, the kernels whose times were scaled). `config`
+    defaults to the preset. A workload the profile has not measured is costed from the nearest one it has,
+    scaled by their work (CostModel.kernel_time)."""
+    config = config if config is not None else preset(algo, spec.env_id)
     if envs is not None:
         config = config.replace(n_envs=envs)
-    if key not in model.workloads():
-        raise PlanError(f"the profile has no measurements of {key}; run `pearl profile --algo {algo} --env "
-                        f"{spec.env_id} --out PROFILE` on this machine (it adds that workload to the profile)")
+    workload = config_workload(config, spec)
+    key = workload.key
+    if not any(w.algo == algo for w in profile.workloads):
+        raise PlanError(f"the profile has no measurements of {key} nor of any {algo} workload to scale from; run "
+                        f"`pearl profile --algo {algo} --env {spec.env_id} --out PROFILE` on this machine (it adds "
+                        "that workload to the profile)")
     host_device = "cpu"
     if host_device not in model.devices():
         raise PlanError("the profile has no `cpu` device: environments step on the host CPU")
@@ -69,11 +82,16 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     batch, envs = config.batch_size, config.n_envs
     step_s = _seconds(lambda: model.env_step_time(spec.env_id))
 
+    scaled: dict[tuple[str, str], str] = {}  # (kernel, device) → the workload its times were scaled from
+
     def t(kernel: str, device: str, size: int) -> float:
-        return _seconds(lambda: model.kernel_time(kernel, device, key, size))
+        estimate = _estimate(lambda: model.kernel_time(kernel, device, workload, size))
+        if estimate.scaled_from is not None:
+            scaled[(kernel, device)] = estimate.scaled_from
+        return estimate.seconds
 
     def can(kernel: str, device: str) -> bool:
-        return bool(model.batches(kernel, device, key))
+        return bool(model.batches(kernel, device, workload))
 
     def tau(src: str, dst: str, nbytes: float, arrays: int = 1) -> float:
         return _seconds(lambda: model.transfer_time(src, dst, int(nbytes), arrays))
@@ -151,12 +169,19 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
                       model.resource(host_device), host_device, cost, act_cost, steps * step_s, actor_period, edges,
                       transfer, memory, prefetch=True)
     facts = {"workload": key, "steps_per_iteration": steps, "batch_size": batch, "envs_per_actor": envs,
-             "config": config, "weight_sync_s": sync_s}
+             "config": config, "weight_sync_s": sync_s, "scaled": scaled, "target": workload}
     return problem, facts
 
 
 def _seconds(estimate: Callable[[], Estimate]) -> float:
-    return _profiled(lambda: estimate().seconds)
+    return _estimate(estimate).seconds
+
+
+def _estimate(estimate: Callable[[], Estimate]) -> Estimate:
+    try:
+        return estimate()
+    except KeyError as exc:
+        raise PlanError(f"{exc.args[0]}; profile this machine again (`pearl profile`)") from None
 
 
 def _profiled(figure: Callable[[], float]) -> float:

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pearl import __version__
+from pearl.algos import OffPolicyConfig
 from pearl.costmodel import CostModel
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError
@@ -25,16 +26,17 @@ ENV_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 
 
 def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str = "throughput",
-              envs: int | str | None = None) -> Plan:
+              envs: int | str | None = None, config: OffPolicyConfig | None = None) -> Plan:
     """The plan for `objective`. envs: environments per actor; None keeps the preset's (its published returns
     were measured with it), an integer fixes it, "auto" lets the planner choose from ENV_CHOICES (up to the
     largest act batch the profile measured, so no act time is extrapolated): one program per choice, the best
-    kept, the Pareto fronts merged."""
+    kept, the Pareto fronts merged. config: the hyperparameters to plan for (default: the preset's); a
+    workload shape the profile has not measured is planned from scaled figures (the plan names them)."""
     if objective not in OBJECTIVES:
         raise ConfigError(f"unknown objective {objective!r}: use one of {', '.join(OBJECTIVES)}")
-    profile, model, problem, facts = _setup(profile_path, algo, env_id)
+    profile, model, problem, facts = _setup(profile_path, algo, env_id, config)
     if envs == "auto":
-        largest = max(model.batches("act", problem.host_device, facts["workload"]), default=1)
+        largest = max(model.batches("act", problem.host_device, facts["target"]), default=1)
         choices = [e for e in ENV_CHOICES if e <= largest]
     elif envs is None:
         choices = [facts["envs_per_actor"]]
@@ -45,7 +47,7 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
     candidates = []
     for e in choices:
         p_e, f_e = (problem, facts) if e == facts["envs_per_actor"] else \
-            build_problem(profile, model, algo, env_spec(env_id), e)
+            build_problem(profile, model, algo, env_spec(env_id), e, config)
         front = pareto(p_e)
         best = front[0] if objective == "throughput" else solve(p_e, "perf-per-watt")
         candidates.append((p_e, f_e, best, front))
@@ -107,12 +109,15 @@ def every_plan(profile_path: str | Path, algo: str, env_id: str) -> list[Plan]:
     return plans
 
 
-def _setup(profile_path: str | Path, algo: str, env_id: str) -> tuple[Profile, CostModel, Problem, dict]:
+def _setup(profile_path: str | Path, algo: str, env_id: str,
+           config: OffPolicyConfig | None = None) -> tuple[Profile, CostModel, Problem, dict]:
     profile = load_profile(profile_path)
     spec = env_spec(env_id)
     check_algo_fits(algo, spec)
+    if config is not None and config.algo != algo:
+        raise ConfigError(f"a {config.algo} config cannot plan {algo}")
     model = CostModel(profile)
-    problem, facts = build_problem(profile, model, algo, spec)
+    problem, facts = build_problem(profile, model, algo, spec, config=config)
     return profile, model, problem, facts
 
 
@@ -125,7 +130,8 @@ def _plan(profile_path: str | Path, profile: Profile, model: CostModel, problem:
         profile={"path": str(profile_path), "node": profile.host.get("node"), "cpu": profile.host.get("cpu"),
                  "cores": profile.host.get("cores"), "created": profile.created, "mode": profile.mode},
         mapping=mapping, actors=best.actors.n, envs_per_actor=best.actors.envs,
-        predicted=_figures(best.period_s, best.energy_j, facts, _sources(profile, model, mapping)),
+        predicted={**_figures(best.period_s, best.energy_j, facts, _sources(profile, model, mapping, facts)),
+                   "workload": facts["workload"]},
         bottleneck=best.binding, lanes=_lanes(problem, best),
         baselines=_baselines(problem, facts, best, profile, model),
         # a CBC run stopped by its time limit reports no bound: its gap is unknown (None), not infinite
@@ -171,16 +177,20 @@ def _figures(period: float, energy: float, facts: dict, sources: dict) -> dict:
             "power_w": energy / period, "env_steps_per_joule": steps / energy if energy > 0 else None, **sources}
 
 
-def _sources(profile: Profile, model: CostModel, mapping: dict[str, str]) -> dict:
+def _sources(profile: Profile, model: CostModel, mapping: dict[str, str], facts: dict) -> dict:
+    """Where the figures came from: `source` modelled > scaled > measured (the worst of the mapping's), and
+    `scaled`: each kernel of the mapping whose times were scaled, with the workload they were scaled from."""
     devices = set(mapping.values())
-    timing = "modelled" if any(profile.device(d).source == "modelled" for d in devices) else "measured"
+    scaled = {k: facts["scaled"][(k, d)] for k, d in mapping.items() if (k, d) in facts["scaled"]}
+    timing = "modelled" if any(profile.device(d).source == "modelled" for d in devices) else \
+        "scaled" if scaled else "measured"
     power = set()
     for d in devices:
         try:
             power.add(model.power(d).source)
         except KeyError:
             power.add("missing")
-    return {"source": timing, "power_source": "+".join(sorted(power))}
+    return {"source": timing, "power_source": "+".join(sorted(power)), "scaled": scaled}
 
 
 def _lanes(problem: Problem, solution: Solution) -> dict:
@@ -205,7 +215,7 @@ def _baselines(problem: Problem, facts: dict, best: Solution, profile: Profile, 
             continue
         (period, energy, binding), actors = min(results, key=lambda ra: ra[0][0])
         fig = _figures(period, energy, facts, _sources(profile, model, {"env_step": problem.host_device,
-                                                                        **placement}))
+                                                                        **placement}, facts))
         out.append({"device": device.id, "feasible": True, "actors": actors.n, "bottleneck": binding,
                     "env_steps_per_s": fig["env_steps_per_s"], "env_steps_per_joule": fig["env_steps_per_joule"],
                     "speedup": period / best.period_s})
