@@ -1,9 +1,10 @@
 """How good are scaled figures? Measure several workload shapes, hold each out, predict it from the others.
 
-    python benchmarks/workload_holdout.py [--out FILE] [--profile FILE] [--device cpu ...] [--each]
+    python benchmarks/workload_holdout.py [--out FILE] [--profile FILE] [--passes 2] [--device cpu ...] [--each]
 
 Profiles (quick grid) the shapes of SHAPES on this machine into one profile (--out, default
-profiles/holdout-<host>.json), or reads one written before (--profile). Then, for every workload W of it:
+profiles/holdout-<host>.json), `--passes` times (default 2; each timing keeps its lowest median, as load from
+other work only adds time), or reads one written before (--profile). Then, for every workload W of it:
 a CostModel of the profile without W (its workload entry and every timing of it, so W takes no part in the
 device's work fit either) predicts each of W's measured kernel timings from the nearest other workload of the
 same algo, scaled by their work (pearl/costmodel/model.py, "Scaled figures"). The error is
@@ -44,18 +45,31 @@ SHAPES = [
 Row = tuple[str, str, str, int, str, float, float, float]
 
 
-def measure(devices: tuple[str, ...], out: Path) -> Profile:
+def measure(devices: tuple[str, ...], out: Path, passes: int) -> Profile:
+    """Every shape profiled `passes` times, the passes one after the other; each timing keeps the lowest of its
+    passes' medians (load from other work on a shared machine only ever adds time)."""
     from pearl.profiling.profiler import ProfileOptions, run_profile
 
     merged: Profile | None = None
-    for algo, env, hidden, batch in SHAPES:
-        print(f"profiling {algo} {env} hidden {hidden} batch {batch}", flush=True)
-        one = run_profile(ProfileOptions(quick=True, algos=(algo,), env=env, hidden=hidden, batch_size=batch,
-                                         devices=devices or None))
-        merged = one if merged is None else merge_profiles(merged, one, str(out))
-        save_profile(merged, out)  # an interrupted sweep keeps what it measured
+    for i in range(passes):
+        for algo, env, hidden, batch in SHAPES:
+            print(f"pass {i + 1}/{passes}: profiling {algo} {env} hidden {hidden} batch {batch}", flush=True)
+            one = run_profile(ProfileOptions(quick=True, algos=(algo,), env=env, hidden=hidden, batch_size=batch,
+                                             devices=devices or None))
+            merged = one if merged is None else _lowest(merge_profiles(merged, one, str(out)), merged)
+            save_profile(merged, out)  # an interrupted sweep keeps what it measured
     assert merged is not None
     return merged
+
+
+def _lowest(new: Profile, old: Profile) -> Profile:
+    """`new` with each kernel timing replaced by `old`'s of the same point where that one is lower."""
+    before = {(t.workload, t.kernel, t.device, t.batch): t for t in old.kernels}
+    kernels = []
+    for t in new.kernels:
+        o = before.get((t.workload, t.kernel, t.device, t.batch))
+        kernels.append(o if o is not None and o.median_s < t.median_s else t)
+    return replace(new, kernels=kernels)
 
 
 def holdout(profile: Profile) -> list[Row]:
@@ -112,10 +126,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="profile to write the measured shapes to (%(default)s)")
     parser.add_argument("--profile", default=None, help="read this profile instead of measuring")
     parser.add_argument("--device", action="append", default=[], help="profile only this device (repeatable)")
+    parser.add_argument("--passes", type=int, default=2, help="profile every shape this many times (%(default)s)")
     parser.add_argument("--each", action="store_true", help="also print every held-out point")
     args = parser.parse_args(argv)
+    if args.passes < 1:
+        print(f"error: --passes must be at least 1, got {args.passes}")
+        return 2
     try:
-        profile = load_profile(args.profile) if args.profile else measure(tuple(args.device), Path(args.out))
+        profile = load_profile(args.profile) if args.profile else measure(tuple(args.device), Path(args.out),
+                                                                           args.passes)
         rows = holdout(profile)
     except (PearlError, ProfileError, OSError, ValueError) as exc:
         print(f"error: {exc}")

@@ -213,6 +213,18 @@ def _checked_plan(path: str, algo: str | None, env_id: str | None, device: str |
     return plan
 
 
+def _check_planned_workload(path: str, plan: "Plan", config: OffPolicyConfig, spec: EnvSpec) -> None:
+    """A plan costs one network shape: training another one with it would compare its predictions with a
+    different workload. Plans older than the "workload" field are not checked."""
+    from pearl.profiling.format import workload_key
+
+    planned = plan.predicted.get("workload")
+    key = workload_key(config.algo, spec.env_id, spec.obs_dim, spec.action_dim, tuple(config.hidden))
+    if planned is not None and planned != key:
+        raise ConfigError(f"{path} was planned for workload {planned}, but these hyperparameters train {key}; "
+                          "give `pearl train` the --set/--config you gave `pearl plan`, or plan again")
+
+
 def _check_emulation(path: str, plan: "Plan", emulate: dict[str, str]) -> None:
     planned = set(plan.mapping.values())
     for absent, emulator in sorted(emulate.items()):
@@ -482,6 +494,7 @@ def _setup(o: RunOptions) -> _Setup:
             if value > most:  # each actor is a process, each env an env object: a typo must not fork thousands
                 raise ConfigError(f"{name} must be at most {most} on this machine, got {value}")
     if loaded is not None:
+        _check_planned_workload(o.plan, loaded, config, spec)
         where = {k: o.emulate.get(d, d) for k, d in loaded.mapping.items()}
         placement = Placement(where["act"], where["replay_insert"], where["learn"])
         actors, envs, device = loaded.actors, loaded.envs_per_actor, "plan"
