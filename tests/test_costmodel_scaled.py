@@ -126,6 +126,8 @@ def test_a_plan_for_an_unprofiled_shape_says_its_figures_are_scaled(tmp_path: Pa
     assert set(p["scaled"]) >= {"act", "learn"} and set(p["scaled"].values()) == {"dqn-CartPole-v1-o4-a2-h256x256"}
     # a network of a sixteenth of the weights learns faster than the measured one
     assert p["updates_per_s"] > measured.predicted["updates_per_s"]
+    # its weight sync is the measured one's scaled down to a smaller copy, not left out
+    assert 0 < plan.kernels["weight_sync"] < measured.kernels["weight_sync"]
 
 
 def test_pearl_plan_set_hidden_prints_the_scaled_figures(tmp_path: Path, capsys) -> None:

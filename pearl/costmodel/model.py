@@ -36,6 +36,9 @@ nearest measured workload's, scaled by the ratio of their roofline work (pearl/c
 
   Such an estimate carries source "scaled" and `scaled_from` the nearest's key. A cost proportional to
   λL + φF + βB on a device is scaled exactly. With no fit (every coefficient 0) the ratio is 1.
+  The weight sync of such a workload is the nearest's (here: the closest policy parameter count P) scaled as
+  a copy of its policy, m_d of (1 launch, 4·P bytes), and labelled scaled; its in-situ factor, a ratio, is
+  the nearest's as it is.
 
 Every estimate carries `source`: "measured" when every profile figure it was computed from (and the device
 entries those figures belong to) is measured, "scaled" when one came from another workload's figures (and
@@ -286,11 +289,16 @@ class CostModel:
         listed = "; ".join(f"{d}: {', '.join(sorted(ws))}" for d, ws in sorted(have.items()))
         return f"{what}; for {kernel!r} it has (device: workloads) {listed}"
 
-    def in_situ_factor(self, device: str, workload: str) -> float:
+    def in_situ_factor(self, device: str, workload: str | Workload) -> float:
         """How much slower the replay and learn kernels of `device` ran inside the learner's iteration (fresh
         samples, kernels interleaved, as the runtime runs them) than timed one at a time: the profile's in-situ
         iteration ÷ the sum of its kernels' times at the same sizes. 1.0 when the profile has no in-situ
         timing for that pair (older profiles, what-if devices)."""
+        if not isinstance(workload, str):
+            if (workload.key, device) not in self._in_situ:  # a ratio: the nearest measured workload's
+                nearest = self._nearest_entry(self._in_situ, device, workload)
+                return self.in_situ_factor(device, nearest) if nearest else 1.0
+            workload = workload.key
         t = self._in_situ.get((workload, device))
         if t is None:
             return 1.0
@@ -300,15 +308,41 @@ class CostModel:
                 + (self.kernel_time("priority_update", device, workload, t.batch).seconds if t.prioritized else 0.0))
         return t.iteration_s / bare if bare > 0 else 1.0
 
-    def weight_sync_time(self, device: str, workload: str) -> tuple[Estimate, Estimate] | None:
+    def weight_sync_time(self, device: str, workload: str | Workload) -> tuple[Estimate, Estimate] | None:
         """(publish, load) seconds of one weight sync through host memory with learn and act on `device`: the
         learn kernel writing its policy into host arrays, and a copy of them loaded into the act kernel. None
         when the profile has no such timing (older profiles, what-if devices)."""
-        t = self._weight_sync.get((workload, device))
+        if not isinstance(workload, str) and (workload.key, device) not in self._weight_sync:
+            return self._scaled_weight_sync(device, workload)
+        key = workload if isinstance(workload, str) else workload.key
+        t = self._weight_sync.get((key, device))
         if t is None:
             return None
         source = _combine(t.source, self._device_source.get(device, MEASURED))
         return Estimate(t.publish_s, False, source), Estimate(t.load_s, False, source)
+
+    def _scaled_weight_sync(self, device: str, workload: Workload) -> tuple[Estimate, Estimate] | None:
+        """The nearest measured workload's weight sync, scaled as a copy of the policy's parameters (one
+        launch and its bytes, by the device's fit): a scaled figure."""
+        nearest = self._nearest_entry(self._weight_sync, device, workload)
+        if nearest is None:
+            return None
+        publish, load = self.weight_sync_time(device, nearest)
+        ratio = self._work_ratio(device, _policy_copy(workload), _policy_copy(self._workloads[nearest]))
+        return tuple(replace(e, seconds=e.seconds * ratio, source=_combine(e.source, SCALED), scaled_from=nearest)
+                     for e in (publish, load))
+
+    def _nearest_entry(self, table: dict[tuple[str, str], object], device: str, workload: Workload) -> str | None:
+        """Of the measured workloads of workload's algo with an entry in `table` on `device`, the one whose
+        policy has the closest parameter count (|ln| of the ratio; ties to the profile's first)."""
+        target = _policy_copy(workload).bytes
+        best: tuple[float, str] | None = None
+        for w in self.profile.workloads:
+            if w.algo == workload.algo and (w.key, device) in table:
+                d = abs(math.log(target / _policy_copy(w).bytes))
+                if best is None or d < best[0]:
+                    best = (d, w.key)
+        return best[1] if best else None
 
     def env_step_time(self, env: str) -> Estimate:
         """Seconds of one step of one `env` environment on the host."""
@@ -356,6 +390,14 @@ class CostModel:
                            f"{', '.join(self._power) or 'no device'}") from None
         return PowerEstimate(p.idle_w, p.busy_w, _combine(p.source, self._device_source.get(device, MEASURED)),
                              p.method)
+
+
+def _policy_copy(workload: Workload) -> Work:
+    """A copy of the policy's parameters (what a weight sync moves): one launch, 4 bytes a parameter."""
+    from pearl.costmodel.roofline import _param_count, network_sizes
+
+    sizes = network_sizes(workload)["q" if workload.algo == "dqn" else "actor"]
+    return Work(0.0, 4.0 * _param_count(sizes), 1)
 
 
 def _distance(a: Work, b: Work) -> float:

@@ -112,7 +112,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     @cache  # asked for by learn's device and by act's
     def weight_sync(d: str) -> tuple[float, float]:
         """(publish, load) seconds of one weight sync on device d."""
-        timed = _profiled(partial(model.weight_sync_time, d, key))
+        timed = _profiled(partial(model.weight_sync_time, d, workload))
         if timed is not None:
             return timed[0].seconds, timed[1].seconds
         return tau(d, host_device, policy_params * FLOAT), tau(host_device, d, policy_params * FLOAT)
@@ -122,7 +122,8 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     cost: dict[tuple[str, str], float] = {}
     for d in devices:
         # the learner-side kernels as they run interleaved in the learner's iteration (see in_situ_factor)
-        f = _profiled(partial(model.in_situ_factor, d, key)) if all(can(k, d) for k in (*REPLAY, "learn")) else 1.0
+        f = _profiled(partial(model.in_situ_factor, d, workload)) if all(can(k, d) for k in (*REPLAY, "learn")) \
+            else 1.0
         if all(can(k, d) for k in REPLAY):
             cost[("replay_insert", d)] = f * (steps / envs) * t("replay_insert", d, envs)
             cost[("replay_sample", d)] = f * t("replay_sample", d, batch)
