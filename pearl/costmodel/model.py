@@ -394,9 +394,10 @@ class CostModel:
 
 def _policy_copy(workload: Workload) -> Work:
     """A copy of the policy's parameters (what a weight sync moves): one launch, 4 bytes a parameter."""
+    from pearl.algos.registry import algorithm
     from pearl.costmodel.roofline import _param_count, network_sizes
 
-    sizes = network_sizes(workload)["q" if workload.algo == "dqn" else "actor"]
+    sizes = network_sizes(workload)[algorithm(workload.algo).policy_net]
     return Work(0.0, 4.0 * _param_count(sizes), 1)
 
 
