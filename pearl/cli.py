@@ -374,15 +374,21 @@ def profile_merge(nodes: tuple[str, ...], network: str | None, out: str, as_json
               show_default=True, help="Maximise env steps per second, or env steps per joule.")
 @click.option("--envs-per-actor", "envs", default=None, metavar="N|auto",
               help="Environments each actor steps: N, or auto (the planner chooses) [default: the preset's].")
+@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
+              help="Plan with this hyperparameter changed, as `pearl train --set` (repeatable).")
+@click.option("--config", "config_file", default=None, metavar="FILE",
+              help="Plan with the hyperparameters of this JSON or TOML file, as `pearl train --config`.")
 @click.option("--out", default="plan.json", show_default=True, help="Plan file to write.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
-def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | None, out: str,
-         as_json: bool) -> None:
+def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | None,
+         settings: tuple[str, ...], config_file: str | None, out: str, as_json: bool) -> None:
     """Place every kernel by integer program: write a plan.
 
-    Solves the placement integer program on a profile and writes a deployment plan."""
+    Solves the placement integer program on a profile and writes a deployment plan. A workload shape the
+    profile has not measured is planned from the nearest measured one, scaled by its work (labelled scaled)."""
     from pearl.planner.make import make_plan
     from pearl.planner.plan import save_plan
+    from pearl.training import configured, parse_settings
 
     _quiet_solver()
     if envs is not None and envs != "auto":
@@ -390,7 +396,8 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
             envs = int(envs)
         except ValueError:
             raise ConfigError(f"--envs-per-actor takes a number of environments or auto, got {envs!r}") from None
-    result = make_plan(profile_path, algo, env_id, objective, envs=envs)
+    config = configured(algo, env_id, config_file, parse_settings(settings)) if settings or config_file else None
+    result = make_plan(profile_path, algo, env_id, objective, envs=envs, config=config)
     written = save_plan(result, out)
     if as_json:
         _print_json({"plan": str(written), **result.to_dict()})
@@ -402,6 +409,13 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
                f"; {result.actors} actor(s) × {result.envs_per_actor} env(s)")
     click.echo(f"  predicted {p['env_steps_per_s']:,.0f} env steps/s, {p['updates_per_s']:,.0f} updates/s, "
                f"{p['power_w']:.0f} W, {joules} (timings {p['source']}, power {p['power_source']})")
+    if p.get("scaled"):
+        sources: dict[str, list[str]] = {}
+        for kernel, source in p["scaled"].items():
+            sources.setdefault(source, []).append(kernel)
+        click.echo(f"  scaled: the profile has not measured {p['workload']}; "
+                   + "; ".join(f"{', '.join(ks)} from {w}" for w, ks in sources.items())
+                   + ", scaled by their work (roofline flops and bytes)")
     ties = " (ties go to the fewest actor processes, then devices)" if result.solver.get("ties") else ""
     click.echo(f"  bottleneck: {result.bottleneck}{ties}")
     for line in _cluster_lines(result):

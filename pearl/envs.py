@@ -24,7 +24,7 @@ def make_env(env_id: str) -> gym.Env:
         close = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=3)
         hint = (f"; did you mean {', '.join(close)}?" if close
                 else "; `python -c 'import gymnasium; gymnasium.pprint_registry()'` lists them")
-        raise EnvError(f"unknown gymnasium environment {env_id!r}{hint}") from exc
+        raise EnvError(f"unknown gymnasium environment {env_id!r} (gymnasium: {exc}){hint}") from exc
 
 
 # Below this many copies a plain loop over envs is faster (CartPole on a 2-core EPYC, µs per vector step:

@@ -298,6 +298,18 @@ def local_devices(plan: "Plan") -> dict[str, str]:
     return {k: d.split("/", 1)[1] if is_cluster_plan(plan) else d for k, d in plan.mapping.items()}
 
 
+def _check_planned_workload(path: str, plan: "Plan", config: OffPolicyConfig, spec: EnvSpec) -> None:
+    """A plan costs one network shape: training another one with it would compare its predictions with a
+    different workload. Plans older than the "workload" field are not checked."""
+    from pearl.profile.format import workload_key
+
+    planned = plan.predicted.get("workload")
+    key = workload_key(config.algo, spec.env_id, spec.obs_dim, spec.action_dim, tuple(config.hidden))
+    if planned is not None and planned != key:
+        raise ConfigError(f"{path} was planned for workload {planned}, but these hyperparameters train {key}; "
+                          "give `pearl train` the --set/--config you gave `pearl plan`, or plan again")
+
+
 def _check_emulation(path: str, plan: "Plan", emulate: dict[str, str]) -> None:
     planned = set(plan.mapping.values())
     for absent, emulator in sorted(emulate.items()):
@@ -481,6 +493,16 @@ def parse_settings(specs: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def configured(algo: str, env_id: str, config_file: str | None = None,
+               settings: dict[str, str] | None = None) -> OffPolicyConfig:
+    """The preset of (algo, env) (or the algorithm's defaults) with a --config file's fields and then --set's,
+    each validated: the hyperparameters `pearl train` and `pearl plan` use."""
+    config = preset(algo, env_id)
+    if config_file is not None:
+        config = _hyperparameters_file(config_file, config)
+    return config.with_text(settings) if settings else config
+
+
 def _hyperparameters_file(path: str, config: OffPolicyConfig) -> OffPolicyConfig:
     """config with the fields a JSON or TOML file sets (validated field by field); ConfigError naming the file."""
     if path.endswith(".toml"):
@@ -557,6 +579,7 @@ def _setup(o: RunOptions) -> _Setup:
             if value > most:  # each actor is a process, each env an env object: a typo must not fork thousands
                 raise ConfigError(f"{name} must be at most {most} on this machine, got {value}")
     if loaded is not None:
+        _check_planned_workload(o.plan, loaded, config, spec)
         where = {k: o.emulate.get(d, d) for k, d in local_devices(loaded).items()}
         placement = Placement(where["act"], where["replay_insert"], where["learn"])
         actors, envs, device = loaded.actors, loaded.envs_per_actor, "plan"

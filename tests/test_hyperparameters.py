@@ -31,11 +31,11 @@ def test_set_and_config_file_change_the_preset_in_that_order(capsys, tmp_path) -
 
 
 def test_a_run_without_a_preset_says_so_and_how_to_tune(capsys, tmp_path) -> None:
-    code, out, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "MountainCar-v0", *SHORT, "--set",
+    code, out, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v0", *SHORT, "--set",
                              "learning_starts=100", "--set", "hidden=16,16", "--runs-dir", str(tmp_path))
     assert code == 0, err
-    assert "no preset for dqn on MountainCar-v0: the algorithm's defaults" in out and "--set name=value" in out
-    code, out, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "MountainCar-v0", *SHORT, "--set",
+    assert "no preset for dqn on CartPole-v0: the algorithm's defaults" in out and "--set name=value" in out
+    code, out, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v0", *SHORT, "--set",
                              "learning_starts=100", "--set", "hidden=16,16", "--json", "--runs-dir", str(tmp_path))
     result = json.loads(out)
     assert result["preset"] is False and "--config FILE" in result["hyperparameters_note"]

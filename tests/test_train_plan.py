@@ -164,3 +164,22 @@ def test_a_plan_given_a_disagreeing_algo_or_env_is_refused(capsys, plan_file, tm
     code, _, err = run_cli(capsys, "train", "--plan", str(plan_file), *args, "--runs-dir", str(tmp_path / "runs"))
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and fragment in err, err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_plan_trains_only_the_workload_it_was_made_for(capsys, plan_file, tmp_path) -> None:
+    """A plan from scaled figures for a 128-128 network (the profile measured 256-256) trains with the same
+    --set; without it, pearl train would check the plan's predictions against another network: refused."""
+    from pearl.algos import preset
+    from pearl.planner.make import make_plan
+
+    config = preset("dqn", "CartPole-v1").replace(hidden=(128, 128))
+    scaled = make_plan(load_plan(plan_file).profile["path"], "dqn", "CartPole-v1", config=config)
+    assert scaled.predicted["source"] == "scaled"
+    path = save_plan(scaled, tmp_path / "scaled.json")
+    code, _, err = run_cli(capsys, "train", "--plan", str(path), "--steps", "600", "--runs-dir", str(tmp_path))
+    assert code == 2 and err.count("\n") == 1 and "planned for workload dqn-CartPole-v1-o4-a2-h128x128" in err, err
+    code, out, err = run_cli(capsys, "train", "--plan", str(path), "--set", "hidden=128,128", "--steps", "600",
+                             "--eval-episodes", "1", "--runs-dir", str(tmp_path), "--json")
+    assert code == 0, err
+    record = json.loads(out)
+    assert record["plan_check"]["predicted"]["env_steps_per_s"] == scaled.predicted["env_steps_per_s"]

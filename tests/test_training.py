@@ -70,7 +70,11 @@ def test_presets_are_the_published_settings() -> None:
     assert (acrobot.total_steps, acrobot.learning_rate, acrobot.batch_size, acrobot.buffer_size,
             acrobot.target_update_interval, acrobot.replay_ratio, acrobot.hidden) == \
         (100_000, 6.3e-4, 128, 50_000, 250, 1.0, (256, 256))
-    assert preset("dqn", "MountainCar-v0").total_steps == pearl.DQNConfig().total_steps  # defaults elsewhere
+    car = preset("dqn", "MountainCar-v0")  # dqn.yml: target_update_interval 600 env steps at 8 updates per 16
+    assert (car.total_steps, car.learning_rate, car.batch_size, car.buffer_size, car.target_update_interval,
+            car.replay_ratio, car.gamma, car.exploration_final_eps) == (120_000, 4e-3, 128, 10_000, 300, 0.5, 0.98,
+                                                                       0.07)
+    assert preset("dqn", "CartPole-v0").total_steps == pearl.DQNConfig().total_steps  # defaults elsewhere
 
 
 def test_progress_is_called_as_the_loop_starts_and_as_it_ends(tmp_path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 from cli_support import run_cli
@@ -11,6 +12,8 @@ from pearl.errors import PlanError
 from pearl.planner.make import make_plan
 from pearl.profile.format import ProfileError, load_profile, merge_profiles, parse_profile, save_profile
 from pearl.profiling.profiler import ProfileOptions, run_profile
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +43,15 @@ def test_another_workload_joins_the_profile_and_both_plan(acrobot, tmp_path) -> 
     assert next(w for w in merged.workloads if w.algo == "ddpg").batch_size == 64
     path = save_profile(parse_profile(merged.to_dict(), "merged"), tmp_path / "both.json")
     assert make_plan(path, "dqn", "Acrobot-v1", "throughput").env == "Acrobot-v1"
-    # DDPG on MountainCarContinuous plans at its defaults (400-300), which this profile did not measure
+    # DDPG on MountainCarContinuous plans at its preset (400-300), which this profile did not measure: its
+    # kernel times are scaled from the 32-32 network's, and the plan says so
+    scaled = make_plan(path, "ddpg", "MountainCarContinuous-v0", "throughput").predicted
+    assert scaled["source"] == "scaled" and scaled["workload"] == "ddpg-MountainCarContinuous-v0-o2-a1-h400x300"
+    assert set(scaled["scaled"].values()) == {"ddpg-MountainCarContinuous-v0-o2-a1-h32x32"}
+    # with no workload of the algo at all there is nothing to scale from
+    only_dqn = save_profile(load_profile(acrobot), tmp_path / "dqn.json")
     with pytest.raises(PlanError, match="pearl profile --algo ddpg --env MountainCarContinuous-v0"):
-        make_plan(path, "ddpg", "MountainCarContinuous-v0", "throughput")
+        make_plan(only_dqn, "ddpg", "MountainCarContinuous-v0", "throughput")
 
 
 def test_a_profile_of_another_machine_is_not_added_to(acrobot) -> None:
@@ -65,3 +74,28 @@ def test_bad_workloads_get_one_error_line(capsys, tmp_path, args, fragment) -> N
     code, _, err = run_cli(capsys, "profile", "--quick", "--device", "cpu", "--out", str(tmp_path / "p.json"), *args)
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and fragment in err, err
     assert not (tmp_path / "p.json").exists()
+
+
+def _needs_box2d(**_kwargs):
+    import gymnasium
+
+    raise gymnasium.error.DependencyNotInstalled('Box2D is not installed, run `pip install "gymnasium[box2d]"`')
+
+
+@pytest.mark.parametrize("command", ["train", "plan"])
+@pytest.mark.parametrize("env_id,fragments", [
+    ("NoSuchEnv-v9", ["unknown gymnasium environment 'NoSuchEnv-v9'", "gymnasium: Environment `NoSuchEnv`"]),
+    ("nosuchmodule:Env-v0", ["No module named 'nosuchmodule'"]),
+    ("PearlTestNeedsBox2D-v0", ["needs a package that is not installed", 'pip install "gymnasium[box2d]"']),
+])
+def test_an_env_gymnasium_cannot_make_is_one_error_line_with_its_message(capsys, tmp_path, command, env_id,
+                                                                         fragments) -> None:
+    import gymnasium
+
+    if "PearlTestNeedsBox2D-v0" not in gymnasium.registry:
+        gymnasium.register("PearlTestNeedsBox2D-v0", entry_point=_needs_box2d)
+    args = ["--profile", str(ROOT / "profiles" / "reference.json"), "--out", str(tmp_path / "p.json")] \
+        if command == "plan" else ["--runs-dir", str(tmp_path)]
+    code, _, err = run_cli(capsys, command, "--algo", "dqn", "--env", env_id, *args)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
+    assert all(f in err for f in fragments), err

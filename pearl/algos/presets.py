@@ -64,8 +64,73 @@ PRESETS: dict[tuple[str, str], OffPolicyConfig] = {
         exploration_final_eps=0.1,
         hidden=(256, 256),
     ),
+    # The zoo's hyperparams/dqn.yml (commit ce95481), "MountainCar-v0"; its benchmark.md: -100.8 ± 9.9 over
+    # 120k steps. target_update_interval 600 counts env steps; at 8 updates per 16 env steps that is 300
+    # updates.
+    ("dqn", "MountainCar-v0"): DQNConfig(
+        total_steps=120_000,
+        learning_rate=4e-3,
+        batch_size=128,
+        buffer_size=10_000,
+        learning_starts=1_000,
+        gamma=0.98,
+        target_update_interval=300,
+        train_freq=16,
+        gradient_steps=8,
+        exploration_fraction=0.2,
+        exploration_final_eps=0.07,
+        hidden=(256, 256),
+    ),
+    # The zoo's hyperparams/dqn.yml (commit ce95481), "LunarLander-v2" (gymnasium 1.x names it
+    # LunarLander-v3); its benchmark.md: 154.4 ± 79.2 over 100k steps. The same settings as Acrobot-v1 above.
+    # Needs Box2D: pip install "pearl[box2d]".
+    ("dqn", "LunarLander-v3"): DQNConfig(
+        total_steps=100_000,
+        learning_rate=6.3e-4,
+        batch_size=128,
+        buffer_size=50_000,
+        learning_starts=0,
+        gamma=0.99,
+        target_update_interval=250,
+        train_freq=4,
+        gradient_steps=4,
+        exploration_fraction=0.12,
+        exploration_final_eps=0.1,
+        hidden=(256, 256),
+    ),
     ("ddpg", "Pendulum-v1"): DDPGConfig(
         total_steps=20_000,
+        learning_rate=1e-3,
+        batch_size=256,
+        buffer_size=200_000,
+        learning_starts=10_000,
+        gamma=0.98,
+        tau=0.005,
+        action_noise=0.1,
+        train_freq=1,
+        gradient_steps=1,
+        hidden=(400, 300),
+    ),
+    # The zoo's hyperparams/ddpg.yml, "MountainCarContinuous-v0": 300k steps, Ornstein-Uhlenbeck noise of
+    # σ 0.5, SB3's DDPG defaults otherwise (γ 0.99, lr 1e-3, buffer 1M, learning_starts 100, [400, 300]);
+    # its benchmark.md: 93.5 ± 0.05. pearl's noise is Gaussian (pearl/rng.py), so σ 0.5 Gaussian here.
+    ("ddpg", "MountainCarContinuous-v0"): DDPGConfig(
+        total_steps=300_000,
+        learning_rate=1e-3,
+        batch_size=256,
+        buffer_size=1_000_000,
+        learning_starts=100,
+        gamma=0.99,
+        tau=0.005,
+        action_noise=0.5,
+        train_freq=1,
+        gradient_steps=1,
+        hidden=(400, 300),
+    ),
+    # The zoo's hyperparams/ddpg.yml, "LunarLanderContinuous-v2" (gymnasium 1.x: -v3), the Pendulum settings
+    # above over 300k steps; its benchmark.md: 230.2 ± 92.4. Needs Box2D: pip install "pearl[box2d]".
+    ("ddpg", "LunarLanderContinuous-v3"): DDPGConfig(
+        total_steps=300_000,
         learning_rate=1e-3,
         batch_size=256,
         buffer_size=200_000,

@@ -20,27 +20,52 @@
   learn kernel, load into the act kernel), as the profile timed them; None where it has no such figure.
 - `power(d)`: idle and busy watts, with their source and method.
 
+Scaled figures. `kernel_time` also takes a `Workload` (its shapes) in place of a key. When the profile holds
+that workload's (kernel, device) series, the series answers (measured). When it does not, the time is the
+nearest measured workload's, scaled by the ratio of their roofline work (pearl/costmodel/roofline.py):
+
+    nearest      among the profile's workloads of the same algo with a series of that (kernel, device), the
+                 one with the smallest  |ln(F_t/F_c)| + |ln(B_t/B_c)| + |ln(L_t/L_c)|,  where F, B, L are the
+                 flops, bytes and launches of one call (kernel_work) at the requested batch, t the target and c
+                 the candidate; a term whose two amounts are both 0 counts 0 (replay_insert has no flops).
+                 Ties go to the workload listed first in the profile.
+    work time    m_d(w) = λ_d · L + φ_d · F + β_d · B, its non-negative coefficients fitted to every kernel
+                 timing of device d in the profile (least squares on relative error, scipy's nnls): a
+                 per-launch overhead, seconds per flop and seconds per byte of that device as measured.
+    t(b)         t_c(b) · m_d(work_t(b)) / m_d(work_c(b))     t_c(b) the nearest's series at b (as above)
+
+  Such an estimate carries source "scaled" and `scaled_from` the nearest's key. A cost proportional to
+  λL + φF + βB on a device is scaled exactly. With no fit (every coefficient 0) the ratio is 1.
+  The weight sync of such a workload is the nearest's (here: the closest policy parameter count P) scaled as
+  a copy of its policy, m_d of (1 launch, 4·P bytes), and labelled scaled; its in-situ factor, a ratio, is
+  the nearest's as it is.
+
 Every estimate carries `source`: "measured" when every profile figure it was computed from (and the device
-entries those figures belong to) is measured, else "modelled". Modelled figures are never passed off as
+entries those figures belong to) is measured, "scaled" when one came from another workload's figures (and
+none was modelled), else "modelled". Measured beats scaled beats modelled: a combination takes the worst
+label, and a measured series is always used before a scaled one. Modelled figures are never passed off as
 measured.
 
-Pure Python + numpy: this module imports no torch and no pyopencl.
+Pure Python + numpy and scipy: this module imports no torch and no pyopencl.
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
+from pearl.costmodel.roofline import Work, kernel_work
 from pearl.device import HOST_DEVICE
-from pearl.profile.format import KernelTiming, Power, Profile, Transfer
+from pearl.profile.format import KernelTiming, Power, Profile, Transfer, Workload
 
-__all__ = ["HOST", "CostModel", "Estimate", "PowerEstimate"]
+__all__ = ["HOST", "MEASURED", "MODELLED", "SCALED", "CostModel", "Estimate", "PowerEstimate"]
 
 #: The id of the host CPU device (pearl.device.HOST_DEVICE).
 HOST = str(HOST_DEVICE)
 
-MEASURED, MODELLED = "measured", "modelled"
+MEASURED, SCALED, MODELLED = "measured", "scaled", "modelled"
+_RANK = {MEASURED: 0, SCALED: 1, MODELLED: 2}  # a combination of figures takes the worst label
 
 
 @dataclass(frozen=True)
@@ -50,6 +75,9 @@ class Estimate:
     seconds: float
     extrapolated: bool
     source: str
+    #: the measured workload a scaled estimate came from (None unless source is "scaled" or a modelled
+    #: figure was scaled)
+    scaled_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,7 +89,8 @@ class PowerEstimate:
 
 
 def _combine(*sources: str) -> str:
-    return MEASURED if all(s == MEASURED for s in sources) else MODELLED
+    worst = max((_RANK.get(s, _RANK[MODELLED]) for s in sources), default=0)
+    return (MEASURED, SCALED, MODELLED)[worst]
 
 
 @dataclass(frozen=True)
@@ -128,6 +157,9 @@ class CostModel:
                                  f"{key[0]!r} more than once at batch size(s) {dup}")
             self._series[key] = _Series.of(timings, self._device_source.get(key[2], MEASURED))
 
+        self._workloads = {w.key: w for w in profile.workloads}
+        self._fits: dict[str, tuple[float, float, float]] = {}  # device → (λ, φ, β), fitted when first asked
+
         self._env: dict[str, Estimate] = {}
         for e in profile.env_step:
             if e.env in self._env:
@@ -164,20 +196,87 @@ class CostModel:
         """Workload keys, in profile order."""
         return [w.key for w in self.profile.workloads]
 
-    def batches(self, kernel: str, device: str, workload: str) -> list[int]:
-        """The measured batch sizes of that kernel on that device for that workload, ascending ([] if none)."""
-        series = self._series.get((workload, kernel, device))
+    def batches(self, kernel: str, device: str, workload: str | Workload) -> list[int]:
+        """The measured batch sizes of that kernel on that device for that workload, ascending ([] if none);
+        for a `Workload` the profile lacks, those of the workload it would be scaled from."""
+        key = workload if isinstance(workload, str) else workload.key
+        series = self._series.get((key, kernel, device))
+        if series is None and not isinstance(workload, str):
+            nearest = self.nearest(kernel, device, workload, max(1, workload.batch_size))
+            series = self._series.get((nearest, kernel, device)) if nearest else None
         return list(series.batches) if series else []
 
+    def nearest(self, kernel: str, device: str, workload: Workload, batch: int) -> str | None:
+        """The key of the measured workload a figure of `workload` is scaled from (module docstring); None when
+        the profile has no workload of that algo timing that kernel on that device."""
+        target = kernel_work(kernel, workload, batch)
+        best: tuple[float, str] | None = None
+        for w in self.profile.workloads:
+            if w.algo != workload.algo or (w.key, kernel, device) not in self._series:
+                continue
+            d = _distance(target, kernel_work(kernel, w, batch))
+            if best is None or d < best[0]:
+                best = (d, w.key)
+        return best[1] if best else None
+
     # ------------------------------------------------------------------ times
-    def kernel_time(self, kernel: str, device: str, workload: str, batch: int) -> Estimate:
-        """Seconds of one call of `kernel` on `device` for `workload` at `batch` (see the module docstring)."""
+    def kernel_time(self, kernel: str, device: str, workload: str | Workload, batch: int) -> Estimate:
+        """Seconds of one call of `kernel` on `device` for `workload` at `batch` (see the module docstring).
+
+        `workload` is a key of the profile's, or a `Workload`: one the profile lacks is scaled from the nearest
+        it has."""
         if isinstance(batch, bool) or int(batch) != batch or batch < 1:
             raise ValueError(f"batch must be a positive integer, got {batch!r}")
-        series = self._series.get((workload, kernel, device))
-        if series is None:
+        key = workload if isinstance(workload, str) else workload.key
+        series = self._series.get((key, kernel, device))
+        if series is not None:
+            return series.at(int(batch))
+        if isinstance(workload, str):
             raise KeyError(self._missing(kernel, device, workload))
-        return series.at(int(batch))
+        nearest = self.nearest(kernel, device, workload, int(batch))
+        if nearest is None:
+            raise KeyError(self._missing(kernel, device, key))
+        base = self._series[(nearest, kernel, device)].at(int(batch))
+        ratio = self._work_ratio(device, kernel_work(kernel, workload, int(batch)),
+                                 kernel_work(kernel, self._workloads[nearest], int(batch)))
+        return replace(base, seconds=base.seconds * ratio, source=_combine(base.source, SCALED), scaled_from=nearest)
+
+    def work_coefficients(self, device: str) -> tuple[float, float, float]:
+        """(λ, φ, β) of m_d = λ·launches + φ·flops + β·bytes fitted to the device's timings (module docstring)."""
+        if device not in self._fits:
+            self._fits[device] = self._fit(device)
+        return self._fits[device]
+
+    def _fit(self, device: str) -> tuple[float, float, float]:
+        import numpy as np
+        from scipy.optimize import nnls
+
+        rows, ones = [], []
+        for (key, kernel, d), series in self._series.items():
+            workload = self._workloads.get(key)
+            if d != device or workload is None:
+                continue
+            for batch, seconds in zip(series.batches, series.raw):
+                if seconds > 0:
+                    w = kernel_work(kernel, workload, batch)
+                    rows.append([w.launches / seconds, w.flops / seconds, w.bytes / seconds])  # relative error
+                    ones.append(1.0)
+        if not rows:
+            return 0.0, 0.0, 0.0
+        a = np.asarray(rows)
+        scale = a.max(axis=0)
+        scale[scale == 0] = 1.0  # columns on one scale, so nnls's tolerance means the same for each
+        coef, _ = nnls(a / scale, np.asarray(ones))
+        lam, phi, beta = (float(c) for c in coef / scale)
+        return lam, phi, beta
+
+    def _work_ratio(self, device: str, target: Work, measured: Work) -> float:
+        lam, phi, beta = self.work_coefficients(device)
+
+        def m(w: Work) -> float:
+            return lam * w.launches + phi * w.flops + beta * w.bytes
+
+        return m(target) / m(measured) if m(measured) > 0 and m(target) > 0 else 1.0
 
     def _missing(self, kernel: str, device: str, workload: str) -> str:
         what = f"the profile has no timing of kernel {kernel!r} on device {device!r} for workload {workload!r}"
@@ -191,11 +290,16 @@ class CostModel:
         listed = "; ".join(f"{d}: {', '.join(sorted(ws))}" for d, ws in sorted(have.items()))
         return f"{what}; for {kernel!r} it has (device: workloads) {listed}"
 
-    def in_situ_factor(self, device: str, workload: str) -> float:
+    def in_situ_factor(self, device: str, workload: str | Workload) -> float:
         """How much slower the replay and learn kernels of `device` ran inside the learner's iteration (fresh
         samples, kernels interleaved, as the runtime runs them) than timed one at a time: the profile's in-situ
         iteration ÷ the sum of its kernels' times at the same sizes. 1.0 when the profile has no in-situ
         timing for that pair (older profiles, what-if devices)."""
+        if not isinstance(workload, str):
+            if (workload.key, device) not in self._in_situ:  # a ratio: the nearest measured workload's
+                nearest = self._nearest_entry(self._in_situ, device, workload)
+                return self.in_situ_factor(device, nearest) if nearest else 1.0
+            workload = workload.key
         t = self._in_situ.get((workload, device))
         if t is None:
             return 1.0
@@ -205,15 +309,41 @@ class CostModel:
                 + (self.kernel_time("priority_update", device, workload, t.batch).seconds if t.prioritized else 0.0))
         return t.iteration_s / bare if bare > 0 else 1.0
 
-    def weight_sync_time(self, device: str, workload: str) -> tuple[Estimate, Estimate] | None:
+    def weight_sync_time(self, device: str, workload: str | Workload) -> tuple[Estimate, Estimate] | None:
         """(publish, load) seconds of one weight sync through host memory with learn and act on `device`: the
         learn kernel writing its policy into host arrays, and a copy of them loaded into the act kernel. None
         when the profile has no such timing (older profiles, what-if devices)."""
-        t = self._weight_sync.get((workload, device))
+        if not isinstance(workload, str) and (workload.key, device) not in self._weight_sync:
+            return self._scaled_weight_sync(device, workload)
+        key = workload if isinstance(workload, str) else workload.key
+        t = self._weight_sync.get((key, device))
         if t is None:
             return None
         source = _combine(t.source, self._device_source.get(device, MEASURED))
         return Estimate(t.publish_s, False, source), Estimate(t.load_s, False, source)
+
+    def _scaled_weight_sync(self, device: str, workload: Workload) -> tuple[Estimate, Estimate] | None:
+        """The nearest measured workload's weight sync, scaled as a copy of the policy's parameters (one
+        launch and its bytes, by the device's fit): a scaled figure."""
+        nearest = self._nearest_entry(self._weight_sync, device, workload)
+        if nearest is None:
+            return None
+        publish, load = self.weight_sync_time(device, nearest)
+        ratio = self._work_ratio(device, _policy_copy(workload), _policy_copy(self._workloads[nearest]))
+        return tuple(replace(e, seconds=e.seconds * ratio, source=_combine(e.source, SCALED), scaled_from=nearest)
+                     for e in (publish, load))
+
+    def _nearest_entry(self, table: dict[tuple[str, str], object], device: str, workload: Workload) -> str | None:
+        """Of the measured workloads of workload's algo with an entry in `table` on `device`, the one whose
+        policy has the closest parameter count (|ln| of the ratio; ties to the profile's first)."""
+        target = _policy_copy(workload).bytes
+        best: tuple[float, str] | None = None
+        for w in self.profile.workloads:
+            if w.algo == workload.algo and (w.key, device) in table:
+                d = abs(math.log(target / _policy_copy(w).bytes))
+                if best is None or d < best[0]:
+                    best = (d, w.key)
+        return best[1] if best else None
 
     def env_step_time(self, env: str) -> Estimate:
         """Seconds of one step of one `env` environment on the host."""
@@ -261,3 +391,23 @@ class CostModel:
                            f"{', '.join(self._power) or 'no device'}") from None
         return PowerEstimate(p.idle_w, p.busy_w, _combine(p.source, self._device_source.get(device, MEASURED)),
                              p.method)
+
+
+def _policy_copy(workload: Workload) -> Work:
+    """A copy of the policy's parameters (what a weight sync moves): one launch, 4 bytes a parameter."""
+    from pearl.algos.registry import algorithm
+    from pearl.costmodel.roofline import _param_count, network_sizes
+
+    sizes = network_sizes(workload)[algorithm(workload.algo).policy_net]
+    return Work(0.0, 4.0 * _param_count(sizes), 1)
+
+
+def _distance(a: Work, b: Work) -> float:
+    """|ln(F_a/F_b)| + |ln(B_a/B_b)| + |ln(L_a/L_b)|; a term whose amounts are both 0 counts 0, one zero
+    against a positive amount counts infinity."""
+    total = 0.0
+    for x, y in ((a.flops, b.flops), (a.bytes, b.bytes), (a.launches, b.launches)):
+        if x == 0 and y == 0:
+            continue
+        total += abs(math.log(x / y)) if x > 0 and y > 0 else math.inf
+    return total

@@ -38,7 +38,7 @@ from pearl.device import DeviceId
 from pearl.errors import PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Node, Problem, Resource
 from pearl.profile.cluster import Cluster
-from pearl.profile.format import Profile, workload_key
+from pearl.profile.format import Profile, Workload, workload_key
 from pearl.types import EnvSpec
 
 FLOAT = 4
@@ -50,6 +50,14 @@ BATCH_ARRAYS = 6
 def preset_workload(algo: str, spec: EnvSpec) -> tuple[OffPolicyConfig, str]:
     config = preset(algo, spec.env_id)
     return config, workload_key(algo, spec.env_id, spec.obs_dim, spec.action_dim, tuple(config.hidden))
+
+
+def config_workload(config: OffPolicyConfig, spec: EnvSpec) -> Workload:
+    """The workload (shapes) `config` trains on `spec`: what the cost model times, or scales when the profile
+    has not measured it."""
+    hidden = tuple(config.hidden)
+    return Workload(workload_key(config.algo, spec.env_id, spec.obs_dim, spec.action_dim, hidden), config.algo,
+                    spec.env_id, spec.obs_dim, spec.action_dim, hidden, config.batch_size, config.buffer_size)
 
 
 def transition_bytes(spec: EnvSpec) -> int:
@@ -69,6 +77,9 @@ class Facts:
     #: the weight-sync part of the learn and act costs, which plans report apart: ("learn", d) -> seconds,
     #: ("act", actor option, d) -> seconds
     weight_sync_s: dict[tuple, float]
+    target: Workload  # the planned workload's shapes
+    #: (kernel, device) -> the measured workload whose times were scaled to this one's (CostModel.kernel_time)
+    scaled: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -78,15 +89,24 @@ class _Inputs:
     model: CostModel
     config: OffPolicyConfig
     spec: EnvSpec
-    key: str
+    workload: Workload
     host_device: str
     _syncs: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: (kernel, device) -> the workload its times were scaled from
+    scaled: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return self.workload.key
 
     def t(self, kernel: str, device: str, size: int) -> float:
-        return _seconds(lambda: self.model.kernel_time(kernel, device, self.key, size))
+        estimate = _estimate(lambda: self.model.kernel_time(kernel, device, self.workload, size))
+        if estimate.scaled_from is not None:
+            self.scaled[(kernel, device)] = estimate.scaled_from
+        return estimate.seconds
 
     def can(self, kernel: str, device: str) -> bool:
-        return bool(self.model.batches(kernel, device, self.key))
+        return bool(self.model.batches(kernel, device, self.workload))
 
     def tau(self, src: str, dst: str, nbytes: float, arrays: int = 1) -> float:
         return _seconds(lambda: self.model.transfer_time(src, dst, int(nbytes), arrays))
@@ -106,7 +126,7 @@ class _Inputs:
         return self._syncs[d]
 
     def _weight_sync(self, d: str) -> tuple[float, float]:
-        timed = _profiled(partial(self.model.weight_sync_time, d, self.key))
+        timed = _profiled(partial(self.model.weight_sync_time, d, self.workload))
         if timed is not None:
             return timed[0].seconds, timed[1].seconds
         nbytes = self.policy_params * FLOAT
@@ -114,14 +134,16 @@ class _Inputs:
 
 
 def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
-                  envs: int | None = None) -> tuple[Problem, Facts]:
-    """The problem for actors stepping `envs` environments each (default: the preset's n_envs), and facts the
-    plan reports (S, B, the workload key, the weight-sync seconds)."""
-    config, key = preset_workload(algo, spec)
+                  envs: int | None = None, config: OffPolicyConfig | None = None) -> tuple[Problem, Facts]:
+    """The problem for actors stepping `envs` environments each (default: the config's n_envs), and facts the
+    plan reports (S, B, the workload key, the weight-sync seconds, the kernels whose times were scaled).
+    `config` defaults to the preset. A workload the profile has not measured is costed from the nearest one it
+    has, scaled by their work (CostModel.kernel_time)."""
+    config = config if config is not None else preset(algo, spec.env_id)
     if envs is not None:
         config = config.replace(n_envs=envs)
-    inputs = _Inputs(model, config, spec, key, HOST)
-    devices = _devices(inputs, algo)
+    inputs = _Inputs(model, config, spec, config_workload(config, spec), HOST)
+    devices = _devices(profile, inputs, algo)
     resources = _resources(profile, model, devices)
     sync_s: dict[tuple, float] = {}
     cost = _learner_costs(inputs, devices, sync_s)
@@ -135,7 +157,8 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
                       model.resource(inputs.host_device), inputs.host_device, cost, act_cost,
                       inputs.steps * _seconds(lambda: model.env_step_time(spec.env_id)), actor_period, edges,
                       transfer, memory, prefetch=True)
-    return problem, Facts(key, inputs.steps, config.batch_size, config.n_envs, config, sync_s)
+    return problem, Facts(inputs.key, inputs.steps, config.batch_size, config.n_envs, config, sync_s,
+                          inputs.workload, dict(inputs.scaled))
 
 
 def _device(profile: Profile, model: CostModel, d: str) -> Device:
@@ -146,12 +169,14 @@ def _device(profile: Profile, model: CostModel, d: str) -> Device:
                   slicing=piece.kind if piece is not None else "")
 
 
-def _devices(inputs: _Inputs, algo: str) -> list[str]:
-    """The devices that implement some kernel of the workload; the host device must be among them."""
+def _devices(profile: Profile, inputs: _Inputs, algo: str) -> list[str]:
+    """The devices that implement some kernel of the workload (or of the one it is scaled from); the host device
+    must be among them."""
     model, key, host = inputs.model, inputs.key, inputs.host_device
-    if key not in model.workloads():
-        raise PlanError(f"the profile has no measurements of {key}; run `pearl profile --algo {algo} --env "
-                        f"{inputs.spec.env_id} --out PROFILE` on this machine (it adds that workload to the profile)")
+    if not any(w.algo == algo for w in profile.workloads):
+        raise PlanError(f"the profile has no measurements of {key} nor of any {algo} workload to scale from; run "
+                        f"`pearl profile --algo {algo} --env {inputs.spec.env_id} --out PROFILE` on this machine "
+                        "(it adds that workload to the profile)")
     if host not in model.devices():
         raise PlanError("the profile has no `cpu` device: environments step on the host CPU")
     devices = [d for d in model.devices() if any(inputs.can(k, d) for k in ("act", "learn", *REPLAY))]
@@ -174,13 +199,14 @@ def _resources(profile: Profile, model: CostModel, devices: list[str]) -> dict[s
 
 def _learner_costs(inputs: _Inputs, devices: list[str], sync_s: dict[tuple, float]) -> dict[tuple[str, str], float]:
     """Seconds per iteration of the replay kernels and learn (with the learner's publish) on each device."""
-    model, key, config, can, t = inputs.model, inputs.key, inputs.config, inputs.can, inputs.t
+    model, workload, config, can, t = inputs.model, inputs.workload, inputs.config, inputs.can, inputs.t
     steps, batch, envs = inputs.steps, config.batch_size, config.n_envs
     syncs = 1.0 / config.weight_sync_interval  # snapshots per update the learner offers
     cost: dict[tuple[str, str], float] = {}
     for d in devices:
         # the learner-side kernels as they run interleaved in the learner's iteration (see in_situ_factor)
-        f = _profiled(partial(model.in_situ_factor, d, key)) if all(can(k, d) for k in (*REPLAY, "learn")) else 1.0
+        f = _profiled(partial(model.in_situ_factor, d, workload)) if all(can(k, d) for k in (*REPLAY, "learn")) \
+            else 1.0
         if all(can(k, d) for k in REPLAY):
             cost[("replay_insert", d)] = f * (steps / envs) * t("replay_insert", d, envs)
             cost[("replay_sample", d)] = f * t("replay_sample", d, batch)
@@ -249,7 +275,15 @@ def _check_finite(**tables: dict) -> None:
 
 
 def _seconds(estimate: Callable[[], Estimate]) -> float:
-    return _profiled(lambda: estimate().seconds)
+    return _estimate(estimate).seconds
+
+
+def _estimate(estimate: Callable[[], Estimate]) -> Estimate:
+    """The cost model's estimate; one the profile lacks (the cost model's KeyError names it) is a PlanError."""
+    try:
+        return estimate()
+    except KeyError as exc:
+        raise PlanError(f"{exc.args[0]}; profile this machine again (`pearl profile`)") from None
 
 
 def _profiled(figure: Callable[[], float]) -> float:
@@ -282,19 +316,19 @@ def qualified(node: str, device: str) -> str:
     return f"{node}/{device}"
 
 
-def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec,
-                          envs: int | None = None) -> tuple[Problem, Facts]:
+def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int | None = None,
+                          config: OffPolicyConfig | None = None) -> tuple[Problem, Facts]:
     """The problem over every node of the cluster: each node's own problem (build_problem on its profile) with
     its ids qualified NODE/DEVICE, joined by the data edges that cross nodes, each paying the link's latency and
     bandwidth (plus the devices' legs to and from their hosts). A cluster of one node is build_problem's
     problem, unqualified: it plans exactly as the host profile."""
     if len(cluster.nodes) == 1:
         profile = cluster.nodes[0].profile
-        return build_problem(profile, CostModel(profile), algo, spec, envs)
+        return build_problem(profile, CostModel(profile), algo, spec, envs, config)
     parts = []
     for node in cluster.nodes:
         model = CostModel(node.profile)
-        problem, facts = _on_node(node.name, partial(build_problem, node.profile, model, algo, spec, envs))
+        problem, facts = _on_node(node.name, partial(build_problem, node.profile, model, algo, spec, envs, config))
         parts.append((node.name, model, problem, facts))
     for (a, *_), (b, *_) in combinations(parts, 2):
         if cluster.link(a, b) is None:
@@ -303,9 +337,10 @@ def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec,
     merged = _merge_nodes(parts)
     facts = parts[0][3]
     sync = {key[:-1] + (qualified(name, key[-1]),): s for name, _, _, f in parts for key, s in f.weight_sync_s.items()}
+    scaled = {(k, qualified(name, d)): w for name, _, _, f in parts for (k, d), w in f.scaled.items()}
     merged.edges += list(CLUSTER_EDGES)
     _cross_node_transfers(cluster, parts, merged, facts, spec)
-    return merged, replace(facts, weight_sync_s=sync)
+    return merged, replace(facts, weight_sync_s=sync, scaled=scaled)
 
 
 def _on_node(name: str, build: Callable[[], tuple[Problem, Facts]]) -> tuple[Problem, Facts]:

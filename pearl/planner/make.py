@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pearl import __version__
+from pearl.algos import OffPolicyConfig
 from pearl.costmodel import CostModel
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError
@@ -27,17 +28,18 @@ ENV_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 
 
 def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str = "throughput",
-              envs: int | str | None = None) -> Plan:
+              envs: int | str | None = None, config: OffPolicyConfig | None = None) -> Plan:
     """The plan for `objective`. envs: environments per actor; None keeps the preset's (its published returns
     were measured with it), an integer fixes it, "auto" lets the planner choose from ENV_CHOICES (up to the
     largest act batch the profile measured, so no act time is extrapolated): one program per choice, the best
-    kept, the Pareto fronts merged."""
+    kept, the Pareto fronts merged. config: the hyperparameters to plan for (default: the preset's); a
+    workload shape the profile has not measured is planned from scaled figures (the plan names them)."""
     if objective not in OBJECTIVES:
         raise ConfigError(f"unknown objective {objective!r}: use one of {', '.join(OBJECTIVES)}")
-    source, problem, facts = _setup(profile_path, algo, env_id)
+    source, problem, facts = _setup(profile_path, algo, env_id, config)
     if envs == "auto":
         _, model, host = source.local(problem.host_device)
-        largest = max(model.batches("act", host, facts.workload), default=1)
+        largest = max(model.batches("act", host, facts.target), default=1)
         choices = [e for e in ENV_CHOICES if e <= largest]
     elif envs is None:
         choices = [facts.envs_per_actor]
@@ -48,7 +50,7 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
     candidates = []
     for e in choices:
         p_e, f_e = (problem, facts) if e == facts.envs_per_actor else \
-            build_cluster_problem(source.cluster, algo, env_spec(env_id), e)
+            build_cluster_problem(source.cluster, algo, env_spec(env_id), e, config)
         front = pareto(p_e)
         best = front[0] if objective == "throughput" else solve(p_e, "perf-per-watt")
         candidates.append((p_e, f_e, best, front))
@@ -133,11 +135,14 @@ def load_source(profile_path: str | Path) -> Source:
     return Source(str(profile_path), load_cluster(profile_path))
 
 
-def _setup(profile_path: str | Path | Source, algo: str, env_id: str) -> tuple[Source, Problem, Facts]:
+def _setup(profile_path: str | Path | Source, algo: str, env_id: str,
+           config: OffPolicyConfig | None = None) -> tuple[Source, Problem, Facts]:
     source = profile_path if isinstance(profile_path, Source) else load_source(profile_path)
     spec = env_spec(env_id)
     check_algo_fits(algo, spec)
-    problem, facts = build_cluster_problem(source.cluster, algo, spec)
+    if config is not None and config.algo != algo:
+        raise ConfigError(f"a {config.algo} config cannot plan {algo}")
+    problem, facts = build_cluster_problem(source.cluster, algo, spec, config=config)
     return source, problem, facts
 
 
@@ -149,7 +154,8 @@ def _plan(source: Source, problem: Problem, facts: Facts, algo: str, env_id: str
         pearl_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         algo=algo, env=env_id, objective=objective, profile=_profile_summary(source),
         mapping=mapping, actors=best.actors.n, envs_per_actor=best.actors.envs,
-        predicted=_figures(best.period_s, best.energy_j, facts, _sources(source, mapping)),
+        predicted={**_figures(best.period_s, best.energy_j, facts, _sources(source, mapping, facts)),
+                   "workload": facts.workload},
         bottleneck=best.binding, lanes=_lanes(problem, best),
         baselines=_baselines(problem, facts, best, source),
         # a CBC run stopped by its time limit reports no bound: its gap is unknown (None), not infinite
@@ -258,8 +264,11 @@ def _figures(period: float, energy: float, facts: Facts, sources: dict) -> dict:
             "power_w": energy / period, "env_steps_per_joule": steps / energy if energy > 0 else None, **sources}
 
 
-def _sources(source: Source, mapping: dict[str, str]) -> dict:
-    timing, power = "measured", set()
+def _sources(source: Source, mapping: dict[str, str], facts: Facts) -> dict:
+    """Where the figures came from: `source` modelled > scaled > measured (the worst of the mapping's), and
+    `scaled`: each kernel of the mapping whose times were scaled, with the workload they were scaled from."""
+    scaled = {k: facts.scaled[(k, d)] for k, d in mapping.items() if (k, d) in facts.scaled}
+    timing, power = "scaled" if scaled else "measured", set()
     for d in set(mapping.values()):
         profile, model, local = source.local(d)
         if profile.device(local).source == "modelled":
@@ -268,7 +277,7 @@ def _sources(source: Source, mapping: dict[str, str]) -> dict:
             power.add(model.power(local).source)
         except KeyError:
             power.add("missing")
-    return {"source": timing, "power_source": "+".join(sorted(power))}
+    return {"source": timing, "power_source": "+".join(sorted(power)), "scaled": scaled}
 
 
 def _lanes(problem: Problem, solution: Solution) -> dict:
@@ -303,7 +312,7 @@ def _baselines(problem: Problem, facts: Facts, best: Solution, source: Source) -
             continue
         (period, energy, binding), actors = min(results, key=lambda ra: ra[0][0])
         env_device = problem.node_of(device.id).host_device
-        fig = _figures(period, energy, facts, _sources(source, {"env_step": env_device, **placement}))
+        fig = _figures(period, energy, facts, _sources(source, {"env_step": env_device, **placement}, facts))
         out.append({"device": device.id, "feasible": True, "actors": actors.n, "bottleneck": binding,
                     "env_steps_per_s": fig["env_steps_per_s"], "env_steps_per_joule": fig["env_steps_per_joule"],
                     "speedup": period / best.period_s})

@@ -8,7 +8,8 @@ predicts for it and for the all-on-one-device mappings.
                   "learn": D},
       "actors": n, "envs_per_actor": e,
       "predicted": {"env_steps_per_s", "updates_per_s", "learner_samples_per_s", "period_s",
-                    "energy_per_iteration_j", "power_w", "env_steps_per_joule", "source", "power_source"},
+                    "energy_per_iteration_j", "power_w", "env_steps_per_joule", "source", "power_source",
+                    "scaled": {kernel: the measured workload its times were scaled from}, "workload"},
       "bottleneck": "load[host-cpu]" | "role[learner]" | ...,
       "kernels": {kernel: predicted seconds per iteration on its device (env_step included; weight_sync:
                   the learner's publish + the actors' loads)},
@@ -22,12 +23,14 @@ predicts for it and for the all-on-one-device mappings.
     }
 
 `source` is "modelled" when any figure behind a prediction was modelled (a what-if device, a descriptor's
-power); "power_source" says where the power figures came from, and "power" (optional; older plans lack it)
-gives each device's figures with their method and, for modelled ones, the descriptor file and the share of
-its figures charged (a host with fewer cores than the descriptor's). "slices" (optional; empty when no GPU is
-split) is the split of each GPU the plan slices: each slice in use, the roles on it, the processes that
-each hold one (the actors on a share or MIG profile of their own, or 1) and the share of the GPU's SMs
-each has. This module imports no hardware library.
+power), else "scaled" when a kernel's times were scaled from another workload's (the profile has not measured
+this one's shapes; "scaled" names those kernels, pearl/costmodel/model.py says how), else "measured";
+"workload" is the key of the planned workload (both optional: older plans lack them); "power_source" says
+where the power figures came from, and "power" (optional; older plans lack it) gives each device's figures
+with their method and, for modelled ones, the descriptor file and the share of its figures charged (a host
+with fewer cores than the descriptor's). "slices" (optional; empty when no GPU is split) is the split of each
+GPU the plan slices: each slice in use, the roles on it, the processes that each hold one (the actors on a
+share or MIG profile of their own, or 1) and the share of the GPU's SMs each has. This module imports no hardware library.
 """
 
 from __future__ import annotations
