@@ -30,7 +30,8 @@ where the power figures came from, and "power" (optional; older plans lack it) g
 with their method and, for modelled ones, the descriptor file and the share of its figures charged (a host
 with fewer cores than the descriptor's). "slices" (optional; empty when no GPU is split) is the split of each
 GPU the plan slices: each slice in use, the roles on it, the processes that each hold one (the actors on a
-share or MIG profile of their own, or 1) and the share of the GPU's SMs each has. This module imports no hardware library.
+share or MIG profile of their own, or 1) and the share of the GPU's SMs each has. This module imports no hardware
+library.
 """
 
 from __future__ import annotations
