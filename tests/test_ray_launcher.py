@@ -565,3 +565,30 @@ def test_profiling_a_cluster_where_none_answers_is_one_error_line(capsys, monkey
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "nothing answers there" in lines[0]
     assert not out.exists()
+
+
+@needs_ray
+def test_a_role_starts_with_its_gpu_slices_environment(cluster) -> None:
+    """A role on a GPU slice gets the slice's environment when Ray starts its process (CUDA reads it once, at
+    start): the MPS share here, asked from inside the role (no GPU needed to see the environment)."""
+    from pearl.adapters.slices import slice_env
+    from pearl.runtime.ray_launcher import ShardPlacement
+
+    env = slice_env("cuda:0/mps:25", {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/pearl-test-mps-pipe"})
+    assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25"
+
+    class Probe:
+        def environment(self, names: list[str]) -> dict[str, str | None]:
+            return {n: os.environ.get(n) for n in names}
+
+    probe = cluster.ray.remote(Probe).options(**ShardPlacement(num_cpus=0.1, env=env).options()).remote()
+    try:
+        assert cluster.ray.get(probe.environment.remote(sorted(env)), timeout=120) == env
+    finally:
+        cluster.ray.kill(probe)
+    plain = cluster.ray.remote(Probe).options(**ShardPlacement(num_cpus=0.1).options()).remote()
+    try:  # a whole device: no slice variables
+        assert cluster.ray.get(plain.environment.remote(sorted(env)), timeout=120)[
+            "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] is None
+    finally:
+        cluster.ray.kill(plain)

@@ -47,6 +47,7 @@ import numpy as np
 
 from pearl.adapters.base import ReplayKernels, host_array
 from pearl.algos.base import OffPolicyConfig
+from pearl.adapters.slices import slice_env
 from pearl.device import DeviceId
 from pearl.errors import ConfigError, PearlError
 from pearl.runtime.actor_worker import ActorWorker, Collected, WorkerRestarted
@@ -164,6 +165,9 @@ class ShardPlacement:
     node_id: str | None = None  # a Ray node id (hex) to pin the shard to
     soft: bool = False  # with node_id: run elsewhere when that node cannot take it
     max_restarts: int = 0  # Ray restarts a dead shard empty; the run then needs a checkpoint to refill it
+    #: environment the role's process starts with: a GPU slice's (pearl.adapters.slices.slice_env), which CUDA
+    #: reads once, when it starts in the process
+    env: dict[str, str] = field(default_factory=dict)
 
     def options(self) -> dict[str, Any]:
         """Keyword arguments for Ray's ``.options()``."""
@@ -172,6 +176,8 @@ class ShardPlacement:
             opts["num_gpus"] = self.num_gpus
         if self.resources:
             opts["resources"] = dict(self.resources)
+        if self.env:
+            opts["runtime_env"] = {"env_vars": dict(self.env)}
         if self.node_id is not None:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -605,6 +611,8 @@ class RayLauncher(SegmentLauncher):
         ray = self._join()
         self._previous_sigterm = raise_on_sigterm(self._terminated)  # after ray.init, which installs its own
         learner, shard, worker = self._placements(ray)
+        learner = dataclasses.replace(learner, env={**learner.env, **slice_env(self.placement.learn)})
+        worker = dataclasses.replace(worker, env={**worker.env, **slice_env(self.placement.act)})
         roles = [("learner", learner)]
         roles += [(f"replay shard {i}", shard) for i in range(self.replay_shards)]
         roles += [(f"actor worker {i}", worker) for i in range(self.job.actors)]
