@@ -346,7 +346,7 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
             "measured": learning_phase_rates(result, config.batch_size),
             "kernels": measured,
             "note": (f"the {result.launcher} launcher runs actors, replay and learner concurrently, as the plan "
-                     "assumes" if result.launcher in ("parallel", "ray") else
+                     "assumes" if launcher_name(result.launcher) != "sequential" else
                      "the sequential launcher runs the roles in turn; the plan predicts them running concurrently")
             + "".join(f"; {a}'s kernels ran on {e} (emulated: measured is {e}, predicted is {a})"
                       for a, e in sorted(emulate.items()) if a in plan.mapping.values())}

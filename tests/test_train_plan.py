@@ -106,6 +106,7 @@ def test_an_absent_device_runs_emulated_on_an_opencl_device(capsys, plan_file, t
     assert learn["device"] == A100 and learn["emulated_on"] == device and learn["measured_s"] > 0
     assert "emulated_on" not in result["plan_check"]["kernels"]["act"]
     assert f"{A100}'s kernels ran on {device}" in result["plan_check"]["note"]
+    assert result["plan_check"]["note"].startswith("the local launcher runs actors, replay and learner concurrently")
     run_dir = Path(result["run_dir"])
     assert json.loads((run_dir / "config.json").read_text())["emulate"] == {A100: device}
     setup = _recorded_setup(run_dir)  # what --resume rebuilds: the same emulated placement
