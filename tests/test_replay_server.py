@@ -439,3 +439,51 @@ def test_the_replay_server_and_launcher_modules_import_no_ray_nor_torch() -> Non
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+class CountingReplay(ShardedReplay):
+    """The in-process client, counting its reads of the shards' stats (over Ray, each starts two round trips)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.reads = 0
+        super().__init__(*args, **kwargs)
+
+    def _stats(self):
+        self.reads += 1
+        return super()._stats()
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_a_learner_on_the_replay_server_reads_uniform_shards_once_a_segment_and_learns_the_same(
+        prioritized: bool) -> None:
+    """The learner role fetches a segment's uniform batches in one read of the shards (two round trips over Ray,
+    not two an update) and learns exactly what batch-by-batch sampling learns; prioritized batches stay one
+    read an update, since each must see the priority update before it."""
+    from pearl.adapters.base import ReplayKernels
+    from pearl.envs import env_spec
+    from pearl.runtime.launcher import Job, Placement
+    from pearl.runtime.learner_role import LearnerRole
+    from pearl.runtime.ray_launcher import ShardedReplayKernels
+
+    class OneByOne(ShardedReplayKernels):
+        def samples(self, count, batch_size, beta):
+            return ReplayKernels.samples(self, count, batch_size, beta)
+
+    spec = env_spec("CartPole-v1")
+    cfg = DQNConfig(batch_size=16, buffer_size=600, hidden=(16, 16), learning_starts=0, prioritized=prioritized)
+    job = Job(cfg, spec, Placement.single("cpu"), seed=3, threads=1)
+    rng = np.random.default_rng(0)
+    batch = TransitionBatch(rng.normal(size=(200, 4)).astype(np.float32), rng.integers(0, 2, 200),
+                            rng.normal(size=200).astype(np.float32), rng.normal(size=(200, 4)).astype(np.float32),
+                            (rng.random(200) < 0.1).astype(np.float32))
+    replays, roles = [], []
+    for kernels in (ShardedReplayKernels, OneByOne):
+        replay = CountingReplay(cfg.buffer_size, spec, 2, prioritized, seed=9)
+        role = LearnerRole(job, ["cpu"], replay_kernels=kernels(replay))
+        role.insert(batch)
+        assert role.train(12, 0.4) == 12
+        replays.append(replay)
+        roles.append(role)
+    assert [r.reads for r in replays] == ([12, 12] if prioritized else [1, 12])
+    for name, value in roles[0].state(False)[0].items():
+        np.testing.assert_array_equal(value, roles[1].state(False)[0][name], err_msg=name)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any, Callable, ClassVar
 
 import numpy as np
@@ -181,6 +182,13 @@ class ReplayKernels(ABC):
     @abstractmethod
     def sample(self, batch_size: int, beta: float) -> SampleBatch:
         """Draw batch_size transitions (proportional to priority when prioritized) with IS weights."""
+
+    def samples(self, count: int, batch_size: int, beta: float) -> Iterator[SampleBatch]:
+        """`count` batches in turn, each drawn when the caller asks for the next (so a prioritized caller's
+        priority update lands before the next draw). A replay that lives elsewhere overrides this to fetch
+        uniform batches in one go; either way the batches are those of `count` successive `sample` calls."""
+        for _ in range(count):
+            yield self.sample(batch_size, beta)
 
     @abstractmethod
     def update_priorities(self, update: PriorityUpdate) -> None:

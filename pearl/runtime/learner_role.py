@@ -81,8 +81,8 @@ class LearnerRole:
     def train(self, updates: int, beta: float) -> int:
         """Run `updates` updates (sample, learn, priority update each); the update count after them."""
         prioritized = self.config.prioritized
-        for _ in range(updates):
-            update = self.learner.update(self.replay.sample(beta))
+        for batch in self.replay.samples(updates, beta):
+            update = self.learner.update(batch)
             if prioritized:
                 self.replay.update_priorities(update)
         return self.learner.updates

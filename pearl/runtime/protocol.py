@@ -155,6 +155,14 @@ class ReplayManager:
         with self.clock.time("replay_sample"):
             return self.kernels.sample(self.batch_size, beta)
 
+    def samples(self, count: int, beta: float) -> Iterator[SampleBatch]:
+        """`count` batches in turn (`ReplayKernels.samples`), each draw timed as replay_sample."""
+        draws = self.kernels.samples(count, self.batch_size, beta)
+        for _ in range(count):
+            with self.clock.time("replay_sample"):
+                batch = next(draws)
+            yield batch
+
     def update_priorities(self, update: PriorityUpdate) -> None:
         with self.clock.time("priority_update"):
             self.kernels.update_priorities(update)

@@ -37,7 +37,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -388,6 +388,15 @@ class ShardedReplayKernels(ReplayKernels):
 
     def sample(self, batch_size: int, beta: float) -> SampleBatch:
         return self.replay.sample(batch_size, beta)
+
+    def samples(self, count: int, batch_size: int, beta: float) -> Iterator[SampleBatch]:
+        """Uniform batches all at once: two round trips to the shards for a segment's updates instead of two an
+        update (the same draws, since nothing the learner does moves a uniform draw); prioritized ones in turn,
+        so each sees the priority update before it."""
+        if self.replay.prioritized:
+            yield from super().samples(count, batch_size, beta)
+        elif count > 0:
+            yield from self.replay.sample_many(count, batch_size, beta)
 
     def update_priorities(self, update: PriorityUpdate) -> None:
         self.replay.update_priorities(host_array(update.indices), host_array(update.td_errors))
