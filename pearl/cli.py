@@ -341,28 +341,36 @@ def _profile_cluster(address: str, options: Any, path: str, as_json: bool) -> No
 @click.argument("nodes", nargs=-1, required=True, metavar="NAME=FILE...")
 @click.option("--network", default=None, metavar="DESCRIPTOR",
               help="Network descriptor the links are modelled from (networks/40gbe.toml, or a name: 40gbe).")
+@click.option("--call-s", "call_s", type=float, default=0.0, show_default=True, metavar="SECONDS",
+              help="The transport's own cost per message, on top of the network's latency (a Ray actor call, one "
+                   "way; benchmarks/ray_calls.py measures it).")
 @click.option("--out", required=True, help="Cluster profile file to write.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with a summary.")
-def profile_merge(nodes: tuple[str, ...], network: str | None, out: str, as_json: bool) -> None:
+def profile_merge(nodes: tuple[str, ...], network: str | None, call_s: float, out: str, as_json: bool) -> None:
     """Join host profiles into a cluster profile.
 
     Each NAME=FILE is a node and the profile of it (one file may stand for several nodes, a what-if); every
-    pair of nodes is joined by a link modelled from the network descriptor."""
+    pair of nodes is joined by a link modelled from the network descriptor, each message also paying the
+    transport's call (--call-s)."""
     from pearl.profile.cluster import merge_profiles_into_cluster, parse_node_args, save_cluster
 
-    cluster = merge_profiles_into_cluster(parse_node_args(nodes), network)
+    cluster = merge_profiles_into_cluster(parse_node_args(nodes), network, call_s)
     written = save_cluster(cluster, out)
     summary = {"profile": str(written), "nodes": {n.name: [d.id for d in n.profile.devices] for n in cluster.nodes},
                "links": [{"nodes": [k.a, k.b], "latency_s": k.latency_s, "bandwidth_bytes_per_s":
-                          k.bandwidth_bytes_per_s, "source": k.source, "network": k.network} for k in cluster.links]}
+                          k.bandwidth_bytes_per_s, "call_s": k.call_s, "source": k.source, "network": k.network}
+                         for k in cluster.links]}
     if as_json:
         _print_json(summary)
         return
     for n in cluster.nodes:
         click.echo(f"node {n.name}: {', '.join(summary['nodes'][n.name])} (from {n.origin})")
     for k in cluster.links:
-        click.echo(f"link {k.a} - {k.b}: {k.latency_s * 1e6:.3g} µs, {k.bandwidth_bytes_per_s / 1e9:.3g} GB/s "
-                   f"({k.source}, {k.network})")
+        click.echo(f"link {k.a} - {k.b}: {k.latency_s * 1e6:.3g} µs + {k.call_s * 1e6:.3g} µs a call, "
+                   f"{k.bandwidth_bytes_per_s / 1e9:.3g} GB/s ({k.source}, {k.network})")
+    if cluster.links and call_s == 0:
+        click.echo("note: the links charge no transport call (--call-s 0): the plan counts the messages the Ray "
+                   "launcher sends at the network's latency alone; benchmarks/ray_calls.py measures a call")
     click.echo(f"wrote {written}")
 
 

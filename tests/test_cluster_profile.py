@@ -57,6 +57,24 @@ def test_merge_two_nodes_from_one_profile(capsys, tmp_path: Path) -> None:
     assert link.joins("b", "a") and link.source == "modelled" and link.network.endswith("40gbe.toml")
     assert (link.latency_s, link.bandwidth_bytes_per_s) == (net.latency_s, net.bandwidth_bytes_per_s)
     assert link.seconds(1e6) == pytest.approx(net.latency_s + 1e6 / net.bandwidth_bytes_per_s)
+    assert link.call_s == 0.0
+
+
+def test_a_merge_with_a_transport_call_charges_it_on_every_message(capsys, tmp_path: Path) -> None:
+    path = tmp_path / "cluster.json"
+    code, out, err = run_cli(capsys, "profile", "merge", f"a={REFERENCE}", f"b={REFERENCE}", "--network", "1gbe",
+                             "--call-s", "4e-4", "--out", str(path))
+    assert code == 0, err
+    assert "400 µs a call" in out and "note:" not in out
+    (link,) = load_cluster(path).links
+    net = load_network(NETWORKS_DIR / "1gbe.toml")
+    assert link.call_s == 4e-4 and link.latency_s == net.latency_s
+    assert link.seconds(1e3) == pytest.approx(4e-4 + net.latency_s + 1e3 / net.bandwidth_bytes_per_s)
+    # a cluster file written before the field had it reads as no call
+    data = json.loads(path.read_text())
+    del data["links"][0]["call_s"]
+    path.write_text(json.dumps(data))
+    assert load_cluster(path).links[0].call_s == 0.0
 
 
 def test_three_nodes_are_joined_pairwise(capsys, tmp_path: Path) -> None:
@@ -97,6 +115,8 @@ def _bad_network(tmp_path: Path, figures: str) -> str:
     ("cluster as input", ["cluster.json", "'schema'", "cluster profile"]),
     ("no such network", ["nosuchnet", "40gbe"]),
     ("not name=file", ["NAME=FILE"]),
+    ("negative call", ["--call-s", "-0.001"]),
+    ("call not a number", ["--call-s", "nan"]),
 ])
 def test_bad_merges_are_one_error_line(capsys, tmp_path: Path, case: str, fragments: list[str]) -> None:
     a, b, net = f"a={REFERENCE}", f"b={REFERENCE}", "40gbe"
@@ -119,6 +139,8 @@ def test_bad_merges_are_one_error_line(capsys, tmp_path: Path, case: str, fragme
     elif case == "not name=file":
         b = str(REFERENCE)
     args = ["profile", "merge", a, b, "--out", str(tmp_path / "out.json")]
+    if case.startswith("negative call") or case.startswith("call not"):
+        args += ["--call-s", "-0.001" if case == "negative call" else "nan"]
     if case != "no network":
         args += ["--network", net]
     code, _, err = run_cli(capsys, *args)
@@ -131,6 +153,7 @@ def test_bad_merges_are_one_error_line(capsys, tmp_path: Path, case: str, fragme
     (lambda d: d["nodes"][1].update(name="a"), ["nodes[1].name", "'a'"]),
     (lambda d: d["links"][0].update(bandwidth_bytes_per_s=-5), ["links[0].bandwidth_bytes_per_s"]),
     (lambda d: d["links"][0].update(source="guessed"), ["links[0].source"]),
+    (lambda d: d["links"][0].update(call_s=-1e-4), ["links[0].call_s"]),
     (lambda d: d["links"].append(dict(d["links"][0])), ["'links'", "one link per pair"]),
     (lambda d: d.update(schema="pearl.cluster/7"), ["'schema'", "pearl.cluster/7"]),
     (lambda d: d["nodes"][0]["profile"].update(mode="slow"), ["nodes[0].profile", "'mode'"]),

@@ -192,9 +192,10 @@ def test_network_and_nodes_bind_somewhere():
     assert "network" in bindings and "load" in bindings
 
 
-def _merge(capsys, tmp_path: Path, *nodes: str, network: str = "40gbe") -> Path:
+def _merge(capsys, tmp_path: Path, *nodes: str, network: str = "40gbe", call_s: float = 0.0) -> Path:
     out = tmp_path / "cluster.json"
-    code, _, err = run_cli(capsys, "profile", "merge", *nodes, "--network", network, "--out", str(out))
+    code, _, err = run_cli(capsys, "profile", "merge", *nodes, "--network", network, "--call-s", str(call_s),
+                           "--out", str(out))
     assert code == 0, err
     return out
 
@@ -271,3 +272,60 @@ def test_the_learner_goes_to_the_node_with_the_accelerator(capsys, tmp_path):
         if network == "1gbe":
             assert plan.mapping["act"].startswith("gpu/")
         assert plan.lanes["nodes"]["gpu"]["accelerator"] == 1
+
+
+def test_a_transport_call_keeps_prioritized_replay_beside_the_learner(capsys, tmp_path):
+    """Prioritized replay away from the learner is read once an update (two round trips) and told of each
+    update's priorities: at 40 GbE's bare latency the plan may split them, but at a Ray call per message
+    (0.44 ms, benchmarks/ray_calls.py on the 2-core VM) it keeps the replay server on the learner's node;
+    uniform replay, read once a segment, may stay apart."""
+    from pearl.algos import preset
+
+    prioritized = preset("dqn", "CartPole-v1").replace(prioritized=True)
+    node = {}
+    for call_s in (0.0, 4.4e-4):
+        folder = tmp_path / str(call_s)
+        folder.mkdir()
+        path = _merge(capsys, folder, f"a={REFERENCE}", f"b={REFERENCE}", call_s=call_s)
+        plan = make_plan(path, "dqn", "CartPole-v1", config=prioritized)
+        node[call_s] = {k: plan.mapping[k].split("/")[0] for k in ("replay_sample", "learn")}
+    assert node[0.0]["replay_sample"] != node[0.0]["learn"]  # the case the call changes
+    assert node[4.4e-4]["replay_sample"] == node[4.4e-4]["learn"]
+
+
+def test_a_dearer_transport_call_never_plans_faster(capsys, tmp_path):
+    periods = []
+    for call_s in (0.0, 1e-4, 1e-3):
+        folder = tmp_path / str(call_s)
+        folder.mkdir()
+        plan = make_plan(_merge(capsys, folder, f"a={REFERENCE}", f"b={REFERENCE}", call_s=call_s), "ddpg",
+                         "Pendulum-v1")
+        periods.append(plan.predicted["period_s"])
+    assert periods == sorted(periods)
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+@pytest.mark.parametrize(("algo", "env"), [("dqn", "CartPole-v1"), ("ddpg", "Pendulum-v1")])
+def test_crossings_are_a_segments_messages_spread_over_its_updates(algo, env, prioritized):
+    """Per update, the messages the Ray launcher sends in a segment of G env steps and U updates with A
+    workers: each worker's share to the learner and on to the replay server, each worker's weight fetch, one
+    read of the replay server (4 messages) a segment for uniform replay and an update for prioritized (the
+    learner role's reads are counted in tests/test_replay_server.py), a priority message an update."""
+    from pearl.algos import preset
+    from pearl.envs import env_spec
+    from pearl.planner.build import crossings, transition_bytes
+    from pearl.runtime.schedule import Schedule
+
+    spec = env_spec(env)
+    cfg = preset(algo, env).replace(prioritized=prioritized)
+    for actors in (1, 3):
+        sched = Schedule.for_config(cfg, actors)
+        per_update = {name: (c.messages * sched.updates_per_segment, c.nbytes * sched.updates_per_segment)
+                      for name, c in crossings(cfg, spec, actors).items()}
+        rows = sched.segment_steps * transition_bytes(spec)
+        assert per_update["transitions"] == pytest.approx((actors, rows))
+        assert per_update["inserts"] == pytest.approx((actors, rows))
+        assert per_update["weights"][0] == pytest.approx(actors)
+        reads = sched.updates_per_segment if prioritized else 1
+        assert per_update["batch"][0] == pytest.approx(4 * reads)
+        assert per_update["td_errors"][0] == pytest.approx(sched.updates_per_segment if prioritized else 0)

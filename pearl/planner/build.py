@@ -35,10 +35,11 @@ from pearl.algos.params import param_count, policy_net
 from pearl.costmodel import CostModel, Estimate
 from pearl.costmodel.model import HOST
 from pearl.device import DeviceId
-from pearl.errors import PlanError
+from pearl.errors import ConfigError, PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Node, Problem, Resource
 from pearl.profile.cluster import Cluster
 from pearl.profile.format import Profile, Workload, workload_key
+from pearl.runtime.schedule import Schedule  # pure segment arithmetic: the messages the launchers send
 from pearl.types import EnvSpec
 
 FLOAT = 4
@@ -305,10 +306,51 @@ def _power(model: CostModel, device: str) -> tuple[float, float]:
 # ---------------------------------------------------------------------------------------------------------------
 # a cluster of several nodes
 
-#: the edges that cross nodes only: transitions from the actors (env stepping beside act) to the replay server,
-#: and the policy from the learner to the actors; within a node they go through host memory, which the
-#: profile's act, replay_insert and weight-sync timings already hold
-CLUSTER_EDGES = (Edge("transitions", "act", "replay_insert"), Edge("weights", "learn", "act"))
+#: the edges that cross nodes only, as the Ray launcher routes them: each actor worker's share of a segment goes
+#: to the learner role, which inserts it into the replay server; the policy goes from the learner to the actors.
+#: Within a node they go through host memory, which the profile's act, replay_insert and weight-sync timings
+#: already hold
+CLUSTER_EDGES = (Edge("transitions", "act", "learn"), Edge("inserts", "learn", "replay_insert"),
+                 Edge("weights", "learn", "act"))
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """What one edge sends over a link per iteration, as the Ray launcher sends it."""
+
+    messages: float  # each pays the link's per-message cost (transport call + latency)
+    nbytes: float  # bytes per iteration, at the link's bandwidth
+    arrays: int = 1
+    legs: bool = False  # device → host before sending, host → device after (replay's and learn's own devices)
+
+
+def crossings(config: OffPolicyConfig, spec: EnvSpec, actors: int) -> dict[str, Crossing]:
+    """Messages and bytes per iteration of every edge that may cross nodes, counted from the schedule's segments
+    (G env steps, U updates, A actor workers; pearl.runtime.schedule) as the Ray launcher sends them:
+        transitions, inserts   A messages a segment (a worker's share, then the learner's insert of it), G rows
+        weights                A messages a segment (each worker fetches the segment's published policy)
+        batch                  a read of the replay server is two round trips (4 messages): once a segment for
+                               uniform replay (its U batches at once), once an update for prioritized
+        td_errors              one message an update (prioritized only)
+    Per iteration that is a segment's count ÷ U."""
+    try:
+        sched = Schedule.for_config(config, actors)
+    except ConfigError:  # a layout this many actors cannot run: count as one actor does
+        sched = Schedule.for_config(config, 1)
+    per_segment = 1.0 / max(1, sched.updates_per_segment)
+    steps = sched.segment_steps * per_segment
+    policy = param_count(config, spec, policy_net(config.algo)) * FLOAT
+    batch = config.batch_size * (transition_bytes(spec) + FLOAT)
+    rows = steps * transition_bytes(spec)
+    prioritized = config.prioritized
+    return {
+        "transitions": Crossing(sched.actors * per_segment, rows),
+        "inserts": Crossing(sched.actors * per_segment, rows),
+        "weights": Crossing(sched.actors * per_segment, sched.actors * per_segment * policy),
+        "batch": Crossing(4.0 if prioritized else 4.0 * per_segment, batch, BATCH_ARRAYS, True),
+        "td_errors": Crossing(1.0 if prioritized else 0.0, config.batch_size * FLOAT if prioritized else 0.0,
+                              1, True),
+    }
 
 
 def qualified(node: str, device: str) -> str:
@@ -370,32 +412,26 @@ def _merge_nodes(parts: list) -> Problem:
 
 
 def _cross_node_transfers(cluster: Cluster, parts: list, problem: Problem, facts: Facts, spec: EnvSpec) -> None:
-    """transfer and nic seconds per iteration of every edge between devices of two nodes: per message the
-    link's latency, plus bytes / bandwidth, plus the legs device → host on the sending node and host → device
-    on the receiving one (the cost model's transfer_time to and from `cpu`)."""
-    config = facts.config
-    steps, batch, envs = facts.steps_per_iteration, config.batch_size, config.n_envs
-    policy = param_count(config, spec, policy_net(config.algo)) * FLOAT
-    # (messages per iteration, bytes per message, arrays, device legs)
-    per_edge = {
-        "batch": (1.0, batch * (transition_bytes(spec) + FLOAT), BATCH_ARRAYS, True),
-        "td_errors": (1.0 if config.prioritized else 0.0, batch * FLOAT, 1, True),
-        "transitions": (steps / envs, envs * transition_bytes(spec), 1, False),
-        "weights": (min(1.0 / config.weight_sync_interval, steps / envs), policy, 1, False),
-    }
+    """transfer and nic seconds per iteration of every edge between devices of two nodes (`crossings`): each
+    message pays the link's per-message cost (the transport's call and the network's latency), the bytes its
+    bandwidth, and the batch and TD errors also the legs device → host on the sending node and host → device
+    on the receiving one (the cost model's transfer_time to and from `cpu`). The actors are counted at the
+    largest number the problem offers (the count of a segment's messages grows with them)."""
+    actors = max((a.n for a in problem.actor_options()), default=1)
     models = {name: model for name, model, _, _ in parts}
+    per_edge = crossings(facts.config, spec, actors)
     for e in problem.edges:
-        count, nbytes, arrays, legs = per_edge[e.name]
-        if count <= 0:
+        c = per_edge[e.name]
+        if c.messages <= 0:
             continue
         for d, d2 in product(problem.devices, problem.devices):
             if d.node == d2.node:
                 continue
             link = cluster.link(d.node, d2.node)
-            seconds = count * link.seconds(nbytes)
-            if legs:
-                out = partial(models[d.node].transfer_time, d.id.split("/", 1)[1], HOST, int(nbytes), arrays)
-                into = partial(models[d2.node].transfer_time, HOST, d2.id.split("/", 1)[1], int(nbytes), arrays)
-                seconds += count * (_seconds(out) + _seconds(into))
+            seconds = c.messages * link.message_s + c.nbytes / link.bandwidth_bytes_per_s
+            if c.legs:
+                out = partial(models[d.node].transfer_time, d.id.split("/", 1)[1], HOST, int(c.nbytes), c.arrays)
+                into = partial(models[d2.node].transfer_time, HOST, d2.id.split("/", 1)[1], int(c.nbytes), c.arrays)
+                seconds += _seconds(out) + _seconds(into)
             problem.transfer[(e.name, d.id, d2.id)] = seconds
-            problem.nic[(e.name, d.id, d2.id)] = count * nbytes / link.bandwidth_bytes_per_s
+            problem.nic[(e.name, d.id, d2.id)] = c.nbytes / link.bandwidth_bytes_per_s

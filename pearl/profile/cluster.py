@@ -4,10 +4,12 @@ lanes, power and kernel figures, `pearl.profile/1`), and the links between them.
     {
       "schema": "pearl.cluster/1", "pearl_version", "created",
       "nodes": [{"name", "from": the file the node's profile was read from (or null), "profile": {pearl.profile/1}}],
-      "links": [{"nodes": [A, B], "latency_s", "bandwidth_bytes_per_s", "source", "network"}]
+      "links": [{"nodes": [A, B], "latency_s", "bandwidth_bytes_per_s", "call_s", "source", "network"}]
     }
 
-- A link joins two nodes in both directions; `latency_s` is one way, `bandwidth_bytes_per_s` per direction.
+- A link joins two nodes in both directions; `latency_s` is one way, `bandwidth_bytes_per_s` per direction,
+  `call_s` the transport's own cost per message (a Ray actor call, one way; 0 when absent). A message of n
+  bytes costs call_s + latency_s + n / bandwidth_bytes_per_s.
   `source` is "measured" (object transfers timed between the two nodes) or "modelled" (from the network
   descriptor named by `network`, pearl/profile/network.py).
 - Every pair of nodes has one link, or none: a pair without a link cannot exchange data (the planner keeps
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pearl import __version__
-from pearl.fileio import FieldChecker, read_json, write_json_atomic
+from pearl.fileio import FieldChecker, finite_number, read_json, write_json_atomic
 from pearl.profile.format import SCHEMA as HOST_SCHEMA
 from pearl.profile.format import SCHEMA_NAME as HOST_SCHEMA_NAME
 from pearl.profile.format import SOURCES, Profile, ProfileError, load_profile, parse_profile
@@ -57,13 +59,21 @@ class Link:
     bandwidth_bytes_per_s: float
     source: str
     network: str | None = None
+    #: the transport's software cost per message on top of the network's latency (a Ray actor call, one way);
+    #: 0 on a measured link, whose latency was timed through the transport and so holds it already
+    call_s: float = 0.0
 
     def joins(self, a: str, b: str) -> bool:
         return {a, b} == {self.a, self.b}
 
+    @property
+    def message_s(self) -> float:
+        """What one message costs beyond its bytes: the transport's call and the network's latency."""
+        return self.call_s + self.latency_s
+
     def seconds(self, nbytes: float) -> float:
-        """One message of `nbytes` over the link: latency + bytes / bandwidth."""
-        return self.latency_s + nbytes / self.bandwidth_bytes_per_s
+        """One message of `nbytes` over the link: call + latency + bytes / bandwidth."""
+        return self.message_s + nbytes / self.bandwidth_bytes_per_s
 
 
 @dataclass
@@ -90,8 +100,8 @@ class Cluster:
         return {"schema": SCHEMA, "pearl_version": self.pearl_version, "created": self.created,
                 "nodes": [{"name": n.name, "from": n.origin, "profile": n.profile.to_dict()} for n in self.nodes],
                 "links": [{"nodes": [k.a, k.b], "latency_s": k.latency_s,
-                           "bandwidth_bytes_per_s": k.bandwidth_bytes_per_s, "source": k.source,
-                           "network": k.network} for k in self.links]}
+                           "bandwidth_bytes_per_s": k.bandwidth_bytes_per_s, "call_s": k.call_s,
+                           "source": k.source, "network": k.network} for k in self.links]}
 
 
 def single_node(profile: Profile, origin: str | None = None) -> Cluster:
@@ -162,9 +172,10 @@ def _parse_link(check: FieldChecker, data: Any, path: str, names: list[str]) -> 
     network = data.get("network")
     if network is not None and not isinstance(network, str):
         check.fail(f"{path}.network", "a string or null", network)
+    call_s = check.number(data, "call_s", path) if "call_s" in data else 0.0  # absent in files before it
     return Link(ends[0], ends[1], check.number(data, "latency_s", path),
                 check.number(data, "bandwidth_bytes_per_s", path, positive=True),
-                check.member(data, "source", path, set(SOURCES)), network)
+                check.member(data, "source", path, set(SOURCES)), network, call_s)
 
 
 def parse_node_args(pairs: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
@@ -193,10 +204,14 @@ def _shown(path: Path) -> str:
         return str(path.resolve())
 
 
-def merge_profiles_into_cluster(pairs: list[tuple[str, str]], network: str | Path | None) -> Cluster:
+def merge_profiles_into_cluster(pairs: list[tuple[str, str]], network: str | Path | None,
+                                call_s: float = 0.0) -> Cluster:
     """A cluster of the named host profiles, every pair of nodes joined by a link modelled from the network
-    descriptor (`network` may be None for one node). Each file must be a host profile of the version this
-    pearl reads (a ProfileError names the file and field); one file may stand for several nodes."""
+    descriptor (`network` may be None for one node), each message also paying `call_s`, the transport's own
+    cost (a Ray actor call, measured by benchmarks/ray_calls.py). Each file must be a host profile of the
+    version this pearl reads (a ProfileError names the file and field); one file may stand for several nodes."""
+    if finite_number(call_s) is None:
+        raise ProfileError(f"--call-s must be a finite number of seconds >= 0, got {call_s!r}")
     nodes = []
     for name, path in pairs:
         data = read_json(path, ProfileError, f"no such profile; `pearl profile --out {path}` makes one")
@@ -211,7 +226,7 @@ def merge_profiles_into_cluster(pairs: list[tuple[str, str]], network: str | Pat
             raise ProfileError("a cluster of several nodes needs --network DESCRIPTOR (e.g. networks/40gbe.toml) "
                                "to model its links")
         net = load_network(resolve_network(network))
-        links = [Link(a.name, b.name, net.latency_s, net.bandwidth_bytes_per_s, "modelled", _shown(net.source))
-                 for a, b in combinations(nodes, 2)]
+        links = [Link(a.name, b.name, net.latency_s, net.bandwidth_bytes_per_s, "modelled", _shown(net.source),
+                      float(call_s)) for a, b in combinations(nodes, 2)]
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return Cluster(__version__, created, nodes, links)
