@@ -16,7 +16,7 @@ rescales it to the environment's bounds. The noise (`noise_type`) is either
 
 with ε_t ~ N(0, 1) the Philox draw of pearl/rng.py for that element and act call (the same draw both kinds
 use). The Ornstein–Uhlenbeck process is Stable-Baselines3's (stable_baselines3/common/noise.py,
-OrnsteinUhlenbeckActionNoise, 2.9: the same recurrence, defaults θ and dt, initial noise 0; its
+OrnsteinUhlenbeckActionNoise, 2.9.2: the same recurrence, defaults θ and dt, initial noise 0; its
 off_policy_algorithm.py adds it to the action in [-1, 1] and clips, `_sample_action`, and resets an env's
 process when that env's episode ends, `collect_rollouts`). Two differences, both of pearl's schedule: SB3 adds
 the noise to the uniform warm-up actions too (advancing the process), pearl's warm-up actions are uniform
