@@ -8,7 +8,8 @@ decisions for the same seed, call number and element, whatever the device or the
         hi, lo = mulhilo32(0xD256D193, c0);  (c0, c1) = (hi ^ key ^ c1, lo);  key += 0x9E3779B9 (before rounds 2..10)
 
 ε-greedy explores element i when uniform(r0) < ε and then takes action below(r1, n_actions); Gaussian noise
-for element i is σ · normal(r0, r1). Uniform floats use the top 24 bits, u = (r >> 8) · 2^-24 ∈ [0, 1),
+for element i is σ · normal(r0, r1), and DDPG's Ornstein–Uhlenbeck noise takes its increment's normal(r0, r1)
+from the same counters (pearl/algos/ddpg.py). Uniform floats use the top 24 bits, u = (r >> 8) · 2^-24 ∈ [0, 1),
 which float32 holds exactly; a uniform integer in [0, n) is ((r >> 8) · n) >> 24, pure integer arithmetic.
 Both are bit-identical in numpy and OpenCL. Gaussians use Box–Muller, whose log/cos differ by a few ulp
 between math libraries.

@@ -20,7 +20,7 @@ from learn_support import make_batches, to_sample_batch
 from opencl_support import first_opencl_device
 
 from pearl.adapters import open_adapter
-from pearl.algos import preset
+from pearl.algos import DDPGConfig, preset
 from pearl.algos.params import init_params
 from pearl.envs import env_spec
 from pearl.errors import CheckpointError, RunDirError
@@ -275,6 +275,27 @@ def test_resume_goes_on_to_the_budget_and_repeats_from_its_checkpoint(tmp_path) 
     assert summary["status"] == "finished" and summary["start_steps"] == 3840
     lines = (run / "metrics.jsonl").read_text().splitlines()
     assert json.loads(lines[-1])["global_step"] == 4096  # the resumed run appends to the same record
+
+
+def test_ddpg_with_ou_noise_resumes_bit_for_bit_from_its_checkpoint(tmp_path) -> None:
+    """The Ornstein–Uhlenbeck processes live with the episodes in flight: a resume starts new episodes (envs and
+    draws reseeded from seed, actor and steps), so new processes at 0, as when an episode ends. Two resumes of
+    one checkpoint give the same bits, with the noise the run was started with."""
+    cfg = DDPGConfig(total_steps=1600, learning_starts=200, n_envs=2, buffer_size=5_000, action_noise=0.5,
+                     noise_type="ornstein-uhlenbeck", hidden=(16, 16), batch_size=16)
+    result = train("ddpg", "Pendulum-v1", config=cfg, runs_dir=str(tmp_path / "runs"), eval_episodes=0,
+                   eval_every=0, launcher="sequential", checkpoint_every=500)
+    run = Path(result.run_dir)
+    newest, before = ckpt.candidates(run / "checkpoints")
+    _kill_after(run, int(before.stem.split("-")[1]))
+    twin = tmp_path / "twin"
+    shutil.copytree(run, twin)
+    a, b = resume(str(run), eval_episodes=0), resume(str(twin), eval_episodes=0)
+    assert a.start_steps == b.start_steps == ckpt.read_checkpoint(before).steps < a.steps == b.steps == 1600
+    for name, value in _state_of(run).items():
+        np.testing.assert_array_equal(value, _state_of(twin)[name], err_msg=name)
+    config = json.loads((run / "config.json").read_text())["hyperparameters"]
+    assert config["noise_type"] == "ornstein-uhlenbeck"
 
 
 def test_ctrl_c_saves_where_the_run_stopped_and_resume_goes_on_from_there(tmp_path) -> None:

@@ -45,6 +45,23 @@ def test_learn_on_cuda_matches_cpu(algo: str) -> None:
         np.testing.assert_allclose(results[1][name], results[0][name], rtol=1e-3, atol=1e-4, err_msg=name)
 
 
+def test_ornstein_uhlenbeck_noise_on_cuda_is_the_cpus_bit_for_bit() -> None:
+    """The process runs on the host from the same Philox draws whatever the torch device: the same state bits
+    on cuda:0 as on cpu (the actions differ only by μ(s), to float32 rounding)."""
+    spec = EnvSpec("t", 3, "continuous", 2, (-2.0, -2.0), (2.0, 2.0))
+    config = DDPGConfig(hidden=(64, 64), noise_type="ornstein-uhlenbeck")
+    params = init_params(config, spec, seed=0)
+    acts = [TorchAdapter(device).make_act(config, spec, params, seed=4) for device in ("cpu", "cuda:0")]
+    obs = np.random.default_rng(2).normal(size=(8, 3)).astype(np.float32)
+    for t in range(50):
+        got = [act.act(obs, 0.5) for act in acts]
+        np.testing.assert_allclose(got[1], got[0], atol=1e-5)
+        np.testing.assert_array_equal(acts[1].noise_state(), acts[0].noise_state())
+        if t == 25:
+            for act in acts:
+                act.new_episodes(np.arange(8) % 2 == 0)
+
+
 def test_replay_on_cuda_stays_on_the_device() -> None:
     spec = EnvSpec("t", 4, "discrete", 2)
     replay = TorchAdapter("cuda:0").make_replay(DQNConfig(buffer_size=100, batch_size=32), spec, seed=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 from counter_env import episode_length
 
-from pearl.algos import DQNConfig
+from pearl.algos import DDPGConfig, DQNConfig
 from pearl.algos.params import ParamLayout
 from pearl.envs import env_spec
 from pearl.errors import PearlError
@@ -135,6 +136,23 @@ def test_sequential_and_local_launchers_give_bit_identical_parameters(prioritize
     for name in a.final_params:
         assert np.array_equal(a.final_params[name], b.final_params[name]), name
     assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
+
+
+def test_ddpg_with_ornstein_uhlenbeck_noise_gives_the_same_bits_on_both_launchers() -> None:
+    """OU noise carries state from step to step and restarts with each episode (Pendulum's end at 200 steps):
+    the schedule still decides everything, so both launchers give the same bits, and not those of Gaussian
+    noise of the same σ."""
+    cfg = DDPGConfig(total_steps=1200, learning_starts=200, n_envs=2, buffer_size=5_000, action_noise=0.5,
+                     noise_type="ornstein-uhlenbeck", **SMALL)
+    job = Job(cfg, env_spec("Pendulum-v1"), Placement.single("cpu"), seed=3, actors=2, policy_lag=1, threads=1)
+    a, b = SequentialLauncher(job).run(), LocalLauncher(job).run()
+    # 300 steps per env: every env ends an episode and runs 99 steps of its next one with a restarted process
+    assert a.updates == b.updates > 0 and len(a.episodes) == len(b.episodes) == 4
+    for name in a.final_params:
+        assert np.array_equal(a.final_params[name], b.final_params[name]), name
+    assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
+    gauss = SequentialLauncher(dataclasses.replace(job, config=cfg.replace(noise_type="gaussian"))).run()
+    assert sorted(e.ret for e in gauss.episodes) != sorted(e.ret for e in a.episodes)
 
 
 def _train_params(tmp_path: Path, name: str, **options) -> tuple[float, dict[str, np.ndarray]]:

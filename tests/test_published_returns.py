@@ -66,8 +66,8 @@ def test_dqn_lunarlander_reaches_75(tmp_path) -> None:
 
 @pytest.mark.preset
 def test_ddpg_mountaincar_continuous_reaches_93(tmp_path) -> None:
-    """The zoo: 93.5 ± 0.05 over 300k steps (with Ornstein-Uhlenbeck noise; pearl's is Gaussian). Not measured to
-    the end here: stopped at 49k steps, still standing still (docs/MEASUREMENTS.md)."""
+    """The zoo: 93.5 ± 0.05 over 300k steps with Ornstein-Uhlenbeck noise, as the preset now has. Not measured to
+    the end here: with Gaussian noise, stopped at 49k steps, still standing still (docs/MEASUREMENTS.md)."""
     r = pearl.train("ddpg", "MountainCarContinuous-v0", seed=0, eval_episodes=20, runs_dir=str(tmp_path))
     assert r.eval_return_mean >= 93.5 - 0.5, (r.best, r.final)
 

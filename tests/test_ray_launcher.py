@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from counter_env import episode_length
 
-from pearl.algos import DQNConfig
+from pearl.algos import DDPGConfig, DQNConfig
 from pearl.envs import env_spec
 from pearl.errors import ConfigError
 from pearl.runtime.launcher import Job, Placement
@@ -181,6 +181,23 @@ def test_ray_gives_the_sequential_and_local_launchers_parameters_bit_for_bit(clu
     assert b.roles["learner"].startswith(f"node {cluster.head[:8]}")  # what `pearl train` prints
     assert b.roles["actor worker 1"].startswith(f"node {cluster.actors[:8]}")
     assert ray_launcher.workers == [] and ray_launcher.role is None  # stopped
+
+
+@needs_ray
+def test_ray_gives_the_sequential_launchers_bits_with_ornstein_uhlenbeck_noise(cluster) -> None:
+    """DDPG's OU processes live in each worker's act kernel and restart with its envs' episodes (Pendulum's end
+    at 200 steps; 300 per env here): the same bits as the sequential launcher."""
+    from pearl.runtime.ray_launcher import RayLauncher
+
+    cfg = DDPGConfig(total_steps=1200, learning_starts=200, n_envs=2, buffer_size=5_000, action_noise=0.5,
+                     noise_type="ornstein-uhlenbeck", **SMALL)
+    job = Job(cfg, env_spec("Pendulum-v1"), Placement.single("cpu"), seed=3, actors=2, policy_lag=1, threads=1)
+    a = SequentialLauncher(job).run()
+    b = RayLauncher(job, actor_placement=on_actors_node(), learner_placement=on_head()).run()
+    assert a.updates == b.updates > 0 and len(b.episodes) == 4
+    for name in a.final_params:
+        assert np.array_equal(a.final_params[name], b.final_params[name]), name
+    assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
 
 
 @needs_ray

@@ -109,6 +109,12 @@ class ActKernel(ABC):
     def set_params(self, params: Params) -> None:
         """Load the policy network's parameters (the names `init_params` gives)."""
 
+    def new_episodes(self, rows: np.ndarray) -> None:
+        """rows: a boolean mask over the rows `act` gets, True where that row's env starts a new episode at
+        its next act. Exploration that lives for an episode (DDPG's Ornstein–Uhlenbeck process) starts again
+        there; stateless exploration (ε-greedy, Gaussian noise) has nothing to do."""
+        return None
+
 
 class LearnKernel(ABC):
     """``learn``: one gradient update on a sampled batch."""

@@ -112,8 +112,9 @@ PRESETS: dict[tuple[str, str], OffPolicyConfig] = {
         hidden=(400, 300),
     ),
     # The zoo's hyperparams/ddpg.yml, "MountainCarContinuous-v0": 300k steps, Ornstein-Uhlenbeck noise of
-    # σ 0.5, SB3's DDPG defaults otherwise (γ 0.99, lr 1e-3, buffer 1M, learning_starts 100, [400, 300]);
-    # its benchmark.md: 93.5 ± 0.05. pearl's noise is Gaussian (pearl/rng.py), so σ 0.5 Gaussian here.
+    # σ 0.5 (noise_type 'ornstein-uhlenbeck', noise_std 0.5; SB3's θ 0.15 and dt 0.01), SB3's DDPG defaults
+    # otherwise (γ 0.99, lr 1e-3, buffer 1M, learning_starts 100, [400, 300]); its benchmark.md: 93.5 ± 0.05.
+    # The process is SB3's, driven by pearl's Philox draws (pearl/algos/ddpg.py says where it differs).
     ("ddpg", "MountainCarContinuous-v0"): DDPGConfig(
         total_steps=300_000,
         learning_rate=1e-3,
@@ -123,6 +124,7 @@ PRESETS: dict[tuple[str, str], OffPolicyConfig] = {
         gamma=0.99,
         tau=0.005,
         action_noise=0.5,
+        noise_type="ornstein-uhlenbeck",
         train_freq=1,
         gradient_steps=1,
         hidden=(400, 300),

@@ -8,6 +8,9 @@ any other add or multiply 1; bytes are float32 (4 bytes) reads plus writes of pa
 transitions; caches are ignored (every operand comes from memory once per use counted below). Elementwise
 work of order batch × layer width (bias adds, activations, loss, TD targets, tanh, argmax, exploration noise,
 importance weights, the priority formula) is not counted in flops: it is small next to the matrix products.
+Nor is act's exploration counted in bytes: DDPG's Ornstein–Uhlenbeck noise reads and writes its per-env state
+(8 bytes per action element) in the same launch as the Gaussian's, beside the actor's parameters and
+activations.
 
 Everything algorithm-specific comes from the workload's registry entry (pearl/algos/registry.py): its networks
 (`networks`), the one `act` runs (`policy_net`), what one learn call does (`learn_work`: forward-pass

@@ -16,11 +16,12 @@ corrupted one (the archive's CRC-32 per member catches a flipped byte, its direc
 reported and skipped.
 
 What a resume does not restore: the episodes in flight (envs start new episodes, reseeded from the run's
-seed and the step count, so a resumed run is repeatable from its checkpoint) and, for the parallel
-launcher, the transitions still in the actors' rings (at most a ring's worth; the run's step count says
-what reached replay). The exploration schedule, the replay-ratio accounting and the learning-rate state go
-on from the saved counters. Without replay in the checkpoint, the resumed run first collects
-learning_starts transitions with the trained policy before it updates again.
+seed and the step count, so a resumed run is repeatable from its checkpoint; DDPG's Ornstein–Uhlenbeck
+noise lives with an episode, so it starts again at 0 as at any episode's start, and nothing of it is saved)
+and, for the parallel launcher, the transitions still in the actors' rings (at most a ring's worth; the
+run's step count says what reached replay). The exploration schedule, the replay-ratio accounting and the
+learning-rate state go on from the saved counters. Without replay in the checkpoint, the resumed run first
+collects learning_starts transitions with the trained policy before it updates again.
 """
 
 from __future__ import annotations

@@ -124,6 +124,11 @@ class VectorActor(_ActorBase):
         batch = TransitionBatch(self.obs[keep], action[keep], np.asarray(reward, dtype=np.float32)[keep],
                                 next_obs[keep], np.asarray(terminated, dtype=np.float32)[keep], self.actor_id,
                                 self.policy_version)
+        # An env whose episode ended (SB3 resets its noise then) or whose reset step just ran (its ignored action
+        # still advanced the noise) acts next at the first step of a new episode: its exploration starts again.
+        restart = done | ~keep
+        if restart.any():
+            self.act_kernel.new_episodes(restart)
         self.resetting = done
         self.obs = next_obs
         self.clock.add("act", t1 - t0)

@@ -14,7 +14,7 @@ import pyopencl.array as cla
 from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel
 from pearl.adapters.opencl.nets import DeviceAdam, DeviceMean, DeviceMLP, polyak
 from pearl.adapters.opencl.runtime import CLRuntime
-from pearl.algos.ddpg import DDPGConfig
+from pearl.algos.ddpg import DDPGConfig, ou_coefficients
 from pearl.algos.dqn import DQNConfig
 from pearl.types import LearnResult, Params, SampleBatch
 
@@ -92,10 +92,19 @@ class CLDQNLearn(LearnKernel):
 
 
 class CLDDPGAct(ActKernel):
-    def __init__(self, rt: CLRuntime, sizes: list[int], params: Params, seed: int) -> None:
+    """μ(s) plus noise from Philox draws on the device, as the torch adapter's DDPGAct: Gaussian (ddpg_act) or
+    Ornstein–Uhlenbeck (ddpg_act_ou). The OU states live in a device buffer that the same launch reads and
+    writes: no extra transfer per step (only a rare fill when an episode ends), and the noise comes from the
+    kernel's own draw, as the Gaussian does (the alternative, the normal read back and the process run on
+    the host, would add a read per step and still differ from torch by the same ulp of log/cos)."""
+
+    def __init__(self, rt: CLRuntime, sizes: list[int], params: Params, seed: int,
+                 noise_type: str = "gaussian") -> None:
         self.rt, self.key, self.call = rt, seed, 0
         self.actor = DeviceMLP(rt, sizes, params, "actor", tanh_out=True)
         self.bufs = _Buffers(rt)
+        self.ou = noise_type == "ornstein-uhlenbeck"
+        self.x: cla.Array | None = None  # the Ornstein–Uhlenbeck states, (n, action_dim)
 
     def set_params(self, params: Params) -> None:
         self.actor.load(params)
@@ -105,9 +114,27 @@ class CLDDPGAct(ActKernel):
         x = self.bufs.get("obs", obs.shape)
         x.set(np.ascontiguousarray(obs, dtype=np.float32), queue=self.rt.queue, async_=True)  # read back below
         actions = self.actor.forward(x, n)[-1]
-        self.rt.launch("ddpg_act", actions.size, actions, float(explore), _u32(self.key), _u32(self.call))
+        if self.ou and explore > 0:
+            if self.x is None or self.x.shape != actions.shape:  # other rows, other envs: new processes
+                self.x = self.rt.zeros(actions.shape, np.float32)
+            theta_dt, scale = ou_coefficients(explore)
+            self.rt.launch("ddpg_act_ou", actions.size, actions, self.x, theta_dt, scale, _u32(self.key),
+                           _u32(self.call))
+        else:
+            self.rt.launch("ddpg_act", actions.size, actions, float(explore), _u32(self.key), _u32(self.call))
         self.call += 1
         return actions.get(queue=self.rt.queue)
+
+    def new_episodes(self, rows: np.ndarray) -> None:
+        if self.x is None:
+            return
+        for row in np.flatnonzero(rows):  # an episode ends every few hundred steps: a fill per row is cheap
+            self.x[int(row)].fill(0.0, queue=self.rt.queue)
+
+    def noise_state(self) -> np.ndarray | None:
+        """The Ornstein–Uhlenbeck states (n, action_dim) on the host; None before the first noisy act or for
+        Gaussian noise."""
+        return None if self.x is None else self.x.get(queue=self.rt.queue)
 
 
 class CLDDPGLearn(LearnKernel):
@@ -177,5 +204,5 @@ DQN_KERNELS = AlgoKernels(
     act=lambda rt, config, nets, params, seed: CLDQNAct(rt, nets["q"], params, seed),
     learn=lambda rt, config, nets, params: CLDQNLearn(rt, config, nets["q"], params))
 DDPG_KERNELS = AlgoKernels(
-    act=lambda rt, config, nets, params, seed: CLDDPGAct(rt, nets["actor"], params, seed),
+    act=lambda rt, config, nets, params, seed: CLDDPGAct(rt, nets["actor"], params, seed, config.noise_type),
     learn=lambda rt, config, nets, params: CLDDPGLearn(rt, config, nets["actor"], nets["critic"], params))

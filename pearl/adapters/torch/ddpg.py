@@ -12,18 +12,28 @@ import torch
 
 from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel
 from pearl.adapters.torch.nets import FlatAdam, build, dump_net, load_net, write_net
-from pearl.algos.ddpg import DDPGConfig
+from pearl.algos.ddpg import DDPGConfig, ou_step
 from pearl.rng import CounterDraws, normal
 from pearl.types import LearnResult, Params, SampleBatch
 
 
 class DDPGAct(ActKernel):
-    """μ(s) plus Gaussian noise drawn from Philox (key = seed, counter = (flat index, call)), as on OpenCL."""
+    """μ(s) plus noise from Philox draws (key = seed, counter = (flat index, call)), as on OpenCL: Gaussian, or
+    an Ornstein–Uhlenbeck process per row and action dimension driven by the same draws.
 
-    def __init__(self, sizes: list[int], params: Params, device: torch.device, seed: int) -> None:
+    The noise is computed on the host in numpy, for CPU and CUDA alike, so both give the same noise bits: the
+    process state x is a host array (n, action_dim) next to the draws, never a tensor. A call with another
+    number of rows than the last starts new processes at 0 (the rows are other envs: the profiler measures
+    one kernel at several batch sizes); an actor always acts on its n_envs rows.
+    """
+
+    def __init__(self, sizes: list[int], params: Params, device: torch.device, seed: int,
+                 noise_type: str = "gaussian") -> None:
         self.device = device
         self.actor = build(sizes, params, "actor", device, tanh_out=True)
         self.draws = CounterDraws(seed)
+        self.ou = noise_type == "ornstein-uhlenbeck"
+        self.x: np.ndarray | None = None  # the Ornstein–Uhlenbeck states, (n, action_dim) float32
 
     def set_params(self, params: Params) -> None:
         load_net(self.actor, params, "actor")
@@ -34,8 +44,24 @@ class DDPGAct(ActKernel):
         actions = self.actor(x).cpu().numpy()
         r0, r1 = self.draws.next(actions.size)  # element (i, j) uses counter i·d + j, as on OpenCL
         if explore > 0:
-            actions = actions + np.float32(explore) * normal(r0, r1).reshape(actions.shape)
+            eps = normal(r0, r1).reshape(actions.shape)
+            actions = actions + (self._ou_noise(eps, explore) if self.ou else np.float32(explore) * eps)
         return np.clip(actions, -1.0, 1.0, out=actions)
+
+    def _ou_noise(self, eps: np.ndarray, sigma: float) -> np.ndarray:
+        if self.x is None or self.x.shape != eps.shape:
+            self.x = np.zeros(eps.shape, np.float32)
+        self.x = ou_step(self.x, eps, sigma)
+        return self.x
+
+    def new_episodes(self, rows: np.ndarray) -> None:
+        if self.x is not None:
+            self.x[np.asarray(rows, dtype=bool)] = 0.0
+
+    def noise_state(self) -> np.ndarray | None:
+        """The Ornstein–Uhlenbeck states (n, action_dim), a copy; None before the first noisy act or for
+        Gaussian noise."""
+        return None if self.x is None else self.x.copy()
 
 
 class DDPGLearn(LearnKernel):
@@ -99,5 +125,6 @@ class DDPGLearn(LearnKernel):
 
 #: What the DDPG registry entry names for the torch backend (pearl.algos.ddpg.DDPG.kernels).
 KERNELS = AlgoKernels(
-    act=lambda device, config, nets, params, seed: DDPGAct(nets["actor"], params, device, seed),
+    act=lambda device, config, nets, params, seed: DDPGAct(nets["actor"], params, device, seed,
+                                                           config.noise_type),
     learn=lambda device, config, nets, params: DDPGLearn(config, nets["actor"], nets["critic"], params, device))
