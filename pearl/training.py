@@ -749,10 +749,8 @@ def _score(setup: _Setup, runner: SegmentLauncher, stats: LoopStats, episodes: i
         np.savez(record.dir / "best_policy.npz", **best.best)
         picked = best.best_eval
         out["best"] = {**score(best.best), "steps": picked.steps, "updates": picked.updates,
-                       "selection_mean": picked.mean, "selection_score": picked.score,
-                       "file": str(record.dir / "best_policy.npz")}
-        out["evaluations"] = [{"steps": e.steps, "updates": e.updates, "mean": e.mean, "score": e.score}
-                              for e in best.history]
+                       "selection_mean": picked.mean, "file": str(record.dir / "best_policy.npz")}
+        out["evaluations"] = [{"steps": e.steps, "updates": e.updates, "mean": e.mean} for e in best.history]
         out["headline"] = "best"
     head = out["best"] if out["headline"] == "best" else final
     out.update(eval_return_mean=head["return_mean"], eval_return_std=head["return_std"],

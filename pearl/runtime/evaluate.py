@@ -5,13 +5,6 @@ policy at fixed points of the schedule during training and keeps the best one (S
 EvalCallback habit): DQN on CartPole often solves the task and then dips again before the budget ends, so a
 run reports both its final policy and its best, labelled. The in-training evaluations use other episode
 seeds than the final one, so the best policy is not chosen on the episodes it is finally scored on.
-
-"Best" is judged by the lower bound of the mean, mean − standard error, not by the mean alone: over ten
-evaluations of ten episodes each, the highest mean is often a policy that was lucky on those ten starts.
-Measured on DQN LunarLander-v3, seed 0: the policy with the highest in-training mean (212.1 at 70k steps, one
-of its episodes a crash of −532 on the final scoring) scored 69.8 on the 20 final episodes while the last
-policy (201.5 in training, steadier) scored 194.4. Where every episode returns the same (CartPole at 500), the
-bound is the mean.
 """
 
 from __future__ import annotations
@@ -60,18 +53,12 @@ class Evaluation:
     mean: float
     returns: list[float]
 
-    @property
-    def score(self) -> float:
-        """What the best policy is chosen by: the mean less its standard error (sample deviation / √n)."""
-        n = len(self.returns)
-        return self.mean - (float(np.std(self.returns, ddof=1)) / np.sqrt(n) if n > 1 else 0.0)
-
 
 @dataclass
 class BestPolicy:
     """Evaluates the learner's policy every `every` env steps (at the first segment boundary at or past each
-    multiple, once learning has started) over `episodes` episodes and keeps the policy with the highest
-    `Evaluation.score` (the later one on a tie: it has trained longer)."""
+    multiple, once learning has started) over `episodes` episodes and keeps the policy with the highest mean
+    (the later one on a tie: it has trained longer)."""
 
     act: ActKernel  # an act kernel the evaluations load each policy into
     spec: EnvSpec
@@ -96,12 +83,8 @@ class BestPolicy:
         self.act.set_params(params)
         returns = evaluate(self.act, self.spec, self.episodes, self.seed + SELECT_SEED_OFFSET)
         result = Evaluation(steps, updates, float(np.mean(returns)), returns)
-        self.consider(result, params)
-        return result
-
-    def consider(self, result: Evaluation, params: Params) -> None:
-        """Record one evaluation and keep its policy if it scores at least as well as the best so far."""
         self.history.append(result)
-        if self.best_eval is None or result.score >= self.best_eval.score:
+        if self.best_eval is None or result.mean >= self.best_eval.mean:
             self.best_eval = result
             self.best = {k: np.array(v, copy=True) for k, v in params.items()}
+        return result

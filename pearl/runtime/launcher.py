@@ -322,8 +322,7 @@ class SegmentLauncher(ABC):
             line = self._log.line(self.config, self.steps, self.updates, status, now - self._t0, now - self._last_log)
             if self.evaluations:
                 line["eval/mean_return"] = self.evaluations[-1].mean
-                # the mean of the policy kept as best (chosen by score; the later on a tie, as BestPolicy does)
-                line["eval/best_mean_return"] = max(reversed(self.evaluations), key=lambda e: e.score).mean
+                line["eval/best_mean_return"] = max(e.mean for e in self.evaluations)
             self._record.log({**line, **self._extra_metrics()})
         self._last_log = now
         if self._progress is not None:
