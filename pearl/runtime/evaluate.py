@@ -83,8 +83,12 @@ class BestPolicy:
         self.act.set_params(params)
         returns = evaluate(self.act, self.spec, self.episodes, self.seed + SELECT_SEED_OFFSET)
         result = Evaluation(steps, updates, float(np.mean(returns)), returns)
+        self.consider(result, params)
+        return result
+
+    def consider(self, result: Evaluation, params: Params) -> None:
+        """Record one evaluation and keep a copy of its policy if its mean is at least the best so far."""
         self.history.append(result)
         if self.best_eval is None or result.mean >= self.best_eval.mean:
             self.best_eval = result
             self.best = {k: np.array(v, copy=True) for k, v in params.items()}
-        return result
