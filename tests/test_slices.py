@@ -137,6 +137,14 @@ def test_mps_daemon_is_detected_from_its_pipe_directory_without_starting_anythin
     assert slice_devices(gpu, 132, [], idle) == []
 
 
+def test_inside_its_process_a_slice_is_the_device_cuda_shows_it_as() -> None:
+    from pearl.adapters.slices import inner_device
+
+    assert inner_device("cuda:1/mig:MIG-aaaa") == "cuda:0"  # CUDA_VISIBLE_DEVICES leaves the instance alone
+    assert inner_device("cuda:1/mps:25") == "cuda:1"  # an MPS client sees the GPU, limited to its share
+    assert inner_device("cuda:1") == "cuda:1" and inner_device("cpu") == "cpu"
+
+
 def test_slice_env_names_the_mig_instance_or_the_mps_share() -> None:
     assert slice_env("cuda:0") == {} and slice_env("cpu") == {}
     assert slice_env("cuda:0/mig:MIG-aaaa", {}) == {"CUDA_VISIBLE_DEVICES": "MIG-aaaa"}
