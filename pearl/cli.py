@@ -279,13 +279,16 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
             bar(done[0])
 
         bar(0)  # the rate counts from here
-        result = run_profile(options, step)
+        slice_warnings: list[str] = []  # GPU slices that could not be measured: shown once the bar is gone
+        result = run_profile(options, step, slice_warnings.append)
+    for message in slice_warnings:
+        click.echo(f"warning: {message}", err=True)
     if kept is not None:
         result = merge_profiles(kept, result, path)
     written = save_profile(result, path)
     summary = {"profile": str(written), "mode": result.mode, "devices": [d.id for d in result.devices],
                "workloads": [w.key for w in result.workloads], "timings": done[0],
-               "kernel_measurements": len(result.kernels),
+               "kernel_measurements": len(result.kernels), "warnings": slice_warnings,
                "power": {p.device: {"idle_w": p.idle_w, "busy_w": p.busy_w, "source": p.source,
                                     "descriptor": p.descriptor, "scale": p.scale} for p in result.power},
                "wall_s": time.perf_counter() - t0}
@@ -295,6 +298,10 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
     click.echo(f"profiled {', '.join(summary['devices'])} in {summary['wall_s']:.1f} s: {done[0]} timings, "
                f"{summary['kernel_measurements']} kernel measurements (each the median of its rounds), "
                f"{result.mode} mode")
+    for d in result.devices:
+        if d.process_env:  # a GPU slice, measured in a process of its own started with its environment
+            started = " ".join(f"{k}={v}" for k, v in d.process_env)
+            click.echo(f"  slice {d.id}: measured in a process started with {started}")
     for p in result.power:
         origin = f" {p.descriptor}" + (f" × {p.scale:.3g}" if p.scale != 1 else "") if p.descriptor else ""
         click.echo(f"  power {p.device}: idle {p.idle_w:.0f} W, busy {p.busy_w:.0f} W ({p.source}, {p.method}{origin})")

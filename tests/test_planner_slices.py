@@ -9,12 +9,16 @@ The oracle states the slice rules again on its own (it does not call pearl.plann
               device of a sliced GPU; the slices in use all MIG or all MPS
     busy[r]   each kernel's seconds × share(d) on its device's resource
     instance  for a slice in use: its learner-process kernels, + act when all actors share its one instance
+    memory    per device, the memory of the kernels on it; and on a GPU with MPS shares, the learner process's
+              kernels on its MPS shares or on the whole GPU plus n × act's memory for the n actor processes there,
+              all against the largest memory of those devices (the GPU's: they share one memory)
 """
 
 from __future__ import annotations
 
 import itertools
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -32,7 +36,7 @@ def random_slice_problem(seed: int) -> Problem:
     resources = [Resource("host-cpu", rng.randint(2, 6), rng.uniform(5, 40), 0.0),
                  Resource("gpu", 1, rng.uniform(30, 70), 0.0)]
     resources = [Resource(r.id, r.lanes, r.idle_w, r.idle_w + rng.uniform(10, 300)) for r in resources]
-    devices = [Device("cpu", "host-cpu", 16.0), Device("gpu", "gpu", 80.0)]
+    devices = [Device("cpu", "host-cpu", 24.0), Device("gpu", "gpu", rng.uniform(10, 60))]
     for i in range(rng.randint(1, 3)):
         share = rng.choice([1 / 7, 2 / 7, 3 / 7, 0.1, 0.25, 0.5])
         instances = rng.choice([1, 2, 3, 7]) if rng.random() < 0.7 else 1
@@ -57,7 +61,7 @@ def random_slice_problem(seed: int) -> Problem:
     for d in devices:
         memory[("replay_insert", d.id)] = rng.uniform(0, 10)
         memory[("learn", d.id)] = rng.uniform(0, 4)
-        memory[("act", d.id)] = rng.uniform(0, 1)
+        memory[("act", d.id)] = rng.uniform(0, 10)  # n actor processes × this can fill an MPS GPU's memory
     return Problem(resources, devices, "host-cpu", "cpu", cost, act_cost, rng.uniform(0.0, 2.0), actor_period,
                    list(EDGES), transfer, memory, prefetch=True)
 
@@ -70,6 +74,8 @@ def account(p: Problem, where: dict[str, str], a: ActorOption):
     for d in p.devices:
         if sum(p.memory.get((k, d.id), 0.0) for k in PLACED if where[k] == d.id) > d.memory_bytes:
             return None
+    if mps_memory(p, where, a) is False:
+        return None
     sliced = {d.resource for d in p.devices if d.share < 1 or d.instances > 1}
     learner_devs = {where[k] for k in LEARNER}
     used = {}
@@ -122,6 +128,21 @@ def account(p: Problem, where: dict[str, str], a: ActorOption):
     return period, energy
 
 
+def mps_memory(p: Problem, where: dict[str, str], a: ActorOption) -> bool | None:
+    """Whether the processes in each MPS GPU's one memory fit it (None: no GPU has MPS shares)."""
+    gpus = {d.resource for d in p.devices if d.slicing == "mps"}
+    if not gpus:
+        return None
+    for r in gpus:
+        one = {d.id: d for d in p.devices if d.resource == r and d.slicing != "mig"}
+        need = sum(p.memory.get((k, where[k]), 0.0) for k in LEARNER if where[k] in one)
+        if where["act"] in one:
+            need += a.n * p.memory.get(("act", where["act"]), 0.0)
+        if need > max(d.memory_bytes for d in one.values()):
+            return False
+    return True
+
+
 def brute_force(p: Problem) -> list[tuple[float, float, dict, ActorOption]]:
     ids = [d.id for d in p.devices]
     options = sorted({a for (a, _) in p.act_cost}, key=lambda a: a.n)
@@ -139,7 +160,7 @@ def brute_force(p: Problem) -> list[tuple[float, float, dict, ActorOption]]:
 def test_slice_aware_program_matches_brute_force(seed: int) -> None:
     p = random_slice_problem(seed)
     points = brute_force(p)
-    best = min(P for P, *_ in points)  # everything on the cpu is always feasible: memory 16 fits the maxima
+    best = min(P for P, *_ in points)  # everything on the cpu is always feasible: memory 24 fits the maxima
     fast = solve(p, "throughput")
     assert fast.period_s == pytest.approx(best, rel=REL)
     assert fast.energy_j == pytest.approx(min(E for P, E, *_ in points if P <= best * (1 + 1e-7)), rel=REL)
@@ -168,6 +189,32 @@ def test_shares_over_the_gpu_are_refused() -> None:
     apart = {**learner_on_cpu, "act": "cpu", "learn": half.id, **{k: "gpu" for k in REPLAY}}
     assert evaluate(p, apart, two) is None  # the learner process holds one device of the GPU
     assert all(account(p, w, two) is None for w in (crowded, whole_and_slice, apart))
+
+
+def test_mps_shares_of_one_gpu_share_its_memory() -> None:
+    """Four actor processes on 25 % MPS shares would be fastest, and each share alone has room for a policy;
+    but the four policies (3 bytes each) live in the GPU's one memory (10 bytes): mps_memory[gpu] allows three."""
+    quarter = Device("gpu/mps:25", "gpu", 10.0, share=0.25, instances=4, slicing="mps")
+    devices = [Device("cpu", "host-cpu", 100.0), Device("gpu", "gpu", 10.0), quarter]
+    options = [ActorOption(n, 4) for n in range(1, 5)]
+    cost = {(k, "cpu"): 0.01 for k in LEARNER}
+    act = {(a, d.id): 0.4 for a in options for d in devices}
+    # on shares of their own the actors act at once (the period falls with n); on the whole GPU or the cpu
+    # they take turns
+    period = {(a, d.id): 1 / a.n if d.id == quarter.id else 2.0 for a in options for d in devices}
+    memory = {("act", d.id): 3.0 for d in devices}
+    p = Problem([Resource("host-cpu", 4, 10, 20), Resource("gpu", 1, 50, 300)], devices, "host-cpu", "cpu",
+                cost, act, 0.1, period, list(EDGES), {}, memory, prefetch=True)
+    plan = solve(p, "throughput")
+    assert plan.placement["act"] == quarter.id and plan.actors.n == 3, (plan.placement, plan.actors)
+    assert plan.period_s == pytest.approx(1 / 3)
+    four = {**plan.placement}
+    assert evaluate(p, four, ActorOption(4, 4)) is None and account(p, four, ActorOption(4, 4)) is None
+    assert account(p, four, ActorOption(3, 4))[0] == pytest.approx(plan.period_s)
+    # a GPU with room for four policies: four shares (the row alone held them to three)
+    roomy = Problem(p.resources, [devices[0], replace(devices[1], memory_bytes=12.0), quarter], p.host,
+                    p.host_device, cost, act, 0.1, period, list(EDGES), {}, memory, prefetch=True)
+    assert solve(roomy, "throughput").actors.n == 4
 
 
 # ------------------------------------------------------------------------------------------------ H100 what-if

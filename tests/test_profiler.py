@@ -184,12 +184,23 @@ def test_future_version(good_file) -> None:
     (lambda d: d["devices"][0].update(lanes=0), "devices[0].lanes"),
     (lambda d: d["kernels"][0].update(source="guessed"), "kernels[0].source"),
     (lambda d: d.update(mode="slow"), "mode"),
+    (lambda d: d["devices"][0].update(process_env="CUDA_VISIBLE_DEVICES=MIG-1"), "devices[0].process_env"),
+    (lambda d: d["devices"][0].update(process_env={"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": 25}),
+     "devices[0].process_env"),
 ])
 def test_bad_fields_are_named(good_file, change, field: str) -> None:
     rewrite(good_file, change)
     with pytest.raises(ProfileError) as exc:
         load_profile(good_file)
     assert str(good_file) in str(exc.value) and f"'{field}'" in str(exc.value)
+
+
+def test_a_bad_process_env_in_a_profile_is_one_error_line(capsys, good_file) -> None:
+    rewrite(good_file, lambda d: d["devices"][0].update(process_env=["CUDA_VISIBLE_DEVICES"]))
+    code, _, err = run_cli(capsys, "plan", "--profile", str(good_file), "--algo", "dqn", "--env", "CartPole-v1",
+                           "--out", str(good_file.parent / "plan.json"))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "process_env" in lines[0], err
 
 
 def test_what_if_a100_adds_modelled_cuda_entries(capsys, tmp_path) -> None:

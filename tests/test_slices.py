@@ -137,6 +137,14 @@ def test_mps_daemon_is_detected_from_its_pipe_directory_without_starting_anythin
     assert slice_devices(gpu, 132, [], idle) == []
 
 
+def test_inside_its_process_a_slice_is_the_device_cuda_shows_it_as() -> None:
+    from pearl.adapters.slices import inner_device
+
+    assert inner_device("cuda:1/mig:MIG-aaaa") == "cuda:0"  # CUDA_VISIBLE_DEVICES leaves the instance alone
+    assert inner_device("cuda:1/mps:25") == "cuda:1"  # an MPS client sees the GPU, limited to its share
+    assert inner_device("cuda:1") == "cuda:1" and inner_device("cpu") == "cpu"
+
+
 def test_slice_env_names_the_mig_instance_or_the_mps_share() -> None:
     assert slice_env("cuda:0") == {} and slice_env("cpu") == {}
     assert slice_env("cuda:0/mig:MIG-aaaa", {}) == {"CUDA_VISIBLE_DEVICES": "MIG-aaaa"}
@@ -336,3 +344,130 @@ def test_a_slice_of_a_measured_gpu_is_modelled_from_its_timings() -> None:
     assert all(k.source == "modelled" for k in profile.kernels if k.device == entry.id)
     assert [t.device for t in profile.transfers] == ["cuda:0", entry.id]
     assert [(p.device, p.source) for p in profile.power] == [("cuda:0", "measured"), (entry.id, "modelled")]
+
+
+# --------------------------------------------------------------------------- profiling slices
+def _synthetic_gpu_profile(gpus: tuple[str, ...]):
+    """A profile of one DQN workload with measured whole GPUs `gpus` (a learn and an act timing, a transfer,
+    power), as `pearl profile` has it when it comes to the slices."""
+    from pearl.profile.format import DeviceEntry, KernelTiming, Power, Profile, Transfer, Workload, workload_key
+
+    key = workload_key("dqn", "CartPole-v1", 4, 2, (256, 256))
+    profile = Profile("0", "2026-01-01T00:00:00+00:00", "quick", {"cpu": "x", "cores": 2})
+    profile.workloads = [Workload(key, "dqn", "CartPole-v1", 4, 2, (256, 256), 64, 100_000)]
+    for gpu in gpus:
+        profile.devices.append(DeviceEntry(gpu, DeviceKind.GPU, "torch", "NVIDIA H100 80GB HBM3", 1, 80 << 30,
+                                           "measured"))
+        profile.kernels += [KernelTiming(key, "learn", gpu, 64, 1e-3, 1e-3, 1e-3, 5, "measured"),
+                            KernelTiming(key, "act", gpu, 1, 1e-5, 1e-5, 1e-5, 5, "measured")]
+        profile.transfers.append(Transfer(gpu, "h2d", 1e-5, 2e10, "measured"))
+        profile.power.append(Power(gpu, 70.0, 700.0, "measured", "nvml"))
+    return profile
+
+
+@pytest.fixture(scope="module")
+def child_profile():
+    """The cpu profiled by a real child process, started with a variable this process does not have."""
+    import os
+    import uuid
+
+    from pearl.profiling.profiler import ProfileOptions
+    from pearl.profiling.slices import profile_in_child
+
+    token = uuid.uuid4().hex
+    assert "PEARL_TEST_CHILD_PROBE" not in os.environ
+    return token, profile_in_child("cpu", {"PEARL_TEST_CHILD_PROBE": token},
+                                   ProfileOptions(quick=True, algos=("dqn",), what_if=("nvidia-h100-sxm5-80gb",)))
+
+
+def test_a_device_is_profiled_in_a_child_process_started_with_the_environment_given(child_profile) -> None:
+    from pearl.kernels import DEVICE_KERNELS
+
+    token, child = child_profile
+    [entry] = child.devices
+    # the child read the variable from its own environment (this process never had it) into its entry
+    assert entry.id == "cpu" and entry.process_env == (("PEARL_TEST_CHILD_PROBE", token),)
+    assert {k.kernel for k in child.kernels} == set(DEVICE_KERNELS)
+    assert all(k.device == "cpu" and k.source == "measured" and k.median_s > 0 for k in child.kernels)
+    assert [t.device for t in child.in_situ] == [t.device for t in child.weight_sync] == ["cpu"]
+    # the parent keeps env steps, power, slices and what-if devices: the child measures none of them
+    assert child.env_step == [] and child.power == [] and [d.id for d in child.devices] == ["cpu"]
+
+
+def test_a_childs_figures_are_stored_under_the_slice_labelled_measured(child_profile) -> None:
+    from pearl.profile.format import parse_profile
+    from pearl.profiling.slices import adopt
+
+    token, child = child_profile
+    profile = _synthetic_gpu_profile(("cuda:0",))
+    whole = profile.device("cuda:0")
+    info = DeviceInfo("cuda:0/mps:25", DeviceKind.GPU, "torch", "NVIDIA H100 80GB HBM3", 1, 80 << 30,
+                      share=0.25)
+    entry = adopt(profile, child, "cpu", info, whole)
+    assert (entry.source, entry.shares, entry.share, entry.instances) == ("measured", "cuda:0", 0.25, 4)
+    assert dict(entry.process_env) == {"PEARL_TEST_CHILD_PROBE": token}
+    mine = {(k.kernel, k.batch): (k.median_s, k.source) for k in profile.kernels if k.device == info.id}
+    assert mine == {(k.kernel, k.batch): (k.median_s, "measured") for k in child.kernels}
+    assert [t.device for t in profile.in_situ] == [t.device for t in profile.weight_sync] == [info.id]
+    assert [(p.device, p.source) for p in profile.power] == [("cuda:0", "measured"), (info.id, "measured")]
+    again = parse_profile(profile.to_dict(), "p.json")  # process_env survives the file
+    assert again.device(info.id) == entry and again.device("cuda:0").process_env == ()
+
+
+def test_slices_that_exist_are_measured_and_one_that_cannot_be_is_modelled_saying_why() -> None:
+    """MIG instances from synthetic NVML answers on two GPUs: each is measured in a real child process, which
+    on a machine without that instance fails; the slice of the GPU with a descriptor is then modelled from the
+    GPU (labelled so), the other left out, and both reasons are told."""
+    from pearl.descriptors import DEVICES_DIR, load_descriptor
+    from pearl.profiling.profiler import ProfileOptions
+    from pearl.profiling.slices import add_slices, slices_to_profile
+
+    found = []
+    for index, slots in ((0, {3: H100_SLOTS[3]}), (1, {0: ("MIG-cccc", "H100 MIG 3g.40gb", 60, 40_192)})):
+        gpu = DeviceInfo(f"cuda:{index}", DeviceKind.GPU, "torch", "NVIDIA H100 80GB HBM3", 1, 80 << 30)
+        migs, _ = mig_instances(FakeNvml(1, slots), None, index)
+        found += [gpu, *slice_devices(gpu, 132, migs, MpsDaemon(None, "not running"))]
+    found.append(DeviceInfo("cpu", DeviceKind.CPU, "torch", "EPYC", 2, 1 << 30))
+    # which slices: those of a measured GPU that --device (when given) names
+    assert [d.id for d in slices_to_profile(found, ["cuda:0", "cuda:1", "cpu"], None)] == \
+        ["cuda:0/mig:MIG-bbbb", "cuda:1/mig:MIG-cccc"]
+    assert [d.id for d in slices_to_profile(found, ["cuda:1", "cpu"], None)] == ["cuda:1/mig:MIG-cccc"]
+    assert slices_to_profile(found, ["cuda:0", "cuda:1", "cpu"], ("cpu", "cuda:1"))[0].id == "cuda:1/mig:MIG-cccc"
+    assert slices_to_profile(found, ["cpu"], ("cpu",)) == []
+
+    profile = _synthetic_gpu_profile(("cuda:0", "cuda:1"))
+    h100 = load_descriptor(DEVICES_DIR / "nvidia-h100-sxm5-80gb.toml")
+    wholes = {"cuda:0": (profile.device("cuda:0"), h100), "cuda:1": (profile.device("cuda:1"), None)}
+    warnings, labels = [], []
+    add_slices(profile, wholes, slices_to_profile(found, list(wholes), None),
+               ProfileOptions(quick=True, algos=("dqn",)), labels.append, warnings.append)
+    assert labels == ["slice cuda:0/mig:MIG-bbbb", "slice cuda:1/mig:MIG-cccc"]
+    modelled = profile.device("cuda:0/mig:MIG-bbbb")
+    assert (modelled.source, modelled.instances, modelled.memory_bytes) == ("modelled", 1, 9_984 << 20)
+    assert {k.source for k in profile.kernels if k.device == modelled.id} == {"modelled"}
+    assert "cuda:1/mig:MIG-cccc" not in {d.id for d in profile.devices}
+    first, second = warnings
+    # the child's own reason: it started with CUDA_VISIBLE_DEVICES=MIG-bbbb, where no cuda:0 exists
+    assert first.startswith("cuda:0/mig:MIG-bbbb was not measured (its process exited with status 2: cannot "
+                            "profile cuda:0") and "modelled from cuda:0's measurements" in first
+    assert second.startswith("cuda:1/mig:MIG-cccc was not measured") and "left out" in second
+
+
+@pytest.mark.cuda
+def test_a_slice_of_this_gpu_is_measured_in_its_own_process() -> None:
+    """On a GPU: the GPU profiled by a child limited by the MPS variable (CUDA ignores it without a daemon,
+    and a daemon, when one runs, limits the child), the figures stored as a slice, labelled measured."""
+    import torch
+
+    from pearl.profiling.profiler import ProfileOptions
+    from pearl.profiling.slices import adopt, profile_in_child
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device on this machine")
+    env = slice_env("cuda:0/mps:50")
+    child = profile_in_child("cuda:0", env, ProfileOptions(quick=True, algos=("dqn",)))
+    assert dict(child.device("cuda:0").process_env) == env
+    profile = _synthetic_gpu_profile(("cuda:0",))
+    info = DeviceInfo("cuda:0/mps:50", DeviceKind.GPU, "torch", "GPU", 1, 80 << 30, share=0.5)
+    entry = adopt(profile, child, "cuda:0", info, profile.device("cuda:0"))
+    assert entry.source == "measured" and {k.source for k in profile.kernels if k.device == entry.id} == {"measured"}

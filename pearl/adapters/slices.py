@@ -129,6 +129,16 @@ def slice_env(device: str, env: Mapping[str, str] = os.environ) -> dict[str, str
     return out
 
 
+def inner_device(device: str) -> str:
+    """The id device has inside a process started with slice_env(device): ``cuda:0`` for a MIG instance (the
+    process sees only it), the GPU's own id for an MPS share (the process sees the GPU, limited to its share),
+    device itself when it is whole."""
+    parsed = DeviceId.parse(device)
+    if parsed.slice is None:
+        return device
+    return "cuda:0" if parsed.slice.kind == "mig" else str(parsed.whole)
+
+
 def in_slice_env(device: str, env: Mapping[str, str] = os.environ) -> bool:
     """Whether this process already runs with device's slice environment (the launcher started it so)."""
     wanted = slice_env(device, env)

@@ -18,6 +18,12 @@ Rows (the families of ilp.py's docstring; a row reads Σ its terms ≤ lanes · 
     instance[d]        a GPU slice in use: its learner-process kernels, + act when the actors share its one
                        instance (each actor holding an instance of its own is bound by actor_period)
     network[n,out|in]  bytes / bandwidth of the edges leaving (entering) node n, on its network interface
+Memory rows (feasibility, not bounds on P; a row reads Σ its needs ≤ capacity, in bytes)
+    memory[d]          the memory of the kernels placed on d ≤ memory(d)
+    mps_memory[r]      on a GPU r offered as MPS shares: every process on its MPS shares or on the whole GPU
+                       lives in the GPU's one memory (MIG instances each have their own), so the learner
+                       process's kernels there and each actor process's copy of the policy (n of them) count
+                       together against the GPU's memory
 Energy per iteration: Σ_r idle_w(r)·P + (busy_w(r) − idle_w(r))·busy[r]/lanes(r).
 """
 
@@ -43,6 +49,20 @@ Literal = tuple
 class Term:
     seconds: float
     when: tuple[Literal, ...]  # all must hold; () always does
+
+
+@dataclass(frozen=True)
+class Need:
+    bytes: float
+    when: tuple[Literal, ...]  # all must hold
+
+
+@dataclass
+class MemoryRow:
+    name: str  # built from indices, as Row's
+    label: str
+    needs: list[Need]
+    capacity: float  # bytes
 
 
 @dataclass
@@ -204,6 +224,32 @@ def instance_rows(problem: Problem) -> list[Row]:
     return rows
 
 
+def memory_rows(problem: Problem) -> list[MemoryRow]:
+    """(d) memory[d] for every device, then mps_memory[r] for every GPU with an MPS share among its devices."""
+    rows = []
+    for j, d in enumerate(problem.devices):
+        needs = [Need(m, (kernel_literal(k, d.id),)) for k in PLACED
+                 if (m := problem.memory.get((k, d.id), 0.0)) > 0 and _allowed(problem, k, d.id)]
+        rows.append(MemoryRow(f"memory_d{j}", f"memory[{d.id}]", needs, d.memory_bytes))
+    mps = sorted({d.resource for d in problem.devices if d.slicing == "mps"})
+    for ri, r in enumerate(mps):
+        one_memory = [d for d in problem.devices if d.resource == r and d.slicing in ("mps", "")]
+        needs = [Need(m, (kernel_literal(k, d.id),)) for d in one_memory for k in LEARNER_PROCESS
+                 if (m := problem.memory.get((k, d.id), 0.0)) > 0 and _allowed(problem, k, d.id)]
+        needs += [Need(a.n * m, (("v", a, d.id),)) for d in one_memory for (a, dd) in problem.act_cost
+                  if dd == d.id and (m := problem.memory.get((ACT, d.id), 0.0)) > 0]
+        # an MPS share reports its GPU's memory, as the whole GPU does
+        rows.append(MemoryRow(f"mps_memory_r{ri}", f"mps_memory[{r}]", needs,
+                              max(d.memory_bytes for d in one_memory)))
+    return rows
+
+
+def _allowed(problem: Problem, k: str, d: str) -> bool:
+    if k == ACT:
+        return any(dd == d for (_, dd) in problem.act_cost)
+    return (k, d) in problem.cost
+
+
 def _on(res_of: dict[str, str], resource: str, device: str) -> bool:
     return res_of[device] == resource
 
@@ -234,3 +280,8 @@ def holds(problem: Problem, literal: Literal, where: dict[str, str], actors: Act
 
 def value(problem: Problem, terms: list[Term], where: dict[str, str], actors: ActorOption) -> float:
     return sum(t.seconds for t in terms if all(holds(problem, lit, where, actors) for lit in t.when))
+
+
+def held(problem: Problem, row: MemoryRow, where: dict[str, str], actors: ActorOption) -> float:
+    """The bytes a memory row counts for one placement."""
+    return sum(n.bytes for n in row.needs if all(holds(problem, lit, where, actors) for lit in n.when))

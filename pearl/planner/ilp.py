@@ -27,6 +27,11 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 (receiving) the bytes of the edges that leave (enter) it, problem.nic, ≤ P: one interface
                 per node, full duplex, shared by every edge that crosses it
     memory[d]   Σ memory of the kernels on d ≤ memory_bytes(d);  replay_same: the replay kernels share one device
+    mps_memory[r]  on a GPU r offered as MPS shares (a device of r with slicing "mps"): the processes on its MPS
+                shares and on the whole GPU share the GPU's one memory (a MIG instance has its own, memory[d]):
+                Σ_{d of r, MPS share or whole} (Σ_{k of the learner process} mem[k,d]·x[k,d]
+                + Σ_a n(a)·mem[act,d]·v[a,d]) ≤ memory_bytes of the GPU (each actor process holds its own
+                copy of the policy); memory[d] and mps_memory[r] are accounting.py's memory rows
     slices[r]   on a GPU offered in slices (`partitioned`): Σ_d share(d)·used(d) ≤ 1, used(d) the instances of
                 d in use: n + [learner process on d] where d gives each process an instance of its own
                 (instances(d) > 1: an MPS share, a what-if MIG profile), else [anything on d] (the whole GPU,
@@ -173,16 +178,16 @@ def _slices_fit(problem: Problem, where: dict[str, str], actors: ActorOption) ->
 
 
 def _feasible(problem: Problem, where: dict[str, str], actors: ActorOption) -> bool:
-    """assign (allowed devices), replay_same, memory[d], actors[n] and the slices families of one placement."""
+    """assign (allowed devices), replay_same, memory[d] and mps_memory[r], actors[n] and the slices families of one
+    placement."""
     for k, d in where.items():
         allowed = (actors, d) in problem.act_cost if k == ACT else (k, d) in problem.cost
         if not allowed:
             return False
     if len({where[k] for k in REPLAY}) != 1:
         return False
-    for dev in problem.devices:
-        need = sum(problem.memory.get((k, dev.id), 0.0) for k in PLACED if where[k] == dev.id)
-        if need > dev.memory_bytes * (1 + 1e-9):
+    for row in acc.memory_rows(problem):
+        if acc.held(problem, row, where, actors) > row.capacity * (1 + 1e-9):
             return False
     return actors.n <= problem.resource(problem.node_of(where[ACT]).host).lanes and _slices_fit(problem, where, actors)
 
@@ -352,15 +357,15 @@ def _rows(b: _Builder, rows: list[Row]) -> None:
 
 
 def _memory(b: _Builder) -> None:
-    """(d) memory[d]: the kernels' memory on d ≤ memory(d), scaled by the device's memory."""
-    for d in b.problem.devices:
-        needs = [(b.problem.memory.get((k, d.id), 0.0), b.on(k, d.id)) for k in PLACED]
-        needs = [(m, ind) for m, ind in needs if m > 0 and not isinstance(ind, int)]
-        if not needs or math.isinf(d.memory_bytes):
+    """(d) memory[d] and mps_memory[r], the memory rows of accounting.py: Σ needs ≤ capacity, scaled by the
+    capacity."""
+    for row in acc.memory_rows(b.problem):
+        needs = [(n.bytes, ind) for n in row.needs if not isinstance(ind := b.term(Term(n.bytes, n.when)), int)]
+        if not needs or math.isinf(row.capacity):
             continue
-        cap = d.memory_bytes if d.memory_bytes > 0 else 1.0
-        rhs = 1.0 if d.memory_bytes > 0 else 0.0
-        b.add(pulp.lpSum(m / cap * ind for m, ind in needs) <= rhs, f"memory_d{b.didx[d.id]}", f"memory[{d.id}]")
+        cap = row.capacity if row.capacity > 0 else 1.0
+        rhs = 1.0 if row.capacity > 0 else 0.0
+        b.add(pulp.lpSum(m / cap * ind for m, ind in needs) <= rhs, row.name, row.label)
 
 
 def _actors(b: _Builder) -> None:

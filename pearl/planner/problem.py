@@ -17,7 +17,9 @@ Constraints (the names the code gives them)
                           + transfer time touching r  ≤  lanes(r) · P          (r: a physical resource)
     (c') role[name]       a role is one thread: Σ of its kernels' costs (+ its transfers) ≤ P
                           (replay manager: insert + sample + priority update; learner: learn + weight sync)
-    (d) memory[d]         Σ_k mem[k,d]·x[k,d] ≤ memory(d)
+    (d) memory[d]         Σ_k mem[k,d]·x[k,d] ≤ memory(d); mps_memory[r]: on a GPU offered as MPS shares, the
+                          processes on its shares and on the whole GPU count together against its one memory,
+                          each actor process with its own copy of the policy (ilp.py)
     (e) actors            n ≤ lanes of the host: one lane per actor process (the roles' threads share lanes;
                           load[r] and role[...] account for their time)
     (e') actor_period[a]  one actor's share, (S/n)·(env step + act per env) + its weight loads, ≤ P

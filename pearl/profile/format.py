@@ -5,7 +5,7 @@
       "mode": "quick" | "full",
       "host": {"node", "platform", "python", "cpu", "cores", "memory_bytes"},
       "devices": [{"id", "kind" (cpu | gpu | fpga), "adapter", "name", "lanes", "memory_bytes", "shares",
-                   "descriptor", "descriptor_matched", "source", "share", "instances"}],
+                   "descriptor", "descriptor_matched", "source", "share", "instances", "process_env"}],
       "workloads": [{"key", "algo", "env", "obs_dim", "action_dim", "hidden", "batch_size", "buffer_size"}],
       "kernels": [{"workload", "kernel", "device", "batch", "median_s", "p10_s", "p90_s", "samples", "source"}],
       "env_step": [{"env", "median_s", "p10_s", "p90_s", "samples", "source"}],
@@ -24,6 +24,10 @@
 - `share` and `instances` (optional, 1 when absent): a GPU slice's fraction of the GPU's SMs, and how many
   processes may each hold one such slice (a what-if MIG profile's instance count, an MPS share's
   100 // percent); the planner's slices[r] keeps the shares in use on one GPU at most 1.
+- `process_env` (optional, {} when absent): the environment variables, as the measuring process saw them, of
+  a device measured in a process of its own: a GPU slice's (CUDA_VISIBLE_DEVICES=MIG-…, or the MPS percentage
+  and pipe directory), which CUDA reads once when it starts in a process. {} for a device measured in `pearl
+  profile`'s own process, and for a modelled one.
 - `source` is "measured" or "modelled" on every figure; anything derived from a figure keeps its source.
 - `direction` is "h2d" or "d2h"; `method` is how power was obtained: "nvml", "rapl" or "descriptor".
   `descriptor` (optional) names the descriptor file of a "descriptor" figure and `scale` (optional, 1 when
@@ -81,6 +85,9 @@ class DeviceEntry:
     #: such slice: a MIG profile's instance count, an MPS share's 100 // percent, 1 for one existing instance
     share: float = 1.0
     instances: int = 1
+    #: (name, value) of the environment variables the measuring child process saw (sorted; `process_env` in
+    #: the file, an object); () when pearl profile's own process measured the device
+    process_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def resource(self) -> str:
@@ -184,6 +191,8 @@ class Profile:
         out = {"schema": SCHEMA, **asdict(self)}
         for w in out["workloads"]:
             w["hidden"] = list(w["hidden"])
+        for d in out["devices"]:
+            d["process_env"] = dict(d["process_env"])
         return out
 
     def workload(self, key: str) -> Workload:
@@ -243,6 +252,14 @@ def _share(v: "_Validator", d: dict, prefix: str) -> float:
     return share
 
 
+def _process_env(v: "_Validator", d: dict, prefix: str) -> tuple[tuple[str, str], ...]:
+    """A device's process_env (optional: {} in profiles before it): an object of text values."""
+    value = d.get("process_env", {})
+    if not isinstance(value, dict) or not all(isinstance(x, str) for x in (*value, *value.values())):
+        v.fail(field_path(prefix, "process_env"), "an object of environment variables and their text values", value)
+    return tuple(sorted(value.items()))
+
+
 def parse_profile(data: Any, where: str) -> Profile:
     v = _Validator(where)
     if not isinstance(data, dict):
@@ -264,7 +281,8 @@ def parse_profile(data: Any, where: str) -> Profile:
                                    v.text(d, "name", p), v.integer(d, "lanes", p, 1, MAX_LANES),
                                    v.integer(d, "memory_bytes", p, 0), v.source(d, p), v.optional_text(d, "shares", p),
                                    v.optional_text(d, "descriptor", p), bool(d.get("descriptor_matched", False)),
-                                   _share(v, d, p), v.integer(d, "instances", p, 1, 100) if "instances" in d else 1)
+                                   _share(v, d, p), v.integer(d, "instances", p, 1, 100) if "instances" in d else 1,
+                                   _process_env(v, d, p))
                        for p, d in v.items(data, "devices")]
     profile.workloads = [Workload(v.text(w, "key", p), v.text(w, "algo", p), v.text(w, "env", p),
                                   v.integer(w, "obs_dim", p, 1), v.integer(w, "action_dim", p, 1),

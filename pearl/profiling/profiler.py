@@ -18,16 +18,18 @@ Kernel figures follow pearl.profiling.timing.measure_interleaved (rounds over a 
 every figure samples the whole sweep), the others timing.measure. Transfers: a 4-byte copy gives the
 latency, a large one the bandwidth. Power: NVML, RAPL, else the device's descriptor (modelled). Devices that
 run on the same physical resource (PoCL's CPU device and `cpu`) are marked with the same `shares` value and
-get the same power figures, since they are one resource. GPU slices (MIG instances, MPS shares) are not
-timed: each is modelled from its GPU's measurements (`_model_slices`).
+get the same power figures, since they are one resource. GPU slices (MIG instances, MPS shares) this machine
+has are timed each in a child process started with the slice's environment (`profile_device_here` is the
+child's side), or modelled from their GPU's measurements when that fails, saying why (pearl.profiling.slices).
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from datetime import datetime, timezone
 from pathlib import Path
@@ -120,12 +122,13 @@ class _Target:
     descriptor: DeviceDescriptor | None
 
 
-def plan_devices(options: ProfileOptions) -> list[DeviceInfo]:
-    """The devices to measure: every usable one (or those --device names) but GPU slices, which
-    `slice_devices` models from their whole GPU's measurements."""
+def plan_devices(options: ProfileOptions, devices: list[DeviceInfo] | None = None) -> list[DeviceInfo]:
+    """The devices to measure in this process, among `devices` (default: what `discover` finds): every usable
+    one (or those --device names) but GPU slices, which pearl.profiling.slices measures in processes of their
+    own."""
     # an FPGA board runs precompiled binaries only: nothing for the profiler to build and time
-    found = {d.id: d for d in discover().devices if d.usable and d.kind is not DeviceKind.FPGA
-             and d.device_id.slice is None}
+    found = {d.id: d for d in (discover().devices if devices is None else devices)
+             if d.usable and d.kind is not DeviceKind.FPGA and d.device_id.slice is None}
     if options.devices is None:
         return list(found.values())
     missing = [d for d in options.devices if d not in found]
@@ -135,8 +138,14 @@ def plan_devices(options: ProfileOptions) -> list[DeviceInfo]:
     return [found[d] for d in options.devices]
 
 
-def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None = None) -> Profile:
-    """Measure this machine; progress(label) is called once per measurement."""
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None = None,
+                warn: Callable[[str], None] = _warn) -> Profile:
+    """Measure this machine; progress(label) is called once per measurement, warn(message) for each GPU slice
+    that could not be measured (it is modelled, or left out, and the message says why)."""
     grid = GRIDS["quick" if options.quick else "full"]
     measured = workloads(options)  # a bad workload fails before any measuring
     # a path or a shipped descriptor's name; a bad descriptor fails before any measuring
@@ -149,13 +158,33 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
     note = progress or (lambda _label: None)
     profile = Profile(__version__, datetime.now(timezone.utc).isoformat(timespec="seconds"),
                       "quick" if options.quick else "full", _host())
-    targets = [_target(info, descriptors) for info in plan_devices(options)]
-    profile.devices = [t.entry for t in targets]
+    found = discover().devices
+    targets = [_target(info, descriptors) for info in plan_devices(options, found)]
+    _measure(profile, targets, measured, grid, note, env_steps=True)
+    profile.power = _power(targets, profile, grid)
+    from pearl.profiling.slices import add_slices, slices_to_profile
+
+    wholes = {t.info.id: (t.entry, t.descriptor) for t in targets}
+    add_slices(profile, wholes, slices_to_profile(found, list(wholes), options.devices), options, note, warn)
+    for descriptor in what_if:
+        from pearl.profiling.whatif import add_what_if  # the roofline model, for devices that are absent
+
+        add_what_if(profile, descriptor, grid)
+        note(f"what-if {descriptor.model}")
+    return profile
+
+
+def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffPolicyConfig, EnvSpec]], grid: Grid,
+             note: Callable[[str], None], env_steps: bool) -> None:
+    """The targets' entries, and for each workload their kernels, in-situ iteration and weight sync (and the
+    env's steps when env_steps), then their transfers, into profile."""
+    profile.devices += [t.entry for t in targets]
     for config, spec in measured:
         workload = _workload(config, spec)
         profile.workloads.append(workload)
-        profile.env_step.append(_env_step(spec.env_id, grid))
-        note(f"env_step {spec.env_id}")
+        if env_steps:
+            profile.env_step.append(_env_step(spec.env_id, grid))
+            note(f"env_step {spec.env_id}")
         for target in targets:
             profile.kernels += _kernels(target, workload, config, spec, grid, note)
             profile.in_situ.append(_in_situ(target, workload, config, spec, grid))
@@ -165,42 +194,39 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
     for target in targets:
         profile.transfers += _transfers(target, grid)
         note(f"transfers {target.info.id}")
-    profile.power = _power(targets, profile, grid)
-    _model_slices(profile, targets, options)
-    for descriptor in what_if:
-        from pearl.profiling.whatif import add_what_if  # the roofline model, for devices that are absent
 
-        add_what_if(profile, descriptor, grid)
-        note(f"what-if {descriptor.model}")
+
+def profile_device_here(options: ProfileOptions, record: tuple[str, ...] = ()) -> Profile:
+    """What a child process started with a GPU slice's environment measures for `pearl profile`
+    (pearl.profiling.slices): the kernels, in-situ iteration, weight sync and transfers of the one device
+    options.devices names, as this process sees it; no env steps, power, slices or what-if devices (the parent
+    has those). The device's entry records the environment variables of `record` that this process has, so the
+    parent's profile shows what the child ran under. DeviceError for a device this process does not find."""
+    grid = GRIDS["quick" if options.quick else "full"]
+    measured = workloads(options)
+    profile = Profile(__version__, datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                      "quick" if options.quick else "full", _host())
+    descriptors = _known_descriptors(options.descriptors_dir)
+    targets = [_target(info, descriptors) for info in plan_devices(options)]
+    seen = tuple((k, os.environ[k]) for k in sorted(record) if k in os.environ)
+    for t in targets:
+        t.entry = replace(t.entry, process_env=seen)
+    _measure(profile, targets, measured, grid, lambda _label: None, env_steps=False)
     return profile
 
 
-def slice_devices(options: ProfileOptions, measured: list[str]) -> list[DeviceInfo]:
-    """The GPU slices of this machine (MIG instances, MPS shares) whose whole GPU is among `measured`."""
-    return [d for d in discover().devices if d.device_id.slice is not None and d.resource in measured
-            and (options.devices is None or str(d.device_id.whole) in options.devices)]
-
-
-def _model_slices(profile: Profile, targets: list[_Target], options: ProfileOptions) -> None:
-    """Add each slice of a measured GPU, modelled from the GPU's own figures (whatif.add_slice_of). A slice
-    runs in a process of its own (its environment is read when CUDA starts), so this process, which has
-    measured the whole GPU, cannot time one; a GPU without a descriptor has no launch latency to keep."""
-    from pearl.profiling.whatif import add_slice_of
-
-    by_id = {t.info.id: t for t in targets}
-    for info in slice_devices(options, list(by_id)):
-        whole = by_id[info.resource]
-        if whole.descriptor is not None:
-            add_slice_of(profile, whole.entry, info.id, info.name, info.memory_bytes, info.share,
-                         whole.descriptor.figures["launch_latency_s"])
-
-
 def count_measurements(options: ProfileOptions) -> int:
+    """The calls run_profile makes to progress: per workload its env steps and each device's timings, each
+    device's transfers, each GPU slice (measured or modelled) and each what-if device."""
     grid = GRIDS["quick" if options.quick else "full"]
     # + the in-situ iteration and the weight sync
     per_device = (len(grid.act) + len(grid.insert) + 3 * len(grid.batch_factors)) * grid.rounds + 2
-    devices = len(plan_devices(options))
-    return len(workloads(options)) * (1 + devices * per_device) + devices + len(options.what_if)
+    from pearl.profiling.slices import slices_to_profile
+
+    found = discover().devices
+    planned = [d.id for d in plan_devices(options, found)]
+    devices, slices = len(planned), len(slices_to_profile(found, planned, options.devices))
+    return len(workloads(options)) * (1 + devices * per_device) + devices + slices + len(options.what_if)
 
 
 # --------------------------------------------------------------------------- devices and descriptors

@@ -73,13 +73,14 @@ def slices(descriptor: DeviceDescriptor) -> list[tuple[DeviceEntry, dict[str, fl
 
 
 def add_slice_of(profile: Profile, whole: DeviceEntry, slice_id: str, name: str, memory_bytes: int, share: float,
-                 launch_latency_s: float) -> DeviceEntry:
-    """A slice of a measured GPU, modelled from the GPU's own timings: each kernel keeps its launches'
-    latency and does the rest of its time at the slice's share of the SMs and bandwidth,
-    t = L + (t_whole − L) / share with L = launches × launch latency (at least t_whole); transfers, power and
-    the weight sync are the GPU's. Labelled modelled; one instance (the processes on it share it)."""
+                 launch_latency_s: float, instances: int = 1) -> DeviceEntry:
+    """A slice of a measured GPU that could not be measured itself (pearl.profiling.slices), modelled from the
+    GPU's own timings: each kernel keeps its launches' latency and does the rest of its time at the slice's
+    share of the SMs and bandwidth, t = L + (t_whole − L) / share with L = launches × launch latency (at least
+    t_whole); transfers, power and the weight sync are the GPU's. Labelled modelled; `instances` processes
+    may each hold one (an MPS share's 100 // percent, one MIG instance's 1)."""
     entry = DeviceEntry(slice_id, DeviceKind.GPU, whole.adapter, name, 1, memory_bytes, "modelled", whole.id,
-                        whole.descriptor, whole.descriptor_matched, share, 1)
+                        whole.descriptor, whole.descriptor_matched, share, instances)
     profile.devices.append(entry)
     workloads = {w.key: w for w in profile.workloads}
     for k in [k for k in profile.kernels if k.device == whole.id]:

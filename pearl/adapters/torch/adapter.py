@@ -9,7 +9,7 @@ import torch
 
 from pearl.adapters.base import ActKernel, Adapter, DeviceInfo, LearnKernel, ReplayKernels
 from pearl.adapters.torch.replay import TorchReplay
-from pearl.adapters.slices import mig_instances, mps_daemon, open_nvml, slice_devices, slice_env
+from pearl.adapters.slices import inner_device, mig_instances, mps_daemon, open_nvml, slice_devices, slice_env
 from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import network_sizes
 from pearl.device import HOST, DeviceId, DeviceKind
@@ -56,7 +56,7 @@ def _check_device(device_id: str) -> str:
         raise DeviceError(f"the torch adapter runs on cpu or cuda:N, not {device_id!r}")
     device_id, index = str(parsed.whole), parsed.index[0]
     if parsed.slice is not None:
-        index = _slice_index(str(parsed), index)
+        index = _slice_index(str(parsed))
         device_id = f"cuda:{index}"
     reason = cuda_unavailable_reason()
     if reason:
@@ -69,7 +69,7 @@ def _check_device(device_id: str) -> str:
     return device_id
 
 
-def _slice_index(device_id: str, index: int) -> int:
+def _slice_index(device_id: str) -> int:
     """The CUDA index a slice is under in this process: 0 for a MIG instance (the process sees only it), the
     GPU's own for an MPS share. DeviceError when the process did not start with the slice's environment
     (CUDA reads it once, when it starts), naming the variables to set."""
@@ -79,7 +79,7 @@ def _slice_index(device_id: str, index: int) -> int:
         needed = " ".join(f"{k}={v}" for k, v in wanted.items())
         raise DeviceError(f"{device_id} is a slice: its process must start with {needed} (the launchers "
                           "start each role's process so; in this process they are not set)")
-    return 0 if "CUDA_VISIBLE_DEVICES" in wanted else index
+    return DeviceId.parse(inner_device(device_id)).index[0]
 
 
 def cuda_unavailable_reason() -> str:
