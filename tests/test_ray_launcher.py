@@ -489,6 +489,7 @@ def cluster_plan(capsys, tmp_path: Path, nodes: tuple[str, str], act: str, repla
                "priority_update": replay, "learn": learn}
     plan["mapping"] = {k: f"{node_of[k]}/cpu" for k in plan["mapping"]}
     plan["actors"], plan["envs_per_actor"] = 2, 2
+    plan["actor_devices"] = {f"{act}/cpu": 2}
     plan_path.write_text(json.dumps(plan))
     return plan_path
 

@@ -135,11 +135,13 @@ class _Inputs:
 
 
 def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
-                  envs: int | None = None, config: OffPolicyConfig | None = None) -> tuple[Problem, Facts]:
+                  envs: int | None = None, config: OffPolicyConfig | None = None,
+                  max_actors: int | None = None) -> tuple[Problem, Facts]:
     """The problem for actors stepping `envs` environments each (default: the config's n_envs), and facts the
     plan reports (S, B, the workload key, the weight-sync seconds, the kernels whose times were scaled).
     `config` defaults to the preset. A workload the profile has not measured is costed from the nearest one it
-    has, scaled by their work (CostModel.kernel_time)."""
+    has, scaled by their work (CostModel.kernel_time). The actor options go from 1 to `max_actors` processes
+    (default: the host's lanes; a cluster offers every node's lanes together, its nodes share them out)."""
     config = config if config is not None else preset(algo, spec.env_id)
     if envs is not None:
         config = config.replace(n_envs=envs)
@@ -148,7 +150,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     resources = _resources(profile, model, devices)
     sync_s: dict[tuple, float] = {}
     cost = _learner_costs(inputs, devices, sync_s)
-    host_lanes = resources[model.resource(inputs.host_device)].lanes
+    host_lanes = resources[model.resource(inputs.host_device)].lanes if max_actors is None else max_actors
     options = [ActorOption(n, config.n_envs) for n in range(1, host_lanes + 1)]
     act_cost, actor_period = _actor_costs(inputs, devices, options, sync_s)
     edges, transfer = _edges(inputs, devices)
@@ -368,9 +370,13 @@ def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int 
         profile = cluster.nodes[0].profile
         return build_problem(profile, CostModel(profile), algo, spec, envs, config)
     parts = []
+    models = {node.name: CostModel(node.profile) for node in cluster.nodes}
+    # the actor processes may spread over every node: options up to all the hosts' lanes together
+    total = sum(_host_lanes(node.profile, models[node.name]) for node in cluster.nodes)
     for node in cluster.nodes:
-        model = CostModel(node.profile)
-        problem, facts = _on_node(node.name, partial(build_problem, node.profile, model, algo, spec, envs, config))
+        model = models[node.name]
+        problem, facts = _on_node(node.name, partial(build_problem, node.profile, model, algo, spec, envs, config,
+                                                     total))
         parts.append((node.name, model, problem, facts))
     for (a, *_), (b, *_) in combinations(parts, 2):
         if cluster.link(a, b) is None:
@@ -383,6 +389,14 @@ def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int 
     merged.edges += list(CLUSTER_EDGES)
     _cross_node_transfers(cluster, parts, merged, facts, spec)
     return merged, replace(facts, weight_sync_s=sync, scaled=scaled)
+
+
+def _host_lanes(profile: Profile, model: CostModel) -> int:
+    """The lanes of a profile's host resource (its `cpu` device's, or more of a device sharing it)."""
+    if HOST not in model.devices():
+        return 1  # build_problem says what is missing
+    host = model.resource(HOST)
+    return max((profile.device(d).lanes for d in model.devices() if model.resource(d) == host), default=1)
 
 
 def _on_node(name: str, build: Callable[[], tuple[Problem, Facts]]) -> tuple[Problem, Facts]:
