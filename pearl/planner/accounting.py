@@ -8,8 +8,12 @@ Literals
     ("v", a, d)   actor option a, with act on d (in a cluster: some of its processes on d's node act on d)
     ("w", a, d)   a count, not a truth value: how many processes of option a act on d (0 unless option a;
                   n·[act on d] with one host). Every actor process does an equal share (1/n) of the iteration's
-                  env steps, so the actors' work on a node is a term of their per-process seconds × this count
-A term counts its seconds × the product of its literals (True = 1); at most one of them is a count.
+                  env steps, so the actors' act work on a node is one process's seconds × this count
+    ("f", d)      a share in [0, 1]: the processes acting on d ÷ all of them (Σ_a w[a,d]/n; [act on d] with
+                  one host): the part of the env stepping and of the actors' traffic (act_cost aside, every
+                  actor figure of the problem is the same whatever the option) that d's node carries
+A term counts its seconds × the product of its literals (True = 1); a count stands alone, a share may be
+coupled with a kernel's literal.
 
 Rows (the families of ilp.py's docstring; a row reads Σ its terms ≤ lanes · P)
     load[r]            busy[r] (kernels, act, env stepping, transfers touching r), lanes(r)
@@ -67,36 +71,35 @@ def count_literal(a: ActorOption, d: str) -> Literal:
     return ("w", a, d)
 
 
-def actor_ends(problem: Problem, end: str, d: str) -> list[tuple[ActorOption, str]] | None:
-    """For an edge end the actor processes run (act, or env_step at a node's host device): the (option, act
-    device) pairs whose processes carry it from d; None for a placed kernel's end."""
+def share_literal(d: str) -> Literal:
+    return ("f", d)
+
+
+def actor_ends(problem: Problem, end: str, d: str, acting: list[str]) -> list[str] | None:
+    """For an edge end the actor processes run (act, or env_step at a node's host device): the act devices
+    (of `acting`, problem.allowed("act")) whose processes carry it from d; None for a placed kernel's end."""
     if end == ACT:
-        return [(a, dd) for (a, dd) in problem.act_cost if dd == d]
+        return [d] if d in acting else []
     if end != ENV:
         return None
     node = next((n.name for n in problem.node_list() if n.host_device == d), None)
-    return [(a, dd) for (a, dd) in problem.act_cost if node is not None and problem.device(dd).node == node]
-
-
-def actor_terms(seconds: dict[tuple[ActorOption, str], float], keep=lambda d: True,
-                other: tuple[Literal, ...] = ()) -> list[Term]:
-    """Seconds that all the actor processes of option a with act on d spend, as each node's share: the
-    per-process seconds (÷ n) × the count of processes there, (× `other`, the literals of a kernel's end)."""
-    return [Term(t / a.n, (count_literal(a, d), *other)) for (a, d), t in seconds.items() if keep(d)]
+    return [dd for dd in acting if node is not None and problem.device(dd).node == node]
 
 
 def kernel_terms(problem: Problem, k: str, keep=lambda d: True) -> list[Term]:
-    """k's seconds on each device it is allowed on (act: per actor option, each node its processes' share)."""
+    """k's seconds on each device it is allowed on (act: per actor option, each node its processes' part: the
+    seconds of one process × their count)."""
     if k == ACT:
-        return actor_terms(problem.act_cost, keep)
+        return [Term(t / a.n, (count_literal(a, d),)) for (a, d), t in problem.act_cost.items() if keep(d)]
     return [Term(t, (kernel_literal(k, d),)) for (kk, d), t in problem.cost.items() if kk == k and keep(d)]
 
 
 def transfer_terms(problem: Problem, keep, table: dict | None = None) -> list[tuple[Edge, str, str, Term]]:
     """(edge, source device, destination device, term) of every positive transfer of the edges `keep`
     accepts, from `table` (default: problem.transfer). An edge with an actor end (act, env_step) carries all
-    the actors' traffic: each node's processes their share of it."""
+    the actors' traffic, whatever their option: each node's processes their share of it."""
     table = problem.transfer if table is None else table
+    acting = problem.allowed(ACT)
     out = []
     for e in problem.edges:
         if not keep(e):
@@ -104,15 +107,14 @@ def transfer_terms(problem: Problem, keep, table: dict | None = None) -> list[tu
         for (name, d, d2), t in table.items():
             if name != e.name or not t > 0:
                 continue
-            src, dst = actor_ends(problem, e.src, d), actor_ends(problem, e.dst, d2)
+            src, dst = actor_ends(problem, e.src, d, acting), actor_ends(problem, e.dst, d2, acting)
             if src is None and dst is None:
                 out.append((e, d, d2, Term(t, (kernel_literal(e.src, d), kernel_literal(e.dst, d2)))))
             elif src is not None and dst is not None:  # env_step → act: the same processes' own traffic
-                both = set(src) & set(dst)
-                out += [(e, d, d2, term) for term in actor_terms({ad: t for ad in both})]
+                out += [(e, d, d2, Term(t, (share_literal(dd),))) for dd in src if dd in dst]
             else:
                 ends, other = (src, kernel_literal(e.dst, d2)) if src is not None else (dst, kernel_literal(e.src, d))
-                out += [(e, d, d2, term) for term in actor_terms({ad: t for ad in ends}, other=(other,))]
+                out += [(e, d, d2, Term(t, (share_literal(dd), other))) for dd in ends]
     return out
 
 
@@ -128,8 +130,8 @@ def busy(problem: Problem) -> dict[str, list[Term]]:
             out[res_of[d]].append(term if share[d] == 1 else Term(term.seconds * share[d], term.when))
     if multi_node(problem):  # each node's actors step their share of the envs on its host
         for node in problem.node_list():
-            on_node = partial(_node_is, problem, node.name)
-            out[node.host] += actor_terms({key: node.env_cost for key in problem.act_cost}, on_node)
+            out[node.host] += [Term(node.env_cost, (share_literal(d),)) for d in problem.allowed(ACT)
+                               if _node_is(problem, node.name, d)]
     else:
         out[problem.host].append(Term(problem.env_cost, ()))
     for _, d, d2, term in transfer_terms(problem, lambda e: True):
@@ -167,10 +169,13 @@ def actor_period_rows(problem: Problem) -> list[Row]:
     act on one device of it), actor_period[n]."""
     rows = []
     multi = multi_node(problem)
+    node_of = {d.id: d.node for d in problem.devices}
+    by_option: dict[tuple[ActorOption, str], list[Term]] = {}
+    for (a, d), t in problem.actor_period.items():
+        by_option.setdefault((a, node_of[d]), []).append(Term(t, (("v", a, d),)))
     for ai, a in enumerate(problem.actor_options()):
         for ni, node in enumerate(problem.node_list()):
-            terms = [Term(t, (("v", a, d),)) for (aa, d), t in problem.actor_period.items()
-                     if aa == a and problem.device(d).node == node.name]
+            terms = by_option.get((a, node.name), [])
             if terms:
                 name, label = (f"actor_period_a{ai}_n{ni}", f"actor_period[{node.name}]") if multi else \
                     (f"actor_period_a{ai}", "actor_period")
@@ -265,6 +270,8 @@ def holds(problem: Problem, literal: Literal, where: dict[str, str], actors: Act
         return float(spread.get(literal[2], 0) > 0) if literal[1] == ACT else float(where[literal[1]] == literal[2])
     if kind == "v":
         return float(actors == literal[1] and spread.get(literal[2], 0) > 0)
+    if kind == "f":
+        return spread.get(literal[1], 0) / actors.n
     return float(spread.get(literal[2], 0)) if actors == literal[1] else 0.0  # "w"
 
 

@@ -8,17 +8,19 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
 `evaluate` both read (tests/test_planner_ilp.py and tests/test_planner_cluster.py re-state it for their oracles):
     busy[r]     Σ cost of the replay kernels and learn on r, + act_cost[a, d(act)] if d(act) is on r,
                 + env_cost on the host, + each positive edge transfer once on the resource of each end (once
-                only when both ends sit on one resource). In a cluster each node n runs w[a,d] of the n
-                actor processes (act on d, a device of n; "env_step" at n's host device), each an equal share
-                of the env steps: w[a,d]/n of act_cost[a,d], of n's env_cost on n's host, and of every transfer
-                with an actor end (the term × a count of accounting.py)
+                only when both ends sit on one resource). In a cluster each node runs w[a,d] of the n
+                actor processes (act on d, a device of the node; "env_step" at its host device), each an equal
+                share of the env steps: w[a,d]/n of act_cost[a,d], and f[d] = Σ_a w[a,d]/n of the node's
+                env_cost on its host and of every transfer with an actor end (accounting.py's count and share)
     load[r]     busy[r] ≤ lanes(r)·P
     role[name]  Σ its kernels' costs + transfers of the edges with exactly one end in the role ≤ P
     actors[n]   Σ_a,d∈n w[a,d] ≤ lanes(host of n): one lane per actor process (roles share lanes through load
                 and role); "actors" (n ≤ lanes of the host) when there is one host
-    spread      (clusters) option[a]: s[a] ∈ {0,1}, Σ_a s[a] = 1 (assign[act]); total[a]: Σ_d w[a,d] = n·s[a];
-                count[a,d]: v[a,d] ≤ w[a,d] ≤ min(n, lanes)·v[a,d], v[a,d] ≤ s[a]; act_node[n]: Σ_a,d∈n
-                v[a,d] ≤ 1 (a node's actors act on one of its devices). With one host w[a,d] = n·v[a,d]
+    spread      (clusters) the binaries s[a] (option a; Σ_a s[a] = 1 is assign[act]) and acting[d] (a node's
+                actors act on d); act_node[n]: Σ_d∈n acting[d] ≤ 1; v[a,d] ∈ [0,1] continuous with v[a,d] ≥
+                s[a] + acting[d] − 1, their product (v only raises bounds, so its lower bound is exact);
+                w[a,d] integer ≤ min(n, lanes)·s[a] and ≤ min(n, lanes)·acting[d]; total[a]: Σ_d w[a,d] =
+                n·s[a]; Σ_a w[a,d] ≥ acting[d]. With one host v is binary, Σ v = 1, and w[a,d] = n·v[a,d]
     actor_period[a]  actor_period[a, d(act)] ≤ P; actor_period[n] for each node of a cluster with actors
     latency     (no prefetch) sample + learn + priority update + the transfers sample→learn, learn→priority ≤ P
     process     per node, Σ cost of the replay kernels and learn placed on devices of its host resource
@@ -40,8 +42,9 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 MPS shares (`_slices`); instance[d] (a row of accounting.py) a slice's learner-process kernels
                 (+ act when the actors share its one instance) ≤ P. busy[r] counts each kernel's seconds ×
                 share(d), the SM-seconds of a slice
-    couple[a,b] y = a·b for a transfer whose two ends are both decided (y ≥ a + b − 1, y ≤ a, y ≤ b); a count
-                w ≤ M times a binary b: z ≤ w, z ≤ M·b, z ≥ w − M·(1 − b), z ≥ 0 (with one host n·couple[v,b])
+    couple[a,b] y = a·b for a transfer whose two ends are both decided (y ≥ a + b − 1, y ≤ a, y ≤ b): exact
+                for a binary b and a in [0, 1], a binary or f[d] = Σ_a w[a,d]/n, the share of the actor
+                processes acting on d, by which each node's actors carry the edges with an actor end
     P = the largest of these lower bounds; E = Σ_r idle_w·P + (busy_w − idle_w)·busy[r]/lanes(r) (every
     node's idle power counts: a node of the cluster is on whether the plan uses it or not).
 
@@ -303,6 +306,7 @@ class _Builder:
     v: dict[tuple[ActorOption, str], pulp.LpVariable] = field(default_factory=dict)
     s: dict[ActorOption, pulp.LpVariable] = field(default_factory=dict)
     w: dict[tuple[ActorOption, str], pulp.LpVariable] = field(default_factory=dict)
+    acting: dict[str, pulp.LpVariable] = field(default_factory=dict)
     #: the linearised product of two literals, made once (couple[...])
     products: dict[frozenset, pulp.LpVariable] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
@@ -324,6 +328,12 @@ class _Builder:
         if (a, d) not in self.v:
             return 0
         return self.w[(a, d)] if self.multi else a.n * self.v[(a, d)]
+
+    def share(self, d: str) -> pulp.LpAffineExpression | int:
+        """f[d]: the part of the actor processes acting on d, Σ_a w[a,d]/n ([act on d] with one host)."""
+        if not self.multi:
+            return self.on(ACT, d)
+        return pulp.lpSum(var * (1.0 / a.n) for (a, dd), var in self.w.items() if dd == d)
 
     def processes(self) -> pulp.LpAffineExpression:
         """The actor processes the plan starts."""
@@ -348,53 +358,27 @@ class _Builder:
             return self.on(lit[1], lit[2])
         if lit[0] == "v":
             return self.v[(lit[1], lit[2])]
+        if lit[0] == "f":
+            return self.share(lit[1])
         return self.count(lit[1], lit[2])  # "w"
 
     def term(self, term: Term) -> pulp.LpAffineExpression | int:
-        """The term's factor: 1, a literal, or couple[a,b], y = a·b, exact for binary a and b (and for a count
-        times a binary)."""
+        """The term's factor: 1, a literal, or couple[a,b], y = a·b, exact for a binary b and a in [0, 1] (a
+        binary, or a share of the actor processes)."""
         if not term.when:
             return 1
         if len(term.when) == 1 or term.when[0] == term.when[1]:
             return self.literal(term.when[0])
-        counts = [lit for lit in term.when if lit[0] == "w"]
-        if not counts:
-            return self._product(term.when)
-        count = counts[0]
-        other = term.when[1] if term.when[0] is count else term.when[0]
-        a, d = count[1], count[2]
-        if (a, d) not in self.v or isinstance(self.literal(other), int) and self.literal(other) == 0:
-            return 0
-        if not self.multi:
-            return a.n * self._product((("v", a, d), other))
-        return self._count_product(count, other)
-
-    def _product(self, when: tuple[Literal, ...]) -> pulp.LpVariable:
-        key = frozenset(when)
+        key = frozenset(term.when)
         if key not in self.products:
-            a, b = (self.literal(lit) for lit in when)
+            a, b = (self.literal(lit) for lit in term.when)
             tag = f"p{len(self.products)}"
             y = _var(self.lp, f"y_{tag}", 0, 1, pulp.LpContinuous)
-            label = "couple[" + ",".join(_show(lit) for lit in when) + "]"
+            label = "couple[" + ",".join(_show(lit) for lit in term.when) + "]"
             self.add(y >= a + b - 1, f"couple_{tag}", label)
             self.add(y <= a, f"couple_src_{tag}", label)
             self.add(y <= b, f"couple_dst_{tag}", label)
             self.products[key] = y
-        return self.products[key]
-
-    def _count_product(self, count: Literal, other: Literal) -> pulp.LpVariable:
-        """z = w·b for a count w ≤ M and a binary b."""
-        key = frozenset((count, other))
-        if key not in self.products:
-            w, b = self.literal(count), self.literal(other)
-            big = self.cap(count[1], count[2])
-            tag = f"p{len(self.products)}"
-            z = _var(self.lp, f"y_{tag}", 0, big, pulp.LpContinuous)
-            label = f"couple[{_show(count)},{_show(other)}]"
-            self.add(z - w <= 0, f"couple_src_{tag}", label)
-            self.add(z - big * b <= 0, f"couple_dst_{tag}", label)
-            self.add(z - w - big * b >= -big, f"couple_{tag}", label)
-            self.products[key] = z
         return self.products[key]
 
     def seconds(self, terms: list[Term]) -> pulp.LpAffineExpression:
@@ -402,6 +386,8 @@ class _Builder:
 
 
 def _show(lit: Literal) -> str:
+    if lit[0] == "f":
+        return f"actors@{lit[1]}"
     return f"{lit[1]}@{lit[2]}" if lit[0] == "x" else f"{lit[1].n}x{lit[1].envs}@{lit[2]}" if lit[0] == "v" else \
         f"count:{lit[1].n}x{lit[1].envs}@{lit[2]}"
 
@@ -415,15 +401,20 @@ def _variables(b: _Builder) -> None:
         for d in problem.devices:
             if (k, d.id) in problem.cost:
                 b.x[(k, d.id)] = _var(b.lp, f"x_k{ki}_d{b.didx[d.id]}", 0, 1, pulp.LpBinary)
+    # in a cluster the binaries are s[a] and acting[d]; v[a,d] = s[a]·acting[d] is then continuous (`_spread`)
+    kind = pulp.LpContinuous if b.multi else pulp.LpBinary
     for ai, a in enumerate(b.options):
         if b.multi:
             b.s[a] = _var(b.lp, f"s_a{ai}", 0, 1, pulp.LpBinary)
         for d in problem.devices:
             if (a, d.id) in problem.act_cost:
                 tag = f"a{ai}_d{b.didx[d.id]}"
-                b.v[(a, d.id)] = _var(b.lp, f"v_{tag}", 0, 1, pulp.LpBinary)
+                b.v[(a, d.id)] = _var(b.lp, f"v_{tag}", 0, 1, kind)
                 if b.multi:
                     b.w[(a, d.id)] = _var(b.lp, f"w_{tag}", 0, b.cap(a, d.id), pulp.LpInteger)
+    if b.multi:
+        for d in problem.allowed(ACT):
+            b.acting[d] = _var(b.lp, f"acting_d{b.didx[d]}", 0, 1, pulp.LpBinary)
 
 
 def _assign(b: _Builder) -> None:
@@ -441,20 +432,24 @@ def _assign(b: _Builder) -> None:
 
 
 def _spread(b: _Builder) -> None:
-    """(clusters) spread: the chosen option's processes over the nodes, each node acting on one device."""
+    """(clusters) spread: the chosen option's processes over the nodes, each node acting on one device; v[a,d]
+    ≥ s[a] + acting[d] − 1 is their product (v only ever raises a bound, so its lower bound is enough)."""
     if not b.multi:
         return
     problem = b.problem
     for (a, d), var in b.v.items():
         tag, label = f"a{b.options.index(a)}_d{b.didx[d]}", f"spread[{a.n}x{a.envs},{d}]"
-        b.add(b.w[(a, d)] - var >= 0, f"count_lo_{tag}", label)
-        b.add(b.w[(a, d)] - b.cap(a, d) * var <= 0, f"count_hi_{tag}", label)
-        b.add(var - b.s[a] <= 0, f"option_{tag}", label)
+        b.add(var - b.s[a] - b.acting[d] >= -1, f"option_{tag}", label)
+        b.add(b.w[(a, d)] - b.cap(a, d) * b.s[a] <= 0, f"count_option_{tag}", label)
+        b.add(b.w[(a, d)] - b.cap(a, d) * b.acting[d] <= 0, f"count_device_{tag}", label)
+    for d, var in b.acting.items():  # a device acted on runs at least one process
+        counts = [b.w[(a, dd)] for (a, dd) in b.v if dd == d]
+        b.add(pulp.lpSum(counts) - var >= 0, f"acting_d{b.didx[d]}", f"spread[{d}]")
     for ai, a in enumerate(b.options):
         counts = [b.w[(a, d)] for (aa, d) in b.v if aa == a]
         b.add(pulp.lpSum(counts) - a.n * b.s[a] == 0, f"total_a{ai}", f"spread[{a.n}x{a.envs}]")
     for ni, node in enumerate(problem.node_list()):
-        on_node = [var for (_, d), var in b.v.items() if problem.device(d).node == node.name]
+        on_node = [var for d, var in b.acting.items() if problem.device(d).node == node.name]
         if len(on_node) > 1:
             b.add(pulp.lpSum(on_node) <= 1, f"act_node_n{ni}", f"act_node[{node.name}]")
 
@@ -625,8 +620,7 @@ def _extract(model: _Model) -> tuple[dict[str, str], ActorOption, dict[str, int]
         placement[k] = max(choices)[1]
     if model.s:
         a = max(model.s, key=lambda key: model.s[key].value() or 0.0)
-        spread = {d: round(model.w[(aa, d)].value() or 0.0) for (aa, d), var in model.v.items()
-                  if aa == a and (var.value() or 0.0) > 0.5}
+        spread = {d: round(var.value() or 0.0) for (aa, d), var in model.w.items() if aa == a}
         spread = {d: n for d, n in spread.items() if n > 0}
         placement[ACT] = max(spread, key=lambda d: spread[d])
     else:
