@@ -437,3 +437,19 @@ def test_a_slow_env_spreads_the_actors_over_both_nodes_and_the_plan_records_it(c
     (tmp_path / "bad.json").write_text(json.dumps(data))
     with pytest.raises(PlanFileError, match="actor_devices"):
         load_plan(tmp_path / "bad.json")
+
+
+def test_training_refuses_a_spread_that_names_no_node(capsys, tmp_path):
+    """An actor device of `actor_devices` that is not NODE/DEVICE: one error line naming the field, before Ray."""
+    path = _merge(capsys, tmp_path, f"a={REFERENCE}", f"b={REFERENCE}")
+    plan_path = tmp_path / "plan.json"
+    code, _, err = run_cli(capsys, "plan", "--profile", str(path), "--algo", "dqn", "--env", "CartPole-v1", "--out",
+                           str(plan_path))
+    assert code == 0, err
+    data = json.loads(plan_path.read_text())
+    data["actor_devices"], data["actors"] = {data["mapping"]["act"]: 1, "cpu": 1}, 2
+    plan_path.write_text(json.dumps(data))
+    code, _, err = run_cli(capsys, "train", "--plan", str(plan_path), "--launcher", "ray", "--runs-dir",
+                           str(tmp_path / "runs"))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "'actor_devices' names cpu" in lines[0] and str(plan_path) in lines[0]
