@@ -291,8 +291,9 @@ def _check_cluster_plan(path: str, plan: "Plan", launcher: str, emulate: dict[st
 
 def role_nodes(plan: "Plan") -> RoleNodes:
     """The plan node of each role of a cluster plan, and each actor worker's node and act device: the plan's
-    `actor_devices` dealt out in order of device id (workers 0 .. m−1 on the first, and so on). Which worker
-    runs where changes no learned bit: the schedule gives worker i its share and seed whatever its node."""
+    `actor_devices` dealt out in order of device id (workers 0 .. m−1 on the first, and so on). The schedule
+    gives worker i its share and seed whatever its node, so where the workers run changes no learned bit as
+    long as their act devices compute alike (cpu on every node)."""
     node = {k: d.split("/", 1)[0] for k, d in plan.mapping.items()}
     spread = plan.actor_devices or {plan.mapping["act"]: plan.actors}
     workers = tuple(tuple(d.split("/", 1)) for d, n in sorted(spread.items()) for _ in range(n))

@@ -48,7 +48,7 @@ Literal = tuple
 @dataclass(frozen=True)
 class Term:
     seconds: float
-    when: tuple[Literal, ...]  # all must hold; () always does
+    when: tuple[Literal, ...]  # the seconds count × the product of their values; () always counts
 
 
 @dataclass
@@ -263,8 +263,8 @@ def period_rows(problem: Problem, busy_terms: dict[str, list[Term]]) -> tuple[li
 
 def holds(problem: Problem, literal: Literal, where: dict[str, str], actors: ActorOption,
           spread: dict[str, int]) -> float:
-    """A literal's value for one placement: 1 or 0, and for a count the processes (`spread`: act's device on
-    each node with actors → how many)."""
+    """A literal's value for one placement: 1 or 0, for a count the processes and for a share their part of
+    all of them (`spread`: act's device on each node with actors → how many)."""
     kind = literal[0]
     if kind == "x":
         return float(spread.get(literal[2], 0) > 0) if literal[1] == ACT else float(where[literal[1]] == literal[2])

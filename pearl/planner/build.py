@@ -372,7 +372,8 @@ def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int 
     parts = []
     models = {node.name: CostModel(node.profile) for node in cluster.nodes}
     # the actor processes may spread over every node: options up to all the hosts' lanes together
-    total = sum(_host_lanes(node.profile, models[node.name]) for node in cluster.nodes)
+    lanes = [_host_lanes(node.profile, models[node.name]) for node in cluster.nodes]
+    total = sum(lanes)
     for node in cluster.nodes:
         model = models[node.name]
         problem, facts = _on_node(node.name, partial(build_problem, node.profile, model, algo, spec, envs, config,
@@ -387,7 +388,7 @@ def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int 
     sync = {key[:-1] + (qualified(name, key[-1]),): s for name, _, _, f in parts for key, s in f.weight_sync_s.items()}
     scaled = {(k, qualified(name, d)): w for name, _, _, f in parts for (k, d), w in f.scaled.items()}
     merged.edges += list(CLUSTER_EDGES)
-    _cross_node_transfers(cluster, parts, merged, facts, spec)
+    _cross_node_transfers(cluster, parts, merged, facts, spec, max(lanes))
     return merged, replace(facts, weight_sync_s=sync, scaled=scaled)
 
 
@@ -425,13 +426,16 @@ def _merge_nodes(parts: list) -> Problem:
                    list(parts[0][2].edges), transfer, memory, prefetch=parts[0][2].prefetch, nodes=nodes)
 
 
-def _cross_node_transfers(cluster: Cluster, parts: list, problem: Problem, facts: Facts, spec: EnvSpec) -> None:
+def _cross_node_transfers(cluster: Cluster, parts: list, problem: Problem, facts: Facts, spec: EnvSpec,
+                          actors: int) -> None:
     """transfer and nic seconds per iteration of every edge between devices of two nodes (`crossings`): each
     message pays the link's per-message cost (the transport's call and the network's latency), the bytes its
     bandwidth, and the batch and TD errors also the legs device → host on the sending node and host → device
     on the receiving one (the cost model's transfer_time to and from `cpu`). The actors are counted at the
-    largest number the problem offers (the count of a segment's messages grows with them)."""
-    actors = max((a.n for a in problem.actor_options()), default=1)
+    largest number one node offers (the count of a segment's messages grows with them; the options that
+    spread the actors over nodes go beyond it, and are counted so too: one table serves every option).
+    The actors' edges (transitions, weights) carry all the actors' traffic: each node's processes carry
+    their share of it (accounting.py)."""
     models = {name: model for name, model, _, _ in parts}
     per_edge = crossings(facts.config, spec, actors)
     for e in problem.edges:
