@@ -3,6 +3,7 @@
     solve(problem, objective="throughput" | "perf-per-watt", period_bound=None, solver=None, time_limit=30.0)
     pareto(problem, epsilons=(0, 0.05, 0.1, 0.2, 0.5, 1.0))       the energy/period front
     evaluate(problem, placement, actors, spread=None) -> (period, energy, binding) | None   one fixed placement
+    evaluator(problem) -> the same for many placements, the rows built once
 
 Exact accounting, written once as rows of terms in pearl/planner/accounting.py, which the program and
 `evaluate` both read (tests/test_planner_ilp.py and tests/test_planner_cluster.py re-state it for their oracles):
@@ -69,7 +70,9 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import pulp
 
@@ -234,7 +237,20 @@ def evaluate(
     different devices, memory over a device's capacity, or more actor processes on a node than its host's
     lanes. The bounds on P are the rows of pearl/planner/accounting.py, which the program also adds.
     """
+    return evaluator(problem)(placement, actors, spread)
+
+
+def evaluator(problem: Problem) -> Callable[..., tuple[float, float, str] | None]:
+    """`evaluate` for many placements of one problem: its rows are built once (the problem must not change
+    while the evaluator is in use)."""
     _check(problem)
+    busy = acc.busy(problem)
+    before, after = acc.period_rows(problem, busy)
+    return partial(_evaluate, problem, busy, before + after)
+
+
+def _evaluate(problem: Problem, busy: dict[str, list[Term]], rows: list[Row], placement: dict[str, str],
+              actors: ActorOption, spread: dict[str, int] | None = None) -> tuple[float, float, str] | None:
     missing = [k for k in PLACED if k not in placement]
     if missing:
         raise PlanError(f"placement lacks {', '.join(missing)}")
@@ -242,10 +258,8 @@ def evaluate(
     spread = _check_spread(problem, where, actors, spread)
     if not _feasible(problem, where, actors, spread):
         return None
-    busy = acc.busy(problem)
-    before, after = acc.period_rows(problem, busy)
     bounds: dict[str, float] = {}
-    for row in before + after:  # rows sharing a label (one actor_period per option): the largest
+    for row in rows:  # rows sharing a label (one actor_period per option): the largest
         seconds = acc.value(problem, row.terms, where, actors, spread)
         bounds[row.label] = max(bounds.get(row.label, 0.0), seconds / row.lanes)
     period = max(bounds.values())

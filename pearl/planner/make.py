@@ -13,7 +13,7 @@ from pearl.costmodel import CostModel
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError
 from pearl.planner.build import Facts, build_cluster_problem
-from pearl.planner.ilp import TIES, evaluate, pareto, solve
+from pearl.planner.ilp import TIES, evaluator, pareto, solve
 from pearl.planner.plan import Plan
 from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
 from pearl.profile.cluster import Cluster, load_cluster
@@ -81,9 +81,10 @@ def fixed_plans(profile_path: str | Path, algo: str, env_id: str) -> dict[str, P
     front = pareto(problem)
     out = {"pareto end (lowest energy)": _plan(source, problem, facts, algo, env_id, "perf-per-watt", front[-1],
                                                front)}
+    cost = evaluator(problem)
     for device in problem.devices:
         placement = {k: device.id for k in PLACED}
-        results = [(r, a) for a in problem.actor_options() if (r := evaluate(problem, placement, a)) is not None]
+        results = [(r, a) for a in problem.actor_options() if (r := cost(placement, a)) is not None]
         if results:
             (period, energy, binding), actors = min(results, key=lambda ra: ra[0][0])
             fixed = Solution(placement, actors, period, energy, "fixed", "none", 0.0, 0.0, binding)
@@ -97,13 +98,14 @@ def every_plan(profile_path: str | Path, algo: str, env_id: str) -> list[Plan]:
 
     source, problem, facts = _setup(profile_path, algo, env_id)
     front = pareto(problem)
+    cost = evaluator(problem)
     plans = []
     choices = [problem.allowed("act"), sorted(set.intersection(*(set(problem.allowed(k)) for k in REPLAY))),
                problem.allowed("learn")]
     for act, replay, learn in itertools.product(*choices):
         placement = {"act": act, **{k: replay for k in REPLAY}, "learn": learn}
         for actors in problem.actor_options():
-            result = evaluate(problem, placement, actors)
+            result = cost(placement, actors)
             if result is not None:
                 fixed = Solution(placement, actors, result[0], result[1], "fixed", "none", 0.0, 0.0, result[2])
                 plans.append(_plan(source, problem, facts, algo, env_id, "throughput", fixed, front))
@@ -200,6 +202,7 @@ def _moves(problem: Problem, best: Solution) -> list[dict]:
     if len(nodes) == 1:
         return []
     out = []
+    cost = evaluator(problem)
     actor_nodes = {problem.device(d).node for d in best.actor_spread()}
     for role, kernels in ROLES_ON_NODES.items():
         here = actor_nodes if role == "actors" else {problem.device(best.placement[kernels[0]]).node}
@@ -210,9 +213,9 @@ def _moves(problem: Problem, best: Solution) -> list[dict]:
             for d in (d.id for d in problem.devices if d.node == node.name):
                 placement = {**best.placement, **{k: d for k in kernels}}
                 if role == "actors":  # every actor process on that node
-                    tries += [r for a in problem.actor_options() if (r := evaluate(problem, placement, a))]
+                    tries += [r for a in problem.actor_options() if (r := cost(placement, a))]
                 else:  # the actors where the plan spreads them
-                    tries += [r for r in [evaluate(problem, placement, best.actors, best.actor_spread())] if r]
+                    tries += [r for r in [cost(placement, best.actors, best.actor_spread())] if r]
             fastest = min(tries, default=None)
             out.append({"role": role, "node": node.name, "period_s": fastest[0] if fastest else None,
                         "bottleneck": fastest[2] if fastest else "infeasible"})
@@ -315,10 +318,11 @@ def _lanes(problem: Problem, solution: Solution) -> dict:
 def _baselines(problem: Problem, facts: Facts, best: Solution, source: Source) -> list[dict]:
     """Every kernel on one device (the best actor count for it), as the cost model predicts it."""
     out = []
+    cost = evaluator(problem)
     for device in problem.devices:
         placement = {k: device.id for k in PLACED}
         results = [(r, a) for a in problem.actor_options()
-                   if (r := evaluate(problem, placement, a)) is not None]
+                   if (r := cost(placement, a)) is not None]
         if not results:
             out.append({"device": device.id, "feasible": False})
             continue
