@@ -420,8 +420,11 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
     p = result.predicted
     joules = f"{p['env_steps_per_joule']:.1f} env steps/J" if p.get("env_steps_per_joule") else "energy unknown"
     click.echo(f"{algo} on {env_id}, objective {objective}: plan written to {written}")
+    spread = ""
+    if len(result.actor_devices) > 1:  # a cluster plan's actors on several nodes
+        spread = " (" + ", ".join(f"{n} on {d}" for d, n in result.actor_devices.items()) + ")"
     click.echo("  " + ", ".join(f"{k} → {v}" for k, v in result.mapping.items()) +
-               f"; {result.actors} actor(s) × {result.envs_per_actor} env(s)")
+               f"; {result.actors} actor(s){spread} × {result.envs_per_actor} env(s)")
     click.echo(f"  predicted {p['env_steps_per_s']:,.0f} env steps/s, {p['updates_per_s']:,.0f} updates/s, "
                f"{p['power_w']:.0f} W, {joules} (timings {p['source']}, power {p['power_source']})")
     if p.get("scaled"):
@@ -614,10 +617,16 @@ def _cluster_lines(result: Any) -> list[str]:
     if not nodes:
         return []
     lines = []
+    spread = result.actor_devices or {result.mapping["act"]: result.actors}
     for name, n in nodes.items():
         ratio = f", {n['ratio']:.3g} CPU lanes per accelerator" if n.get("ratio") else ""
-        lines.append(f"  node {name}: {n['actors']} actor process(es), kernels {', '.join(n['kernels']) or 'none'}; "
-                     f"{n['cpu']} CPU lane(s) busy, {n['accelerator']} accelerator(s){ratio}")
+        acting = next((f" acting on {d}" for d in spread if d.split("/", 1)[0] == name), "")
+        lines.append(f"  node {name}: {n['actors']} actor process(es){acting}, kernels "
+                     f"{', '.join(n['kernels']) or 'none'}; {n['cpu']} CPU lane(s) busy, {n['accelerator']} "
+                     f"accelerator(s){ratio}")
+    if len(spread) > 1:
+        lines.append(f"  the {result.actors} actor processes spread over {len(spread)} nodes, each stepping an equal "
+                     "share of the env steps")
     period = result.predicted["period_s"]
     for move in result.why:
         if move["period_s"] is None:

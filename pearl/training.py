@@ -274,11 +274,13 @@ def _check_cluster_plan(path: str, plan: "Plan", launcher: str, emulate: dict[st
     if emulate:
         raise ConfigError(f"--emulate stands in for a device of this machine; {path} is a cluster plan, whose "
                           "devices are its nodes' own")
-    bad = sorted(d for d in plan.mapping.values() if "/" not in d)
-    if bad:
-        raise PlanError(f"{path}: field 'mapping' names {bad[0]}, not a NODE/DEVICE id of its nodes ({nodes})")
+    for name, ids in (("mapping", plan.mapping.values()), ("actor_devices", plan.actor_devices)):
+        bad = sorted(d for d in ids if "/" not in d)
+        if bad:
+            raise PlanError(f"{path}: field '{name}' names {bad[0]}, not a NODE/DEVICE id of its nodes ({nodes})")
     devices = {k: d.split("/", 1) for k, d in plan.mapping.items()}
-    absent = sorted({"/".join(nd) for nd in devices.values() if _is_what_if(nd[1])})
+    acting = [d.split("/", 1) for d in plan.actor_devices]
+    absent = sorted({"/".join(nd) for nd in [*devices.values(), *acting] if _is_what_if(nd[1])})
     if absent:
         raise PlanError(f"{path} places kernels on {', '.join(absent)}, a device modelled from its descriptor; a "
                         "cluster plan runs on its nodes' own devices: plan without --what-if devices to train")
@@ -288,9 +290,15 @@ def _check_cluster_plan(path: str, plan: "Plan", launcher: str, emulate: dict[st
 
 
 def role_nodes(plan: "Plan") -> RoleNodes:
-    """The plan node of each role of a cluster plan."""
+    """The plan node of each role of a cluster plan, and each actor worker's node and act device: the plan's
+    `actor_devices` dealt out in order of device id (workers 0 .. m−1 on the first, and so on). The schedule
+    gives worker i its share and seed whatever its node, so where the workers run changes no learned bit as
+    long as their act devices compute alike (cpu on every node)."""
     node = {k: d.split("/", 1)[0] for k, d in plan.mapping.items()}
-    return RoleNodes(actors=node["act"], replay=node["replay_insert"], learner=node["learn"])
+    spread = plan.actor_devices or {plan.mapping["act"]: plan.actors}
+    workers = tuple(tuple(d.split("/", 1)) for d, n in sorted(spread.items()) for _ in range(n))
+    return RoleNodes(actors=node["act"], replay=node["replay_insert"], learner=node["learn"],
+                     workers=workers if len(spread) > 1 else ())
 
 
 def local_devices(plan: "Plan") -> dict[str, str]:

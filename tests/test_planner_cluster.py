@@ -2,10 +2,12 @@
 make_plan: a one-node cluster plans exactly as its host profile, a two-node what-if places roles on nodes.
 
 The oracle below states the multi-node accounting again on its own (it calls neither pearl.planner.ilp nor
-pearl.planner.accounting):
-    the actors' env stepping runs on the host of act's node: env cost on that node's host resource, the
-    actor processes against that node's lanes (n ≤ lanes); busy[r] = kernels + act + env + each positive
-    transfer on the resources of both ends (once when they coincide); load[r] = busy[r] / lanes(r);
+pearl.planner.accounting), and enumerates every spread of the actor processes over the nodes:
+    m of the n actor processes on a node act on one device d of it and step their envs on its host, each an
+    equal share: m/n of act_cost[a, d] on d, of the node's env cost on its host, and of every transfer of an
+    edge with an actor end (act, env_step), which flows from/to each node with actors; the processes against
+    that node's lanes (m ≤ lanes); actor_period[a, d] of each such d; busy[r] = kernels + act + env + each
+    positive transfer on the resources of both ends (once when they coincide); load[r] = busy[r] / lanes(r);
     role[name]: its kernels + the transfers of edges with one end in it; actor_period; per node, the replay
     kernels and learn on that node's host resource + the chain transfers; latency without prefetch;
     network[n, out] (in): the NIC seconds of the edges leaving (entering) node n; P = the largest bound;
@@ -65,7 +67,8 @@ def random_cluster(seed: int) -> Problem:
             continue
         host = next(n.host for n in nodes if n.name == d.node)
         for a in options:
-            if a.n <= lanes[host] + (1 if rng.random() < 0.2 else 0):  # now and then an option beyond the lanes
+            # an option beyond this node's lanes too: its processes may spread over the nodes
+            if a.n <= lanes[host] or rng.random() < 0.8:
                 act_cost[(a, d.id)] = rng.uniform(0.05, 2.0)
                 actor_period[(a, d.id)] = rng.uniform(0.05, 1.5) * 2 / a.n
     transfer, nic = {}, {}
@@ -88,71 +91,107 @@ def random_cluster(seed: int) -> Problem:
                    actor_period, list(EDGES), transfer, memory, prefetch=rng.random() < 0.5, nodes=nodes, nic=nic)
 
 
-def account(p: Problem, where: dict[str, str], a: ActorOption):
-    """(P, E) of one placement, or None; written out independently of the planner."""
+def account(p: Problem, where: dict[str, str], a: ActorOption, spread: dict[str, int] | None = None):
+    """(P, E) of one placement, or None; written out independently of the planner. `spread`: act's device on
+    each node with actor processes → how many (default: all of them on where["act"])."""
+    spread = spread or {where["act"]: a.n}
     dev = {d.id: d for d in p.devices}
     lanes = {r.id: r.lanes for r in p.resources}
+    node = {n.name: n for n in p.nodes}
     for k, d in where.items():
-        if (k == "act" and (a, d) not in p.act_cost) or (k != "act" and (k, d) not in p.cost):
+        if k != "act" and (k, d) not in p.cost:
             return None
+    if any((a, d) not in p.act_cost for d in spread) or sum(spread.values()) != a.n:
+        return None
     if len({where[k] for k in REPLAY}) != 1:
         return None
     for d in p.devices:
-        if sum(p.memory.get((k, d.id), 0.0) for k in where if where[k] == d.id) > d.memory_bytes:
+        need = sum(p.memory.get((k, d.id), 0.0) for k in where if k != "act" and where[k] == d.id)
+        need += p.memory.get(("act", d.id), 0.0) if d.id in spread else 0.0
+        if need > d.memory_bytes:
             return None
-    actor_node = next(n for n in p.nodes if n.name == dev[where["act"]].node)
-    if a.n > lanes[actor_node.host]:
+    per_node = {}
+    for d, m in spread.items():
+        per_node[dev[d].node] = per_node.get(dev[d].node, 0) + m
+    if any(m > lanes[node[n].host] for n, m in per_node.items()) or len(per_node) != len(spread):
         return None
 
-    def at(end):
-        return actor_node.host_device if end == "env_step" else where[end]
+    # every edge as (edge, source device, destination device, share): an edge the actors run an end of
+    # (act, env_step) once per node with actors, at that node's share of the processes
+    flows = []
+    for e in p.edges:
+        if {e.src, e.dst} & {"act", "env_step"}:
+            for d, m in spread.items():
+                at = {"act": d, "env_step": node[dev[d].node].host_device}
+                flows.append((e, at.get(e.src, where.get(e.src)), at.get(e.dst, where.get(e.dst)), m / a.n))
+        else:
+            flows.append((e, where[e.src], where[e.dst], 1.0))
 
-    def t(e):
-        return p.transfer.get((e.name, at(e.src), at(e.dst)), 0.0)
+    def t(flow, table=None):
+        e, s, d, share = flow
+        return (p.transfer if table is None else table).get((e.name, s, d), 0.0) * share
 
     res = {d: dev[d].resource for d in dev}
     busy = {r: 0.0 for r in lanes}
     for k in ("replay_insert", "replay_sample", "priority_update", "learn"):
         busy[res[where[k]]] += p.cost[(k, where[k])]
-    busy[res[where["act"]]] += p.act_cost[(a, where["act"])]
-    busy[actor_node.host] += actor_node.env_cost
-    for e in p.edges:
-        if t(e) > 0:
-            busy[res[at(e.src)]] += t(e)
-            if res[at(e.dst)] != res[at(e.src)]:
-                busy[res[at(e.dst)]] += t(e)
+    for d, m in spread.items():
+        busy[res[d]] += p.act_cost[(a, d)] * m / a.n
+        busy[node[dev[d].node].host] += node[dev[d].node].env_cost * m / a.n
+    for flow in flows:
+        if t(flow) > 0:
+            busy[res[flow[1]]] += t(flow)
+            if res[flow[2]] != res[flow[1]]:
+                busy[res[flow[2]]] += t(flow)
     lower = [busy[r] / lanes[r] for r in busy]
     for role in (REPLAY, ("learn",)):
         lower.append(sum(p.cost[(k, where[k])] for k in role)
-                     + sum(t(e) for e in p.edges if (e.src in role) != (e.dst in role)))
-    lower.append(p.actor_period[(a, where["act"])])
-    chain = sum(t(e) for e in p.edges if (e.src, e.dst) in (("replay_sample", "learn"), ("learn", "priority_update")))
+                     + sum(t(f) for f in flows if (f[0].src in role) != (f[0].dst in role)))
+    lower += [p.actor_period[(a, d)] for d in spread]
+    chain = sum(t(f) for f in flows if (f[0].src, f[0].dst) in (("replay_sample", "learn"),
+                                                                ("learn", "priority_update")))
     for n in p.nodes:
         lower.append(chain + sum(p.cost[(k, where[k])] for k in (*REPLAY, "learn") if res[where[k]] == n.host))
     if not p.prefetch:
         lower.append(chain + sum(p.cost[(k, where[k])] for k in ("replay_sample", "learn", "priority_update")))
     for n in p.nodes:
         out = into = 0.0
-        for e in p.edges:
-            s, d = at(e.src), at(e.dst)
-            seconds = p.nic.get((e.name, s, d), 0.0)
-            out += seconds if dev[s].node == n.name and dev[d].node != n.name else 0.0
-            into += seconds if dev[d].node == n.name and dev[s].node != n.name else 0.0
+        for flow in flows:
+            s, d = flow[1], flow[2]
+            out += t(flow, p.nic) if dev[s].node == n.name and dev[d].node != n.name else 0.0
+            into += t(flow, p.nic) if dev[d].node == n.name and dev[s].node != n.name else 0.0
         lower += [out, into]
     period = max(lower)
     energy = sum(r.idle_w * period + (r.busy_w - r.idle_w) * busy[r.id] / r.lanes for r in p.resources)
     return period, energy
 
 
-def brute_force(p: Problem) -> list[tuple[float, float]]:
+def spreads(p: Problem, a: ActorOption):
+    """Every way to put a's processes on the nodes: per node none, or (an act device of it, a count ≥ 1)."""
+    per_node = []
+    for n in p.nodes:
+        devices = sorted(d for (aa, d) in p.act_cost if aa == a and d.split("/")[0] == n.name)
+        per_node.append([None] + [(d, m) for d in devices for m in range(1, a.n + 1)])
+    for choice in itertools.product(*per_node):
+        picked = [c for c in choice if c is not None]
+        if picked and sum(m for _, m in picked) == a.n:
+            yield dict(picked)
+
+
+def brute_force(p: Problem, split: bool = True) -> list[tuple[float, float, int]]:
+    """(P, E, actor processes) of every feasible plan; split=False: the actors on one node only."""
     out = []
-    choices = [sorted({d for (_, d) in p.act_cost}) if k == "act" else sorted({d for (kk, d) in p.cost if kk == k})
-               for k in PLACED]
+    choices = [sorted({d for (kk, d) in p.cost if kk == k}) for k in PLACED if k != "act"]
+    kernels = [k for k in PLACED if k != "act"]
     for devs in itertools.product(*choices):
+        where = dict(zip(kernels, devs))
         for a in p.actor_options():
-            r = account(p, dict(zip(PLACED, devs)), a)
-            if r is not None:
-                out.append(r)
+            for spread in spreads(p, a):
+                if not split and len(spread) > 1:
+                    continue
+                r = account(p, {**where, "act": next(iter(spread))}, a, spread)
+                if r is not None:
+                    out.append((*r, a.n))
     return out
 
 
@@ -168,18 +207,41 @@ def test_cluster_matches_brute_force(seed):
         with pytest.raises(PlanInfeasible):
             solve(p, "throughput")
         return
-    best_p = min(P for P, _ in points)
+    best_p = min(P for P, _, _ in points)
     fast = solve(p, "throughput")
     assert close(fast.period_s, best_p)
-    assert close(fast.energy_j, min(E for P, E in points if P <= best_p * (1 + 1e-7)))
+    assert close(fast.energy_j, min(E for P, E, _ in points if P <= best_p * (1 + 1e-7)))
     green = solve(p, "perf-per-watt")
-    assert close(green.energy_j, min(E for _, E in points))
+    assert close(green.energy_j, min(E for _, E, _ in points))
+    # TIES: the fewest actor processes among the plans with the optimal P and, among those, E
+    tied = [n for P, E, n in points if P <= best_p * (1 + 1e-7) and E <= fast.energy_j * (1 + 1e-7)]
+    assert fast.actors.n == min(tied)
     for plan in (fast, green):
         assert plan.status == "Optimal"
-        again = evaluate(p, plan.placement, plan.actors)
-        mine = account(p, plan.placement, plan.actors)
+        assert sum(plan.actor_spread().values()) == plan.actors.n
+        again = evaluate(p, plan.placement, plan.actors, plan.actor_spread())
+        mine = account(p, plan.placement, plan.actors, plan.actor_spread())
         assert close(again[0], plan.period_s) and close(again[1], plan.energy_j) and again[2] == plan.binding
         assert close(mine[0], plan.period_s) and close(mine[1], plan.energy_j)
+
+
+def test_spreading_the_actors_over_nodes_is_optimal_on_some_instances():
+    """Among the instances above, some are solved only by actors on several nodes (the best plan with every
+    actor on one node is slower, or dearer): the program finds those splits, for both objectives."""
+    split = {"throughput": 0, "perf-per-watt": 0}
+    for seed in range(40):
+        p = random_cluster(seed)
+        points, whole = brute_force(p), brute_force(p, split=False)
+        if not points:
+            continue
+        for objective, i in (("throughput", 0), ("perf-per-watt", 1)):
+            best = min(point[i] for point in points)
+            if whole and min(point[i] for point in whole) <= best * (1 + 1e-6):
+                continue
+            plan = solve(p, objective)
+            assert len(plan.actor_spread()) > 1 and close((plan.period_s, plan.energy_j)[i], best)
+            split[objective] += 1
+    assert split["throughput"] >= 3 and split["perf-per-watt"] >= 1, split
 
 
 def test_network_and_nodes_bind_somewhere():
@@ -329,3 +391,65 @@ def test_crossings_are_a_segments_messages_spread_over_its_updates(algo, env, pr
         reads = sched.updates_per_segment if prioritized else 1
         assert per_update["batch"][0] == pytest.approx(4 * reads)
         assert per_update["td_errors"][0] == pytest.approx(sched.updates_per_segment if prioritized else 0)
+
+
+def _slow_env_profile(tmp_path: Path, step_s: float = 2e-3) -> Path:
+    """The reference profile with CartPole's env step made slow: the actors, not the learner, then bind."""
+    data = json.loads(REFERENCE.read_text())
+    for timing in data["env_step"]:
+        if timing["env"] == "CartPole-v1":
+            timing.update(median_s=step_s, p10_s=step_s, p90_s=step_s)
+    path = tmp_path / "slow-env.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_slow_env_spreads_the_actors_over_both_nodes_and_the_plan_records_it(capsys, tmp_path):
+    """Two nodes of two lanes each and an env step of 2 ms: one node's lanes cannot step the envs fast enough,
+    so the plan puts actor processes on both; the plan file, its per-node lanes and `pearl plan`'s lines say
+    how many go where, and every move of all the actors to one node is slower."""
+    from pearl.planner.plan import PlanFileError, load_plan
+
+    slow = _slow_env_profile(tmp_path)
+    path = _merge(capsys, tmp_path, f"a={slow}", f"b={slow}")
+    plan_path = tmp_path / "plan.json"
+    code, out, err = run_cli(capsys, "plan", "--profile", str(path), "--algo", "dqn", "--env", "CartPole-v1",
+                             "--out", str(plan_path))
+    assert code == 0, err
+    plan = load_plan(plan_path)
+    spread = plan.actor_devices
+    assert {d.split("/")[0] for d in spread} == {"a", "b"} and sum(spread.values()) == plan.actors
+    assert plan.mapping["act"] in spread and spread[plan.mapping["act"]] == max(spread.values())
+    assert {n: v["actors"] for n, v in plan.lanes["nodes"].items()} == {d.split("/")[0]: k for d, k in spread.items()}
+    for d, k in spread.items():
+        assert f"{k} on {d}" in out and f"node {d.split('/')[0]}: {k} actor process(es) acting on {d}" in out
+    moves = [m for m in plan.why if m["role"] == "actors"]
+    assert len(moves) == 2 and all(m["period_s"] > plan.predicted["period_s"] for m in moves)
+    # the env steps of an iteration are stepped once in all, each node its share
+    steps = 1 / plan.predicted["updates_per_s"] * plan.predicted["env_steps_per_s"]
+    assert plan.kernels["env_step"] == pytest.approx(steps * 2e-3)
+
+    data = json.loads(plan_path.read_text())
+    del data["actor_devices"]  # a plan written before the field: all its actors act on mapping["act"]
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    assert load_plan(tmp_path / "old.json").actor_devices == {}
+    data["actor_devices"] = {plan.mapping["act"]: plan.actors + 1}
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with pytest.raises(PlanFileError, match="actor_devices"):
+        load_plan(tmp_path / "bad.json")
+
+
+def test_training_refuses_a_spread_that_names_no_node(capsys, tmp_path):
+    """An actor device of `actor_devices` that is not NODE/DEVICE: one error line naming the field, before Ray."""
+    path = _merge(capsys, tmp_path, f"a={REFERENCE}", f"b={REFERENCE}")
+    plan_path = tmp_path / "plan.json"
+    code, _, err = run_cli(capsys, "plan", "--profile", str(path), "--algo", "dqn", "--env", "CartPole-v1", "--out",
+                           str(plan_path))
+    assert code == 0, err
+    data = json.loads(plan_path.read_text())
+    data["actor_devices"], data["actors"] = {data["mapping"]["act"]: 1, "cpu": 1}, 2
+    plan_path.write_text(json.dumps(data))
+    code, _, err = run_cli(capsys, "train", "--plan", str(plan_path), "--launcher", "ray", "--runs-dir",
+                           str(tmp_path / "runs"))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "'actor_devices' names cpu" in lines[0] and str(plan_path) in lines[0]

@@ -372,12 +372,23 @@ def test_a_role_that_cannot_be_placed_is_refused_before_any_work(cluster) -> Non
     assert launcher.learner_node is None and launcher.pids == []
     assert idle()  # no role was started (one refused after others would hold their CPUs)
     # what the roles ask for: the learner a whole GPU of its own, or an equal share of one with the workers
-    learner, _, worker = launcher._placements(ray)
+    learner, _, (worker, *_) = launcher._placements(ray)
     assert (learner.num_gpus, worker.num_gpus) == (1.0, 0.0)
     shared = RayLauncher(Job(cfg, env_spec("CartPole-v1"), Placement.single("cuda:0"), seed=0, actors=2, threads=1))
-    learner, _, worker = shared._placements(ray)
-    assert learner.num_gpus == worker.num_gpus == pytest.approx(1 / 3)
+    learner, _, workers = shared._placements(ray)
+    assert learner.num_gpus == workers[0].num_gpus == workers[1].num_gpus == pytest.approx(1 / 3)
     assert learner.node_id == ray.get_runtime_context().get_node_id() and learner.soft  # near the driver
+    # a plan that spreads the actors: each worker on its node, sharing the GPU only with the roles on that GPU
+    from pearl.runtime.launcher import RoleNodes
+
+    nodes = RoleNodes("a", "a", "a", workers=(("a", "cuda:0"), ("a", "cuda:0"), ("b", "cuda:0")))
+    spread = RayLauncher(Job(cfg, env_spec("CartPole-v1"), Placement.single("cuda:0"), seed=0, actors=3, threads=1),
+                         role_nodes=nodes)
+    learner, _, workers = spread._plan_placements(ray, nodes)
+    assert [w.node_id for w in workers] == [cluster.actors, cluster.actors, cluster.spare]
+    assert [w.num_gpus for w in workers] == pytest.approx([1 / 3, 1 / 3, 1.0])
+    assert learner.num_gpus == pytest.approx(1 / 3)
+    assert [w.num_cpus for w in workers] == pytest.approx([2 / 3, 2 / 3, 1.0])
 
 
 @needs_ray
@@ -471,9 +482,11 @@ def test_a_ray_address_where_no_cluster_answers_is_one_error_line(capsys, monkey
 
 
 # ------------------------------------------------------------------------------------------- cluster plans
-def cluster_plan(capsys, tmp_path: Path, nodes: tuple[str, str], act: str, replay: str, learn: str) -> Path:
+def cluster_plan(capsys, tmp_path: Path, nodes: tuple[str, str], act: str, replay: str, learn: str,
+                 spread: dict[str, int] | None = None) -> Path:
     """A DQN CartPole plan of a two-node cluster profile (the reference profile for both nodes), its roles then
-    moved to the given nodes and one actor process, so that the test decides where each role goes."""
+    moved to the given nodes and two actor processes on `act`'s cpu (or as `spread` deals them out over the
+    nodes' act devices), so that the test decides where each role goes."""
     from cli_support import run_cli
 
     reference = TESTS.parent / "profiles" / "reference.json"
@@ -488,7 +501,8 @@ def cluster_plan(capsys, tmp_path: Path, nodes: tuple[str, str], act: str, repla
     node_of = {"env_step": act, "act": act, "replay_insert": replay, "replay_sample": replay,
                "priority_update": replay, "learn": learn}
     plan["mapping"] = {k: f"{node_of[k]}/cpu" for k in plan["mapping"]}
-    plan["actors"], plan["envs_per_actor"] = 2, 2
+    plan["actor_devices"] = spread or {f"{act}/cpu": 2}
+    plan["actors"], plan["envs_per_actor"] = sum(plan["actor_devices"].values()), 2
     plan_path.write_text(json.dumps(plan))
     return plan_path
 
@@ -539,6 +553,53 @@ def test_pearl_train_runs_a_cluster_plan_on_its_nodes_and_records_predicted_and_
     run = Path(result["run_dir"])
     assert json.loads((run / "plan.json").read_text())["mapping"]["learn"] == "b/cpu"
     assert json.loads((run / "summary.json").read_text())["plan_check"]["measured"] == check["measured"]
+
+
+@needs_ray
+def test_a_plan_that_spreads_the_actors_puts_each_worker_on_its_node_and_learns_the_same_bits(cluster) -> None:
+    """Worker 0 on plan node "a", worker 1 on "b" beside the learner: each asked from inside where it runs, and
+    the parameters are the sequential launcher's bit for bit (the schedule decides the learning, not where the
+    workers run)."""
+    from pearl.runtime.launcher import RoleNodes
+    from pearl.runtime.ray_launcher import RayLauncher
+
+    cfg = DQNConfig(total_steps=2048, learning_starts=256, train_freq=128, gradient_steps=16, n_envs=2,
+                    target_update_interval=64, prioritized=True, **SMALL)
+    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=11, actors=2, policy_lag=1, threads=1)
+    a = SequentialLauncher(job).run()
+    spread = RoleNodes(actors="a", replay="b", learner="b", workers=(("a", "cpu"), ("b", "cpu")))
+    launcher = RayLauncher(job, role_nodes=spread)
+    b = launcher.run()
+    assert launcher.nodes == [cluster.actors, cluster.spare] and launcher.learner_node == cluster.spare
+    assert "plan node a" in b.roles["actor worker 0"] and "plan node b" in b.roles["actor worker 1"]
+    assert a.updates == b.updates > 0 and a.final_params.keys() == b.final_params.keys()
+    for name in a.final_params:
+        assert np.array_equal(a.final_params[name], b.final_params[name]), name
+    assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
+
+
+@needs_ray
+def test_pearl_train_resumes_a_cluster_plan_that_spreads_the_actors_from_its_checkpoint(
+        capsys, cluster, tmp_path) -> None:
+    """A plan with one actor process on each node: `pearl train --plan` on Ray stops after its first segment,
+    and `pearl train --resume` goes on from that checkpoint to the budget, each worker again on its node."""
+    from cli_support import run_cli
+
+    from pearl.training import train
+
+    plan_path = cluster_plan(capsys, tmp_path, ("a", "b"), act="a", replay="b", learn="b",
+                             spread={"a/cpu": 1, "b/cpu": 1})
+    first = train(plan=str(plan_path), launcher="ray", steps=1536, settings={"learning_starts": "256"},
+                  eval_episodes=0, eval_every=0, runs_dir=str(tmp_path / "runs"), max_seconds=1e-9)
+    assert first.launcher == "ray" and first.steps == 256 and first.actors == 2
+    code, out, err = run_cli(capsys, "train", "--resume", first.run_dir, "--eval-episodes", "2", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["steps"] == 1536 and result["start_steps"] == 256 and result["updates"] == 5 * 128
+    roles = result["roles"]
+    assert roles["actor worker 0"].startswith(f"node {cluster.actors[:8]}") and "plan node a" in roles["actor worker 0"]
+    assert roles["actor worker 1"].startswith(f"node {cluster.spare[:8]}") and "plan node b" in roles["actor worker 1"]
+    assert roles["learner"].startswith(f"node {cluster.spare[:8]}")
 
 
 @needs_ray

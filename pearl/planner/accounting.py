@@ -4,15 +4,21 @@ variable (a product of two into a linearised one, couple[...]) and `evaluate` in
 cannot disagree about what a plan costs.
 
 Literals
-    ("x", k, d)   kernel k on device d (k = "act": act on d, with any actor option)
-    ("v", a, d)   actor option a, with act on d
-    ("env", d)    the actors' env stepping runs on d: the host device of the node act is on (always the host
-                  device in a problem of one host, where the literal is left out)
+    ("x", k, d)   kernel k on device d (k ≠ "act")
+    ("v", a, d)   actor option a, with act on d (in a cluster: some of its processes on d's node act on d)
+    ("w", a, d)   a count, not a truth value: how many processes of option a act on d (0 unless option a;
+                  n·[act on d] with one host). Every actor process does an equal share (1/n) of the iteration's
+                  env steps, so the actors' act work on a node is one process's seconds × this count
+    ("f", d)      a share in [0, 1]: the processes acting on d ÷ all of them (Σ_a w[a,d]/n; [act on d] with
+                  one host): the part of the env stepping and of the actors' traffic (act_cost aside, every
+                  actor figure of the problem is the same whatever the option) that d's node carries
+A term counts its seconds × the product of its literals (True = 1); a count stands alone, a share may be
+coupled with a kernel's literal.
 
 Rows (the families of ilp.py's docstring; a row reads Σ its terms ≤ lanes · P)
     load[r]            busy[r] (kernels, act, env stepping, transfers touching r), lanes(r)
     role[name]         its kernels + the transfers of the edges with exactly one end in the role
-    actor_period       one per actor option
+    actor_period       one per actor option (and node of a cluster: each node's actors bind P)
     process[learner]   per node: the replay kernels and learn on its host resource + the chain transfers
     latency            without prefetch: sample + learn + priority update + the chain transfers
     instance[d]        a GPU slice in use: its learner-process kernels, + act when the actors share its one
@@ -34,7 +40,7 @@ from functools import partial
 
 from pearl.planner.problem import PLACED, REPLAY, ROLES, ActorOption, Edge, Problem
 
-ENV = "env_step"  # the edge end that is not placed: it runs at the host device of the actors' node
+ENV = "env_step"  # the edge end that is not placed: the actor processes run it at their node's host device
 ACT = "act"
 LEARN = "learn"
 #: the kernels the learner process runs (act runs in the actor processes)
@@ -48,13 +54,13 @@ Literal = tuple
 @dataclass(frozen=True)
 class Term:
     seconds: float
-    when: tuple[Literal, ...]  # all must hold; () always does
+    when: tuple[Literal, ...]  # the seconds count × the product of their values; () always counts
 
 
 @dataclass(frozen=True)
 class Need:
     bytes: float
-    when: tuple[Literal, ...]  # all must hold
+    when: tuple[Literal, ...]  # the bytes count × the product of their values, as a Term's seconds
 
 
 @dataclass
@@ -81,27 +87,39 @@ def kernel_literal(k: str, d: str) -> Literal:
     return ("x", k, d)
 
 
-def end_literals(problem: Problem, end: str, d: str) -> tuple[Literal, ...] | None:
-    """The literals under which an edge's end sits on d: None when it never does."""
+def count_literal(a: ActorOption, d: str) -> Literal:
+    return ("w", a, d)
+
+
+def share_literal(d: str) -> Literal:
+    return ("f", d)
+
+
+def actor_ends(problem: Problem, end: str, d: str, acting: list[str]) -> list[str] | None:
+    """For an edge end the actor processes run (act, or env_step at a node's host device): the act devices
+    (of `acting`, problem.allowed("act")) whose processes carry it from d; None for a placed kernel's end."""
+    if end == ACT:
+        return [d] if d in acting else []
     if end != ENV:
-        return (kernel_literal(end, d),)
-    hosts = {n.host_device for n in problem.node_list()}
-    if d not in hosts:
         return None
-    return (("env", d),) if multi_node(problem) else ()
+    node = next((n.name for n in problem.node_list() if n.host_device == d), None)
+    return [dd for dd in acting if node is not None and problem.device(dd).node == node]
 
 
 def kernel_terms(problem: Problem, k: str, keep=lambda d: True) -> list[Term]:
-    """k's seconds on each device it is allowed on (act: per actor option)."""
+    """k's seconds on each device it is allowed on (act: per actor option, each node its processes' part: the
+    seconds of one process × their count)."""
     if k == ACT:
-        return [Term(t, (("v", a, d),)) for (a, d), t in problem.act_cost.items() if keep(d)]
+        return [Term(t / a.n, (count_literal(a, d),)) for (a, d), t in problem.act_cost.items() if keep(d)]
     return [Term(t, (kernel_literal(k, d),)) for (kk, d), t in problem.cost.items() if kk == k and keep(d)]
 
 
 def transfer_terms(problem: Problem, keep, table: dict | None = None) -> list[tuple[Edge, str, str, Term]]:
     """(edge, source device, destination device, term) of every positive transfer of the edges `keep`
-    accepts, from `table` (default: problem.transfer)."""
+    accepts, from `table` (default: problem.transfer). An edge with an actor end (act, env_step) carries all
+    the actors' traffic, whatever their option: each node's processes their share of it."""
     table = problem.transfer if table is None else table
+    acting = problem.allowed(ACT)
     out = []
     for e in problem.edges:
         if not keep(e):
@@ -109,10 +127,14 @@ def transfer_terms(problem: Problem, keep, table: dict | None = None) -> list[tu
         for (name, d, d2), t in table.items():
             if name != e.name or not t > 0:
                 continue
-            src, dst = end_literals(problem, e.src, d), end_literals(problem, e.dst, d2)
-            if src is None or dst is None:
-                continue  # this pair of devices can never carry the edge
-            out.append((e, d, d2, Term(t, src + dst)))
+            src, dst = actor_ends(problem, e.src, d, acting), actor_ends(problem, e.dst, d2, acting)
+            if src is None and dst is None:
+                out.append((e, d, d2, Term(t, (kernel_literal(e.src, d), kernel_literal(e.dst, d2)))))
+            elif src is not None and dst is not None:  # env_step → act: the same processes' own traffic
+                out += [(e, d, d2, Term(t, (share_literal(dd),))) for dd in src if dd in dst]
+            else:
+                ends, other = (src, kernel_literal(e.dst, d2)) if src is not None else (dst, kernel_literal(e.src, d))
+                out += [(e, d, d2, Term(t, (share_literal(dd), other))) for dd in ends]
     return out
 
 
@@ -126,9 +148,12 @@ def busy(problem: Problem) -> dict[str, list[Term]]:
         for term in kernel_terms(problem, k):
             d = term.when[0][2]
             out[res_of[d]].append(term if share[d] == 1 else Term(term.seconds * share[d], term.when))
-    for node in problem.node_list():
-        when = (("env", node.host_device),) if multi_node(problem) else ()
-        out[node.host].append(Term(node.env_cost, when))
+    if multi_node(problem):  # each node's actors step their share of the envs on its host
+        for node in problem.node_list():
+            out[node.host] += [Term(node.env_cost, (share_literal(d),)) for d in problem.allowed(ACT)
+                               if _node_is(problem, node.name, d)]
+    else:
+        out[problem.host].append(Term(problem.env_cost, ()))
     for _, d, d2, term in transfer_terms(problem, lambda e: True):
         out[res_of[d]].append(term)
         if res_of[d2] != res_of[d]:
@@ -160,12 +185,21 @@ def role_rows(problem: Problem) -> list[Row]:
 
 
 def actor_period_rows(problem: Problem) -> list[Row]:
-    """(e') actor_period[a]: one actor's share of an iteration ≤ P."""
+    """(e') actor_period[a]: one actor's share of an iteration ≤ P; in a cluster one row per node (its actors
+    act on one device of it), actor_period[n]."""
     rows = []
+    multi = multi_node(problem)
+    node_of = {d.id: d.node for d in problem.devices}
+    by_option: dict[tuple[ActorOption, str], list[Term]] = {}
+    for (a, d), t in problem.actor_period.items():
+        by_option.setdefault((a, node_of[d]), []).append(Term(t, (("v", a, d),)))
     for ai, a in enumerate(problem.actor_options()):
-        terms = [Term(t, (("v", a, d),)) for (aa, d), t in problem.actor_period.items() if aa == a]
-        if terms:
-            rows.append(Row(f"actor_period_a{ai}", "actor_period", terms))
+        for ni, node in enumerate(problem.node_list()):
+            terms = by_option.get((a, node.name), [])
+            if terms:
+                name, label = (f"actor_period_a{ai}_n{ni}", f"actor_period[{node.name}]") if multi else \
+                    (f"actor_period_a{ai}", "actor_period")
+                rows.append(Row(name, label, terms))
     return rows
 
 
@@ -236,7 +270,7 @@ def memory_rows(problem: Problem) -> list[MemoryRow]:
         one_memory = [d for d in problem.devices if d.resource == r and d.slicing in ("mps", "")]
         needs = [Need(m, (kernel_literal(k, d.id),)) for d in one_memory for k in LEARNER_PROCESS
                  if (m := problem.memory.get((k, d.id), 0.0)) > 0 and _allowed(problem, k, d.id)]
-        needs += [Need(a.n * m, (("v", a, d.id),)) for d in one_memory for (a, dd) in problem.act_cost
+        needs += [Need(m, (count_literal(a, d.id),)) for d in one_memory for (a, dd) in problem.act_cost
                   if dd == d.id and (m := problem.memory.get((ACT, d.id), 0.0)) > 0]
         # an MPS share reports its GPU's memory, as the whole GPU does
         rows.append(MemoryRow(f"mps_memory_r{ri}", f"mps_memory[{r}]", needs,
@@ -254,6 +288,10 @@ def _on(res_of: dict[str, str], resource: str, device: str) -> bool:
     return res_of[device] == resource
 
 
+def _node_is(problem: Problem, node: str, device: str) -> bool:
+    return problem.device(device).node == node
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name)
 
@@ -269,19 +307,35 @@ def period_rows(problem: Problem, busy_terms: dict[str, list[Term]]) -> tuple[li
 # one fixed placement
 
 
-def holds(problem: Problem, literal: Literal, where: dict[str, str], actors: ActorOption) -> bool:
+def holds(problem: Problem, literal: Literal, where: dict[str, str], actors: ActorOption,
+          spread: dict[str, int]) -> float:
+    """A literal's value for one placement: 1 or 0, for a count the processes and for a share their part of
+    all of them (`spread`: act's device on each node with actors → how many)."""
     kind = literal[0]
     if kind == "x":
-        return where[literal[1]] == literal[2]
+        return float(spread.get(literal[2], 0) > 0) if literal[1] == ACT else float(where[literal[1]] == literal[2])
     if kind == "v":
-        return actors == literal[1] and where[ACT] == literal[2]
-    return problem.node_of(where[ACT]).host_device == literal[1]  # "env"
+        return float(actors == literal[1] and spread.get(literal[2], 0) > 0)
+    if kind == "f":
+        return spread.get(literal[1], 0) / actors.n
+    return float(spread.get(literal[2], 0)) if actors == literal[1] else 0.0  # "w"
 
 
-def value(problem: Problem, terms: list[Term], where: dict[str, str], actors: ActorOption) -> float:
-    return sum(t.seconds for t in terms if all(holds(problem, lit, where, actors) for lit in t.when))
+def value(problem: Problem, terms: list[Term], where: dict[str, str], actors: ActorOption,
+          spread: dict[str, int]) -> float:
+    return sum(t.seconds * _factor(problem, t.when, where, actors, spread) for t in terms)
 
 
-def held(problem: Problem, row: MemoryRow, where: dict[str, str], actors: ActorOption) -> float:
+def held(problem: Problem, row: MemoryRow, where: dict[str, str], actors: ActorOption,
+         spread: dict[str, int]) -> float:
     """The bytes a memory row counts for one placement."""
-    return sum(n.bytes for n in row.needs if all(holds(problem, lit, where, actors) for lit in n.when))
+    return sum(n.bytes * _factor(problem, n.when, where, actors, spread) for n in row.needs)
+
+
+def _factor(problem: Problem, when: tuple[Literal, ...], where: dict[str, str], actors: ActorOption,
+            spread: dict[str, int]) -> float:
+    """The product of the literals' values (1 for none)."""
+    factor = 1.0
+    for lit in when:
+        factor *= holds(problem, lit, where, actors, spread)
+    return factor

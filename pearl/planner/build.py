@@ -135,11 +135,13 @@ class _Inputs:
 
 
 def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
-                  envs: int | None = None, config: OffPolicyConfig | None = None) -> tuple[Problem, Facts]:
+                  envs: int | None = None, config: OffPolicyConfig | None = None,
+                  max_actors: int | None = None) -> tuple[Problem, Facts]:
     """The problem for actors stepping `envs` environments each (default: the config's n_envs), and facts the
     plan reports (S, B, the workload key, the weight-sync seconds, the kernels whose times were scaled).
     `config` defaults to the preset. A workload the profile has not measured is costed from the nearest one it
-    has, scaled by their work (CostModel.kernel_time)."""
+    has, scaled by their work (CostModel.kernel_time). The actor options go from 1 to `max_actors` processes
+    (default: the host's lanes; a cluster offers every node's lanes together, its nodes share them out)."""
     config = config if config is not None else preset(algo, spec.env_id)
     if envs is not None:
         config = config.replace(n_envs=envs)
@@ -148,7 +150,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     resources = _resources(profile, model, devices)
     sync_s: dict[tuple, float] = {}
     cost = _learner_costs(inputs, devices, sync_s)
-    host_lanes = resources[model.resource(inputs.host_device)].lanes
+    host_lanes = resources[model.resource(inputs.host_device)].lanes if max_actors is None else max_actors
     options = [ActorOption(n, config.n_envs) for n in range(1, host_lanes + 1)]
     act_cost, actor_period = _actor_costs(inputs, devices, options, sync_s)
     edges, transfer = _edges(inputs, devices)
@@ -368,9 +370,14 @@ def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int 
         profile = cluster.nodes[0].profile
         return build_problem(profile, CostModel(profile), algo, spec, envs, config)
     parts = []
+    models = {node.name: CostModel(node.profile) for node in cluster.nodes}
+    # the actor processes may spread over every node: options up to all the hosts' lanes together
+    lanes = [_host_lanes(node.profile, models[node.name]) for node in cluster.nodes]
+    total = sum(lanes)
     for node in cluster.nodes:
-        model = CostModel(node.profile)
-        problem, facts = _on_node(node.name, partial(build_problem, node.profile, model, algo, spec, envs, config))
+        model = models[node.name]
+        problem, facts = _on_node(node.name, partial(build_problem, node.profile, model, algo, spec, envs, config,
+                                                     total))
         parts.append((node.name, model, problem, facts))
     for (a, *_), (b, *_) in combinations(parts, 2):
         if cluster.link(a, b) is None:
@@ -381,8 +388,16 @@ def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int 
     sync = {key[:-1] + (qualified(name, key[-1]),): s for name, _, _, f in parts for key, s in f.weight_sync_s.items()}
     scaled = {(k, qualified(name, d)): w for name, _, _, f in parts for (k, d), w in f.scaled.items()}
     merged.edges += list(CLUSTER_EDGES)
-    _cross_node_transfers(cluster, parts, merged, facts, spec)
+    _cross_node_transfers(cluster, parts, merged, facts, spec, max(lanes))
     return merged, replace(facts, weight_sync_s=sync, scaled=scaled)
+
+
+def _host_lanes(profile: Profile, model: CostModel) -> int:
+    """The lanes of a profile's host resource (its `cpu` device's, or more of a device sharing it)."""
+    if HOST not in model.devices():
+        return 1  # build_problem says what is missing
+    host = model.resource(HOST)
+    return max((profile.device(d).lanes for d in model.devices() if model.resource(d) == host), default=1)
 
 
 def _on_node(name: str, build: Callable[[], tuple[Problem, Facts]]) -> tuple[Problem, Facts]:
@@ -411,13 +426,16 @@ def _merge_nodes(parts: list) -> Problem:
                    list(parts[0][2].edges), transfer, memory, prefetch=parts[0][2].prefetch, nodes=nodes)
 
 
-def _cross_node_transfers(cluster: Cluster, parts: list, problem: Problem, facts: Facts, spec: EnvSpec) -> None:
+def _cross_node_transfers(cluster: Cluster, parts: list, problem: Problem, facts: Facts, spec: EnvSpec,
+                          actors: int) -> None:
     """transfer and nic seconds per iteration of every edge between devices of two nodes (`crossings`): each
     message pays the link's per-message cost (the transport's call and the network's latency), the bytes its
     bandwidth, and the batch and TD errors also the legs device → host on the sending node and host → device
     on the receiving one (the cost model's transfer_time to and from `cpu`). The actors are counted at the
-    largest number the problem offers (the count of a segment's messages grows with them)."""
-    actors = max((a.n for a in problem.actor_options()), default=1)
+    largest number one node offers (the count of a segment's messages grows with them; the options that
+    spread the actors over nodes go beyond it, and are counted so too: one table serves every option).
+    The actors' edges (transitions, weights) carry all the actors' traffic: each node's processes carry
+    their share of it (accounting.py)."""
     models = {name: model for name, model, _, _ in parts}
     per_edge = crossings(facts.config, spec, actors)
     for e in problem.edges:

@@ -2,19 +2,27 @@
 
     solve(problem, objective="throughput" | "perf-per-watt", period_bound=None, solver=None, time_limit=30.0)
     pareto(problem, epsilons=(0, 0.05, 0.1, 0.2, 0.5, 1.0))       the energy/period front
-    evaluate(problem, placement, actors) -> (period, energy, binding) | None   one fixed placement
+    evaluate(problem, placement, actors, spread=None) -> (period, energy, binding) | None   one fixed placement
+    evaluator(problem) -> the same for many placements, the rows built once
 
 Exact accounting, written once as rows of terms in pearl/planner/accounting.py, which the program and
 `evaluate` both read (tests/test_planner_ilp.py and tests/test_planner_cluster.py re-state it for their oracles):
     busy[r]     Σ cost of the replay kernels and learn on r, + act_cost[a, d(act)] if d(act) is on r,
-                + env_cost of the actors' node on that node's host, + each positive edge transfer once on the
-                resource of each end (once only when both ends sit on one resource); "env_step" runs at the
-                host device of act's node (problem.host_device when there is one host)
+                + env_cost on the host, + each positive edge transfer once on the resource of each end (once
+                only when both ends sit on one resource). In a cluster each node runs w[a,d] of the n
+                actor processes (act on d, a device of the node; "env_step" at its host device), each an equal
+                share of the env steps: w[a,d]/n of act_cost[a,d], and f[d] = Σ_a w[a,d]/n of the node's
+                env_cost on its host and of every transfer with an actor end (accounting.py's count and share)
     load[r]     busy[r] ≤ lanes(r)·P
     role[name]  Σ its kernels' costs + transfers of the edges with exactly one end in the role ≤ P
-    actors[n]   n ≤ lanes(host of act's node): one lane per actor process (roles share lanes through load and
-                role); "actors" when there is one host
-    actor_period[a]  actor_period[a, d(act)] ≤ P
+    actors[n]   Σ_a,d∈n w[a,d] ≤ lanes(host of n): one lane per actor process (roles share lanes through load
+                and role); "actors" (n ≤ lanes of the host) when there is one host
+    spread      (clusters) the binaries s[a] (option a; Σ_a s[a] = 1 is assign[act]) and acting[d] (a node's
+                actors act on d); act_node[n]: Σ_d∈n acting[d] ≤ 1; v[a,d] ∈ [0,1] continuous with v[a,d] ≥
+                s[a] + acting[d] − 1, their product (v only raises bounds, so its lower bound is exact);
+                w[a,d] integer ≤ min(n, lanes)·s[a] and ≤ min(n, lanes)·acting[d]; total[a]: Σ_d w[a,d] =
+                n·s[a]; Σ_a w[a,d] ≥ acting[d]. With one host v is binary, Σ v = 1, and w[a,d] = n·v[a,d]
+    actor_period[a]  actor_period[a, d(act)] ≤ P; actor_period[n] for each node of a cluster with actors
     latency     (no prefetch) sample + learn + priority update + the transfers sample→learn, learn→priority ≤ P
     process     per node, Σ cost of the replay kernels and learn placed on devices of its host resource
                 + the transfers sample→learn, learn→priority ≤ P: the learner process runs the replay manager
@@ -40,16 +48,19 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 MPS shares (`_slices`); instance[d] (a row of accounting.py) a slice's learner-process kernels
                 (+ act when the actors share its one instance) ≤ P. busy[r] counts each kernel's seconds ×
                 share(d), the SM-seconds of a slice
-    couple[a,b] y = a·b for a transfer whose two ends are both decided (y ≥ a + b − 1, y ≤ a, y ≤ b)
+    couple[a,b] y = a·b for a transfer whose two ends are both decided (y ≥ a + b − 1, y ≤ a, y ≤ b): exact
+                for a binary b and a in [0, 1], a binary or f[d] = Σ_a w[a,d]/n, the share of the actor
+                processes acting on d, by which each node's actors carry the edges with an actor end
     P = the largest of these lower bounds; E = Σ_r idle_w·P + (busy_w − idle_w)·busy[r]/lanes(r) (every
     node's idle power counts: a node of the cluster is on whether the plan uses it or not).
 
 Both objectives are solved lexicographically: throughput minimises P, then E among the plans with that P;
 perf-per-watt minimises E, then P among the plans with that E (so every point of the front is non-dominated).
 Ties are then resolved on purpose (TIES): among the plans with both figures optimal, the fewest actor
-processes, then the fewest devices used (u[d] ≥ every placement indicator on d); power, E/P, is the same for
-every plan left by then. On a profile where the actors' count does not move P (the learner binds), the plan
-starts one actor process, not as many as the host has lanes.
+processes, then the fewest devices used (u[d] ≥ every placement indicator on d, so actors spread over
+two nodes' devices lose a tie to the same actors on one); power, E/P, is the same for every plan left by
+then. On a profile where the actors' count does not move P (the learner binds), the plan starts one actor
+process, not as many as the host has lanes.
 Times are divided by the largest time in the problem and memory rows by the device's memory before PuLP sees
 them, so the solver's absolute tolerances (1e-7) stay small against the numbers. PuLP rewrites the characters
 ``-+[] ->/`` in names, so every PuLP name is built from indices (``x_k1_d2``, ``load_r0``) and `_Model.names`
@@ -64,7 +75,9 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import pulp
 
@@ -151,7 +164,7 @@ def partitioned(problem: Problem) -> set[str]:
     return {d.resource for d in problem.devices if d.is_slice}
 
 
-def _slices_fit(problem: Problem, where: dict[str, str], actors: ActorOption) -> bool:
+def _slices_fit(problem: Problem, where: dict[str, str], spread: dict[str, int]) -> bool:
     """slices[r], count[d], one_slice[d,d'] and one_way[r] for one placement."""
     cut = partitioned(problem)
     if not cut:
@@ -162,9 +175,9 @@ def _slices_fit(problem: Problem, where: dict[str, str], actors: ActorOption) ->
         if dev.resource not in cut:
             continue
         if dev.instances > 1:  # each process holds its own instance
-            used[dev.id] = (actors.n if where[ACT] == dev.id else 0) + (dev.id in learner_devices)
+            used[dev.id] = spread.get(dev.id, 0) + (dev.id in learner_devices)
         else:
-            used[dev.id] = int(dev.id in where.values())
+            used[dev.id] = int(dev.id in where.values() or dev.id in spread)
         if used[dev.id] > dev.instances:
             return False
     for r in cut:
@@ -177,47 +190,85 @@ def _slices_fit(problem: Problem, where: dict[str, str], actors: ActorOption) ->
     return True
 
 
-def _feasible(problem: Problem, where: dict[str, str], actors: ActorOption) -> bool:
-    """assign (allowed devices), replay_same, memory[d] and mps_memory[r], actors[n] and the slices families of one
-    placement."""
+def _feasible(problem: Problem, where: dict[str, str], actors: ActorOption, spread: dict[str, int]) -> bool:
+    """assign (allowed devices), replay_same, memory[d] and mps_memory[r], spread, actors[n] and the slices
+    families of one    placement."""
     for k, d in where.items():
-        allowed = (actors, d) in problem.act_cost if k == ACT else (k, d) in problem.cost
-        if not allowed:
+        if k != ACT and (k, d) not in problem.cost:
             return False
+    if any((actors, d) not in problem.act_cost for d in spread):
+        return False
     if len({where[k] for k in REPLAY}) != 1:
         return False
     for row in acc.memory_rows(problem):
-        if acc.held(problem, row, where, actors) > row.capacity * (1 + 1e-9):
+        if acc.held(problem, row, where, actors, spread) > row.capacity * (1 + 1e-9):
             return False
-    return actors.n <= problem.resource(problem.node_of(where[ACT]).host).lanes and _slices_fit(problem, where, actors)
+    per_node: dict[str, int] = {}
+    for d, count in spread.items():
+        per_node[problem.node_of(d).name] = per_node.get(problem.node_of(d).name, 0) + count
+    if any(count > problem.resource(problem.node(n).host).lanes for n, count in per_node.items()):
+        return False
+    return _slices_fit(problem, where, spread)
+
+
+def _check_spread(problem: Problem, placement: dict[str, str], actors: ActorOption,
+                  spread: dict[str, int] | None) -> dict[str, int]:
+    """The spread of a fixed placement (default: every actor process on placement["act"]); PlanError when it
+    does not add up to the option's processes, names no act device, or puts two act devices on one node."""
+    if spread is None:
+        return {placement[ACT]: actors.n}
+    spread = {d: int(n) for d, n in spread.items() if n}
+    if sum(spread.values()) != actors.n or any(n < 0 for n in spread.values()):
+        raise PlanError(f"spread {spread} does not split {actors.n} actor processes")
+    if placement[ACT] not in spread:
+        raise PlanError(f"placement puts act on {placement[ACT]}, which spread {spread} gives no actor process")
+    nodes = [problem.node_of(d).name for d in spread]
+    if len(set(nodes)) != len(nodes):
+        raise PlanError(f"spread {spread} gives one node two act devices")
+    return spread
 
 
 def evaluate(
-    problem: Problem, placement: dict[str, str], actors: ActorOption
+    problem: Problem, placement: dict[str, str], actors: ActorOption, spread: dict[str, int] | None = None
 ) -> tuple[float, float, str] | None:
     """(period P, energy per iteration E, binding constraint) of one placement, or None if it is infeasible.
 
-    `placement` maps every kernel of PLACED to a device id (an "env_step" entry, if any, is ignored). Infeasible:
-    a kernel on a device that does not implement it (or `actors` not offered with act there), the replay kernels
-    on different devices, memory over a device's capacity, or more actor processes than the lanes of the host
-    of act's node. The bounds on P are the rows of pearl/planner/accounting.py, which the program also adds.
+    `placement` maps every kernel of PLACED to a device id (an "env_step" entry, if any, is ignored). `spread`
+    (clusters): act's device on each node that runs actor processes → how many (they add up to actors.n, and
+    placement["act"] is one of them); default: all of them on placement["act"]. Infeasible: a kernel on a
+    device that does not implement it (or `actors` not offered with act there), the replay kernels on
+    different devices, memory over a device's capacity, or more actor processes on a node than its host's
+    lanes. The bounds on P are the rows of pearl/planner/accounting.py, which the program also adds.
     """
+    return evaluator(problem)(placement, actors, spread)
+
+
+def evaluator(problem: Problem) -> Callable[..., tuple[float, float, str] | None]:
+    """`evaluate` for many placements of one problem: its rows are built once (the problem must not change
+    while the evaluator is in use)."""
     _check(problem)
+    busy = acc.busy(problem)
+    before, after = acc.period_rows(problem, busy)
+    return partial(_evaluate, problem, busy, before + after)
+
+
+def _evaluate(problem: Problem, busy: dict[str, list[Term]], rows: list[Row], placement: dict[str, str],
+              actors: ActorOption, spread: dict[str, int] | None = None) -> tuple[float, float, str] | None:
     missing = [k for k in PLACED if k not in placement]
     if missing:
         raise PlanError(f"placement lacks {', '.join(missing)}")
     where = {k: placement[k] for k in PLACED}
-    if not _feasible(problem, where, actors):
+    spread = _check_spread(problem, where, actors, spread)
+    if not _feasible(problem, where, actors, spread):
         return None
-    busy = acc.busy(problem)
-    before, after = acc.period_rows(problem, busy)
     bounds: dict[str, float] = {}
-    for row in before + after:  # rows sharing a label (one actor_period per option): the largest
-        bounds[row.label] = max(bounds.get(row.label, 0.0), acc.value(problem, row.terms, where, actors) / row.lanes)
+    for row in rows:  # rows sharing a label (one actor_period per option): the largest
+        seconds = acc.value(problem, row.terms, where, actors, spread)
+        bounds[row.label] = max(bounds.get(row.label, 0.0), seconds / row.lanes)
     period = max(bounds.values())
     binding = next(name for name, value in bounds.items() if value == period)
-    energy = sum(r.idle_w * period + (r.busy_w - r.idle_w) * acc.value(problem, busy[r.id], where, actors) / r.lanes
-                 for r in problem.resources)
+    energy = sum(r.idle_w * period + (r.busy_w - r.idle_w) * acc.value(problem, busy[r.id], where, actors, spread)
+                 / r.lanes for r in problem.resources)
     return period, energy, binding
 
 
@@ -234,6 +285,10 @@ class _Model:
     v: dict[tuple[ActorOption, str], pulp.LpVariable]  # (actor option, act's device)
     scale: float  # seconds per model time unit
     names: dict[str, str] = field(default_factory=dict)  # PuLP constraint name -> human label
+    #: (clusters) the option chosen, and the actor processes of each option with act on each device
+    s: dict[ActorOption, pulp.LpVariable] = field(default_factory=dict)
+    w: dict[tuple[ActorOption, str], pulp.LpVariable] = field(default_factory=dict)
+    processes: pulp.LpAffineExpression | None = None  # the actor processes the plan starts (TIES)
 
 
 def _time_scale(problem: Problem) -> float:
@@ -266,13 +321,42 @@ class _Builder:
     scale: float
     x: dict[tuple[str, str], pulp.LpVariable] = field(default_factory=dict)
     v: dict[tuple[ActorOption, str], pulp.LpVariable] = field(default_factory=dict)
+    s: dict[ActorOption, pulp.LpVariable] = field(default_factory=dict)
+    w: dict[tuple[ActorOption, str], pulp.LpVariable] = field(default_factory=dict)
+    acting: dict[str, pulp.LpVariable] = field(default_factory=dict)
     #: the linearised product of two literals, made once (couple[...])
     products: dict[frozenset, pulp.LpVariable] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
+    relax: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         self.didx = {d.id: j for j, d in enumerate(self.problem.devices)}
         self.options = self.problem.actor_options()
+        self.multi = acc.multi_node(self.problem)
+
+    def cap(self, a: ActorOption, d: str) -> int:
+        """The most processes of option a that d's node may run: its host's lanes (unless `actors` is relaxed)."""
+        if "actors" in self.relax:
+            return a.n
+        return min(a.n, self.problem.resource(self.problem.node_of(d).host).lanes)
+
+    def count(self, a: ActorOption, d: str) -> pulp.LpAffineExpression | int:
+        """w[a,d]: the processes of option a acting on d (n·v[a,d] with one host)."""
+        if (a, d) not in self.v:
+            return 0
+        return self.w[(a, d)] if self.multi else a.n * self.v[(a, d)]
+
+    def share(self, d: str) -> pulp.LpAffineExpression | int:
+        """f[d]: the part of the actor processes acting on d, Σ_a w[a,d]/n ([act on d] with one host)."""
+        if not self.multi:
+            return self.on(ACT, d)
+        return pulp.lpSum(var * (1.0 / a.n) for (a, dd), var in self.w.items() if dd == d)
+
+    def processes(self) -> pulp.LpAffineExpression:
+        """The actor processes the plan starts."""
+        if self.multi:
+            return pulp.lpSum(a.n * var for a, var in self.s.items())
+        return pulp.lpSum(a.n * var for (a, _), var in self.v.items())
 
     def add(self, constraint: pulp.LpConstraint, name: str, label: str) -> None:
         self.lp.addConstraint(constraint, name)
@@ -291,11 +375,13 @@ class _Builder:
             return self.on(lit[1], lit[2])
         if lit[0] == "v":
             return self.v[(lit[1], lit[2])]
-        node = self.problem.node_of(lit[1]).name  # "env": the actors are on the node whose host device it is
-        return pulp.lpSum(var for (_, d), var in self.v.items() if self.problem.device(d).node == node)
+        if lit[0] == "f":
+            return self.share(lit[1])
+        return self.count(lit[1], lit[2])  # "w"
 
     def term(self, term: Term) -> pulp.LpAffineExpression | int:
-        """The term's indicator: 1, a literal, or couple[a,b], y = a·b, exact for binary a and b."""
+        """The term's factor: 1, a literal, or couple[a,b], y = a·b, exact for a binary b and a in [0, 1] (a
+        binary, or a share of the actor processes)."""
         if not term.when:
             return 1
         if len(term.when) == 1 or term.when[0] == term.when[1]:
@@ -317,8 +403,10 @@ class _Builder:
 
 
 def _show(lit: Literal) -> str:
+    if lit[0] == "f":
+        return f"actors@{lit[1]}"
     return f"{lit[1]}@{lit[2]}" if lit[0] == "x" else f"{lit[1].n}x{lit[1].envs}@{lit[2]}" if lit[0] == "v" else \
-        f"env@{lit[1]}"
+        f"count:{lit[1].n}x{lit[1].envs}@{lit[2]}"
 
 
 def _variables(b: _Builder) -> None:
@@ -330,16 +418,27 @@ def _variables(b: _Builder) -> None:
         for d in problem.devices:
             if (k, d.id) in problem.cost:
                 b.x[(k, d.id)] = _var(b.lp, f"x_k{ki}_d{b.didx[d.id]}", 0, 1, pulp.LpBinary)
+    # in a cluster the binaries are s[a] and acting[d]; v[a,d] = s[a]·acting[d] is then continuous (`_spread`)
+    kind = pulp.LpContinuous if b.multi else pulp.LpBinary
     for ai, a in enumerate(b.options):
+        if b.multi:
+            b.s[a] = _var(b.lp, f"s_a{ai}", 0, 1, pulp.LpBinary)
         for d in problem.devices:
             if (a, d.id) in problem.act_cost:
-                b.v[(a, d.id)] = _var(b.lp, f"v_a{ai}_d{b.didx[d.id]}", 0, 1, pulp.LpBinary)
+                tag = f"a{ai}_d{b.didx[d.id]}"
+                b.v[(a, d.id)] = _var(b.lp, f"v_{tag}", 0, 1, kind)
+                if b.multi:
+                    b.w[(a, d.id)] = _var(b.lp, f"w_{tag}", 0, b.cap(a, d.id), pulp.LpInteger)
+    if b.multi:
+        for d in problem.allowed(ACT):
+            b.acting[d] = _var(b.lp, f"acting_d{b.didx[d]}", 0, 1, pulp.LpBinary)
 
 
 def _assign(b: _Builder) -> None:
     """(a) assign[k]: every kernel on one device; replay_same[k,d]: the replay kernels on one device."""
     for ki, k in enumerate(PLACED):
-        terms = list(b.v.values()) if k == ACT else [var for (kk, _), var in b.x.items() if kk == k]
+        act = list(b.s.values()) if b.multi else list(b.v.values())
+        terms = act if k == ACT else [var for (kk, _), var in b.x.items() if kk == k]
         b.add(pulp.lpSum(terms) == 1, f"assign_k{ki}", f"assign[{k}]")
     for k in REPLAY[1:]:
         ki = PLACED.index(k)
@@ -347,6 +446,29 @@ def _assign(b: _Builder) -> None:
             diff = _expr(b.on(k, d.id)) - _expr(b.on(REPLAY[0], d.id))
             if diff.keys():
                 b.add(diff == 0, f"replay_same_k{ki}_d{b.didx[d.id]}", f"replay_same[{k},{d.id}]")
+
+
+def _spread(b: _Builder) -> None:
+    """(clusters) spread: the chosen option's processes over the nodes, each node acting on one device; v[a,d]
+    ≥ s[a] + acting[d] − 1 is their product (v only ever raises a bound, so its lower bound is enough)."""
+    if not b.multi:
+        return
+    problem = b.problem
+    for (a, d), var in b.v.items():
+        tag, label = f"a{b.options.index(a)}_d{b.didx[d]}", f"spread[{a.n}x{a.envs},{d}]"
+        b.add(var - b.s[a] - b.acting[d] >= -1, f"option_{tag}", label)
+        b.add(b.w[(a, d)] - b.cap(a, d) * b.s[a] <= 0, f"count_option_{tag}", label)
+        b.add(b.w[(a, d)] - b.cap(a, d) * b.acting[d] <= 0, f"count_device_{tag}", label)
+    for d, var in b.acting.items():  # a device acted on runs at least one process
+        counts = [b.w[(a, dd)] for (a, dd) in b.v if dd == d]
+        b.add(pulp.lpSum(counts) - var >= 0, f"acting_d{b.didx[d]}", f"spread[{d}]")
+    for ai, a in enumerate(b.options):
+        counts = [b.w[(a, d)] for (aa, d) in b.v if aa == a]
+        b.add(pulp.lpSum(counts) - a.n * b.s[a] == 0, f"total_a{ai}", f"spread[{a.n}x{a.envs}]")
+    for ni, node in enumerate(problem.node_list()):
+        on_node = [var for d, var in b.acting.items() if problem.device(d).node == node.name]
+        if len(on_node) > 1:
+            b.add(pulp.lpSum(on_node) <= 1, f"act_node_n{ni}", f"act_node[{node.name}]")
 
 
 def _rows(b: _Builder, rows: list[Row]) -> None:
@@ -373,7 +495,7 @@ def _actors(b: _Builder) -> None:
     load[r] and role[...]."""
     nodes = b.problem.node_list()
     for ni, node in enumerate(nodes):
-        used = pulp.lpSum(a.n * var for (a, d), var in b.v.items() if b.problem.device(d).node == node.name)
+        used = pulp.lpSum(b.count(a, d) for (a, d) in b.v if b.problem.device(d).node == node.name)
         name, label = ("actors", "actors") if len(nodes) == 1 else (f"actors_n{ni}", f"actors[{node.name}]")
         b.add(used <= b.problem.resource(node.host).lanes, name, label)
 
@@ -399,7 +521,7 @@ def _slices(b: _Builder) -> None:
                     b.add(held - ind >= 0, f"held_d{j}_{i}", f"slices[{r}]")
             used[d.id] = held
             if d.instances > 1:
-                used[d.id] = held + pulp.lpSum(a.n * var for (a, dd), var in b.v.items() if dd == d.id)
+                used[d.id] = held + pulp.lpSum(b.count(a, dd) for (a, dd) in b.v if dd == d.id)
                 b.add(used[d.id] <= d.instances, f"count_d{j}", f"count[{d.id}]")
         b.add(pulp.lpSum(problem.device(d).share * u for d, u in used.items()) <= 1, f"slices_r{ri}",
               f"slices[{r}]")
@@ -429,9 +551,10 @@ def _energy(b: _Builder, busy: dict[str, list[Term]]) -> pulp.LpAffineExpression
 def _build(problem: Problem, relax: frozenset[str] = frozenset()) -> _Model:
     """The program with every family except those in `relax` ("memory", "actors"); no objective yet."""
     lp = pulp.LpProblem("pearl_plan", pulp.LpMinimize)
-    b = _Builder(problem, lp, _var(lp, "period", 0, None, pulp.LpContinuous), _time_scale(problem))
+    b = _Builder(problem, lp, _var(lp, "period", 0, None, pulp.LpContinuous), _time_scale(problem), relax=relax)
     _variables(b)
     _assign(b)
+    _spread(b)
     busy = acc.busy(problem)
     before, after = acc.period_rows(problem, busy)
     _rows(b, before)
@@ -441,7 +564,8 @@ def _build(problem: Problem, relax: frozenset[str] = frozenset()) -> _Model:
         _actors(b)
     _slices(b)
     _rows(b, after)
-    return _Model(lp=lp, period=b.period, energy=_energy(b, busy), x=b.x, v=b.v, scale=b.scale, names=b.names)
+    return _Model(lp=lp, period=b.period, energy=_energy(b, busy), x=b.x, v=b.v, scale=b.scale, names=b.names,
+                  s=b.s, w=b.w, processes=b.processes())
 
 
 def _pick_solver(solver: str | None) -> str:
@@ -502,16 +626,24 @@ def _solver_label(solver: str) -> str:
     return "HiGHS" if solver == "highs" else "CBC"
 
 
-def _extract(model: _Model) -> tuple[dict[str, str], ActorOption]:
+def _extract(model: _Model) -> tuple[dict[str, str], ActorOption, dict[str, int]]:
+    """(placement, actor option, spread): act's device in the placement is the one with the most processes
+    (the first of them in the problem's order)."""
     placement: dict[str, str] = {}
     for k in PLACED:
         if k == ACT:
             continue
         choices = [(var.value() or 0.0, d) for (kk, d), var in model.x.items() if kk == k]
         placement[k] = max(choices)[1]
-    (a, d) = max(model.v, key=lambda key: model.v[key].value() or 0.0)
-    placement[ACT] = d
-    return {k: placement[k] for k in PLACED}, a
+    if model.s:
+        a = max(model.s, key=lambda key: model.s[key].value() or 0.0)
+        spread = {d: round(var.value() or 0.0) for (aa, d), var in model.w.items() if aa == a}
+        spread = {d: n for d, n in spread.items() if n > 0}
+        placement[ACT] = max(spread, key=lambda d: spread[d])
+    else:
+        (a, d) = max(model.v, key=lambda key: model.v[key].value() or 0.0)
+        placement[ACT], spread = d, {d: a.n}
+    return {k: placement[k] for k in PLACED}, a, spread
 
 
 def _precheck(problem: Problem) -> None:
@@ -535,14 +667,13 @@ def _precheck(problem: Problem) -> None:
             raise PlanInfeasible(
                 f"memory: the {what} fits on no device that implements it ({', '.join(devs)})"
             )
-    host = max((n.host for n in problem.node_list()), key=lambda r: problem.resource(r).lanes)
-    lanes = problem.resource(host).lanes
+    hosts = sorted({n.host for n in problem.node_list()})
+    lanes = sum(problem.resource(r).lanes for r in hosts)
     fewest = min(a.n for a in problem.actor_options())
     if fewest > lanes:
-        raise PlanInfeasible(
-            f"actors: the host resource {host} has {lanes} lanes, fewer than the smallest actor option "
-            f"({fewest} processes)"
-        )
+        where = f"the host resource {hosts[0]} has" if len(hosts) == 1 else f"the hosts {', '.join(hosts)} have"
+        raise PlanInfeasible(f"actors: {where} {lanes} lanes, fewer than the smallest actor option "
+                             f"({fewest} processes)")
 
 
 def _diagnose(problem: Problem, solver: str, period_bound: float | None, time_limit: float) -> PlanInfeasible:
@@ -551,8 +682,8 @@ def _diagnose(problem: Problem, solver: str, period_bound: float | None, time_li
         model = _build(problem)
         model.lp.setObjective(model.period)
         if _run(model, solver, time_limit).feasible:
-            placement, actors = _extract(model)
-            fastest = evaluate(problem, placement, actors)
+            placement, actors, spread = _extract(model)
+            fastest = evaluate(problem, placement, actors, spread)
             detail = f"; the fastest plan takes {fastest[0]:.4g} s, bound by {fastest[2]}" if fastest else ""
             return PlanInfeasible(f"period_bound: no plan reaches a period of {period_bound:.4g} s{detail}")
     host = max((n.host for n in problem.node_list()), key=lambda r: problem.resource(r).lanes)
@@ -603,15 +734,15 @@ def solve(
     run = _run(model, name, time_limit)
     if not run.feasible:
         raise _diagnose(problem, name, period_bound, time_limit)
-    placement, actors = _extract(model)
-    result = evaluate(problem, placement, actors)
+    placement, actors, spread = _extract(model)
+    result = evaluate(problem, placement, actors, spread)
     if result is None:
         raise PlanError(f"the {_solver_label(name)} solution violates a constraint by more than the tolerance")
 
     if run.status == "Optimal":
         left = time_limit - (time.perf_counter() - start)
-        placement, actors, result = _lexicographic(problem, model, name, (first, second), throughput,
-                                                   (placement, actors, result), left)
+        placement, actors, spread, result = _lexicographic(problem, model, name, (first, second), throughput,
+                                                           (placement, actors, spread, result), left)
 
     period, energy, binding = result
     return Solution(
@@ -624,15 +755,16 @@ def solve(
         gap=run.gap,
         solve_s=time.perf_counter() - start,
         binding=binding,
+        spread=spread if acc.multi_node(problem) else {},
     )
 
 
 def _lexicographic(problem: Problem, model: _Model, solver: str, objectives: tuple, throughput: bool, best: tuple,
-                   remaining: float) -> tuple[dict[str, str], ActorOption, tuple[float, float, str]]:
+                   remaining: float) -> tuple[dict[str, str], ActorOption, dict[str, int], tuple[float, float, str]]:
     """The optimum of the first objective, then among its plans the least of the second (E for throughput,
     P for perf-per-watt), then among those the simplest: TIES. Each stage holds the stages before it to
     their optimum within _LEX_SLACK; a stage the solver cannot finish in the time left keeps the plan so far."""
-    placement, actors, result = best
+    placement, actors, spread, result = best
     first, second = objectives
     s = model.scale
     stages = [(first, 0 if throughput else 1), (second, 1 if throughput else 0), (_simplicity(problem, model), None)]
@@ -650,12 +782,12 @@ def _lexicographic(problem: Problem, model: _Model, solver: str, objectives: tup
             break
         if not (run.feasible and run.status == "Optimal"):
             break
-        placement2, actors2 = _extract(model)
-        result2 = evaluate(problem, placement2, actors2)
+        placement2, actors2, spread2 = _extract(model)
+        result2 = evaluate(problem, placement2, actors2, spread2)
         if result2 is None or any(result2[j] > result[j] * (1 + 1e-7) + 1e-15 for _, j in stages[:k]):
             break
-        placement, actors, result = placement2, actors2, result2
-    return placement, actors, result
+        placement, actors, spread, result = placement2, actors2, spread2, result2
+    return placement, actors, spread, result
 
 
 def _simplicity(problem: Problem, model: _Model) -> pulp.LpAffineExpression:
@@ -671,8 +803,7 @@ def _simplicity(problem: Problem, model: _Model) -> pulp.LpAffineExpression:
         for n, var in enumerate(on_d):
             model.lp.addConstraint(u - var >= 0, f"uses_d{j}_{n}")
         used.append(u)
-    processes = pulp.lpSum(a.n * var for (a, _), var in model.v.items())
-    return (len(problem.devices) + 1) * processes + pulp.lpSum(used)
+    return (len(problem.devices) + 1) * model.processes + pulp.lpSum(used)
 
 
 def pareto(
@@ -700,9 +831,9 @@ def pareto(
         bound = (1 + e) * fastest.period_s * (1 + _LEX_SLACK)
         points.append(solve(problem, "perf-per-watt", period_bound=bound, solver=solver, time_limit=time_limit))
     front = [fastest]
-    seen = {(tuple(fastest.placement.items()), fastest.actors)}
+    seen = {(tuple(fastest.placement.items()), fastest.actors, tuple(sorted(fastest.spread.items())))}
     for point in sorted(points[1:], key=lambda p: (p.period_s, p.energy_j)):
-        key = (tuple(point.placement.items()), point.actors)
+        key = (tuple(point.placement.items()), point.actors, tuple(sorted(point.spread.items())))
         if key in seen or point.energy_j >= front[-1].energy_j * (1 - 1e-9):
             continue
         seen.add(key)

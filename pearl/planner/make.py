@@ -13,7 +13,7 @@ from pearl.costmodel import CostModel
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError
 from pearl.planner.build import Facts, build_cluster_problem
-from pearl.planner.ilp import TIES, evaluate, pareto, solve
+from pearl.planner.ilp import TIES, evaluator, pareto, solve
 from pearl.planner.plan import Plan
 from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
 from pearl.profile.cluster import Cluster, load_cluster
@@ -81,9 +81,10 @@ def fixed_plans(profile_path: str | Path, algo: str, env_id: str) -> dict[str, P
     front = pareto(problem)
     out = {"pareto end (lowest energy)": _plan(source, problem, facts, algo, env_id, "perf-per-watt", front[-1],
                                                front)}
+    cost = evaluator(problem)
     for device in problem.devices:
         placement = {k: device.id for k in PLACED}
-        results = [(r, a) for a in problem.actor_options() if (r := evaluate(problem, placement, a)) is not None]
+        results = [(r, a) for a in problem.actor_options() if (r := cost(placement, a)) is not None]
         if results:
             (period, energy, binding), actors = min(results, key=lambda ra: ra[0][0])
             fixed = Solution(placement, actors, period, energy, "fixed", "none", 0.0, 0.0, binding)
@@ -97,13 +98,14 @@ def every_plan(profile_path: str | Path, algo: str, env_id: str) -> list[Plan]:
 
     source, problem, facts = _setup(profile_path, algo, env_id)
     front = pareto(problem)
+    cost = evaluator(problem)
     plans = []
     choices = [problem.allowed("act"), sorted(set.intersection(*(set(problem.allowed(k)) for k in REPLAY))),
                problem.allowed("learn")]
     for act, replay, learn in itertools.product(*choices):
         placement = {"act": act, **{k: replay for k in REPLAY}, "learn": learn}
         for actors in problem.actor_options():
-            result = evaluate(problem, placement, actors)
+            result = cost(placement, actors)
             if result is not None:
                 fixed = Solution(placement, actors, result[0], result[1], "fixed", "none", 0.0, 0.0, result[2])
                 plans.append(_plan(source, problem, facts, algo, env_id, "throughput", fixed, front))
@@ -153,7 +155,7 @@ def _plan(source: Source, problem: Problem, facts: Facts, algo: str, env_id: str
     return Plan(
         pearl_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         algo=algo, env=env_id, objective=objective, profile=_profile_summary(source),
-        mapping=mapping, actors=best.actors.n, envs_per_actor=best.actors.envs,
+        mapping=mapping, actors=best.actors.n, envs_per_actor=best.actors.envs, actor_devices=dict(best.spread),
         predicted={**_figures(best.period_s, best.energy_j, facts, _sources(source, mapping, facts)),
                    "workload": facts.workload},
         bottleneck=best.binding, lanes=_lanes(problem, best),
@@ -162,7 +164,8 @@ def _plan(source: Source, problem: Problem, facts: Facts, algo: str, env_id: str
         solver={"name": best.solver, "status": best.status, "gap": best.gap if math.isfinite(best.gap) else None,
                 "solve_s": best.solve_s, "ties": TIES},
         pareto=[{**_figures(s.period_s, s.energy_j, facts, {}), "mapping": dict(s.placement), "actors": s.actors.n,
-                 "envs_per_actor": s.actors.envs} for s in front],
+                 "envs_per_actor": s.actors.envs, **({"actor_devices": dict(s.spread)} if s.spread else {})}
+                for s in front],
         kernels=_kernel_seconds(problem, facts, best),
         power=_power_figures(source, problem),
         why=_moves(problem, best),
@@ -173,14 +176,15 @@ def _plan(source: Source, problem: Problem, facts: Facts, algo: str, env_id: str
 def split(problem: Problem, best: Solution) -> list[dict]:
     """How the plan splits each GPU it slices (plan.py "slices"): every slice in use with its roles."""
     out = []
+    spread = best.actor_spread()
     for dev in problem.devices:
-        roles = [role for role, kernels in (("actors", ("act",)), ("learner", ("replay_insert", "learn")))
-                 if any(best.placement[k] == dev.id for k in kernels)]
+        roles = (["actors"] if dev.id in spread else []) + \
+            (["learner"] if any(best.placement[k] == dev.id for k in ("replay_insert", "learn")) else [])
         if not dev.is_slice or not roles:
             continue
-        processes = best.actors.n if roles == ["actors"] and dev.instances > 1 else 1
+        processes = spread[dev.id] if roles == ["actors"] and dev.instances > 1 else 1
         if roles == ["actors", "learner"] and dev.instances > 1:
-            processes = best.actors.n + 1
+            processes = spread[dev.id] + 1
         out.append({"gpu": dev.resource, "device": dev.id, "roles": roles, "processes": processes,
                     "share": dev.share})
     return out
@@ -192,21 +196,26 @@ ROLES_ON_NODES = {"actors": ("act",), "replay server": REPLAY, "learner": ("lear
 
 def _moves(problem: Problem, best: Solution) -> list[dict]:
     """Why each role is on its node: the best plan (as evaluate costs it) with that role alone moved to each
-    other node of a cluster, over that node's devices and, for the actors, every actor option there."""
+    other node of a cluster, over that node's devices and, for the actors, every actor option there (all the
+    actor processes on that one node: for actors spread over several nodes, each node is tried)."""
     nodes = problem.node_list()
     if len(nodes) == 1:
         return []
     out = []
+    cost = evaluator(problem)
+    actor_nodes = {problem.device(d).node for d in best.actor_spread()}
     for role, kernels in ROLES_ON_NODES.items():
-        here = problem.device(best.placement[kernels[0]]).node
+        here = actor_nodes if role == "actors" else {problem.device(best.placement[kernels[0]]).node}
         for node in nodes:
-            if node.name == here:
+            if here == {node.name}:
                 continue
             tries = []
             for d in (d.id for d in problem.devices if d.node == node.name):
                 placement = {**best.placement, **{k: d for k in kernels}}
-                options = problem.actor_options() if role == "actors" else [best.actors]
-                tries += [r for a in options if (r := evaluate(problem, placement, a)) is not None]
+                if role == "actors":  # every actor process on that node
+                    tries += [r for a in problem.actor_options() if (r := cost(placement, a))]
+                else:  # the actors where the plan spreads them
+                    tries += [r for r in [cost(placement, best.actors, best.actor_spread())] if r]
             fastest = min(tries, default=None)
             out.append({"role": role, "node": node.name, "period_s": fastest[0] if fastest else None,
                         "bottleneck": fastest[2] if fastest else "infeasible"})
@@ -244,11 +253,12 @@ def _kernel_seconds(problem: Problem, facts: Facts, solution: Solution) -> dict[
     """Predicted seconds per iteration of each kernel on its planned device (all actors together for act), with
     the weight sync (the learner's publish + the actors' loads, which the problem counts in learn and act)
     apart, as the runtime's clocks time it."""
-    sync = facts.weight_sync_s
+    sync, a = facts.weight_sync_s, solution.actors
     publish = sync[("learn", solution.placement["learn"])]
-    load = sync[("act", solution.actors, solution.placement["act"])]
-    out = {"env_step": problem.node_of(solution.placement["act"]).env_cost,
-           "act": problem.act_cost[(solution.actors, solution.placement["act"])] - load}
+    share = {d: n / a.n for d, n in solution.actor_spread().items()}  # each node's actors: their share
+    load = sum(sync[("act", a, d)] * f for d, f in share.items())
+    out = {"env_step": sum(problem.node_of(d).env_cost * f for d, f in share.items()),
+           "act": sum(problem.act_cost[(a, d)] * f for d, f in share.items()) - load}
     for k in PLACED:
         if k != "act":
             out[k] = problem.cost[(k, solution.placement[k])]
@@ -287,8 +297,13 @@ def _lanes(problem: Problem, solution: Solution) -> dict:
     for node in problem.node_list():
         used = {k: problem.device(d) for k, d in solution.placement.items() if problem.device(d).node == node.name}
         roles_on_host = sum(used[k].resource == node.host for k in ("learn", REPLAY[0]) if k in used)
+        actors = sum(n for d, n in solution.actor_spread().items() if problem.device(d).node == node.name)
+        if actors:
+            used["act"] = next(problem.device(d) for d in solution.actor_spread()
+                               if problem.device(d).node == node.name)
+        else:
+            used.pop("act", None)
         accelerators = {dev.resource for dev in used.values() if dev.resource != node.host}
-        actors = solution.actors.n if "act" in used else 0
         cpu = actors + roles_on_host
         nodes[node.name] = {"cpu": cpu, "accelerator": len(accelerators),
                             "ratio": cpu / len(accelerators) if accelerators else None, "actors": actors,
@@ -303,10 +318,11 @@ def _lanes(problem: Problem, solution: Solution) -> dict:
 def _baselines(problem: Problem, facts: Facts, best: Solution, source: Source) -> list[dict]:
     """Every kernel on one device (the best actor count for it), as the cost model predicts it."""
     out = []
+    cost = evaluator(problem)
     for device in problem.devices:
         placement = {k: device.id for k in PLACED}
         results = [(r, a) for a in problem.actor_options()
-                   if (r := evaluate(problem, placement, a)) is not None]
+                   if (r := cost(placement, a)) is not None]
         if not results:
             out.append({"device": device.id, "feasible": False})
             continue

@@ -7,6 +7,7 @@ predicts for it and for the all-on-one-device mappings.
       "mapping": {"env_step": "cpu", "act": D, "replay_insert": D, "replay_sample": D, "priority_update": D,
                   "learn": D},
       "actors": n, "envs_per_actor": e,
+      "actor_devices": {D: processes},  (cluster plans) act's device on each node that runs actor processes
       "predicted": {"env_steps_per_s", "updates_per_s", "learner_samples_per_s", "period_s",
                     "energy_per_iteration_j", "power_w", "env_steps_per_joule", "source", "power_source",
                     "scaled": {kernel: the measured workload its times were scaled from}, "workload"},
@@ -30,8 +31,11 @@ where the power figures came from, and "power" (optional; older plans lack it) g
 with their method and, for modelled ones, the descriptor file and the share of its figures charged (a host
 with fewer cores than the descriptor's). "slices" (optional; empty when no GPU is split) is the split of each
 GPU the plan slices: each slice in use, the roles on it, the processes that each hold one (the actors on a
-share or MIG profile of their own, or 1) and the share of the GPU's SMs each has. This module imports no hardware
-library.
+share or MIG profile of their own, or 1) and the share of the GPU's SMs each has. "actor_devices" (optional;
+empty, or absent in older plans: all `actors` act on mapping["act"]) spreads the actor processes over the nodes
+of a cluster: they add up to `actors`, mapping["act"] is one of them (the one with the most) and
+mapping["env_step"] its node's host; each process steps an equal share of the env steps. This module imports no
+hardware library.
 """
 
 from __future__ import annotations
@@ -74,6 +78,8 @@ class Plan:
     #: (cluster plans) for each role, the best plan with that role moved to each other node, as evaluated
     why: list[dict[str, Any]] = field(default_factory=list)
     slices: list[dict[str, Any]] = field(default_factory=list)
+    #: (cluster plans) act's device on each node with actor processes → how many; empty: all on mapping["act"]
+    actor_devices: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, **asdict(self)}
@@ -133,8 +139,22 @@ def parse_plan(data: Any, where: str) -> Plan:
     power = data.get("power", {})
     if not isinstance(power, dict) or not all(isinstance(v, dict) for v in power.values()):
         fail("power", "an object mapping device ids to their power figures", power)
+    actor_devices = _actor_devices(data, fail)
     return Plan(data["pearl_version"], data["created"], data["algo"], data["env"], data["objective"],
                 data["profile"], dict(mapping), data["actors"], data["envs_per_actor"], data["predicted"],
                 data["bottleneck"], data["lanes"], list(data.get("baselines", [])), dict(solver),
                 list(data.get("pareto", [])), {k: float(v) for k, v in kernels.items()}, dict(power),
-                list(data.get("why", [])) if isinstance(data.get("why", []), list) else [], list(slices))
+                list(data.get("why", [])) if isinstance(data.get("why", []), list) else [], list(slices),
+                actor_devices)
+
+
+def _actor_devices(data: dict, fail) -> dict[str, int]:
+    """The optional spread of the actor processes: device ids → counts ≥ 1 adding up to `actors`, one of them
+    mapping["act"]."""
+    spread = data.get("actor_devices", {})
+    ok = isinstance(spread, dict) and all(isinstance(d, str) and d and isinstance(n, int) and not isinstance(n, bool)
+                                          and n >= 1 for d, n in spread.items())
+    if not ok or (spread and (sum(spread.values()) != data["actors"] or data["mapping"]["act"] not in spread)):
+        fail("actor_devices", f"an object mapping act devices (one of them mapping.act, {data['mapping']['act']}) "
+             f"to actor processes that add up to actors ({data['actors']})", spread)
+    return dict(spread)

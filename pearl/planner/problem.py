@@ -7,6 +7,7 @@ iteration period P (throughput) or the energy per iteration E (perf-per-watt).
 Decisions
     x[k,d] ∈ {0,1}   kernel k ∈ PLACED on device d (only where allowed: an adapter implements it there)
     v[a,d] ∈ {0,1}   actor option a (n actor processes × e envs each) with `act` on device d; x[act,d] = Σ_a v[a,d]
+    w[a,d] ∈ ℕ       (clusters) how many of those processes run on d's node (n·v[a,d] with one host)
     y[e,d,d'] ∈ {0,1} data edge e runs from d to d' (e's ends are kernels), y ≥ x[src,d] + x[dst,d'] − 1
     P ≥ 0            iteration period
 
@@ -21,8 +22,9 @@ Constraints (the names the code gives them)
                           processes on its shares and on the whole GPU count together against its one memory,
                           each actor process with its own copy of the policy (ilp.py)
     (e) actors            n ≤ lanes of the host: one lane per actor process (the roles' threads share lanes;
-                          load[r] and role[...] account for their time)
-    (e') actor_period[a]  one actor's share, (S/n)·(env step + act per env) + its weight loads, ≤ P
+                          load[r] and role[...] account for their time); actors[n] per node of a cluster
+    (e') actor_period[a]  one actor's share, (S/n)·(env step + act per env) + its weight loads, ≤ P (per node
+                          of a cluster that runs actors)
     (f) latency           without prefetch: sample + learn + priority update (+ their transfers) ≤ P
     (g) shared[r]         devices on one resource r (PoCL and `cpu`; slices of a GPU) sum into one load[r]
     (h) process[learner]  the replay kernels and learn placed on the host resource, + the sample→learn and
@@ -37,11 +39,15 @@ Constraints (the names the code gives them)
                           process ≤ P. load[r] counts a device's kernel seconds × share(d) (SM-seconds)
 Energy per iteration, linear: E = Σ_r idle_w(r)·P + (busy_w(r) − idle_w(r))·busy_seconds(r) / lanes(r).
 
-A cluster (`nodes` not empty; device ids NODE/DEVICE): each node has its host resource and device, where the
-actors' env stepping runs when act is on that node, and (e) counts the actor processes against that node's
-lanes. The transitions (act → replay_insert) and weights (learn → act) edges then cost something only between
-nodes; every edge between nodes pays the link's latency per message and bytes ÷ bandwidth (`transfer`) and
-keeps both nodes' network interfaces busy (`nic`).
+A cluster (`nodes` not empty; device ids NODE/DEVICE): each node has its host resource and device. The n
+actor processes of option a may spread over the nodes: w[a,d] ∈ {0..min(n, lanes)} of them on the node of d,
+acting on d (one act device per node) and stepping their envs on that node's host; each does an equal share
+(1/n) of the iteration's env steps, as the schedule deals them out, so the node's actors cost w[a,d]/n of
+act_cost[a,d], of its env_cost and of every transfer with an actor end, and (e) counts them against that
+node's lanes. The transitions (act → replay_insert) and weights (learn → act) edges then cost something only
+between nodes; every edge between nodes pays the link's latency per message and bytes ÷ bandwidth
+(`transfer`: all the actors' traffic for an edge with an actor end) and keeps both nodes' network interfaces
+busy (`nic`).
 """
 
 from __future__ import annotations
@@ -120,7 +126,7 @@ class Problem:
     cost: dict[tuple[str, str], float]
     #: for each actor option and act device: seconds per iteration of act on that device (all actors together)
     act_cost: dict[tuple[ActorOption, str], float]
-    #: seconds per iteration of env stepping (all actors together, on the host)
+    #: seconds per iteration of env stepping (all actors together, on the host; node.env_cost in a cluster)
     env_cost: float
     #: one actor's period for option a with act on device d: (S/n)·(env step + act per call)
     actor_period: dict[tuple[ActorOption, str], float]
@@ -172,3 +178,9 @@ class Solution:
     gap: float
     solve_s: float
     binding: str  # the constraint that sets P (a resource's load, a role, the actors, the chain)
+    #: (clusters) act's device on each node that runs actor processes, and how many it runs there (they sum to
+    #: actors.n); empty: all of them on placement["act"]
+    spread: dict[str, int] = field(default_factory=dict)
+
+    def actor_spread(self) -> dict[str, int]:
+        return dict(self.spread) or {self.placement["act"]: self.actors.n}

@@ -67,14 +67,21 @@ NODE_RESOURCE = "pearl_node_{}"
 
 @dataclass(frozen=True)
 class RoleNodes:
-    """The plan node of each role of a cluster plan (all actor processes sit on one node, the ILP's act node)."""
+    """The plan node of each role of a cluster plan. `workers`: each actor worker's (plan node, act device on
+    that node), in worker order, where the plan spreads the actors over nodes; empty: every worker on `actors`,
+    acting on the job's act device."""
 
     actors: str
     replay: str
     learner: str
+    workers: tuple[tuple[str, str], ...] = ()
 
     def names(self) -> list[str]:
-        return sorted({self.actors, self.replay, self.learner})
+        return sorted({self.actors, self.replay, self.learner, *(node for node, _ in self.workers)})
+
+    def worker(self, i: int, act: str) -> tuple[str, str]:
+        """Worker i's plan node and act device (`act`: the job's, for a plan that does not spread them)."""
+        return self.workers[i] if self.workers else (self.actors, act)
 
     @staticmethod
     def resource(name: str) -> str:

@@ -619,12 +619,13 @@ class RayLauncher(SegmentLauncher):
     def start(self) -> None:
         ray = self._join()
         self._previous_sigterm = raise_on_sigterm(self._terminated)  # after ray.init, which installs its own
-        learner, shard, worker = self._placements(ray)
+        learner, shard, workers = self._placements(ray)
         learner = dataclasses.replace(learner, env={**learner.env, **slice_env(self.placement.learn)})
-        worker = dataclasses.replace(worker, env={**worker.env, **slice_env(self.placement.act)})
+        acts = self.act_devices()
+        workers = [dataclasses.replace(w, env={**w.env, **slice_env(acts[i])}) for i, w in enumerate(workers)]
         roles = [("learner", learner)]
         roles += [(f"replay shard {i}", shard) for i in range(self.replay_shards)]
-        roles += [(f"actor worker {i}", worker) for i in range(self.job.actors)]
+        roles += [(f"actor worker {i}", w) for i, w in enumerate(workers)]
         check_roles(roles)  # every role, before any is started
         if self.replay_shards:
             self.shard_handles = remote_shards(self.config, self.spec, self.replay_shards, shard)
@@ -639,8 +640,8 @@ class RayLauncher(SegmentLauncher):
         self.updates = self.role._call("ready")
         self.role.check()
         cls, sched = _worker_class(), self.schedule
-        self.workers = [cls.options(**worker.options()).remote(
-            i, self.config, self.spec, self.placement.act, self.job.descriptor_for(self.placement.act), sched)
+        self.workers = [cls.options(**workers[i].options()).remote(
+            i, self.config, self.spec, acts[i], self.job.descriptor_for(acts[i]), sched)
             for i in range(self.job.actors)]
         first = self.role.policy_ref()
         self.pids = self._get([w.setup.remote(self.seeds[i], sched.steps_before(self.first_segment, i), first)
@@ -663,7 +664,13 @@ class RayLauncher(SegmentLauncher):
             self.started_here = self.joined = True
         return require_ray()
 
-    def _placements(self, ray: ModuleType) -> tuple[ShardPlacement, ShardPlacement, ShardPlacement]:
+    def act_devices(self) -> list[str]:
+        """Each worker's act device: the job's, or for a cluster plan that spreads the actors its node's."""
+        if self.plan_nodes is None:
+            return [self.placement.act] * self.job.actors
+        return [self.plan_nodes.worker(i, self.placement.act)[1] for i in range(self.job.actors)]
+
+    def _placements(self, ray: ModuleType) -> tuple[ShardPlacement, ShardPlacement, list[ShardPlacement]]:
         """The learner's, each replay shard's and each worker's placement: the ones given, else an equal part
         of the cluster's CPUs, at most one, for the learner and each worker (Ray's CPUs are admission only:
         the roles share the cores), none for a shard; on a CUDA device a GPU, or an equal part of one for the
@@ -682,7 +689,7 @@ class RayLauncher(SegmentLauncher):
             num_cpus=cpus, num_gpus=0.0 if not learn_gpu else shared or 1.0,
             node_id=str(ray.get_runtime_context().get_node_id()), soft=True)
         shard = self.replay_placement or ShardPlacement(num_cpus=0)
-        return learner, shard, dataclasses.replace(worker, max_restarts=self.max_restarts)
+        return learner, shard, [dataclasses.replace(worker, max_restarts=self.max_restarts)] * self.job.actors
 
     def run(self, record: RunRecord | None = None, progress: Callable[[int], None] | None = None,
             max_seconds: float | None = None) -> LoopStats:
@@ -696,29 +703,31 @@ class RayLauncher(SegmentLauncher):
             raise
 
     def _plan_placements(self, ray: ModuleType, nodes: RoleNodes) -> tuple[ShardPlacement, ShardPlacement,
-                                                                             ShardPlacement]:
-        """A cluster plan's placements: every role pinned (hard) to the Ray node of its plan node; on each node
-        the learner and the workers there share its CPUs equally, at most one each (admission only, as above);
-        a CUDA role a GPU, or an equal part of one with the roles on the same node's GPU."""
+                                                                             list[ShardPlacement]]:
+        """A cluster plan's placements: every role pinned (hard) to the Ray node of its plan node, each actor
+        worker to its own (a plan may spread them over nodes); on each node the learner and the workers there
+        share its CPUs equally, at most one each (admission only, as above); a CUDA role a GPU, or an equal
+        part of one with the roles on the same node's same GPU."""
         self.node_ids = ids = plan_node_ids(nodes.names())
         cpus_of = {n["NodeID"]: float(n.get("Resources", {}).get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")}
-        on_node = {name: (self.job.actors if name == nodes.actors else 0) + (name == nodes.learner)
-                   for name in nodes.names()}
-        learn_gpu, act_gpu = (DeviceId.parse(d).family == "cuda" for d in (self.placement.learn, self.placement.act))
-        one_gpu = learn_gpu and act_gpu and nodes.actors == nodes.learner and self.placement.act == self.placement.learn
-        gpu_share = 1.0 / (self.job.actors + 1) if one_gpu else None
+        acts = [nodes.worker(i, self.placement.act) for i in range(self.job.actors)]
+        on_node = {name: sum(node == name for node, _ in acts) + (name == nodes.learner) for name in nodes.names()}
+        learn_gpu = _is_cuda(self.placement.learn)
+        learner_gpu = (nodes.learner, self.placement.learn)
 
         def cpus(name: str) -> float:
             return min(1.0, cpus_of.get(ids[name], 0.0) / max(on_node[name], 1))
 
-        worker = self.actor_placement or ShardPlacement(
-            num_cpus=cpus(nodes.actors), node_id=ids[nodes.actors],
-            num_gpus=0.0 if not act_gpu else gpu_share or 1.0 / self.job.actors)
+        def gpus(where: tuple[str, str]) -> float:  # an equal part of the GPU for every role on it
+            sharing = acts.count(where) + (learn_gpu and where == learner_gpu)
+            return 1.0 / sharing if _is_cuda(where[1]) else 0.0
+
+        workers = [self.actor_placement or ShardPlacement(num_cpus=cpus(node), node_id=ids[node],
+                                                          num_gpus=gpus((node, act))) for node, act in acts]
         learner = self.learner_placement or ShardPlacement(
-            num_cpus=cpus(nodes.learner), node_id=ids[nodes.learner],
-            num_gpus=0.0 if not learn_gpu else gpu_share or 1.0)
+            num_cpus=cpus(nodes.learner), node_id=ids[nodes.learner], num_gpus=gpus(learner_gpu))
         shard = self.replay_placement or ShardPlacement(num_cpus=0, node_id=ids[nodes.replay])
-        return learner, shard, dataclasses.replace(worker, max_restarts=self.max_restarts)
+        return learner, shard, [dataclasses.replace(w, max_restarts=self.max_restarts) for w in workers]
 
     def stop(self) -> None:
         ray = sys.modules.get("ray")
@@ -918,6 +927,10 @@ class RayLauncher(SegmentLauncher):
                 from None
         except ray.exceptions.RayActorError as exc:
             raise ActorFailed(f"an actor worker died {doing}: {_first_line(exc)}") from None
+
+
+def _is_cuda(device: str) -> bool:
+    return DeviceId.parse(device).family == "cuda"
 
 
 def _first_line(exc: BaseException) -> str:
