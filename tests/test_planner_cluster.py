@@ -12,6 +12,10 @@ pearl.planner.accounting), and enumerates every spread of the actor processes ov
     kernels and learn on that node's host resource + the chain transfers; latency without prefetch;
     network[n, out] (in): the NIC seconds of the edges leaving (entering) node n; P = the largest bound;
     E = Σ idle·P + (busy_w − idle_w)·busy/lanes.
+A sharded replay server (K ≥ 2 shards, one on a device of each of K nodes): each shard's replay kernels at
+shard_cost[k, d, K], 1/K of the replay memory, an edge with a replay end once per shard at shard_transfer
+(shard_nic), one replay role per shard, the replay kernels in no node's learner process, and without
+prefetch one chain per shard (the shards answer side by side).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -39,7 +44,7 @@ EDGES = [
 ]
 
 
-def random_cluster(seed: int) -> Problem:
+def random_cluster(seed: int, sharded: bool = False) -> Problem:
     rng = random.Random(seed)
     n_nodes = rng.randint(2, 3)
     resources, devices, nodes = [], [], []
@@ -87,14 +92,41 @@ def random_cluster(seed: int) -> Problem:
         memory[("replay_insert", d.id)] = rng.uniform(0, 7)
         memory[("learn", d.id)] = rng.uniform(0, 4)
         memory[("act", d.id)] = rng.uniform(0, 2)
-    return Problem(resources, devices, nodes[0].host, nodes[0].host_device, cost, act_cost, nodes[0].env_cost,
-                   actor_period, list(EDGES), transfer, memory, prefetch=rng.random() < 0.5, nodes=nodes, nic=nic)
+    problem = Problem(resources, devices, nodes[0].host, nodes[0].host_device, cost, act_cost, nodes[0].env_cost,
+                      actor_period, list(EDGES), transfer, memory, prefetch=rng.random() < 0.5, nodes=nodes,
+                      nic=nic)
+    return shard_tables(problem, seed) if sharded else problem
 
 
-def account(p: Problem, where: dict[str, str], a: ActorOption, spread: dict[str, int] | None = None):
+def shard_tables(p: Problem, seed: int) -> Problem:
+    """The problem with a replay server that may be sharded over its nodes' CPUs (drawn apart from the rest,
+    so the instance is otherwise the unsharded one): a shard's kernels cost about 1/K of the whole and its
+    edges with a replay end a share of the bytes, but as many messages (a base part that does not shrink)."""
+    rng = random.Random(10_000 + seed)
+    shard_cost, shard_transfer, shard_nic = {}, {}, {}
+    shardable = [d.id for d in p.devices if d.id.endswith("/cpu") and rng.random() < 0.9]
+    for K in range(2, len(p.nodes) + 1):
+        for d in shardable:
+            shard_cost.update({(k, d, K): p.cost[(k, d)] / K * rng.uniform(0.6, 1.6) for k in REPLAY})
+        for (name, d, d2), t in p.transfer.items():
+            e = next(e for e in EDGES if e.name == name)
+            end = d if e.src in REPLAY else d2 if e.dst in REPLAY else None
+            if end in shardable:
+                base = rng.uniform(0.0, 0.1)
+                shard_transfer[(name, d, d2, K)] = base + t / K
+                if (name, d, d2) in p.nic:
+                    shard_nic[(name, d, d2, K)] = p.nic[(name, d, d2)] / K
+    return replace(p, shard_cost=shard_cost, shard_transfer=shard_transfer, shard_nic=shard_nic)
+
+
+def account(p: Problem, where: dict[str, str], a: ActorOption, spread: dict[str, int] | None = None,
+            shards: tuple[str, ...] = ()):
     """(P, E) of one placement, or None; written out independently of the planner. `spread`: act's device on
-    each node with actor processes → how many (default: all of them on where["act"])."""
+    each node with actor processes → how many (default: all of them on where["act"]); `shards`: the devices
+    of a sharded replay server (default: one server on where's replay device)."""
     spread = spread or {where["act"]: a.n}
+    shards = tuple(shards) or (where["replay_insert"],)
+    K = len(shards)
     dev = {d.id: d for d in p.devices}
     lanes = {r.id: r.lanes for r in p.resources}
     node = {n.name: n for n in p.nodes}
@@ -103,10 +135,18 @@ def account(p: Problem, where: dict[str, str], a: ActorOption, spread: dict[str,
             return None
     if any((a, d) not in p.act_cost for d in spread) or sum(spread.values()) != a.n:
         return None
-    if len({where[k] for k in REPLAY}) != 1:
+    if len({where[k] for k in REPLAY}) != 1 or where["replay_insert"] not in shards:
         return None
+    if K > 1 and (len({dev[d].node for d in shards}) != K or
+                  any((k, d, K) not in p.shard_cost for k in REPLAY for d in shards)):
+        return None
+
+    def c(k, d):  # one replay server's, or one shard's, seconds of replay kernel k on d
+        return p.cost[(k, d)] if K == 1 else p.shard_cost[(k, d, K)]
+
     for d in p.devices:
-        need = sum(p.memory.get((k, d.id), 0.0) for k in where if k != "act" and where[k] == d.id)
+        need = p.memory.get(("learn", d.id), 0.0) if where["learn"] == d.id else 0.0
+        need += p.memory.get(("replay_insert", d.id), 0.0) / K if d.id in shards else 0.0
         need += p.memory.get(("act", d.id), 0.0) if d.id in spread else 0.0
         if need > d.memory_bytes:
             return None
@@ -116,25 +156,32 @@ def account(p: Problem, where: dict[str, str], a: ActorOption, spread: dict[str,
     if any(m > lanes[node[n].host] for n, m in per_node.items()) or len(per_node) != len(spread):
         return None
 
-    # every edge as (edge, source device, destination device, share): an edge the actors run an end of
-    # (act, env_step) once per node with actors, at that node's share of the processes
+    # every edge as (edge, source device, destination device, share, shard device): an edge the actors run
+    # an end of (act, env_step) once per node with actors, at that node's share of the processes; an edge
+    # with a replay end once per shard
     flows = []
     for e in p.edges:
-        if {e.src, e.dst} & {"act", "env_step"}:
-            for d, m in spread.items():
-                at = {"act": d, "env_step": node[dev[d].node].host_device}
-                flows.append((e, at.get(e.src, where.get(e.src)), at.get(e.dst, where.get(e.dst)), m / a.n))
-        else:
-            flows.append((e, where[e.src], where[e.dst], 1.0))
+        for r in (shards if {e.src, e.dst} & set(REPLAY) else (None,)):
+            at_r = {**where, **{k: r for k in REPLAY}} if r else where
+            if {e.src, e.dst} & {"act", "env_step"}:
+                for d, m in spread.items():
+                    at = {"act": d, "env_step": node[dev[d].node].host_device}
+                    flows.append((e, at.get(e.src, at_r.get(e.src)), at.get(e.dst, at_r.get(e.dst)), m / a.n, r))
+            else:
+                flows.append((e, at_r[e.src], at_r[e.dst], 1.0, r))
 
-    def t(flow, table=None):
-        e, s, d, share = flow
-        return (p.transfer if table is None else table).get((e.name, s, d), 0.0) * share
+    def t(flow, nic=False):
+        e, s, d, share, r = flow
+        if r is not None and K > 1:
+            return (p.shard_nic if nic else p.shard_transfer).get((e.name, s, d, K), 0.0) * share
+        return (p.nic if nic else p.transfer).get((e.name, s, d), 0.0) * share
 
     res = {d: dev[d].resource for d in dev}
     busy = {r: 0.0 for r in lanes}
-    for k in ("replay_insert", "replay_sample", "priority_update", "learn"):
-        busy[res[where[k]]] += p.cost[(k, where[k])]
+    for k in REPLAY:
+        for d in shards:
+            busy[res[d]] += c(k, d)
+    busy[res[where["learn"]]] += p.cost[("learn", where["learn"])]
     for d, m in spread.items():
         busy[res[d]] += p.act_cost[(a, d)] * m / a.n
         busy[node[dev[d].node].host] += node[dev[d].node].env_cost * m / a.n
@@ -144,22 +191,29 @@ def account(p: Problem, where: dict[str, str], a: ActorOption, spread: dict[str,
             if res[flow[2]] != res[flow[1]]:
                 busy[res[flow[2]]] += t(flow)
     lower = [busy[r] / lanes[r] for r in busy]
-    for role in (REPLAY, ("learn",)):
-        lower.append(sum(p.cost[(k, where[k])] for k in role)
-                     + sum(t(f) for f in flows if (f[0].src in role) != (f[0].dst in role)))
+    for r in shards:  # each shard (or the one server) is a thread of its own
+        lower.append(sum(c(k, r) for k in REPLAY)
+                     + sum(t(f) for f in flows if f[4] == r and (f[0].src in REPLAY) != (f[0].dst in REPLAY)))
+    learn = p.cost[("learn", where["learn"])]
+    lower.append(learn + sum(t(f) for f in flows if ("learn" in (f[0].src, f[0].dst)) and f[0].src != f[0].dst))
     lower += [p.actor_period[(a, d)] for d in spread]
-    chain = sum(t(f) for f in flows if (f[0].src, f[0].dst) in (("replay_sample", "learn"),
-                                                                ("learn", "priority_update")))
+    chained = [f for f in flows if (f[0].src, f[0].dst) in (("replay_sample", "learn"), ("learn", "priority_update"))]
+    chain = sum(t(f) for f in chained)
     for n in p.nodes:
-        lower.append(chain + sum(p.cost[(k, where[k])] for k in (*REPLAY, "learn") if res[where[k]] == n.host))
+        mine = learn if res[where["learn"]] == n.host else 0.0
+        if K == 1 and res[shards[0]] == n.host:
+            mine += sum(c(k, shards[0]) for k in REPLAY)
+        lower.append(chain + mine)
     if not p.prefetch:
-        lower.append(chain + sum(p.cost[(k, where[k])] for k in ("replay_sample", "learn", "priority_update")))
+        for r in shards:
+            lower.append(learn + c("replay_sample", r) + c("priority_update", r)
+                         + sum(t(f) for f in chained if f[4] == r))
     for n in p.nodes:
         out = into = 0.0
         for flow in flows:
             s, d = flow[1], flow[2]
-            out += t(flow, p.nic) if dev[s].node == n.name and dev[d].node != n.name else 0.0
-            into += t(flow, p.nic) if dev[d].node == n.name and dev[s].node != n.name else 0.0
+            out += t(flow, True) if dev[s].node == n.name and dev[d].node != n.name else 0.0
+            into += t(flow, True) if dev[d].node == n.name and dev[s].node != n.name else 0.0
         lower += [out, into]
     period = max(lower)
     energy = sum(r.idle_w * period + (r.busy_w - r.idle_w) * busy[r.id] / r.lanes for r in p.resources)
@@ -178,20 +232,34 @@ def spreads(p: Problem, a: ActorOption):
             yield dict(picked)
 
 
-def brute_force(p: Problem, split: bool = True) -> list[tuple[float, float, int]]:
-    """(P, E, actor processes) of every feasible plan; split=False: the actors on one node only."""
+def shard_sets(p: Problem):
+    """Every sharding of the replay server: () for one server, else K ≥ 2 devices of distinct nodes."""
+    yield ()
+    devices = sorted({d for (_, d, _) in p.shard_cost})
+    for K in range(2, len(p.nodes) + 1):
+        for pick in itertools.combinations(devices, K):
+            if len({d.split("/")[0] for d in pick}) == K:
+                yield pick
+
+
+def brute_force(p: Problem, split: bool = True, shard: bool = True) -> list[tuple[float, float, int, int]]:
+    """(P, E, actor processes, replay shards) of every feasible plan; split=False: the actors on one node
+    only; shard=False: one replay server."""
     out = []
     choices = [sorted({d for (kk, d) in p.cost if kk == k}) for k in PLACED if k != "act"]
     kernels = [k for k in PLACED if k != "act"]
     for devs in itertools.product(*choices):
         where = dict(zip(kernels, devs))
-        for a in p.actor_options():
-            for spread in spreads(p, a):
-                if not split and len(spread) > 1:
-                    continue
-                r = account(p, {**where, "act": next(iter(spread))}, a, spread)
-                if r is not None:
-                    out.append((*r, a.n))
+        for shards in shard_sets(p) if shard else [()]:
+            if shards and where["replay_insert"] != shards[0]:
+                continue
+            for a in p.actor_options():
+                for spread in spreads(p, a):
+                    if not split and len(spread) > 1:
+                        continue
+                    r = account(p, {**where, "act": next(iter(spread))}, a, spread, shards)
+                    if r is not None:
+                        out.append((*r, a.n, max(1, len(shards))))
     return out
 
 
@@ -199,28 +267,32 @@ def close(a: float, b: float) -> bool:
     return a == pytest.approx(b, rel=REL, abs=1e-12)
 
 
+@pytest.mark.parametrize("sharded", [False, True])
 @pytest.mark.parametrize("seed", range(40))
-def test_cluster_matches_brute_force(seed):
-    p = random_cluster(seed)
+def test_cluster_matches_brute_force(seed, sharded):
+    p = random_cluster(seed, sharded)
     points = brute_force(p)
     if not points:
         with pytest.raises(PlanInfeasible):
             solve(p, "throughput")
         return
-    best_p = min(P for P, _, _ in points)
+    best_p = min(P for P, *_ in points)
     fast = solve(p, "throughput")
     assert close(fast.period_s, best_p)
-    assert close(fast.energy_j, min(E for P, E, _ in points if P <= best_p * (1 + 1e-7)))
+    assert close(fast.energy_j, min(E for P, E, *_ in points if P <= best_p * (1 + 1e-7)))
     green = solve(p, "perf-per-watt")
-    assert close(green.energy_j, min(E for _, E, _ in points))
+    assert close(green.energy_j, min(E for _, E, *_ in points))
     # TIES: the fewest actor processes among the plans with the optimal P and, among those, E
-    tied = [n for P, E, n in points if P <= best_p * (1 + 1e-7) and E <= fast.energy_j * (1 + 1e-7)]
+    tied = [n for P, E, n, _ in points if P <= best_p * (1 + 1e-7) and E <= fast.energy_j * (1 + 1e-7)]
     assert fast.actors.n == min(tied)
+    # then the fewest replay shards: an unsharded replay server wins a tie
+    assert max(1, len(fast.shards)) == min(k for P, E, n, k in points if P <= best_p * (1 + 1e-7)
+                                           and E <= fast.energy_j * (1 + 1e-7) and n == fast.actors.n)
     for plan in (fast, green):
         assert plan.status == "Optimal"
         assert sum(plan.actor_spread().values()) == plan.actors.n
-        again = evaluate(p, plan.placement, plan.actors, plan.actor_spread())
-        mine = account(p, plan.placement, plan.actors, plan.actor_spread())
+        again = evaluate(p, plan.placement, plan.actors, plan.actor_spread(), plan.shards)
+        mine = account(p, plan.placement, plan.actors, plan.actor_spread(), plan.shards)
         assert close(again[0], plan.period_s) and close(again[1], plan.energy_j) and again[2] == plan.binding
         assert close(mine[0], plan.period_s) and close(mine[1], plan.energy_j)
 
@@ -242,6 +314,28 @@ def test_spreading_the_actors_over_nodes_is_optimal_on_some_instances():
             assert len(plan.actor_spread()) > 1 and close((plan.period_s, plan.energy_j)[i], best)
             split[objective] += 1
     assert split["throughput"] >= 3 and split["perf-per-watt"] >= 1, split
+
+
+def test_sharding_the_replay_server_is_optimal_on_some_instances():
+    """Among the sharded instances above, some are solved only by a replay server sharded over nodes (the best
+    unsharded plan is slower, or dearer): the program finds those shards, for both objectives, and each
+    shard sits on a node of its own."""
+    sharded = {"throughput": 0, "perf-per-watt": 0}
+    for seed in range(40):
+        p = random_cluster(seed, sharded=True)
+        points, whole = brute_force(p), brute_force(p, shard=False)
+        if not points:
+            continue
+        for objective, i in (("throughput", 0), ("perf-per-watt", 1)):
+            best = min(point[i] for point in points)
+            if whole and min(point[i] for point in whole) <= best * (1 + 1e-6):
+                continue
+            plan = solve(p, objective)
+            assert len(plan.shards) > 1 and close((plan.period_s, plan.energy_j)[i], best)
+            assert len({d.split("/")[0] for d in plan.shards}) == len(plan.shards)
+            assert plan.placement["replay_insert"] in plan.shards
+            sharded[objective] += 1
+    assert sharded["throughput"] >= 2 and sharded["perf-per-watt"] >= 1, sharded
 
 
 def test_network_and_nodes_bind_somewhere():

@@ -12,20 +12,26 @@ Literals
     ("f", d)      a share in [0, 1]: the processes acting on d ÷ all of them (Σ_a w[a,d]/n; [act on d] with
                   one host): the part of the env stepping and of the actors' traffic (act_cost aside, every
                   actor figure of the problem is the same whatever the option) that d's node carries
+    ("k", K)      (a sharded replay server, problem.sharded) the replay server is K shards: σ[K]. A replay
+                  kernel's literal ("x", k, d) then reads "a shard on d", and its terms come once per K, each
+                  coupled with ("k", K): one shard's seconds (problem.shard_cost; K = 1: problem.cost)
 A term counts its seconds × the product of its literals (True = 1); a count stands alone, a share may be
 coupled with a kernel's literal.
 
 Rows (the families of ilp.py's docstring; a row reads Σ its terms ≤ lanes · P)
     load[r]            busy[r] (kernels, act, env stepping, transfers touching r), lanes(r)
-    role[name]         its kernels + the transfers of the edges with exactly one end in the role
+    role[name]         its kernels + the transfers of the edges with exactly one end in the role; a sharded
+                       replay server one row per device (each shard its own process, ≤ P)
     actor_period       one per actor option (and node of a cluster: each node's actors bind P)
     process[learner]   per node: the replay kernels and learn on its host resource + the chain transfers
-    latency            without prefetch: sample + learn + priority update + the chain transfers
+                       (replay kernels only when K = 1: K ≥ 2 shards are processes of their own)
+    latency            without prefetch: sample + learn + priority update + the chain transfers (sharded:
+                       one row per shard device, the shards answering side by side)
     instance[d]        a GPU slice in use: its learner-process kernels, + act when the actors share its one
                        instance (each actor holding an instance of its own is bound by actor_period)
     network[n,out|in]  bytes / bandwidth of the edges leaving (entering) node n, on its network interface
 Memory rows (feasibility, not bounds on P; a row reads Σ its needs ≤ capacity, in bytes)
-    memory[d]          the memory of the kernels placed on d ≤ memory(d)
+    memory[d]          the memory of the kernels placed on d ≤ memory(d) (a shard: 1/K of the replay storage)
     mps_memory[r]      on a GPU r offered as MPS shares: every process on its MPS shares or on the whole GPU
                        lives in the GPU's one memory (MIG instances each have their own), so the learner
                        process's kernels there and each actor process's copy of the policy (n of them) count
@@ -95,6 +101,24 @@ def share_literal(d: str) -> Literal:
     return ("f", d)
 
 
+def shards_literal(K: int) -> Literal:
+    return ("k", K)
+
+
+def _sharded_end(problem: Problem, e: Edge) -> bool:
+    return problem.sharded and (e.src in REPLAY or e.dst in REPLAY)
+
+
+def shard_k(term: Term) -> int:
+    """The shard count a term holds for (1 when it names none)."""
+    return next((lit[1] for lit in term.when if lit[0] == "k"), 1)
+
+
+def replay_end(e: Edge, d: str, d2: str) -> str | None:
+    """The device of a transfer's replay end (None: the edge has none)."""
+    return d if e.src in REPLAY else d2 if e.dst in REPLAY else None
+
+
 def actor_ends(problem: Problem, end: str, d: str, acting: list[str]) -> list[str] | None:
     """For an edge end the actor processes run (act, or env_step at a node's host device): the act devices
     (of `acting`, problem.allowed("act")) whose processes carry it from d; None for a placed kernel's end."""
@@ -111,31 +135,46 @@ def kernel_terms(problem: Problem, k: str, keep=lambda d: True) -> list[Term]:
     seconds of one process × their count)."""
     if k == ACT:
         return [Term(t / a.n, (count_literal(a, d),)) for (a, d), t in problem.act_cost.items() if keep(d)]
+    if k in REPLAY and problem.sharded:  # one shard's seconds for each shard count K
+        out = [Term(t, (kernel_literal(k, d), shards_literal(1))) for (kk, d), t in problem.cost.items()
+               if kk == k and keep(d)]
+        return out + [Term(t, (kernel_literal(k, d), shards_literal(K))) for (kk, d, K), t in
+                      problem.shard_cost.items() if kk == k and keep(d)]
     return [Term(t, (kernel_literal(k, d),)) for (kk, d), t in problem.cost.items() if kk == k and keep(d)]
 
 
-def transfer_terms(problem: Problem, keep, table: dict | None = None) -> list[tuple[Edge, str, str, Term]]:
+def transfer_terms(problem: Problem, keep, nic: bool = False) -> list[tuple[Edge, str, str, Term]]:
     """(edge, source device, destination device, term) of every positive transfer of the edges `keep`
-    accepts, from `table` (default: problem.transfer). An edge with an actor end (act, env_step) carries all
-    the actors' traffic, whatever their option: each node's processes their share of it."""
-    table = problem.transfer if table is None else table
+    accepts, from problem.transfer (nic: problem.nic). An edge with an actor end (act, env_step) carries all
+    the actors' traffic, whatever their option: each node's processes their share of it. An edge with a
+    replay end of a sharded replay server: once per shard count K, one shard's part (problem.shard_transfer,
+    shard_nic), coupled with ("k", K)."""
+    table = problem.nic if nic else problem.transfer
+    shard_table = problem.shard_nic if nic else problem.shard_transfer
     acting = problem.allowed(ACT)
     out = []
     for e in problem.edges:
         if not keep(e):
             continue
+        sharded = _sharded_end(problem, e)
         for (name, d, d2), t in table.items():
-            if name != e.name or not t > 0:
-                continue
-            src, dst = actor_ends(problem, e.src, d, acting), actor_ends(problem, e.dst, d2, acting)
-            if src is None and dst is None:
-                out.append((e, d, d2, Term(t, (kernel_literal(e.src, d), kernel_literal(e.dst, d2)))))
-            elif src is not None and dst is not None:  # env_step → act: the same processes' own traffic
-                out += [(e, d, d2, Term(t, (share_literal(dd),))) for dd in src if dd in dst]
-            else:
-                ends, other = (src, kernel_literal(e.dst, d2)) if src is not None else (dst, kernel_literal(e.src, d))
-                out += [(e, d, d2, Term(t, (share_literal(dd), other))) for dd in ends]
+            if name == e.name and t > 0:
+                out += _edge_terms(problem, e, d, d2, t, acting, (shards_literal(1),) if sharded else ())
+        if sharded:
+            out += [term for (name, d, d2, K), t in shard_table.items() if name == e.name and t > 0
+                    for term in _edge_terms(problem, e, d, d2, t, acting, (shards_literal(K),))]
     return out
+
+
+def _edge_terms(problem: Problem, e: Edge, d: str, d2: str, t: float, acting: list[str],
+                extra: tuple[Literal, ...]) -> list[tuple[Edge, str, str, Term]]:
+    src, dst = actor_ends(problem, e.src, d, acting), actor_ends(problem, e.dst, d2, acting)
+    if src is None and dst is None:
+        return [(e, d, d2, Term(t, (kernel_literal(e.src, d), kernel_literal(e.dst, d2), *extra)))]
+    if src is not None and dst is not None:  # env_step → act: the same processes' own traffic
+        return [(e, d, d2, Term(t, (share_literal(dd), *extra))) for dd in src if dd in dst]
+    ends, other = (src, kernel_literal(e.dst, d2)) if src is not None else (dst, kernel_literal(e.src, d))
+    return [(e, d, d2, Term(t, (share_literal(dd), other, *extra))) for dd in ends]
 
 
 def busy(problem: Problem) -> dict[str, list[Term]]:
@@ -178,8 +217,16 @@ def role_rows(problem: Problem) -> list[Row]:
     """(c') role[name]: a role is one thread: its kernels and the transfers that cross its boundary ≤ P."""
     rows = []
     for ni, (name, kernels) in enumerate(ROLES.items()):
+        crossing = transfer_terms(problem, lambda e, kernels=kernels: role_crossing(e, kernels))
+        if kernels == REPLAY and problem.sharded:  # each shard is a process of its own: a row per device
+            for j, d in enumerate(problem.devices):
+                terms = [t for k in kernels for t in kernel_terms(problem, k, lambda dd, d=d: dd == d.id)]
+                terms += [t for e, s, s2, t in crossing if replay_end(e, s, s2) == d.id]
+                if terms:
+                    rows.append(Row(f"role_{ni}_d{j}", f"role[{name}]", terms))
+            continue
         terms = [t for k in kernels for t in kernel_terms(problem, k)]
-        terms += [t for *_, t in transfer_terms(problem, lambda e, kernels=kernels: role_crossing(e, kernels))]
+        terms += [t for *_, t in crossing]
         rows.append(Row(f"role_{ni}", f"role[{name}]", terms))
     return rows
 
@@ -212,7 +259,7 @@ def process_rows(problem: Problem) -> list[Row]:
     rows = []
     for node in problem.node_list():
         on_host = partial(_on, res_of, node.host)
-        terms = [t for k in (*REPLAY, LEARN) for t in kernel_terms(problem, k, on_host)]
+        terms = [t for k in (*REPLAY, LEARN) for t in kernel_terms(problem, k, on_host) if shard_k(t) == 1]
         tag, label = ("_" + _safe(node.name), f"process[learner@{node.name}]") if multi_node(problem) else \
             ("", "process[learner]")
         rows.append(Row(f"process_learner{tag}", label, terms + chain))
@@ -223,6 +270,17 @@ def latency_rows(problem: Problem) -> list[Row]:
     """(f) latency: without prefetch, sample → learn → priority update in turn ≤ P."""
     if problem.prefetch:
         return []
+    if problem.sharded:  # the shards answer side by side: one row per device a shard may sit on
+        chain = transfer_terms(problem, chain_edge)
+        rows = []
+        for j, d in enumerate(problem.devices):
+            mine = [t for k in ("replay_sample", "priority_update")
+                    for t in kernel_terms(problem, k, lambda dd, d=d: dd == d.id)]
+            if mine:
+                terms = mine + kernel_terms(problem, LEARN) + \
+                    [t for e, s, s2, t in chain if replay_end(e, s, s2) == d.id]
+                rows.append(Row(f"latency_d{j}", "latency", terms))
+        return rows
     terms = [t for k in ("replay_sample", LEARN, "priority_update") for t in kernel_terms(problem, k)]
     terms += [t for *_, t in transfer_terms(problem, chain_edge)]
     return [Row("latency", "latency", terms)]
@@ -233,7 +291,7 @@ def network_rows(problem: Problem) -> list[Row]:
     edge that leaves (enters) the node, at the link's bandwidth, within P (full duplex)."""
     if not multi_node(problem):
         return []
-    crossing = transfer_terms(problem, lambda e: True, problem.nic)
+    crossing = transfer_terms(problem, lambda e: True, nic=True)
     node_of = {d.id: d.node for d in problem.devices}
     rows = []
     for ni, node in enumerate(problem.node_list()):
@@ -262,20 +320,30 @@ def memory_rows(problem: Problem) -> list[MemoryRow]:
     """(d) memory[d] for every device, then mps_memory[r] for every GPU with an MPS share among its devices."""
     rows = []
     for j, d in enumerate(problem.devices):
-        needs = [Need(m, (kernel_literal(k, d.id),)) for k in PLACED
-                 if (m := problem.memory.get((k, d.id), 0.0)) > 0 and _allowed(problem, k, d.id)]
+        needs = [n for k in PLACED if (m := problem.memory.get((k, d.id), 0.0)) > 0 and _allowed(problem, k, d.id)
+                 for n in _needs(problem, k, d.id, m)]
         rows.append(MemoryRow(f"memory_d{j}", f"memory[{d.id}]", needs, d.memory_bytes))
     mps = sorted({d.resource for d in problem.devices if d.slicing == "mps"})
     for ri, r in enumerate(mps):
         one_memory = [d for d in problem.devices if d.resource == r and d.slicing in ("mps", "")]
-        needs = [Need(m, (kernel_literal(k, d.id),)) for d in one_memory for k in LEARNER_PROCESS
-                 if (m := problem.memory.get((k, d.id), 0.0)) > 0 and _allowed(problem, k, d.id)]
+        needs = [n for d in one_memory for k in LEARNER_PROCESS
+                 if (m := problem.memory.get((k, d.id), 0.0)) > 0 and _allowed(problem, k, d.id)
+                 for n in _needs(problem, k, d.id, m)]
         needs += [Need(m, (count_literal(a, d.id),)) for d in one_memory for (a, dd) in problem.act_cost
                   if dd == d.id and (m := problem.memory.get((ACT, d.id), 0.0)) > 0]
         # an MPS share reports its GPU's memory, as the whole GPU does
         rows.append(MemoryRow(f"mps_memory_r{ri}", f"mps_memory[{r}]", needs,
                               max(d.memory_bytes for d in one_memory)))
     return rows
+
+
+def _needs(problem: Problem, k: str, d: str, m: float) -> list[Need]:
+    """k's memory on d: a shard of K holds 1/K of the replay storage."""
+    if k not in REPLAY or not problem.sharded:
+        return [Need(m, (kernel_literal(k, d),))]
+    return [Need(m, (kernel_literal(k, d), shards_literal(1)))] + \
+        [Need(m / K, (kernel_literal(k, d), shards_literal(K))) for (kk, dd, K) in problem.shard_cost
+         if kk == k and dd == d]
 
 
 def _allowed(problem: Problem, k: str, d: str) -> bool:
@@ -308,11 +376,16 @@ def period_rows(problem: Problem, busy_terms: dict[str, list[Term]]) -> tuple[li
 
 
 def holds(problem: Problem, literal: Literal, where: dict[str, str], actors: ActorOption,
-          spread: dict[str, int]) -> float:
+          spread: dict[str, int], shards: tuple[str, ...] = ()) -> float:
     """A literal's value for one placement: 1 or 0, for a count the processes and for a share their part of
-    all of them (`spread`: act's device on each node with actors → how many)."""
+    all of them (`spread`: act's device on each node with actors → how many; `shards`: the devices holding
+    the replay server's shards, () for one on where["replay_insert"])."""
     kind = literal[0]
+    if kind == "k":
+        return float(max(1, len(shards)) == literal[1])
     if kind == "x":
+        if literal[1] in REPLAY and shards:
+            return float(literal[2] in shards)
         return float(spread.get(literal[2], 0) > 0) if literal[1] == ACT else float(where[literal[1]] == literal[2])
     if kind == "v":
         return float(actors == literal[1] and spread.get(literal[2], 0) > 0)
@@ -322,20 +395,20 @@ def holds(problem: Problem, literal: Literal, where: dict[str, str], actors: Act
 
 
 def value(problem: Problem, terms: list[Term], where: dict[str, str], actors: ActorOption,
-          spread: dict[str, int]) -> float:
-    return sum(t.seconds * _factor(problem, t.when, where, actors, spread) for t in terms)
+          spread: dict[str, int], shards: tuple[str, ...] = ()) -> float:
+    return sum(t.seconds * _factor(problem, t.when, where, actors, spread, shards) for t in terms)
 
 
 def held(problem: Problem, row: MemoryRow, where: dict[str, str], actors: ActorOption,
-         spread: dict[str, int]) -> float:
+         spread: dict[str, int], shards: tuple[str, ...] = ()) -> float:
     """The bytes a memory row counts for one placement."""
-    return sum(n.bytes * _factor(problem, n.when, where, actors, spread) for n in row.needs)
+    return sum(n.bytes * _factor(problem, n.when, where, actors, spread, shards) for n in row.needs)
 
 
 def _factor(problem: Problem, when: tuple[Literal, ...], where: dict[str, str], actors: ActorOption,
-            spread: dict[str, int]) -> float:
+            spread: dict[str, int], shards: tuple[str, ...] = ()) -> float:
     """The product of the literals' values (1 for none)."""
     factor = 1.0
     for lit in when:
-        factor *= holds(problem, lit, where, actors, spread)
+        factor *= holds(problem, lit, where, actors, spread, shards)
     return factor

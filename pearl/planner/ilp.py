@@ -2,7 +2,8 @@
 
     solve(problem, objective="throughput" | "perf-per-watt", period_bound=None, solver=None, time_limit=30.0)
     pareto(problem, epsilons=(0, 0.05, 0.1, 0.2, 0.5, 1.0))       the energy/period front
-    evaluate(problem, placement, actors, spread=None) -> (period, energy, binding) | None   one fixed placement
+    evaluate(problem, placement, actors, spread=None, shards=()) -> (period, energy, binding) | None
+                                                                                       one fixed placement
     evaluator(problem) -> the same for many placements, the rows built once
 
 Exact accounting, written once as rows of terms in pearl/planner/accounting.py, which the program and
@@ -31,6 +32,19 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 overlapped prediction); an accelerator's device time still overlaps. "process[learner]" with
                 one host, "process[learner@n]" per node of a cluster (a replay server on another node is a
                 process of its own there)
+    shards      (a sharded replay server, problem.shard_cost not empty) σ[K] ∈ {0,1} for K ∈ shard_counts():
+                Σ_K σ[K] = 1; assign[replay kernel]: Σ_d x[k,d] = Σ_K K·σ[K] (x[k,d]: a shard on d, one device
+                per shard, replay_same as before); shard_node[n]: Σ_{d∈n} x[replay_insert,d] ≤ 1 (a shard per
+                node at most); shard_device[d,K]: x[replay_insert,d] + σ[K] ≤ 1 where d offers no shard of K.
+                Each shard holds 1/K of the buffer and does 1/K of the inserts, samples and priority updates:
+                every replay term (kernel, memory, and each transfer with a replay end) comes once per K,
+                one shard's figure (shard_cost, shard_transfer, shard_nic; K = 1: cost, transfer, nic),
+                coupled with σ[K] (accounting.py's ("k", K) literal; three literals are coupled in turn,
+                binaries first, so every couple stays exact). A shard is a process of its own: role[replay]
+                is one row per device (each shard ≤ P), process[learner@n] counts replay kernels only at
+                K = 1, and latency is one row per shard device (the shards answer side by side). The
+                messages every shard adds are in shard_transfer (build.py counts them as the launcher sends
+                them)
     network[n,out], network[n,in]   (clusters) the seconds node n's network interface spends sending
                 (receiving) the bytes of the edges that leave (enter) it, problem.nic, ≤ P: one interface
                 per node, full duplex, shared by every edge that crosses it
@@ -57,8 +71,9 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
 Both objectives are solved lexicographically: throughput minimises P, then E among the plans with that P;
 perf-per-watt minimises E, then P among the plans with that E (so every point of the front is non-dominated).
 Ties are then resolved on purpose (TIES): among the plans with both figures optimal, the fewest actor
-processes, then the fewest devices used (u[d] ≥ every placement indicator on d, so actors spread over
-two nodes' devices lose a tie to the same actors on one); power, E/P, is the same for every plan left by
+processes, then the fewest replay shards (an unsharded replay server wins a tie), then the fewest devices
+used (u[d] ≥ every placement indicator on d, so actors spread over two nodes' devices lose a tie to the same
+actors on one); power, E/P, is the same for every plan left by
 then. On a profile where the actors' count does not move P (the learner binds), the plan starts one actor
 process, not as many as the host has lanes.
 Times are divided by the largest time in the problem and memory rows by the device's memory before PuLP sees
@@ -89,7 +104,7 @@ from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
 OBJECTIVES = ("throughput", "perf-per-watt")
 SOLVERS = ("highs", "cbc")
 #: how plans with equal objectives are told apart (plans report it)
-TIES = "fewest actor processes, then fewest devices (power is equal once P and E are)"
+TIES = "fewest actor processes, then fewest replay shards, then fewest devices (power is equal once P and E are)"
 _MIP_GAP_REL = 1e-9  # ask the solvers for a proof of optimality, not their defaults (HiGHS stops at 1e-4)
 _MIP_GAP_ABS = 1e-10
 _LEX_SLACK = 1e-9  # relative slack on the first objective while the second one is minimised
@@ -142,6 +157,20 @@ def _check(problem: Problem) -> None:
         if d not in devices or d2 not in devices:
             raise PlanError(f"problem: transfer of {name} between unknown devices {d} → {d2}")
     _check_nodes(problem, resources, devices)
+    _check_shards(problem, devices)
+
+
+def _check_shards(problem: Problem, devices: dict) -> None:
+    """A shard sits on a whole device that holds the unsharded replay server too, in a cluster, K ≥ 2."""
+    for (k, d, K) in problem.shard_cost:
+        if d not in devices or devices[d].is_slice or (k, d) not in problem.cost or K < 2 or k not in REPLAY:
+            raise PlanError(f"problem: shard cost of {k} on {d} for {K} shards: a replay kernel on a whole "
+                            "device that implements it, K ≥ 2")
+        if K > len(problem.node_list()):
+            raise PlanError(f"problem: {K} shards on {len(problem.node_list())} nodes (one shard per node)")
+    for (name, d, d2, K) in [*problem.shard_transfer, *problem.shard_nic]:
+        if d not in devices or d2 not in devices or K < 2:
+            raise PlanError(f"problem: shard transfer of {name} between unknown devices {d} → {d2}")
 
 
 def _check_nodes(problem: Problem, resources: dict, devices: dict) -> None:
@@ -190,18 +219,28 @@ def _slices_fit(problem: Problem, where: dict[str, str], spread: dict[str, int])
     return True
 
 
-def _feasible(problem: Problem, where: dict[str, str], actors: ActorOption, spread: dict[str, int]) -> bool:
-    """assign (allowed devices), replay_same, memory[d] and mps_memory[r], spread, actors[n] and the slices
-    families of one    placement."""
+def _shards_fit(problem: Problem, shards: tuple[str, ...]) -> bool:
+    """shard_node[n] and shard_device[d,K]: K ≥ 2 shards on devices of distinct nodes that offer K shards."""
+    if not shards:
+        return True
+    nodes = [problem.device(d).node for d in shards]
+    return len(set(nodes)) == len(nodes) and \
+        all((k, d, len(shards)) in problem.shard_cost for k in REPLAY for d in shards)
+
+
+def _feasible(problem: Problem, where: dict[str, str], actors: ActorOption, spread: dict[str, int],
+              shards: tuple[str, ...] = ()) -> bool:
+    """assign (allowed devices), replay_same, shards, memory[d] and mps_memory[r], spread, actors[n] and the
+    slices families of one placement."""
     for k, d in where.items():
         if k != ACT and (k, d) not in problem.cost:
             return False
     if any((actors, d) not in problem.act_cost for d in spread):
         return False
-    if len({where[k] for k in REPLAY}) != 1:
+    if len({where[k] for k in REPLAY}) != 1 or not _shards_fit(problem, shards):
         return False
     for row in acc.memory_rows(problem):
-        if acc.held(problem, row, where, actors, spread) > row.capacity * (1 + 1e-9):
+        if acc.held(problem, row, where, actors, spread, shards) > row.capacity * (1 + 1e-9):
             return False
     per_node: dict[str, int] = {}
     for d, count in spread.items():
@@ -229,7 +268,8 @@ def _check_spread(problem: Problem, placement: dict[str, str], actors: ActorOpti
 
 
 def evaluate(
-    problem: Problem, placement: dict[str, str], actors: ActorOption, spread: dict[str, int] | None = None
+    problem: Problem, placement: dict[str, str], actors: ActorOption, spread: dict[str, int] | None = None,
+    shards: tuple[str, ...] | list[str] = (),
 ) -> tuple[float, float, str] | None:
     """(period P, energy per iteration E, binding constraint) of one placement, or None if it is infeasible.
 
@@ -238,9 +278,12 @@ def evaluate(
     placement["act"] is one of them); default: all of them on placement["act"]. Infeasible: a kernel on a
     device that does not implement it (or `actors` not offered with act there), the replay kernels on
     different devices, memory over a device's capacity, or more actor processes on a node than its host's
-    lanes. The bounds on P are the rows of pearl/planner/accounting.py, which the program also adds.
+    lanes. `shards` (a sharded replay server): the devices holding its K ≥ 2 shards, one per node; the
+    placement's replay kernels name one of them; default (or one device): one replay server at the
+    placement's. Infeasible too: shards on one node, or on a device that does not offer K shards. The bounds
+    on P are the rows of pearl/planner/accounting.py, which the program also adds.
     """
-    return evaluator(problem)(placement, actors, spread)
+    return evaluator(problem)(placement, actors, spread, shards)
 
 
 def evaluator(problem: Problem) -> Callable[..., tuple[float, float, str] | None]:
@@ -253,22 +296,28 @@ def evaluator(problem: Problem) -> Callable[..., tuple[float, float, str] | None
 
 
 def _evaluate(problem: Problem, busy: dict[str, list[Term]], rows: list[Row], placement: dict[str, str],
-              actors: ActorOption, spread: dict[str, int] | None = None) -> tuple[float, float, str] | None:
+              actors: ActorOption, spread: dict[str, int] | None = None,
+              shards: tuple[str, ...] | list[str] = ()) -> tuple[float, float, str] | None:
     missing = [k for k in PLACED if k not in placement]
     if missing:
         raise PlanError(f"placement lacks {', '.join(missing)}")
     where = {k: placement[k] for k in PLACED}
     spread = _check_spread(problem, where, actors, spread)
-    if not _feasible(problem, where, actors, spread):
+    shards = tuple(shards) if len(shards) > 1 else ()
+    if shards and where[REPLAY[0]] not in shards:
+        raise PlanError(f"placement puts the replay kernels on {where[REPLAY[0]]}, which holds none of the "
+                        f"shards {', '.join(shards)}")
+    if not _feasible(problem, where, actors, spread, shards):
         return None
     bounds: dict[str, float] = {}
     for row in rows:  # rows sharing a label (one actor_period per option): the largest
-        seconds = acc.value(problem, row.terms, where, actors, spread)
+        seconds = acc.value(problem, row.terms, where, actors, spread, shards)
         bounds[row.label] = max(bounds.get(row.label, 0.0), seconds / row.lanes)
     period = max(bounds.values())
     binding = next(name for name, value in bounds.items() if value == period)
-    energy = sum(r.idle_w * period + (r.busy_w - r.idle_w) * acc.value(problem, busy[r.id], where, actors, spread)
-                 / r.lanes for r in problem.resources)
+    energy = sum(r.idle_w * period + (r.busy_w - r.idle_w)
+                 * acc.value(problem, busy[r.id], where, actors, spread, shards) / r.lanes
+                 for r in problem.resources)
     return period, energy, binding
 
 
@@ -289,11 +338,13 @@ class _Model:
     s: dict[ActorOption, pulp.LpVariable] = field(default_factory=dict)
     w: dict[tuple[ActorOption, str], pulp.LpVariable] = field(default_factory=dict)
     processes: pulp.LpAffineExpression | None = None  # the actor processes the plan starts (TIES)
+    sigma: dict[int, pulp.LpVariable] = field(default_factory=dict)  # (sharded replay) σ[K]
 
 
 def _time_scale(problem: Problem) -> float:
     times = [problem.env_cost, *problem.cost.values(), *problem.act_cost.values()]
     times += [*problem.actor_period.values(), *problem.transfer.values()]
+    times += [*problem.shard_cost.values(), *problem.shard_transfer.values()]
     top = max((t for t in times if math.isfinite(t)), default=0.0)
     return top if top > 0 else 1.0
 
@@ -324,6 +375,7 @@ class _Builder:
     s: dict[ActorOption, pulp.LpVariable] = field(default_factory=dict)
     w: dict[tuple[ActorOption, str], pulp.LpVariable] = field(default_factory=dict)
     acting: dict[str, pulp.LpVariable] = field(default_factory=dict)
+    sigma: dict[int, pulp.LpVariable] = field(default_factory=dict)  # σ[K]: the replay server is K shards
     #: the linearised product of two literals, made once (couple[...])
     products: dict[frozenset, pulp.LpVariable] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
@@ -371,6 +423,8 @@ class _Builder:
         return 0 if var is None else var
 
     def literal(self, lit: Literal) -> pulp.LpAffineExpression | int:
+        if lit[0] == "k":
+            return self.sigma[lit[1]]
         if lit[0] == "x":
             return self.on(lit[1], lit[2])
         if lit[0] == "v":
@@ -381,17 +435,24 @@ class _Builder:
 
     def term(self, term: Term) -> pulp.LpAffineExpression | int:
         """The term's factor: 1, a literal, or couple[a,b], y = a·b, exact for a binary b and a in [0, 1] (a
-        binary, or a share of the actor processes)."""
-        if not term.when:
+        binary, or a share of the actor processes). Three literals (a sharded replay end): the binaries are
+        coupled first, then their product with the share, if any, so every couple is exact."""
+        lits = sorted(dict.fromkeys(term.when), key=lambda lit: lit[0] == "f")  # the share last
+        if not lits:
             return 1
-        if len(term.when) == 1 or term.when[0] == term.when[1]:
-            return self.literal(term.when[0])
-        key = frozenset(term.when)
+        factor = self.literal(lits[0])
+        for i in range(1, len(lits)):
+            factor = self._couple(tuple(lits[:i]), lits[i], factor)
+        return factor
+
+    def _couple(self, left: tuple[Literal, ...], lit: Literal,
+                a: pulp.LpAffineExpression | int) -> pulp.LpAffineExpression | int:
+        key = frozenset((*left, lit))
         if key not in self.products:
-            a, b = (self.literal(lit) for lit in term.when)
+            b = self.literal(lit)
             tag = f"p{len(self.products)}"
             y = _var(self.lp, f"y_{tag}", 0, 1, pulp.LpContinuous)
-            label = "couple[" + ",".join(_show(lit) for lit in term.when) + "]"
+            label = "couple[" + ",".join(_show(x) for x in (*left, lit)) + "]"
             self.add(y >= a + b - 1, f"couple_{tag}", label)
             self.add(y <= a, f"couple_src_{tag}", label)
             self.add(y <= b, f"couple_dst_{tag}", label)
@@ -403,6 +464,8 @@ class _Builder:
 
 
 def _show(lit: Literal) -> str:
+    if lit[0] == "k":
+        return f"shards={lit[1]}"
     if lit[0] == "f":
         return f"actors@{lit[1]}"
     return f"{lit[1]}@{lit[2]}" if lit[0] == "x" else f"{lit[1].n}x{lit[1].envs}@{lit[2]}" if lit[0] == "v" else \
@@ -432,6 +495,8 @@ def _variables(b: _Builder) -> None:
     if b.multi:
         for d in problem.allowed(ACT):
             b.acting[d] = _var(b.lp, f"acting_d{b.didx[d]}", 0, 1, pulp.LpBinary)
+    if problem.sharded:
+        b.sigma.update({K: _var(b.lp, f"sigma_{K}", 0, 1, pulp.LpBinary) for K in problem.shard_counts()})
 
 
 def _assign(b: _Builder) -> None:
@@ -439,13 +504,37 @@ def _assign(b: _Builder) -> None:
     for ki, k in enumerate(PLACED):
         act = list(b.s.values()) if b.multi else list(b.v.values())
         terms = act if k == ACT else [var for (kk, _), var in b.x.items() if kk == k]
-        b.add(pulp.lpSum(terms) == 1, f"assign_k{ki}", f"assign[{k}]")
+        if k in REPLAY and b.sigma:  # one device per shard
+            b.add(pulp.lpSum(terms) - pulp.lpSum(K * var for K, var in b.sigma.items()) == 0, f"assign_k{ki}",
+                  f"assign[{k}]")
+        else:
+            b.add(pulp.lpSum(terms) == 1, f"assign_k{ki}", f"assign[{k}]")
+    _shards(b)
     for k in REPLAY[1:]:
         ki = PLACED.index(k)
         for d in b.problem.devices:
             diff = _expr(b.on(k, d.id)) - _expr(b.on(REPLAY[0], d.id))
             if diff.keys():
                 b.add(diff == 0, f"replay_same_k{ki}_d{b.didx[d.id]}", f"replay_same[{k},{d.id}]")
+
+
+def _shards(b: _Builder) -> None:
+    """(sharded replay) shards: Σ_K σ[K] = 1; shard_node[n]: at most one shard on a node; shard_device[d,K]:
+    a device without a shard's cost for K holds none of K shards."""
+    if not b.sigma:
+        return
+    problem = b.problem
+    b.add(pulp.lpSum(b.sigma.values()) == 1, "shards", "shards")
+    for ni, node in enumerate(problem.node_list()):
+        on_node = [var for (k, d), var in b.x.items() if k == REPLAY[0] and problem.device(d).node == node.name]
+        if len(on_node) > 1:
+            b.add(pulp.lpSum(on_node) <= 1, f"shard_node_n{ni}", f"shard_node[{node.name}]")
+    for (k, d), var in b.x.items():
+        if k != REPLAY[0]:
+            continue
+        for K, sigma in b.sigma.items():
+            if K > 1 and (k, d, K) not in problem.shard_cost:
+                b.add(var + sigma <= 1, f"shard_device_d{b.didx[d]}_{K}", f"shard_device[{d},{K}]")
 
 
 def _spread(b: _Builder) -> None:
@@ -565,7 +654,7 @@ def _build(problem: Problem, relax: frozenset[str] = frozenset()) -> _Model:
     _slices(b)
     _rows(b, after)
     return _Model(lp=lp, period=b.period, energy=_energy(b, busy), x=b.x, v=b.v, scale=b.scale, names=b.names,
-                  s=b.s, w=b.w, processes=b.processes())
+                  s=b.s, w=b.w, processes=b.processes(), sigma=b.sigma)
 
 
 def _pick_solver(solver: str | None) -> str:
@@ -626,15 +715,18 @@ def _solver_label(solver: str) -> str:
     return "HiGHS" if solver == "highs" else "CBC"
 
 
-def _extract(model: _Model) -> tuple[dict[str, str], ActorOption, dict[str, int]]:
-    """(placement, actor option, spread): act's device in the placement is the one with the most processes
-    (the first of them in the problem's order)."""
+def _extract(model: _Model) -> tuple[dict[str, str], ActorOption, dict[str, int], tuple[str, ...]]:
+    """(placement, actor option, spread, shards): act's device in the placement is the one with the most
+    processes (the first of them in the problem's order); a sharded replay server's kernels the first device
+    holding a shard."""
     placement: dict[str, str] = {}
+    shards = tuple(d for (k, d), var in model.x.items() if k == REPLAY[0] and (var.value() or 0.0) > 0.5)
+    shards = shards if len(shards) > 1 else ()
     for k in PLACED:
         if k == ACT:
             continue
         choices = [(var.value() or 0.0, d) for (kk, d), var in model.x.items() if kk == k]
-        placement[k] = max(choices)[1]
+        placement[k] = shards[0] if k in REPLAY and shards else max(choices)[1]
     if model.s:
         a = max(model.s, key=lambda key: model.s[key].value() or 0.0)
         spread = {d: round(var.value() or 0.0) for (aa, d), var in model.w.items() if aa == a}
@@ -643,7 +735,7 @@ def _extract(model: _Model) -> tuple[dict[str, str], ActorOption, dict[str, int]
     else:
         (a, d) = max(model.v, key=lambda key: model.v[key].value() or 0.0)
         placement[ACT], spread = d, {d: a.n}
-    return {k: placement[k] for k in PLACED}, a, spread
+    return {k: placement[k] for k in PLACED}, a, spread, shards
 
 
 def _precheck(problem: Problem) -> None:
@@ -682,8 +774,8 @@ def _diagnose(problem: Problem, solver: str, period_bound: float | None, time_li
         model = _build(problem)
         model.lp.setObjective(model.period)
         if _run(model, solver, time_limit).feasible:
-            placement, actors, spread = _extract(model)
-            fastest = evaluate(problem, placement, actors, spread)
+            placement, actors, spread, shards = _extract(model)
+            fastest = evaluate(problem, placement, actors, spread, shards)
             detail = f"; the fastest plan takes {fastest[0]:.4g} s, bound by {fastest[2]}" if fastest else ""
             return PlanInfeasible(f"period_bound: no plan reaches a period of {period_bound:.4g} s{detail}")
     host = max((n.host for n in problem.node_list()), key=lambda r: problem.resource(r).lanes)
@@ -734,15 +826,15 @@ def solve(
     run = _run(model, name, time_limit)
     if not run.feasible:
         raise _diagnose(problem, name, period_bound, time_limit)
-    placement, actors, spread = _extract(model)
-    result = evaluate(problem, placement, actors, spread)
+    placement, actors, spread, shards = _extract(model)
+    result = evaluate(problem, placement, actors, spread, shards)
     if result is None:
         raise PlanError(f"the {_solver_label(name)} solution violates a constraint by more than the tolerance")
 
     if run.status == "Optimal":
         left = time_limit - (time.perf_counter() - start)
-        placement, actors, spread, result = _lexicographic(problem, model, name, (first, second), throughput,
-                                                           (placement, actors, spread, result), left)
+        placement, actors, spread, shards, result = _lexicographic(
+            problem, model, name, (first, second), throughput, (placement, actors, spread, shards, result), left)
 
     period, energy, binding = result
     return Solution(
@@ -756,15 +848,17 @@ def solve(
         solve_s=time.perf_counter() - start,
         binding=binding,
         spread=spread if acc.multi_node(problem) else {},
+        shards=shards,
     )
 
 
 def _lexicographic(problem: Problem, model: _Model, solver: str, objectives: tuple, throughput: bool, best: tuple,
-                   remaining: float) -> tuple[dict[str, str], ActorOption, dict[str, int], tuple[float, float, str]]:
+                   remaining: float) -> tuple[dict[str, str], ActorOption, dict[str, int], tuple[str, ...],
+                                              tuple[float, float, str]]:
     """The optimum of the first objective, then among its plans the least of the second (E for throughput,
     P for perf-per-watt), then among those the simplest: TIES. Each stage holds the stages before it to
     their optimum within _LEX_SLACK; a stage the solver cannot finish in the time left keeps the plan so far."""
-    placement, actors, spread, result = best
+    placement, actors, spread, shards, result = best
     first, second = objectives
     s = model.scale
     stages = [(first, 0 if throughput else 1), (second, 1 if throughput else 0), (_simplicity(problem, model), None)]
@@ -782,17 +876,18 @@ def _lexicographic(problem: Problem, model: _Model, solver: str, objectives: tup
             break
         if not (run.feasible and run.status == "Optimal"):
             break
-        placement2, actors2, spread2 = _extract(model)
-        result2 = evaluate(problem, placement2, actors2, spread2)
+        placement2, actors2, spread2, shards2 = _extract(model)
+        result2 = evaluate(problem, placement2, actors2, spread2, shards2)
         if result2 is None or any(result2[j] > result[j] * (1 + 1e-7) + 1e-15 for _, j in stages[:k]):
             break
-        placement, actors, spread, result = placement2, actors2, spread2, result2
-    return placement, actors, spread, result
+        placement, actors, spread, shards, result = placement2, actors2, spread2, shards2, result2
+    return placement, actors, spread, shards, result
 
 
 def _simplicity(problem: Problem, model: _Model) -> pulp.LpAffineExpression:
-    """TIES as one objective: actor processes × (devices + 1) + devices used, so that fewer actor processes
-    always wins and fewer devices decides among equal counts. u[d] ≥ every placement indicator on d."""
+    """TIES as one objective: actor processes × (nodes + 1)·(devices + 1) + replay shards × (devices + 1) +
+    devices used, so that fewer actor processes always wins, then fewer shards (an unsharded replay server
+    wins a tie), and fewer devices decides among equal counts. u[d] ≥ every placement indicator on d."""
     used = []
     for j, d in enumerate(problem.devices):
         on_d = [var for (_, dd), var in model.x.items() if dd == d.id] + \
@@ -803,7 +898,9 @@ def _simplicity(problem: Problem, model: _Model) -> pulp.LpAffineExpression:
         for n, var in enumerate(on_d):
             model.lp.addConstraint(u - var >= 0, f"uses_d{j}_{n}")
         used.append(u)
-    return (len(problem.devices) + 1) * model.processes + pulp.lpSum(used)
+    dev = len(problem.devices) + 1
+    shards = pulp.lpSum(K * var for K, var in model.sigma.items())
+    return (len(problem.node_list()) + 1) * dev * model.processes + dev * shards + pulp.lpSum(used)
 
 
 def pareto(
@@ -831,9 +928,9 @@ def pareto(
         bound = (1 + e) * fastest.period_s * (1 + _LEX_SLACK)
         points.append(solve(problem, "perf-per-watt", period_bound=bound, solver=solver, time_limit=time_limit))
     front = [fastest]
-    seen = {(tuple(fastest.placement.items()), fastest.actors, tuple(sorted(fastest.spread.items())))}
+    seen = {(tuple(fastest.placement.items()), fastest.actors, tuple(sorted(fastest.spread.items())), fastest.shards)}
     for point in sorted(points[1:], key=lambda p: (p.period_s, p.energy_j)):
-        key = (tuple(point.placement.items()), point.actors, tuple(sorted(point.spread.items())))
+        key = (tuple(point.placement.items()), point.actors, tuple(sorted(point.spread.items())), point.shards)
         if key in seen or point.energy_j >= front[-1].energy_j * (1 - 1e-9):
             continue
         seen.add(key)

@@ -48,6 +48,12 @@ node's lanes. The transitions (act → replay_insert) and weights (learn → act
 between nodes; every edge between nodes pays the link's latency per message and bytes ÷ bandwidth
 (`transfer`: all the actors' traffic for an edge with an actor end) and keeps both nodes' network interfaces
 busy (`nic`).
+
+The replay server may be sharded (`shard_cost` not empty): σ[K] ∈ {0,1} picks the shard count K (Σ_K σ[K] =
+1), x[replay_insert,d] = 1 on each device holding a shard (Σ_d x = Σ_K K·σ[K], at most one per node), each
+shard 1/K of the buffer and of the inserts, samples and priority updates (the sampler draws uniformly over
+the union: the launcher's ShardedReplay), its edges at `shard_transfer`/`shard_nic` (every shard a read
+touches is its own round trip: sharding adds messages). ilp.py states the rows.
 """
 
 from __future__ import annotations
@@ -141,6 +147,22 @@ class Problem:
     #: seconds per iteration that edge e from d to d' on another node keeps the two nodes' network
     #: interfaces busy (bytes / bandwidth, sent by d's node and received by d''s)
     nic: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    #: (clusters) the replay server sharded over K ≥ 2 nodes, one shard on one device of each: seconds per
+    #: iteration of replay kernel k on one shard on d (its 1/K of the inserts, samples and priority updates);
+    #: empty: one replay server, never sharded. A device with no entry for K holds no shard of K
+    shard_cost: dict[tuple[str, str, int], float] = field(default_factory=dict)
+    #: the transfer (and nic) seconds of edge e between a shard on one end and d' on the other when there are
+    #: K ≥ 2 shards, one shard's part: keyed (e, d, d', K) as `transfer` is (e, d, d')
+    shard_transfer: dict[tuple[str, str, str, int], float] = field(default_factory=dict)
+    shard_nic: dict[tuple[str, str, str, int], float] = field(default_factory=dict)
+
+    def shard_counts(self) -> list[int]:
+        """The shard counts K the replay server may take: 1, and each K that shard_cost offers."""
+        return sorted({1, *(K for (_, _, K) in self.shard_cost)})
+
+    @property
+    def sharded(self) -> bool:
+        return bool(self.shard_cost)
 
     def node_list(self) -> list[Node]:
         return self.nodes or [Node("", self.host, self.host_device, self.env_cost)]
@@ -181,6 +203,12 @@ class Solution:
     #: (clusters) act's device on each node that runs actor processes, and how many it runs there (they sum to
     #: actors.n); empty: all of them on placement["act"]
     spread: dict[str, int] = field(default_factory=dict)
+    #: (clusters) the devices holding the replay server's shards, one per node, when it is sharded (K ≥ 2);
+    #: empty: one replay server, on placement["replay_insert"]
+    shards: tuple[str, ...] = ()
+
+    def replay_devices(self) -> tuple[str, ...]:
+        return tuple(self.shards) or (self.placement["replay_insert"],)
 
     def actor_spread(self) -> dict[str, int]:
         return dict(self.spread) or {self.placement["act"]: self.actors.n}
