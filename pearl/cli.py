@@ -425,6 +425,10 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
         spread = " (" + ", ".join(f"{n} on {d}" for d, n in result.actor_devices.items()) + ")"
     click.echo("  " + ", ".join(f"{k} → {v}" for k, v in result.mapping.items()) +
                f"; {result.actors} actor(s){spread} × {result.envs_per_actor} env(s)")
+    if result.replay_shards:  # a cluster plan's replay server sharded over nodes
+        click.echo(f"  replay server: {sum(result.replay_shards.values())} shards, "
+                   + ", ".join(f"{n} on {d}" for d, n in result.replay_shards.items())
+                   + " (each an equal part of the buffer, the inserts and the samples)")
     click.echo(f"  predicted {p['env_steps_per_s']:,.0f} env steps/s, {p['updates_per_s']:,.0f} updates/s, "
                f"{p['power_w']:.0f} W, {joules} (timings {p['source']}, power {p['power_source']})")
     if p.get("scaled"):
@@ -434,7 +438,8 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
         click.echo(f"  scaled: the profile has not measured {p['workload']}; "
                    + "; ".join(f"{', '.join(ks)} from {w}" for w, ks in sources.items())
                    + ", scaled by their work (roofline flops and bytes)")
-    ties = " (ties go to the fewest actor processes, then devices)" if result.solver.get("ties") else ""
+    ties = " (ties go to the fewest actor processes, then replay shards, then devices)" \
+        if result.solver.get("ties") else ""
     click.echo(f"  bottleneck: {result.bottleneck}{ties}")
     for line in _cluster_lines(result):
         click.echo(line)
@@ -621,6 +626,8 @@ def _cluster_lines(result: Any) -> list[str]:
     for name, n in nodes.items():
         ratio = f", {n['ratio']:.3g} CPU lanes per accelerator" if n.get("ratio") else ""
         acting = next((f" acting on {d}" for d in spread if d.split("/", 1)[0] == name), "")
+        acting += next((f", {k} replay shard(s) on {d}" for d, k in result.replay_shards.items()
+                        if d.split("/", 1)[0] == name), "")
         lines.append(f"  node {name}: {n['actors']} actor process(es){acting}, kernels "
                      f"{', '.join(n['kernels']) or 'none'}; {n['cpu']} CPU lane(s) busy, {n['accelerator']} "
                      f"accelerator(s){ratio}")

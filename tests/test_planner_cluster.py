@@ -379,8 +379,10 @@ def test_two_node_plan_names_nodes(capsys, tmp_path):
     assert set(plan.profile["nodes"]) == {"a", "b"} and len(plan.profile["links"]) == 1
     data = json.loads(json.dumps(plan.to_dict()))
     assert data["lanes"]["nodes"]["a"]["kernels"] is not None
-    # why: each role moved to the other node, none faster than the optimum
-    assert sorted(m["role"] for m in plan.why) == ["actors", "learner", "replay server"]
+    # why: each role moved to the other node (a sharded replay server: one server on each node), none faster
+    # than the optimum
+    servers = 2 if plan.replay_shards else 1
+    assert sorted(m["role"] for m in plan.why) == ["actors", "learner", *["replay server"] * servers]
     for move in plan.why:
         assert move["period_s"] is None or move["period_s"] >= plan.predicted["period_s"] * (1 - 1e-9)
 
@@ -432,7 +434,8 @@ def test_the_learner_goes_to_the_node_with_the_accelerator(capsys, tmp_path):
 
 def test_a_transport_call_keeps_prioritized_replay_beside_the_learner(capsys, tmp_path):
     """Prioritized replay away from the learner is read once an update (two round trips) and told of each
-    update's priorities: at 40 GbE's bare latency the plan may split them, but at a Ray call per message
+    update's priorities: at 40 GbE's bare latency the plan may split them (or shard the replay server over
+    both nodes), but at a Ray call per message
     (0.44 ms, benchmarks/ray_calls.py on the 2-core VM) it keeps the replay server on the learner's node;
     uniform replay, read once a segment, may stay apart."""
     from pearl.algos import preset
@@ -444,9 +447,10 @@ def test_a_transport_call_keeps_prioritized_replay_beside_the_learner(capsys, tm
         folder.mkdir()
         path = _merge(capsys, folder, f"a={REFERENCE}", f"b={REFERENCE}", call_s=call_s)
         plan = make_plan(path, "dqn", "CartPole-v1", config=prioritized)
-        node[call_s] = {k: plan.mapping[k].split("/")[0] for k in ("replay_sample", "learn")}
-    assert node[0.0]["replay_sample"] != node[0.0]["learn"]  # the case the call changes
-    assert node[4.4e-4]["replay_sample"] == node[4.4e-4]["learn"]
+        replay = plan.replay_shards or [plan.mapping["replay_sample"]]  # one server, or its shards
+        node[call_s] = ({d.split("/")[0] for d in replay}, plan.mapping["learn"].split("/")[0])
+    assert node[0.0][0] != {node[0.0][1]}  # the case the call changes: (some of) the replay away
+    assert node[4.4e-4][0] == {node[4.4e-4][1]}
 
 
 def test_a_dearer_transport_call_never_plans_faster(capsys, tmp_path):
@@ -547,3 +551,34 @@ def test_training_refuses_a_spread_that_names_no_node(capsys, tmp_path):
                            str(tmp_path / "runs"))
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "'actor_devices' names cpu" in lines[0] and str(plan_path) in lines[0]
+
+
+def test_a_sharded_replay_server_is_recorded_and_printed(capsys, tmp_path):
+    """Two what-if nodes of the reference profile on 40 GbE at the bare latency: DQN CartPole's replay server
+    is sharded over both nodes' CPUs (each shard half the inserts and samples, the batch's messages twice),
+    faster than one server on either node; the plan file records the shards, `pearl plan` prints them, a plan
+    written before the field loads as unsharded, and a malformed field is one error naming it."""
+    from pearl.planner.plan import PlanFileError, load_plan
+
+    path = _merge(capsys, tmp_path, f"a={REFERENCE}", f"b={REFERENCE}")
+    plan_path = tmp_path / "plan.json"
+    code, out, err = run_cli(capsys, "plan", "--profile", str(path), "--algo", "dqn", "--env", "CartPole-v1",
+                             "--out", str(plan_path))
+    assert code == 0, err
+    plan = load_plan(plan_path)
+    assert plan.replay_shards == {"a/cpu": 1, "b/cpu": 1} and plan.mapping["replay_insert"] in plan.replay_shards
+    assert "replay server: 2 shards, 1 on a/cpu, 1 on b/cpu" in out
+    for node in ("a", "b"):
+        assert f"1 replay shard(s) on {node}/cpu" in out
+    servers = [m for m in plan.why if m["role"] == "replay server"]
+    assert len(servers) == 2 and all(m["period_s"] > plan.predicted["period_s"] for m in servers)
+
+    data = json.loads(plan_path.read_text())
+    del data["replay_shards"]  # a plan written before the field: one replay server
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    assert load_plan(tmp_path / "old.json").replay_shards == {}
+    for bad in ({"a/cpu": 1, "a/gpu": 1}, {"b/cpu": 2}, {"a/cpu": 0, "b/cpu": 1}):
+        data["replay_shards"] = bad
+        (tmp_path / "bad.json").write_text(json.dumps(data))
+        with pytest.raises(PlanFileError, match="replay_shards"):
+            load_plan(tmp_path / "bad.json")

@@ -389,6 +389,7 @@ def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int 
     scaled = {(k, qualified(name, d)): w for name, _, _, f in parts for (k, d), w in f.scaled.items()}
     merged.edges += list(CLUSTER_EDGES)
     _cross_node_transfers(cluster, parts, merged, facts, spec, max(lanes))
+    _replay_shards(cluster, parts, merged, facts, spec, max(lanes))
     return merged, replace(facts, weight_sync_s=sync, scaled=scaled)
 
 
@@ -453,3 +454,53 @@ def _cross_node_transfers(cluster: Cluster, parts: list, problem: Problem, facts
                 seconds += _seconds(out) + _seconds(into)
             problem.transfer[(e.name, d.id, d2.id)] = seconds
             problem.nic[(e.name, d.id, d2.id)] = c.nbytes / link.bandwidth_bytes_per_s
+
+
+def _replay_shards(cluster: Cluster, parts: list, problem: Problem, facts: Facts, spec: EnvSpec,
+                   actors: int) -> None:
+    """The replay server sharded over K ≥ 2 nodes, as the Ray launcher runs it: each shard a ReplayShard actor
+    (host numpy storage) on a node's `cpu`, holding 1/K of the buffer and doing 1/K of the inserts, samples
+    and priority updates (shard_cost = cost / K). Its edges, one shard's part (`crossings` for one server):
+        inserts     each worker's batch goes whole to one shard, round-robin: 1/K of the messages and bytes
+        batch       every read touches every shard (a stats and a lookup round trip each): the messages of
+                    one server per shard, 1/K of the bytes (sharding multiplies the batch's messages by K)
+        td_errors   one message an update to every shard, 1/K of the bytes
+    between nodes at the link's per-message cost and bandwidth (and the legs to and from a device), within a
+    node at the transport's call per message (a shard is a process of its own, not the learner's) and the
+    cost model's copy between two devices."""
+    per_edge = crossings(facts.config, spec, actors)
+    models = {name: model for name, model, _, _ in parts}
+    hosts = [n.host_device for n in problem.nodes if all((k, n.host_device) in problem.cost for k in REPLAY)]
+    for K in range(2, len(hosts) + 1):
+        for d in hosts:
+            problem.shard_cost.update({(k, d, K): problem.cost[(k, d)] / K for k in REPLAY})
+        for e in problem.edges:
+            c = per_edge.get(e.name)
+            if c is None or c.messages <= 0 or not (e.src in REPLAY or e.dst in REPLAY):
+                continue
+            part = Crossing(c.messages / K if e.name == "inserts" else c.messages, c.nbytes / K, c.arrays, c.legs)
+            for shard, other in product(hosts, problem.devices):
+                src, dst = (shard, other.id) if e.src in REPLAY else (other.id, shard)
+                seconds, nic = _shard_message(cluster, models, problem, part, src, dst)
+                problem.shard_transfer[(e.name, src, dst, K)] = seconds
+                if nic > 0:
+                    problem.shard_nic[(e.name, src, dst, K)] = nic
+
+
+def _shard_message(cluster: Cluster, models: dict[str, CostModel], problem: Problem, c: Crossing, src: str,
+                   dst: str) -> tuple[float, float]:
+    """(transfer seconds, nic seconds) of one shard's part `c` of an edge from device src to dst."""
+    a, b = problem.device(src).node, problem.device(dst).node
+    local = {src: src.split("/", 1)[1], dst: dst.split("/", 1)[1]}
+    if a == b:
+        calls = [link.call_s for link in cluster.links if a in (link.a, link.b)]
+        seconds = c.messages * min(calls, default=0.0)
+        if src != dst:
+            seconds += _seconds(partial(models[a].transfer_time, local[src], local[dst], int(c.nbytes), c.arrays))
+        return seconds, 0.0
+    link = cluster.link(a, b)
+    seconds = c.messages * link.message_s + c.nbytes / link.bandwidth_bytes_per_s
+    if c.legs:
+        seconds += _seconds(partial(models[a].transfer_time, local[src], HOST, int(c.nbytes), c.arrays))
+        seconds += _seconds(partial(models[b].transfer_time, HOST, local[dst], int(c.nbytes), c.arrays))
+    return seconds, c.nbytes / link.bandwidth_bytes_per_s

@@ -156,6 +156,7 @@ def _plan(source: Source, problem: Problem, facts: Facts, algo: str, env_id: str
         pearl_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         algo=algo, env=env_id, objective=objective, profile=_profile_summary(source),
         mapping=mapping, actors=best.actors.n, envs_per_actor=best.actors.envs, actor_devices=dict(best.spread),
+        replay_shards=dict.fromkeys(best.shards, 1),
         predicted={**_figures(best.period_s, best.energy_j, facts, _sources(source, mapping, facts)),
                    "workload": facts.workload},
         bottleneck=best.binding, lanes=_lanes(problem, best),
@@ -164,7 +165,8 @@ def _plan(source: Source, problem: Problem, facts: Facts, algo: str, env_id: str
         solver={"name": best.solver, "status": best.status, "gap": best.gap if math.isfinite(best.gap) else None,
                 "solve_s": best.solve_s, "ties": TIES},
         pareto=[{**_figures(s.period_s, s.energy_j, facts, {}), "mapping": dict(s.placement), "actors": s.actors.n,
-                 "envs_per_actor": s.actors.envs, **({"actor_devices": dict(s.spread)} if s.spread else {})}
+                 "envs_per_actor": s.actors.envs, **({"actor_devices": dict(s.spread)} if s.spread else {}),
+                 **({"replay_shards": dict.fromkeys(s.shards, 1)} if s.shards else {})}
                 for s in front],
         kernels=_kernel_seconds(problem, facts, best),
         power=_power_figures(source, problem),
@@ -205,7 +207,8 @@ def _moves(problem: Problem, best: Solution) -> list[dict]:
     cost = evaluator(problem)
     actor_nodes = {problem.device(d).node for d in best.actor_spread()}
     for role, kernels in ROLES_ON_NODES.items():
-        here = actor_nodes if role == "actors" else {problem.device(best.placement[kernels[0]]).node}
+        here = actor_nodes if role == "actors" else {problem.device(best.placement[kernels[0]]).node} \
+            if role == "learner" else {problem.device(d).node for d in best.replay_devices()}
         for node in nodes:
             if here == {node.name}:
                 continue
@@ -214,8 +217,10 @@ def _moves(problem: Problem, best: Solution) -> list[dict]:
                 placement = {**best.placement, **{k: d for k in kernels}}
                 if role == "actors":  # every actor process on that node
                     tries += [r for a in problem.actor_options() if (r := cost(placement, a))]
-                else:  # the actors where the plan spreads them
+                elif role == "replay server":  # one replay server there, the actors where the plan spreads them
                     tries += [r for r in [cost(placement, best.actors, best.actor_spread())] if r]
+                else:  # the actors and the replay shards where the plan puts them
+                    tries += [r for r in [cost(placement, best.actors, best.actor_spread(), best.shards)] if r]
             fastest = min(tries, default=None)
             out.append({"role": role, "node": node.name, "period_s": fastest[0] if fastest else None,
                         "bottleneck": fastest[2] if fastest else "infeasible"})
@@ -262,6 +267,9 @@ def _kernel_seconds(problem: Problem, facts: Facts, solution: Solution) -> dict[
     for k in PLACED:
         if k != "act":
             out[k] = problem.cost[(k, solution.placement[k])]
+    if solution.shards:  # every shard's part, together
+        for k in REPLAY:
+            out[k] = sum(problem.shard_cost[(k, d, len(solution.shards))] for d in solution.shards)
     out["learn"] -= publish
     out["weight_sync"] = publish + load
     return out
@@ -296,6 +304,9 @@ def _lanes(problem: Problem, solution: Solution) -> dict:
     nodes = {}
     for node in problem.node_list():
         used = {k: problem.device(d) for k, d in solution.placement.items() if problem.device(d).node == node.name}
+        shard = next((problem.device(d) for d in solution.shards if problem.device(d).node == node.name), None)
+        if shard is not None:  # a replay shard on this node
+            used.update(dict.fromkeys(REPLAY, shard))
         roles_on_host = sum(used[k].resource == node.host for k in ("learn", REPLAY[0]) if k in used)
         actors = sum(n for d, n in solution.actor_spread().items() if problem.device(d).node == node.name)
         if actors:

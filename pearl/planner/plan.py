@@ -8,6 +8,7 @@ predicts for it and for the all-on-one-device mappings.
                   "learn": D},
       "actors": n, "envs_per_actor": e,
       "actor_devices": {D: processes},  (cluster plans) act's device on each node that runs actor processes
+      "replay_shards": {D: shards},  (cluster plans) the devices holding the replay server's shards
       "predicted": {"env_steps_per_s", "updates_per_s", "learner_samples_per_s", "period_s",
                     "energy_per_iteration_j", "power_w", "env_steps_per_joule", "source", "power_source",
                     "scaled": {kernel: the measured workload its times were scaled from}, "workload"},
@@ -34,8 +35,11 @@ GPU the plan slices: each slice in use, the roles on it, the processes that each
 share or MIG profile of their own, or 1) and the share of the GPU's SMs each has. "actor_devices" (optional;
 empty, or absent in older plans: all `actors` act on mapping["act"]) spreads the actor processes over the nodes
 of a cluster: they add up to `actors`, mapping["act"] is one of them (the one with the most) and
-mapping["env_step"] its node's host; each process steps an equal share of the env steps. This module imports no
-hardware library.
+mapping["env_step"] its node's host; each process steps an equal share of the env steps. "replay_shards"
+(optional; empty, or absent in older plans: one replay server on mapping["replay_insert"]) shards the replay
+server over nodes: each device (one per node, mapping["replay_insert"] among them) holds that many shards (1),
+each shard an equal part of the buffer, the inserts and the samples. This module imports no hardware
+library.
 """
 
 from __future__ import annotations
@@ -80,6 +84,8 @@ class Plan:
     slices: list[dict[str, Any]] = field(default_factory=list)
     #: (cluster plans) act's device on each node with actor processes → how many; empty: all on mapping["act"]
     actor_devices: dict[str, int] = field(default_factory=dict)
+    #: (cluster plans) the devices holding the replay server's shards → shards there; empty: one replay server
+    replay_shards: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, **asdict(self)}
@@ -140,12 +146,13 @@ def parse_plan(data: Any, where: str) -> Plan:
     if not isinstance(power, dict) or not all(isinstance(v, dict) for v in power.values()):
         fail("power", "an object mapping device ids to their power figures", power)
     actor_devices = _actor_devices(data, fail)
+    replay_shards = _replay_shards(data, fail)
     return Plan(data["pearl_version"], data["created"], data["algo"], data["env"], data["objective"],
                 data["profile"], dict(mapping), data["actors"], data["envs_per_actor"], data["predicted"],
                 data["bottleneck"], data["lanes"], list(data.get("baselines", [])), dict(solver),
                 list(data.get("pareto", [])), {k: float(v) for k, v in kernels.items()}, dict(power),
                 list(data.get("why", [])) if isinstance(data.get("why", []), list) else [], list(slices),
-                actor_devices)
+                actor_devices, replay_shards)
 
 
 def _actor_devices(data: dict, fail) -> dict[str, int]:
@@ -158,3 +165,18 @@ def _actor_devices(data: dict, fail) -> dict[str, int]:
         fail("actor_devices", f"an object mapping act devices (one of them mapping.act, {data['mapping']['act']}) "
              f"to actor processes that add up to actors ({data['actors']})", spread)
     return dict(spread)
+
+
+def _replay_shards(data: dict, fail) -> dict[str, int]:
+    """The optional shards of the replay server: device ids (NODE/DEVICE, one per node, mapping["replay_insert"]
+    among them) → shards ≥ 1, two or more in all."""
+    shards = data.get("replay_shards", {})
+    ok = isinstance(shards, dict) and all(isinstance(d, str) and "/" in d and isinstance(n, int)
+                                          and not isinstance(n, bool) and n >= 1 for d, n in shards.items())
+    if ok and shards:
+        nodes = [d.split("/", 1)[0] for d in shards]
+        ok = len(set(nodes)) == len(nodes) and sum(shards.values()) >= 2 and data["mapping"]["replay_insert"] in shards
+    if not ok:
+        fail("replay_shards", "an object mapping NODE/DEVICE ids, one per node, mapping.replay_insert "
+             f"({data['mapping']['replay_insert']}) among them, to shards (at least 2 in all)", shards)
+    return dict(shards)
