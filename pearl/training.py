@@ -274,7 +274,8 @@ def _check_cluster_plan(path: str, plan: "Plan", launcher: str, emulate: dict[st
     if emulate:
         raise ConfigError(f"--emulate stands in for a device of this machine; {path} is a cluster plan, whose "
                           "devices are its nodes' own")
-    for name, ids in (("mapping", plan.mapping.values()), ("actor_devices", plan.actor_devices)):
+    for name, ids in (("mapping", plan.mapping.values()), ("actor_devices", plan.actor_devices),
+                      ("replay_shards", plan.replay_shards)):
         bad = sorted(d for d in ids if "/" not in d)
         if bad:
             raise PlanError(f"{path}: field '{name}' names {bad[0]}, not a NODE/DEVICE id of its nodes ({nodes})")
@@ -287,6 +288,10 @@ def _check_cluster_plan(path: str, plan: "Plan", launcher: str, emulate: dict[st
     if devices["replay_insert"][0] != devices["learn"][0] and devices["replay_insert"][1] != "cpu":
         raise PlanError(f"{path} places the replay server on {'/'.join(devices['replay_insert'])}, away from the "
                         "learner; a replay server of its own node keeps replay on that node's cpu in this pearl")
+    shard_devices = sorted(d for d in plan.replay_shards if d.split("/", 1)[1] != "cpu")
+    if shard_devices:
+        raise PlanError(f"{path}: field 'replay_shards' puts a shard on {shard_devices[0]}; a replay shard keeps its "
+                        "table in its node's host memory (cpu) in this pearl")
 
 
 def role_nodes(plan: "Plan") -> RoleNodes:
@@ -297,8 +302,9 @@ def role_nodes(plan: "Plan") -> RoleNodes:
     node = {k: d.split("/", 1)[0] for k, d in plan.mapping.items()}
     spread = plan.actor_devices or {plan.mapping["act"]: plan.actors}
     workers = tuple(tuple(d.split("/", 1)) for d, n in sorted(spread.items()) for _ in range(n))
+    shards = tuple(d.split("/", 1)[0] for d, n in sorted(plan.replay_shards.items()) for _ in range(n))
     return RoleNodes(actors=node["act"], replay=node["replay_insert"], learner=node["learn"],
-                     workers=workers if len(spread) > 1 else ())
+                     workers=workers if len(spread) > 1 else (), shards=shards)
 
 
 def local_devices(plan: "Plan") -> dict[str, str]:
@@ -658,8 +664,14 @@ def _runner(setup: _Setup, checkpoint: "Checkpoint | None", checkpointer: Checkp
         extra.update(address=o.ray_address, replay_shards=o.replay_shards)
         if setup.plan is not None and is_cluster_plan(setup.plan):
             nodes = role_nodes(setup.plan)
-            # a replay server on a node of its own is a shard actor there (the learner keeps replay otherwise)
+            # a replay server on a node of its own is a shard actor there (the learner keeps replay otherwise);
+            # a sharded one is the plan's shards, each on its node
             shards = max(o.replay_shards, 1) if nodes.replay != nodes.learner else o.replay_shards
+            if nodes.shards:
+                if o.replay_shards not in (0, len(nodes.shards)):
+                    raise ConfigError(f"--replay-shards {o.replay_shards}: the plan shards the replay server over "
+                                      f"{len(nodes.shards)} nodes; leave --replay-shards out")
+                shards = len(nodes.shards)
             extra.update(role_nodes=nodes, replay_shards=shards)
     try:
         return cls(setup.job, checkpoint, checkpointer, **extra)

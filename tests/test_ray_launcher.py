@@ -483,10 +483,11 @@ def test_a_ray_address_where_no_cluster_answers_is_one_error_line(capsys, monkey
 
 # ------------------------------------------------------------------------------------------- cluster plans
 def cluster_plan(capsys, tmp_path: Path, nodes: tuple[str, str], act: str, replay: str, learn: str,
-                 spread: dict[str, int] | None = None) -> Path:
+                 spread: dict[str, int] | None = None, shards: dict[str, int] | None = None) -> Path:
     """A DQN CartPole plan of a two-node cluster profile (the reference profile for both nodes), its roles then
     moved to the given nodes and two actor processes on `act`'s cpu (or as `spread` deals them out over the
-    nodes' act devices), so that the test decides where each role goes."""
+    nodes' act devices), one replay server on `replay` (or sharded as `shards` says), so that the test decides
+    where each role goes."""
     from cli_support import run_cli
 
     reference = TESTS.parent / "profiles" / "reference.json"
@@ -502,6 +503,7 @@ def cluster_plan(capsys, tmp_path: Path, nodes: tuple[str, str], act: str, repla
                "priority_update": replay, "learn": learn}
     plan["mapping"] = {k: f"{node_of[k]}/cpu" for k in plan["mapping"]}
     plan["actor_devices"] = spread or {f"{act}/cpu": 2}
+    plan["replay_shards"] = shards or {}
     plan["actors"], plan["envs_per_actor"] = sum(plan["actor_devices"].values()), 2
     plan_path.write_text(json.dumps(plan))
     return plan_path
@@ -576,6 +578,52 @@ def test_a_plan_that_spreads_the_actors_puts_each_worker_on_its_node_and_learns_
     for name in a.final_params:
         assert np.array_equal(a.final_params[name], b.final_params[name]), name
     assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
+
+
+@needs_ray
+def test_a_sharded_replay_server_puts_each_shard_on_its_node_and_learns_as_unpinned_shards(cluster) -> None:
+    """A plan that shards the replay server over "a" and "b": shard 0 on a, shard 1 on b, each asked from
+    inside, and the parameters are those of two replay shards placed anywhere, bit for bit (the client's
+    draws decide the learning, not where the shards run; `--replay-shards` runs repeat with themselves)."""
+    from pearl.runtime.launcher import RoleNodes
+    from pearl.runtime.ray_launcher import RayLauncher
+
+    cfg = DQNConfig(total_steps=1536, learning_starts=256, train_freq=128, gradient_steps=16, n_envs=2,
+                    target_update_interval=64, prioritized=True, **SMALL)
+    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=5, actors=2, threads=1)
+    free = RayLauncher(job, replay_shards=2).run()
+    nodes = RoleNodes(actors="a", replay="a", learner="b", shards=("a", "b"))
+    launcher = RayLauncher(job, replay_shards=2, role_nodes=nodes)
+    pinned = launcher.run()
+    assert launcher.shard_nodes == [cluster.actors, cluster.spare] and launcher.learner_node == cluster.spare
+    assert "plan node a" in pinned.roles["replay shard 0"] and "plan node b" in pinned.roles["replay shard 1"]
+    assert free.updates == pinned.updates > 0 and free.final_params.keys() == pinned.final_params.keys()
+    for name in free.final_params:
+        assert np.array_equal(free.final_params[name], pinned.final_params[name]), name
+    with pytest.raises(ConfigError, match="shards the replay server over 2 nodes"):
+        RayLauncher(job, replay_shards=3, role_nodes=nodes).run()
+
+
+@needs_ray
+def test_pearl_train_runs_a_sharded_plan_with_a_shard_on_each_node(capsys, cluster, tmp_path) -> None:
+    """`pearl train --plan` of a plan whose replay server is sharded over "a" and "b": two shards, each on its
+    plan node's Ray node; a --replay-shards that disagrees with the plan is one error line."""
+    from cli_support import run_cli
+
+    plan_path = cluster_plan(capsys, tmp_path, ("a", "b"), act="a", replay="a", learn="b",
+                             shards={"a/cpu": 1, "b/cpu": 1})
+    args = ["train", "--plan", str(plan_path), "--launcher", "ray", "--steps", "1024", "--set", "learning_starts=256",
+            "--eval-episodes", "0", "--runs-dir", str(tmp_path / "runs"), "--json"]
+    code, _, err = run_cli(capsys, *args, "--replay-shards", "3")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "shards the replay server over 2 nodes" in err
+    code, out, err = run_cli(capsys, *args)
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["steps"] == 1024
+    roles = result["roles"]
+    assert roles["replay shard 0"].startswith(f"node {cluster.actors[:8]}") and "plan node a" in roles["replay shard 0"]
+    assert roles["replay shard 1"].startswith(f"node {cluster.spare[:8]}") and "plan node b" in roles["replay shard 1"]
+    assert "replay shard 2" not in roles
 
 
 @needs_ray

@@ -69,15 +69,18 @@ NODE_RESOURCE = "pearl_node_{}"
 class RoleNodes:
     """The plan node of each role of a cluster plan. `workers`: each actor worker's (plan node, act device on
     that node), in worker order, where the plan spreads the actors over nodes; empty: every worker on `actors`,
-    acting on the job's act device."""
+    acting on the job's act device. `shards`: the plan node of each replay shard of a sharded replay server."""
 
     actors: str
     replay: str
     learner: str
     workers: tuple[tuple[str, str], ...] = ()
+    #: the plan node of each replay shard, in shard order, where the plan shards the replay server; empty: one
+    #: replay server, on `replay`
+    shards: tuple[str, ...] = ()
 
     def names(self) -> list[str]:
-        return sorted({self.actors, self.replay, self.learner, *(node for node, _ in self.workers)})
+        return sorted({self.actors, self.replay, self.learner, *(node for node, _ in self.workers), *self.shards})
 
     def worker(self, i: int, act: str) -> tuple[str, str]:
         """Worker i's plan node and act device (`act`: the job's, for a plan that does not spread them)."""

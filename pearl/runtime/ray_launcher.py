@@ -619,16 +619,16 @@ class RayLauncher(SegmentLauncher):
     def start(self) -> None:
         ray = self._join()
         self._previous_sigterm = raise_on_sigterm(self._terminated)  # after ray.init, which installs its own
-        learner, shard, workers = self._placements(ray)
+        learner, shards, workers = self._placements(ray)
         learner = dataclasses.replace(learner, env={**learner.env, **slice_env(self.placement.learn)})
         acts = self.act_devices()
         workers = [dataclasses.replace(w, env={**w.env, **slice_env(acts[i])}) for i, w in enumerate(workers)]
         roles = [("learner", learner)]
-        roles += [(f"replay shard {i}", shard) for i in range(self.replay_shards)]
+        roles += [(f"replay shard {i}", shard) for i, shard in enumerate(shards)]
         roles += [(f"actor worker {i}", w) for i, w in enumerate(workers)]
         check_roles(roles)  # every role, before any is started
         if self.replay_shards:
-            self.shard_handles = remote_shards(self.config, self.spec, self.replay_shards, shard)
+            self.shard_handles = remote_shards(self.config, self.spec, self.replay_shards, shards)
             self.shard_nodes = self._get([h.node_id.remote() for h in self.shard_handles], "setting up",
                                          STARTUP_TIMEOUT_S)  # asked from inside each shard
         handle = _role_class().options(**learner.options()).remote(self.job, self._learner_devices(),
@@ -670,7 +670,7 @@ class RayLauncher(SegmentLauncher):
             return [self.placement.act] * self.job.actors
         return [self.plan_nodes.worker(i, self.placement.act)[1] for i in range(self.job.actors)]
 
-    def _placements(self, ray: ModuleType) -> tuple[ShardPlacement, ShardPlacement, list[ShardPlacement]]:
+    def _placements(self, ray: ModuleType) -> tuple[ShardPlacement, list[ShardPlacement], list[ShardPlacement]]:
         """The learner's, each replay shard's and each worker's placement: the ones given, else an equal part
         of the cluster's CPUs, at most one, for the learner and each worker (Ray's CPUs are admission only:
         the roles share the cores), none for a shard; on a CUDA device a GPU, or an equal part of one for the
@@ -689,7 +689,8 @@ class RayLauncher(SegmentLauncher):
             num_cpus=cpus, num_gpus=0.0 if not learn_gpu else shared or 1.0,
             node_id=str(ray.get_runtime_context().get_node_id()), soft=True)
         shard = self.replay_placement or ShardPlacement(num_cpus=0)
-        return learner, shard, [dataclasses.replace(worker, max_restarts=self.max_restarts)] * self.job.actors
+        return learner, [shard] * self.replay_shards, \
+            [dataclasses.replace(worker, max_restarts=self.max_restarts)] * self.job.actors
 
     def run(self, record: RunRecord | None = None, progress: Callable[[int], None] | None = None,
             max_seconds: float | None = None) -> LoopStats:
@@ -702,12 +703,13 @@ class RayLauncher(SegmentLauncher):
                 raise SystemExit(128 + signal.SIGTERM) from None
             raise
 
-    def _plan_placements(self, ray: ModuleType, nodes: RoleNodes) -> tuple[ShardPlacement, ShardPlacement,
+    def _plan_placements(self, ray: ModuleType, nodes: RoleNodes) -> tuple[ShardPlacement, list[ShardPlacement],
                                                                              list[ShardPlacement]]:
         """A cluster plan's placements: every role pinned (hard) to the Ray node of its plan node, each actor
         worker to its own (a plan may spread them over nodes); on each node the learner and the workers there
         share its CPUs equally, at most one each (admission only, as above); a CUDA role a GPU, or an equal
-        part of one with the roles on the same node's same GPU."""
+        part of one with the roles on the same node's same GPU. A sharded replay server: each shard pinned to
+        its own plan node (`RoleNodes.shards`)."""
         self.node_ids = ids = plan_node_ids(nodes.names())
         cpus_of = {n["NodeID"]: float(n.get("Resources", {}).get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")}
         acts = [nodes.worker(i, self.placement.act) for i in range(self.job.actors)]
@@ -726,8 +728,12 @@ class RayLauncher(SegmentLauncher):
                                                           num_gpus=gpus((node, act))) for node, act in acts]
         learner = self.learner_placement or ShardPlacement(
             num_cpus=cpus(nodes.learner), node_id=ids[nodes.learner], num_gpus=gpus(learner_gpu))
-        shard = self.replay_placement or ShardPlacement(num_cpus=0, node_id=ids[nodes.replay])
-        return learner, shard, [dataclasses.replace(w, max_restarts=self.max_restarts) for w in workers]
+        if nodes.shards and len(nodes.shards) != self.replay_shards:
+            raise ConfigError(f"the plan shards the replay server over {len(nodes.shards)} nodes, the launcher was "
+                              f"given {self.replay_shards} replay shards")
+        homes = nodes.shards or (nodes.replay,) * self.replay_shards
+        shards = [self.replay_placement or ShardPlacement(num_cpus=0, node_id=ids[n]) for n in homes]
+        return learner, shards, [dataclasses.replace(w, max_restarts=self.max_restarts) for w in workers]
 
     def stop(self) -> None:
         ray = sys.modules.get("ray")
