@@ -320,15 +320,11 @@ def memory_rows(problem: Problem) -> list[MemoryRow]:
     """(d) memory[d] for every device, then mps_memory[r] for every GPU with an MPS share among its devices."""
     rows = []
     for j, d in enumerate(problem.devices):
-        needs = [n for k in PLACED if (m := problem.memory.get((k, d.id), 0.0)) > 0 and _allowed(problem, k, d.id)
-                 for n in _needs(problem, k, d.id, m)]
-        rows.append(MemoryRow(f"memory_d{j}", f"memory[{d.id}]", needs, d.memory_bytes))
+        rows.append(MemoryRow(f"memory_d{j}", f"memory[{d.id}]", _needs(problem, PLACED, d.id), d.memory_bytes))
     mps = sorted({d.resource for d in problem.devices if d.slicing == "mps"})
     for ri, r in enumerate(mps):
         one_memory = [d for d in problem.devices if d.resource == r and d.slicing in ("mps", "")]
-        needs = [n for d in one_memory for k in LEARNER_PROCESS
-                 if (m := problem.memory.get((k, d.id), 0.0)) > 0 and _allowed(problem, k, d.id)
-                 for n in _needs(problem, k, d.id, m)]
+        needs = [n for d in one_memory for n in _needs(problem, LEARNER_PROCESS, d.id)]
         needs += [Need(m, (count_literal(a, d.id),)) for d in one_memory for (a, dd) in problem.act_cost
                   if dd == d.id and (m := problem.memory.get((ACT, d.id), 0.0)) > 0]
         # an MPS share reports its GPU's memory, as the whole GPU does
@@ -337,8 +333,14 @@ def memory_rows(problem: Problem) -> list[MemoryRow]:
     return rows
 
 
-def _needs(problem: Problem, k: str, d: str, m: float) -> list[Need]:
-    """k's memory on d: a shard of K holds 1/K of the replay storage."""
+def _needs(problem: Problem, kernels: tuple[str, ...], d: str) -> list[Need]:
+    """The memory of each of `kernels` that may sit on d, when it does."""
+    return [n for k in kernels if (m := problem.memory.get((k, d), 0.0)) > 0 and _allowed(problem, k, d)
+            for n in _kernel_needs(problem, k, d, m)]
+
+
+def _kernel_needs(problem: Problem, k: str, d: str, m: float) -> list[Need]:
+    """k's memory m on d: a shard of K holds 1/K of the replay storage."""
     if k not in REPLAY or not problem.sharded:
         return [Need(m, (kernel_literal(k, d),))]
     return [Need(m, (kernel_literal(k, d), shards_literal(1)))] + \
