@@ -228,10 +228,10 @@ def _shards_fit(problem: Problem, shards: tuple[str, ...]) -> bool:
         all((k, d, len(shards)) in problem.shard_cost for k in REPLAY for d in shards)
 
 
-def _feasible(problem: Problem, where: dict[str, str], actors: ActorOption, spread: dict[str, int],
-              shards: tuple[str, ...] = ()) -> bool:
-    """assign (allowed devices), replay_same, shards, memory[d] and mps_memory[r], spread, actors[n] and the
-    slices families of one placement."""
+def _feasible(problem: Problem, memory: list[acc.MemoryRow], where: dict[str, str], actors: ActorOption,
+              spread: dict[str, int], shards: tuple[str, ...] = ()) -> bool:
+    """assign (allowed devices), replay_same, shards, memory[d] and mps_memory[r] (`memory`: the problem's
+    acc.memory_rows), spread, actors[n] and the slices families of one placement."""
     for k, d in where.items():
         if k != ACT and (k, d) not in problem.cost:
             return False
@@ -239,7 +239,7 @@ def _feasible(problem: Problem, where: dict[str, str], actors: ActorOption, spre
         return False
     if len({where[k] for k in REPLAY}) != 1 or not _shards_fit(problem, shards):
         return False
-    for row in acc.memory_rows(problem):
+    for row in memory:
         if acc.held(problem, row, where, actors, spread, shards) > row.capacity * (1 + 1e-9):
             return False
     per_node: dict[str, int] = {}
@@ -287,16 +287,16 @@ def evaluate(
 
 
 def evaluator(problem: Problem) -> Callable[..., tuple[float, float, str] | None]:
-    """`evaluate` for many placements of one problem: its rows are built once (the problem must not change
-    while the evaluator is in use)."""
+    """`evaluate` for many placements of one problem: its rows (the bounds on P and the memory rows) are built
+    once (the problem must not change while the evaluator is in use)."""
     _check(problem)
     busy = acc.busy(problem)
     before, after = acc.period_rows(problem, busy)
-    return partial(_evaluate, problem, busy, before + after)
+    return partial(_evaluate, problem, busy, before + after, acc.memory_rows(problem))
 
 
-def _evaluate(problem: Problem, busy: dict[str, list[Term]], rows: list[Row], placement: dict[str, str],
-              actors: ActorOption, spread: dict[str, int] | None = None,
+def _evaluate(problem: Problem, busy: dict[str, list[Term]], rows: list[Row], memory: list[acc.MemoryRow],
+              placement: dict[str, str], actors: ActorOption, spread: dict[str, int] | None = None,
               shards: tuple[str, ...] | list[str] = ()) -> tuple[float, float, str] | None:
     missing = [k for k in PLACED if k not in placement]
     if missing:
@@ -307,7 +307,7 @@ def _evaluate(problem: Problem, busy: dict[str, list[Term]], rows: list[Row], pl
     if shards and where[REPLAY[0]] not in shards:
         raise PlanError(f"placement puts the replay kernels on {where[REPLAY[0]]}, which holds none of the "
                         f"shards {', '.join(shards)}")
-    if not _feasible(problem, where, actors, spread, shards):
+    if not _feasible(problem, memory, where, actors, spread, shards):
         return None
     bounds: dict[str, float] = {}
     for row in rows:  # rows sharing a label (one actor_period per option): the largest
