@@ -184,7 +184,12 @@ def _print_train(result: Any) -> None:
         if result.best:
             best = result.best
             click.echo(f"  best policy (kept at {best['steps']:,} env steps, {len(result.evaluations)} in-training "
-                       f"evaluations): return {best['return_mean']:.1f} ± {best['return_std']:.1f}  (headline)")
+                       f"evaluations): return {best['return_mean']:.1f} ± {best['return_std']:.1f}"
+                       f"{'  (headline)' if result.headline == 'best' else ''}")
+        if result.confirmation:
+            c = result.confirmation
+            click.echo(f"  headline chosen on {c['episodes']} other episodes: best {c['best_mean']:.1f}, final "
+                       f"{c['final_mean']:.1f}")
     if result.plan_check:
         check = result.plan_check
         click.echo(f"  plan: {result.actors} actor(s); predicted {check['predicted']['env_steps_per_s']:,.0f} env "

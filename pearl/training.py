@@ -30,7 +30,7 @@ from pearl.errors import CheckpointError, ConfigError, DeviceError, PearlError, 
 from pearl.fileio import FieldChecker, read_json
 from pearl.runtime.checkpoint import FOLDER as CHECKPOINTS
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, describe, estimate_bytes, latest
-from pearl.runtime.evaluate import EVAL_SEED_OFFSET, evaluate
+from pearl.runtime.evaluate import EVAL_SEED_OFFSET, confirm, evaluate
 from pearl.runtime.launcher import Job, LoopStats, Placement, RoleNodes, SegmentLauncher
 from pearl.runtime.record import RunRecord, check_runs_dir
 from pearl.runtime.schedule import DEFAULT_LAG
@@ -160,6 +160,7 @@ class TrainResult:
     checkpoint_s: float = 0.0  # seconds spent writing them (inside train_wall_s)
     schedule: dict[str, int] = field(default_factory=dict)  # segment steps, updates per segment, policy lag
     headline: str = "final"  # which policy eval_return_* describe: "best" (kept by in-training evaluations) or "final"
+    confirmation: dict[str, Any] = field(default_factory=dict)  # best and final on fresh episodes: the headline's pick
     final: dict[str, Any] = field(default_factory=dict)  # the final policy: return_mean, return_std, returns
     best: dict[str, Any] = field(default_factory=dict)  # the best policy: the same, and when it was found
     evaluations: list[dict[str, Any]] = field(default_factory=list)  # every in-training evaluation
@@ -750,8 +751,9 @@ def hyperparameters_note(setup: _Setup) -> str:
 def _score(setup: _Setup, runner: SegmentLauncher, stats: LoopStats, episodes: int,
            record: RunRecord) -> dict[str, Any]:
     """The final policy's and the best policy's greedy returns over the same `episodes` seeded episodes, and
-    which of them is the headline: the best one when in-training evaluations kept one, else the final one.
-    The best policy's parameters are saved as runs/<id>/best_policy.npz."""
+    which of them is the headline: when in-training evaluations kept a best policy other than the final one,
+    the one that did better on `episodes` fresh confirmation episodes (`evaluate.confirm`; the best on a tie),
+    else the final one. The best policy's parameters are saved as runs/<id>/best_policy.npz."""
     adapter = _eval_adapter(runner, setup)
     seed = setup.options.seed + EVAL_SEED_OFFSET
     act = adapter.make_act(setup.config, setup.spec, stats.final_params, setup.options.seed)
@@ -772,10 +774,19 @@ def _score(setup: _Setup, runner: SegmentLauncher, stats: LoopStats, episodes: i
                        "selection_mean": picked.mean, "file": str(record.dir / "best_policy.npz")}
         out["evaluations"] = [{"steps": e.steps, "updates": e.updates, "mean": e.mean} for e in best.history]
         out["headline"] = "best"
+        if episodes and not _same_policy(best.best, stats.final_params):
+            check = confirm(act, setup.spec, best.best, stats.final_params, episodes, setup.options.seed)
+            out["confirmation"] = check.to_dict()
+            out["headline"] = check.picked
     head = out["best"] if out["headline"] == "best" else final
     out.update(eval_return_mean=head["return_mean"], eval_return_std=head["return_std"],
                eval_returns=list(head["returns"]))
     return out
+
+
+def _same_policy(a: Params, b: Params) -> bool:
+    """Whether two policies hold equal parameters (the kept best is often the final policy itself)."""
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
 
 
 def _checkpoint_on_interrupt(runner: SegmentLauncher, exc: BaseException) -> str | None:

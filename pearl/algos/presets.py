@@ -12,7 +12,8 @@ What pearl changes in how the presets run (the hyperparameters above are the zoo
 - the schedule (pearl/runtime/schedule.py) is the zoo's train_freq/gradient_steps rounds, but by default the
   actors act with weights one round older (policy lag 1) so that they collect while the learner trains;
 - the run keeps the best policy of ten in-training greedy evaluations (10 episodes each, every tenth of the
-  run) and reports it as the headline beside the final policy, both scored on the same 20 episodes.
+  run) and reports it beside the final policy, both scored on the same 20 episodes; the headline is the one of
+  the two that did better on 20 other episodes (pearl/runtime/evaluate.py, `confirm`).
 The zoo's own schedule and final-policy result stay runnable: `pearl train --algo dqn --env CartPole-v1
 --policy-lag 0 --eval-every 0` (any launcher; the same result on each).
 
