@@ -45,6 +45,18 @@ BY_NAME: dict[str, Kernel] = {k.name: k for k in KERNELS}
 #: a transfer between adapters).
 DEVICE_KERNELS: tuple[str, ...] = ("act", "replay_insert", "replay_sample", "learn", "priority_update")
 
+#: replay_sample timed on a prioritized replay (the sum tree's descent and the importance weights): a profile
+#: holds it beside replay_sample, which is timed on a uniform replay, and a plan of a prioritized config charges
+#: it for replay_sample (on this machine's cpu it is 2-3 times the uniform draw at CartPole's batch of 64).
+PRIORITIZED_SAMPLE = "replay_sample_prioritized"
+#: The names a profile's kernel timings may carry.
+TIMING_NAMES: tuple[str, ...] = (*KERNEL_NAMES, PRIORITIZED_SAMPLE)
+
+
+def sample_timing(prioritized: bool) -> str:
+    """The timing that prices replay_sample for a replay with or without priorities."""
+    return PRIORITIZED_SAMPLE if prioritized else REPLAY_SAMPLE.name
+
 
 @dataclass(frozen=True)
 class Edge:

@@ -165,6 +165,35 @@ def test_in_situ_factor_scales_the_learner_side_costs() -> None:
     assert scaled.act_cost == base.act_cost
 
 
+def test_a_prioritized_config_pays_the_prioritized_draw() -> None:
+    """replay_sample of a prioritized config is priced by the profile's replay_sample_prioritized timing, the
+    uniform config's by replay_sample; a profile without the prioritized timing prices both by the uniform one."""
+    import dataclasses
+
+    from pearl.algos.presets import preset
+    from pearl.costmodel import CostModel
+    from pearl.envs import env_spec
+    from pearl.kernels import PRIORITIZED_SAMPLE
+    from pearl.planner.build import build_problem
+    from pearl.profile.format import load_profile
+
+    spec = env_spec("CartPole-v1")
+    uniform, prioritized = preset("dqn", "CartPole-v1"), preset("dqn", "CartPole-v1").replace(prioritized=True)
+    old = dataclasses.replace(load_profile(REFERENCE), in_situ=[])
+    assert not [k for k in old.kernels if k.kernel == PRIORITIZED_SAMPLE]
+
+    def sample_cost(profile, config) -> float:
+        problem, _ = build_problem(profile, CostModel(profile), "dqn", spec, config=config)
+        return problem.cost[("replay_sample", "cpu")]
+
+    assert sample_cost(old, prioritized) == sample_cost(old, uniform) > 0
+    tree = [dataclasses.replace(k, kernel=PRIORITIZED_SAMPLE, median_s=3 * k.median_s, p10_s=3 * k.p10_s,
+                                p90_s=3 * k.p90_s) for k in old.kernels if k.kernel == "replay_sample"]
+    new = dataclasses.replace(old, kernels=[*old.kernels, *tree])
+    assert sample_cost(new, prioritized) == pytest.approx(3 * sample_cost(old, uniform))
+    assert sample_cost(new, uniform) == sample_cost(old, uniform)
+
+
 def test_weight_sync_is_costed_on_the_learner_and_each_actor() -> None:
     """With the profile's weight-sync timing, the learner's publish (every update for the DQN preset) adds to
     learn and each actor's load to act and the actor period; a plan reports them apart as weight_sync."""

@@ -10,7 +10,7 @@ import pytest
 from cli_support import run_cli
 from pearl.descriptors import DescriptorError, load_descriptor
 from pearl.device import HOST_RESOURCE, DeviceKind
-from pearl.kernels import DEVICE_KERNELS
+from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
 from pearl.profile.format import ProfileError, load_profile, save_profile
 from pearl.profiling.power import rapl_domains
 from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
@@ -26,7 +26,8 @@ def cpu_profile():
 
 def test_every_device_kernel_is_measured_at_every_grid_point(cpu_profile) -> None:
     kernels = {(k.kernel, k.batch) for k in cpu_profile.kernels if k.device == "cpu"}
-    assert {k for k, _ in kernels} == set(DEVICE_KERNELS)
+    assert {k for k, _ in kernels} == {*DEVICE_KERNELS, PRIORITIZED_SAMPLE}
+    assert {b for k, b in kernels if k == PRIORITIZED_SAMPLE} == {b for k, b in kernels if k == "replay_sample"}
     assert {b for k, b in kernels if k == "learn"} == {32, 64, 128}  # the preset's 64 halved and doubled
     for k in cpu_profile.kernels:
         assert 0 < k.p10_s <= k.median_s <= k.p90_s and k.samples >= 3 and k.source == "measured"
@@ -87,7 +88,7 @@ def test_cli_writes_the_profile_and_a_json_summary(capsys, tmp_path) -> None:
                                 "--json")
     assert code == 0, err
     summary = json.loads(stdout)
-    assert summary["profile"] == str(out) and summary["kernel_measurements"] == 15
+    assert summary["profile"] == str(out) and summary["kernel_measurements"] == 18  # 3 acts, 3 inserts, 4 × 3 batches
     # the progress bar's total is what the sweep does, so the bar ends full and the summary says the same count
     options = ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",))
     assert summary["timings"] == count_measurements(options)
@@ -216,7 +217,7 @@ def test_what_if_a100_adds_modelled_cuda_entries(capsys, tmp_path) -> None:
     # one vocabulary of kinds (pearl.device): the profile says what the device is, not which API runs it
     assert (device.kind, device.adapter, device.source) == (DeviceKind.GPU, "torch", "modelled")
     entries = [k for k in profile.kernels if k.device == device.id]
-    assert {k.kernel for k in entries} == set(TorchAdapter.implements)
+    assert {k.kernel for k in entries} == {*TorchAdapter.implements, PRIORITIZED_SAMPLE}
     assert all(k.source == "modelled" and k.median_s > 0 for k in entries)
     measured_batches = {(k.kernel, k.batch) for k in profile.kernels if k.device == "cpu"}
     assert {(k.kernel, k.batch) for k in entries} == measured_batches  # costed at the measured grid

@@ -381,13 +381,13 @@ def child_profile():
 
 
 def test_a_device_is_profiled_in_a_child_process_started_with_the_environment_given(child_profile) -> None:
-    from pearl.kernels import DEVICE_KERNELS
+    from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
 
     token, child = child_profile
     [entry] = child.devices
     # the child read the variable from its own environment (this process never had it) into its entry
     assert entry.id == "cpu" and entry.process_env == (("PEARL_TEST_CHILD_PROBE", token),)
-    assert {k.kernel for k in child.kernels} == set(DEVICE_KERNELS)
+    assert {k.kernel for k in child.kernels} == {*DEVICE_KERNELS, PRIORITIZED_SAMPLE}
     assert all(k.device == "cpu" and k.source == "measured" and k.median_s > 0 for k in child.kernels)
     assert [t.device for t in child.in_situ] == [t.device for t in child.weight_sync] == ["cpu"]
     # the parent keeps env steps, power, slices and what-if devices: the child measures none of them

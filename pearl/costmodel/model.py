@@ -57,6 +57,7 @@ from dataclasses import dataclass, replace
 
 from pearl.costmodel.roofline import Work, kernel_work
 from pearl.device import HOST_DEVICE
+from pearl.kernels import sample_timing
 from pearl.profile.format import KernelTiming, Power, Profile, Transfer, Workload
 
 __all__ = ["HOST", "MEASURED", "MODELLED", "SCALED", "CostModel", "Estimate", "PowerEstimate"]
@@ -290,6 +291,12 @@ class CostModel:
         listed = "; ".join(f"{d}: {', '.join(sorted(ws))}" for d, ws in sorted(have.items()))
         return f"{what}; for {kernel!r} it has (device: workloads) {listed}"
 
+    def sample_timing(self, prioritized: bool, device: str, workload: str | Workload) -> str:
+        """The timing that prices replay_sample on `device` (`pearl.kernels.sample_timing`); a profile taken
+        before the prioritized draw was timed has the uniform one only, which then stands for both."""
+        name = sample_timing(prioritized)
+        return name if self.batches(name, device, workload) else "replay_sample"
+
     def in_situ_factor(self, device: str, workload: str | Workload) -> float:
         """How much slower the replay and learn kernels of `device` ran inside the learner's iteration (fresh
         samples, kernels interleaved, as the runtime runs them) than timed one at a time: the profile's in-situ
@@ -304,7 +311,8 @@ class CostModel:
         if t is None:
             return 1.0
         bare = (t.inserts * self.kernel_time("replay_insert", device, workload, t.insert_rows).seconds
-                + self.kernel_time("replay_sample", device, workload, t.batch).seconds
+                + self.kernel_time(self.sample_timing(t.prioritized, device, workload), device, workload,
+                                   t.batch).seconds
                 + self.kernel_time("learn", device, workload, t.batch).seconds
                 + (self.kernel_time("priority_update", device, workload, t.batch).seconds if t.prioritized else 0.0))
         return t.iteration_s / bare if bare > 0 else 1.0

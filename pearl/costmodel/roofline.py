@@ -78,7 +78,7 @@ from itertools import pairwise
 
 from pearl.algos.base import LearnWork
 from pearl.algos.registry import algorithm
-from pearl.kernels import KERNEL_NAMES
+from pearl.kernels import KERNEL_NAMES, PRIORITIZED_SAMPLE
 from pearl.profile.format import Workload
 from pearl.replay.sumtree import DEFAULT_ARITY as SUMTREE_ARITY  # children per sum-tree node, as replay uses
 from pearl.replay.sumtree import tree_depth
@@ -152,6 +152,8 @@ def _learn(work: LearnWork, nets: dict[str, list[int]], n: int) -> Work:
 
 def kernel_work(kernel: str, workload: Workload, batch: int) -> Work:
     """The work of one call of `kernel` for `workload` at `batch` (formulas in the module docstring)."""
+    if kernel == PRIORITIZED_SAMPLE:  # the formula below has the sum tree's descent in it already
+        kernel = "replay_sample"
     if kernel not in KERNEL_NAMES:
         raise KeyError(f"unknown kernel {kernel!r}; kernels are {', '.join(KERNEL_NAMES)}")
     if kernel in ("env_step", "weight_sync"):

@@ -212,7 +212,7 @@ def _learner_costs(inputs: _Inputs, devices: list[str], sync_s: dict[tuple, floa
             else 1.0
         if all(can(k, d) for k in REPLAY):
             cost[("replay_insert", d)] = f * (steps / envs) * t("replay_insert", d, envs)
-            cost[("replay_sample", d)] = f * t("replay_sample", d, batch)
+            cost[("replay_sample", d)] = f * t(model.sample_timing(config.prioritized, d, workload), d, batch)
             cost[("priority_update", d)] = f * t("priority_update", d, batch) if config.prioritized else 0.0
         if can("learn", d):
             sync_s[("learn", d)] = min(syncs, steps / envs) * inputs.weight_sync(d)[0]

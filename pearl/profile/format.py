@@ -8,6 +8,7 @@
                    "descriptor", "descriptor_matched", "source", "share", "instances", "process_env"}],
       "workloads": [{"key", "algo", "env", "obs_dim", "action_dim", "hidden", "batch_size", "buffer_size"}],
       "kernels": [{"workload", "kernel", "device", "batch", "median_s", "p10_s", "p90_s", "samples", "source"}],
+                 (kernel: a device kernel, or replay_sample_prioritized, the draw from a prioritized replay)
       "env_step": [{"env", "median_s", "p10_s", "p90_s", "samples", "source"}],
       "transfers": [{"device", "direction", "latency_s", "bandwidth_bytes_per_s", "source"}],
       "power": [{"device", "idle_w", "busy_w", "source", "method", "descriptor", "scale"}],
@@ -56,7 +57,7 @@ from typing import Any
 from pearl.device import HOST_RESOURCE, DeviceKind
 from pearl.errors import PearlError
 from pearl.fileio import MAX_INT, FieldChecker, field_path, read_json, write_json_atomic
-from pearl.kernels import KERNEL_NAMES
+from pearl.kernels import TIMING_NAMES
 
 SCHEMA = "pearl.profile/1"
 SCHEMA_NAME, SCHEMA_VERSION = SCHEMA.split("/")
@@ -292,7 +293,7 @@ def parse_profile(data: Any, where: str) -> Profile:
     device_ids = {d.id for d in profile.devices}
     workload_keys = {w.key for w in profile.workloads}
     for p, k in v.items(data, "kernels"):
-        timing = KernelTiming(v.member(k, "workload", p, workload_keys), v.member(k, "kernel", p, set(KERNEL_NAMES)),
+        timing = KernelTiming(v.member(k, "workload", p, workload_keys), v.member(k, "kernel", p, set(TIMING_NAMES)),
                               v.member(k, "device", p, device_ids), v.integer(k, "batch", p, 1),
                               *v.stats(k, p), v.source(k, p))
         profile.kernels.append(timing)

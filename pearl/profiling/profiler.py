@@ -5,7 +5,8 @@ batch), plus env stepping, host↔device transfers and power, into a `Profile`.
 What is measured, per workload (algorithm preset with its network shapes) and device:
 - act: n observations (n = environments an actor steps), the preset's exploration;
 - replay_insert: m transitions into the preset's buffer, pre-filled so inserts wrap nothing unusual;
-- replay_sample: b transitions (uniform, as the presets train);
+- replay_sample: b transitions from a uniform replay, and again (`replay_sample_prioritized`) from a
+  prioritized one, whose sum-tree descent costs more; a plan charges the one its config uses;
 - learn: one update on a batch already resident on the device (sampled, untimed, before the call);
 - priority_update: b TD errors, resident on the device as a learn call leaves them, into a *prioritized*
   replay at the indices of a fresh sample (uniform replay makes it a no-op, so its cost only exists with
@@ -46,7 +47,7 @@ from pearl.device import HOST_DEVICE, HOST_RESOURCE, DeviceKind  # noqa: F401 - 
 from pearl.descriptors import DEVICES_DIR, DeviceDescriptor, load_descriptor, resolve_descriptor
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError
-from pearl.kernels import DEVICE_KERNELS
+from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
 from pearl.profiling import power
 from pearl.profile.format import (DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power, Profile, Transfer,
                                     WeightSyncTiming, Workload, workload_key)
@@ -220,7 +221,7 @@ def count_measurements(options: ProfileOptions) -> int:
     device's transfers, each GPU slice (measured or modelled) and each what-if device."""
     grid = GRIDS["quick" if options.quick else "full"]
     # + the in-situ iteration and the weight sync
-    per_device = (len(grid.act) + len(grid.insert) + 3 * len(grid.batch_factors)) * grid.rounds + 2
+    per_device = (len(grid.act) + len(grid.insert) + 4 * len(grid.batch_factors)) * grid.rounds + 2
     from pearl.profiling.slices import slices_to_profile
 
     found = discover().devices
@@ -317,6 +318,7 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
     learner = adapter.make_learn(config, spec, params)
     for b in sorted({max(2, int(round(config.batch_size * f))) for f in grid.batch_factors}):
         point("replay_sample", b, partial(uniform.sample, b, 0.4))
+        point(PRIORITIZED_SAMPLE, b, partial(prioritized.sample, b, 0.4))
         point("learn", b, partial(learner.learn, uniform.sample(b, 0.4)))
         # priority_update alone; each call gets a fresh untimed sample's indices and device-resident TD errors
         point("priority_update", b, prioritized.update_priorities, partial(_fresh_update, adapter, prioritized, b, rng))
@@ -328,7 +330,7 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
                                 min_samples=grid.min_samples, after=after)
     out = [KernelTiming(workload.key, kernel, device, batch, st.median_s, st.p10_s, st.p90_s, st.samples, "measured")
            for (kernel, batch), st in zip(labels, stats)]
-    assert {k.kernel for k in out} == set(DEVICE_KERNELS)
+    assert {k.kernel for k in out} == {*DEVICE_KERNELS, PRIORITIZED_SAMPLE}
     return out
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pearl.costmodel.roofline import kernel_work, roofline_time
 from pearl.descriptors import DeviceDescriptor
 from pearl.device import DeviceKind
-from pearl.kernels import DEVICE_KERNELS
+from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
 from pearl.profile.format import DeviceEntry, KernelTiming, Power, Profile, Transfer, WeightSyncTiming
 
 #: the adapter that would run each kind of absent device
@@ -107,7 +107,7 @@ def _add(profile: Profile, descriptor: DeviceDescriptor, entry: DeviceEntry, fig
     is charged by the planner through its resource, which all of them share)."""
     profile.devices.append(entry)
     for workload in profile.workloads:
-        for kernel in DEVICE_KERNELS:
+        for kernel in (*DEVICE_KERNELS, PRIORITIZED_SAMPLE):
             batches = sorted({k.batch for k in profile.kernels if k.workload == workload.key and k.kernel == kernel}
                              or {workload.batch_size})
             for batch in batches:
