@@ -6,7 +6,8 @@ pearl.planner.accounting), and enumerates every spread of the actor processes ov
     m of the n actor processes on a node act on one device d of it and step their envs on its host, each an
     equal share: m/n of act_cost[a, d] on d, of the node's env cost on its host, and of every transfer of an
     edge with an actor end (act, env_step), which flows from/to each node with actors; the processes against
-    that node's lanes (m ≤ lanes); actor_period[a, d] of each such d; busy[r] = kernels + act + env + each
+    that node's lanes (m ≤ lanes, a replay server process away from the learner's node, or a shard, taking
+    one more); actor_period[a, d] of each such d; busy[r] = kernels + act + env + each
     positive transfer on the resources of both ends (once when they coincide); load[r] = busy[r] / lanes(r);
     role[name]: its kernels + the transfers of edges with one end in it; actor_period; per node, the replay
     kernels and learn on that node's host resource + the chain transfers; latency without prefetch;
@@ -153,7 +154,14 @@ def account(p: Problem, where: dict[str, str], a: ActorOption, spread: dict[str,
     per_node = {}
     for d, m in spread.items():
         per_node[dev[d].node] = per_node.get(dev[d].node, 0) + m
-    if any(m > lanes[node[n].host] for n, m in per_node.items()) or len(per_node) != len(spread):
+    if len(per_node) != len(spread):
+        return None
+    # a replay server away from the learner's node, or each shard, is a process of its own: a lane of its node
+    servers = [dev[d].node for d in shards] if K > 1 else \
+        [dev[shards[0]].node] if dev[shards[0]].node != dev[where["learn"]].node else []
+    for n in servers:
+        per_node[n] = per_node.get(n, 0) + 1
+    if any(m > lanes[node[n].host] for n, m in per_node.items()):
         return None
 
     # every edge as (edge, source device, destination device, share, shard device): an edge the actors run
@@ -339,12 +347,16 @@ def test_sharding_the_replay_server_is_optimal_on_some_instances():
 
 
 def test_network_and_nodes_bind_somewhere():
-    """The instances exercise the new rows: some optimum is bound by a network interface or a node's actors."""
+    """The instances exercise the new rows: some optimum is bound by a network interface, some by a load. Each
+    replay server process away from the learner takes a lane, which leaves the network binding rarer: the
+    search goes on past the 40 instances above until both have bound (seeds 168, 170 and 182 below 200)."""
     bindings = set()
-    for seed in range(40):
+    for seed in range(200):
         p = random_cluster(seed)
         if brute_force(p):
             bindings.add(solve(p, "throughput").binding.split("[")[0])
+        if {"network", "load"} <= bindings:
+            break
     assert "network" in bindings and "load" in bindings
 
 
@@ -582,3 +594,37 @@ def test_a_sharded_replay_server_is_recorded_and_printed(capsys, tmp_path):
         (tmp_path / "bad.json").write_text(json.dumps(data))
         with pytest.raises(PlanFileError, match="replay_shards"):
             load_plan(tmp_path / "bad.json")
+
+
+def test_a_replay_server_away_from_the_learner_takes_a_lane_of_its_node(capsys, tmp_path):
+    """actors[n]: a replay server on another node than the learner is a process of its own there. On nodes of
+    one lane each, the server beside the one actor process is infeasible (on a 2-node Ray cluster pinned to
+    one core a node, that placement ran 24-29 % below its prediction, the server waiting for the actor's
+    core), beside the learner it is not; with two lanes a node both are feasible."""
+    from pearl.envs import env_spec
+    from pearl.planner.build import build_cluster_problem
+    from pearl.profile.cluster import load_cluster
+
+    data = json.loads(REFERENCE.read_text())
+    for device in data["devices"]:
+        device["lanes"] = 1
+    one_lane = tmp_path / "one-lane.json"
+    one_lane.write_text(json.dumps(data))
+    spec, actor = env_spec("CartPole-v1"), ActorOption(1, 1)
+    apart = {"act": "b/cpu", "learn": "a/cpu", **dict.fromkeys(REPLAY, "b/cpu")}
+    joined = {**apart, **dict.fromkeys(REPLAY, "a/cpu")}
+    for profile, lanes in ((one_lane, 1), (REFERENCE, 2)):
+        folder = tmp_path / f"lanes{lanes}"
+        folder.mkdir()
+        problem, _ = build_cluster_problem(load_cluster(_merge(capsys, folder, f"a={profile}", f"b={profile}")),
+                                           "dqn", spec)
+        assert evaluate(problem, joined, actor) is not None
+        assert (evaluate(problem, apart, actor) is None) == (lanes == 1)
+        plan = solve(problem, "throughput")
+        servers = [problem.device(plan.placement["replay_insert"]).node] if not plan.shards else \
+            [problem.device(d).node for d in plan.shards]
+        learner = problem.device(plan.placement["learn"]).node
+        for node in {problem.device(d).node for d in problem.allowed("act")}:
+            used = sum(n for d, n in plan.actor_spread().items() if problem.device(d).node == node)
+            used += sum(s == node and (len(servers) > 1 or s != learner) for s in servers)
+            assert used <= lanes

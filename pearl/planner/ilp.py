@@ -16,8 +16,11 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 env_cost on its host and of every transfer with an actor end (accounting.py's count and share)
     load[r]     busy[r] ≤ lanes(r)·P
     role[name]  Σ its kernels' costs + transfers of the edges with exactly one end in the role ≤ P
-    actors[n]   Σ_a,d∈n w[a,d] ≤ lanes(host of n): one lane per actor process (roles share lanes through load
-                and role); "actors" (n ≤ lanes of the host) when there is one host
+    actors[n]   Σ_a,d∈n w[a,d] + R[n] − z[n] ≤ lanes(host of n): one lane per actor process and per replay
+                server process (R[n]: the server, or a shard, on a device of n; z[n] ≤ R[n], L[n], σ[1], with
+                L[n] the learner on n: a whole server on the learner's node runs in the learner's process);
+                the learner shares lanes through load and role; "actors" (n ≤ lanes of the host, no R or z)
+                when there is one host
     spread      (clusters) the binaries s[a] (option a; Σ_a s[a] = 1 is assign[act]) and acting[d] (a node's
                 actors act on d); act_node[n]: Σ_d∈n acting[d] ≤ 1; v[a,d] ∈ [0,1] continuous with v[a,d] ≥
                 s[a] + acting[d] − 1, their product (v only raises bounds, so its lower bound is exact);
@@ -245,9 +248,22 @@ def _feasible(problem: Problem, memory: list[acc.MemoryRow], where: dict[str, st
     per_node: dict[str, int] = {}
     for d, count in spread.items():
         per_node[problem.node_of(d).name] = per_node.get(problem.node_of(d).name, 0) + count
+    for n in server_nodes(problem, where, shards):
+        per_node[n] = per_node.get(n, 0) + 1
     if any(count > problem.resource(problem.node(n).host).lanes for n, count in per_node.items()):
         return False
     return _slices_fit(problem, where, spread)
+
+
+def server_nodes(problem: Problem, where: dict[str, str], shards: tuple[str, ...] = ()) -> list[str]:
+    """The nodes where the replay server runs as a process of its own (actors[n] gives each a lane): every
+    shard's node when it is sharded, its node when it is not the learner's, none with one node."""
+    if not acc.multi_node(problem):
+        return []
+    if len(shards) > 1:
+        return [problem.device(d).node for d in shards]
+    node = problem.device(where[REPLAY[0]]).node
+    return [node] if node != problem.device(where[LEARN]).node else []
 
 
 def _check_spread(problem: Problem, placement: dict[str, str], actors: ActorOption,
@@ -580,12 +596,25 @@ def _memory(b: _Builder) -> None:
 
 
 def _actors(b: _Builder) -> None:
-    """(e) actors[n]: every actor process has a lane of its node's host; the roles share lanes through
-    load[r] and role[...]."""
+    """(e) actors[n]: every actor process, and in a cluster every replay server process, has a lane of its
+    node's host; the learner process shares lanes through load[r] and role[...]. A replay server is a process
+    of its own when it sits on another node than the learner or is sharded (K ≥ 2): with z[n] ≤ R[n], L[n],
+    σ[1] (R, L: the replay server, the learner on n) it adds R[n] − z[n], exact since z only loosens the row."""
     nodes = b.problem.node_list()
     for ni, node in enumerate(nodes):
         used = pulp.lpSum(b.count(a, d) for (a, d) in b.v if b.problem.device(d).node == node.name)
         name, label = ("actors", "actors") if len(nodes) == 1 else (f"actors_n{ni}", f"actors[{node.name}]")
+        if len(nodes) > 1:
+            mine = [d.id for d in b.problem.devices if d.node == node.name]
+            server = pulp.lpSum(b.on(REPLAY[0], d) for d in mine)
+            joined = _var(b.lp, f"joined_n{ni}", 0, 1, pulp.LpContinuous)  # z[n]: the server is in the learner
+            b.add(joined - server <= 0, f"joined_r_n{ni}", f"joined[{node.name}]")
+            b.add(joined - pulp.lpSum(b.on(LEARN, d) for d in mine) <= 0, f"joined_l_n{ni}", f"joined[{node.name}]")
+            if 1 in b.sigma:
+                b.add(joined - b.sigma[1] <= 0, f"joined_k_n{ni}", f"joined[{node.name}]")
+            elif b.sigma:  # every K offered shards: no server joins the learner
+                b.add(joined <= 0, f"joined_k_n{ni}", f"joined[{node.name}]")
+            used = used + server - joined
         b.add(used <= b.problem.resource(node.host).lanes, name, label)
 
 
