@@ -616,8 +616,14 @@ def test_a_replay_server_away_from_the_learner_takes_a_lane_of_its_node(capsys, 
     for profile, lanes in ((one_lane, 1), (REFERENCE, 2)):
         folder = tmp_path / f"lanes{lanes}"
         folder.mkdir()
-        problem, _ = build_cluster_problem(load_cluster(_merge(capsys, folder, f"a={profile}", f"b={profile}")),
-                                           "dqn", spec)
+        merged = _merge(capsys, folder, f"a={profile}", f"b={profile}")
+        problem, _ = build_cluster_problem(load_cluster(merged), "dqn", spec)
+        # the plan's CPU lanes: a lane per actor process, the learner's process (holding the replay server when
+        # it sits on the learner's node) and a replay server process of its own
+        made = make_plan(merged, "dqn", "CartPole-v1")
+        node = {k: d.split("/")[0] for k, d in made.mapping.items()}
+        apart_server = len(made.replay_shards) if made.replay_shards else int(node["replay_insert"] != node["learn"])
+        assert sum(n["cpu"] for n in made.lanes["nodes"].values()) == made.actors + 1 + apart_server
         assert evaluate(problem, joined, actor) is not None
         assert (evaluate(problem, apart, actor) is None) == (lanes == 1)
         plan = solve(problem, "throughput")

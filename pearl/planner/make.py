@@ -13,7 +13,7 @@ from pearl.costmodel import CostModel
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError
 from pearl.planner.build import Facts, build_cluster_problem
-from pearl.planner.ilp import TIES, evaluator, pareto, solve
+from pearl.planner.ilp import TIES, evaluator, pareto, server_nodes, solve
 from pearl.planner.plan import Plan
 from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
 from pearl.profile.cluster import Cluster, load_cluster
@@ -299,15 +299,21 @@ def _sources(source: Source, mapping: dict[str, str], facts: Facts) -> dict:
 
 
 def _lanes(problem: Problem, solution: Solution) -> dict:
-    """Lanes of the host CPU the plan keeps busy (actors + roles there) against accelerator resources used: the
-    CPU/GPU ratio; in a cluster, the same per node (under "nodes") and over all nodes."""
+    """Lanes of the host CPU the plan keeps busy against accelerator resources used: the CPU/GPU ratio; in a
+    cluster, the same per node (under "nodes") and over all nodes. A lane per process on the host's CPU: each
+    actor process, the learner's process when learn or the replay it holds runs on the host, and a replay
+    server that is a process of its own there (`ilp.server_nodes`, the processes actors[n] counts)."""
     nodes = {}
+    own = server_nodes(problem, solution.placement, tuple(solution.shards))
     for node in problem.node_list():
         used = {k: problem.device(d) for k, d in solution.placement.items() if problem.device(d).node == node.name}
         shard = next((problem.device(d) for d in solution.shards if problem.device(d).node == node.name), None)
         if shard is not None:  # a replay shard on this node
             used.update(dict.fromkeys(REPLAY, shard))
-        roles_on_host = sum(used[k].resource == node.host for k in ("learn", REPLAY[0]) if k in used)
+        on_host = {k for k in ("learn", REPLAY[0]) if k in used and used[k].resource == node.host}
+        server = REPLAY[0] in on_host and node.name in own  # else the replay here is the learner's own
+        learner = "learn" in on_host or ("learn" in used and REPLAY[0] in on_host and not server)
+        roles_on_host = int(learner) + int(server)
         actors = sum(n for d, n in solution.actor_spread().items() if problem.device(d).node == node.name)
         if actors:
             used["act"] = next(problem.device(d) for d in solution.actor_spread()
