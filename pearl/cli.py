@@ -21,6 +21,7 @@ import click
 
 from pearl import __version__
 from pearl.algos.registry import algorithm_names
+from pearl.device import NodeDevice
 from pearl.errors import ConfigError, PearlError
 from pearl.progress import Progress
 
@@ -630,9 +631,9 @@ def _cluster_lines(result: Any) -> list[str]:
     spread = result.actor_devices or {result.mapping["act"]: result.actors}
     for name, n in nodes.items():
         ratio = f", {n['ratio']:.3g} CPU lanes per accelerator" if n.get("ratio") else ""
-        acting = next((f" acting on {d}" for d in spread if d.split("/", 1)[0] == name), "")
+        acting = next((f" acting on {d}" for d in spread if NodeDevice.parse(d).node == name), "")
         acting += next((f", {k} replay shard(s) on {d}" for d, k in result.replay_shards.items()
-                        if d.split("/", 1)[0] == name), "")
+                        if NodeDevice.parse(d).node == name), "")
         lines.append(f"  node {name}: {n['actors']} actor process(es){acting}, kernels "
                      f"{', '.join(n['kernels']) or 'none'}; {n['cpu']} CPU lane(s) busy, {n['accelerator']} "
                      f"accelerator(s){ratio}")

@@ -9,6 +9,9 @@ or by matching the text of its id:
   ``cuda:N/mig:MIG-<uuid>`` (a MIG instance NVML reports, addressed by its UUID), ``cuda:N/mps:P`` (an MPS
   client limited to P % of the SMs, 1 ≤ P ≤ 100), and a what-if GPU's modelled slices
   ``whatif:<stem>/mig:<profile>`` and ``whatif:<stem>/mps:P``.
+- `NodeDevice`: a device of a cluster plan, ``NODE/DEVICE`` (``a/cpu``, ``b/cuda:0/mps:25``): node names hold
+  no "/" (`pearl profile merge` refuses them), so the node ends at the first "/" and the rest, which may be a
+  slice, is the device id within that node. Every module reads a cluster id through it.
 - `HOST_DEVICE` is the device env_step runs on, `HOST_RESOURCE` the physical resource of every device on the
   host's own cores (``cpu`` and PoCL's CPU device). A device's resource is what the planner's constraint
   (g) sums load over: the host's cores, or one GPU for the GPU and each of its slices.
@@ -155,3 +158,27 @@ def parse_device(text: str) -> DeviceId:
 
 HOST_DEVICE = DeviceId("cpu")
 HOST = str(HOST_DEVICE)
+
+
+@dataclass(frozen=True)
+class NodeDevice:
+    """A cluster device id ``NODE/DEVICE``: the node, and the device id within that node's profile."""
+
+    node: str
+    device: str
+
+    @classmethod
+    def parse(cls, text: str) -> NodeDevice:
+        """DeviceError when `text` is not NODE/DEVICE with both parts present."""
+        node, sep, device = text.partition("/") if isinstance(text, str) else ("", "", "")
+        if not (sep and node and device):
+            raise DeviceError(f"{text!r} is not a cluster device id NODE/DEVICE (a node name, '/', its device)")
+        return cls(node, device)
+
+    @staticmethod
+    def valid(text: object) -> bool:
+        """Whether `text` reads as NODE/DEVICE."""
+        return isinstance(text, str) and all(text.partition("/")[::2]) and "/" in text
+
+    def __str__(self) -> str:
+        return f"{self.node}/{self.device}"

@@ -24,7 +24,7 @@ import numpy as np
 from pearl import __version__
 from pearl.algos import OffPolicyConfig, algo_config_class, config_from_dict, has_preset, preset
 from pearl.algos.params import init_params
-from pearl.device import HOST, DeviceId, check_slice_use
+from pearl.device import HOST, DeviceId, NodeDevice, check_slice_use
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import CheckpointError, ConfigError, DeviceError, PearlError, PlanError, RunDirError
 from pearl.fileio import FieldChecker, read_json
@@ -277,19 +277,19 @@ def _check_cluster_plan(path: str, plan: "Plan", launcher: str, emulate: dict[st
                           "devices are its nodes' own")
     for name, ids in (("mapping", plan.mapping.values()), ("actor_devices", plan.actor_devices),
                       ("replay_shards", plan.replay_shards)):
-        bad = sorted(d for d in ids if "/" not in d)
+        bad = sorted(d for d in ids if not NodeDevice.valid(d))
         if bad:
             raise PlanError(f"{path}: field '{name}' names {bad[0]}, not a NODE/DEVICE id of its nodes ({nodes})")
-    devices = {k: d.split("/", 1) for k, d in plan.mapping.items()}
-    acting = [d.split("/", 1) for d in plan.actor_devices]
-    absent = sorted({"/".join(nd) for nd in [*devices.values(), *acting] if _is_what_if(nd[1])})
+    devices = {k: NodeDevice.parse(d) for k, d in plan.mapping.items()}
+    acting = [NodeDevice.parse(d) for d in plan.actor_devices]
+    absent = sorted({str(nd) for nd in [*devices.values(), *acting] if _is_what_if(nd.device)})
     if absent:
         raise PlanError(f"{path} places kernels on {', '.join(absent)}, a device modelled from its descriptor; a "
                         "cluster plan runs on its nodes' own devices: plan without --what-if devices to train")
-    if devices["replay_insert"][0] != devices["learn"][0] and devices["replay_insert"][1] != "cpu":
-        raise PlanError(f"{path} places the replay server on {'/'.join(devices['replay_insert'])}, away from the "
+    if devices["replay_insert"].node != devices["learn"].node and devices["replay_insert"].device != "cpu":
+        raise PlanError(f"{path} places the replay server on {devices['replay_insert']}, away from the "
                         "learner; a replay server of its own node keeps replay on that node's cpu in this pearl")
-    shard_devices = sorted(d for d in plan.replay_shards if d.split("/", 1)[1] != "cpu")
+    shard_devices = sorted(d for d in plan.replay_shards if NodeDevice.parse(d).device != "cpu")
     if shard_devices:
         raise PlanError(f"{path}: field 'replay_shards' puts a shard on {shard_devices[0]}; a replay shard keeps its "
                         "table in its node's host memory (cpu) in this pearl")
@@ -300,17 +300,18 @@ def role_nodes(plan: "Plan") -> RoleNodes:
     `actor_devices` dealt out in order of device id (workers 0 .. m−1 on the first, and so on). The schedule
     gives worker i its share and seed whatever its node, so where the workers run changes no learned bit as
     long as their act devices compute alike (cpu on every node)."""
-    node = {k: d.split("/", 1)[0] for k, d in plan.mapping.items()}
+    node = {k: NodeDevice.parse(d).node for k, d in plan.mapping.items()}
     spread = plan.actor_devices or {plan.mapping["act"]: plan.actors}
-    workers = tuple(tuple(d.split("/", 1)) for d, n in sorted(spread.items()) for _ in range(n))
-    shards = tuple(d.split("/", 1)[0] for d, n in sorted(plan.replay_shards.items()) for _ in range(n))
+    placed = [(NodeDevice.parse(d), n) for d, n in sorted(spread.items())]
+    workers = tuple((at.node, at.device) for at, n in placed for _ in range(n))
+    shards = tuple(NodeDevice.parse(d).node for d, n in sorted(plan.replay_shards.items()) for _ in range(n))
     return RoleNodes(actors=node["act"], replay=node["replay_insert"], learner=node["learn"],
                      workers=workers if len(spread) > 1 else (), shards=shards)
 
 
 def local_devices(plan: "Plan") -> dict[str, str]:
     """A plan's mapping with each cluster device id NODE/DEVICE as the DEVICE its node opens."""
-    return {k: d.split("/", 1)[1] if is_cluster_plan(plan) else d for k, d in plan.mapping.items()}
+    return {k: NodeDevice.parse(d).device if is_cluster_plan(plan) else d for k, d in plan.mapping.items()}
 
 
 def _check_planned_workload(path: str, plan: "Plan", config: OffPolicyConfig, spec: EnvSpec) -> None:

@@ -180,3 +180,17 @@ def test_node_names_are_checked() -> None:
         parse_node_args(["a/b=x.json"])
     with pytest.raises(NetworkError):
         load_network(Path("/no/such/net.toml"))
+
+
+def test_a_cluster_device_id_splits_at_the_first_slash_only():
+    """NODE/DEVICE: the node is what comes before the first "/", the rest is the device within the node, so a
+    slice id on a node keeps its own "/"; a text without both parts is refused."""
+    from pearl.device import NodeDevice
+    from pearl.errors import DeviceError
+
+    at = NodeDevice.parse("gpu-node/cuda:0/mps:25")
+    assert (at.node, at.device, str(at)) == ("gpu-node", "cuda:0/mps:25", "gpu-node/cuda:0/mps:25")
+    assert NodeDevice.valid("a/cpu") and not any(NodeDevice.valid(t) for t in ("cpu", "/cpu", "a/", 3))
+    for text in ("cpu", "/cpu", "a/"):
+        with pytest.raises(DeviceError, match="NODE/DEVICE"):
+            NodeDevice.parse(text)

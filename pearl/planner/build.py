@@ -34,7 +34,7 @@ from pearl.algos import OffPolicyConfig, preset
 from pearl.algos.params import param_count, policy_net
 from pearl.costmodel import CostModel, Estimate
 from pearl.costmodel.model import HOST
-from pearl.device import DeviceId
+from pearl.device import DeviceId, NodeDevice
 from pearl.errors import ConfigError, PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Node, Problem, Resource
 from pearl.profile.cluster import Cluster
@@ -356,8 +356,8 @@ def crossings(config: OffPolicyConfig, spec: EnvSpec, actors: int) -> dict[str, 
 
 
 def qualified(node: str, device: str) -> str:
-    """A device's id in a cluster problem: NODE/DEVICE."""
-    return f"{node}/{device}"
+    """A device's id in a cluster problem: NODE/DEVICE (`pearl.device.NodeDevice`)."""
+    return str(NodeDevice(node, device))
 
 
 def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int | None = None,
@@ -449,8 +449,9 @@ def _cross_node_transfers(cluster: Cluster, parts: list, problem: Problem, facts
             link = cluster.link(d.node, d2.node)
             seconds = c.messages * link.message_s + c.nbytes / link.bandwidth_bytes_per_s
             if c.legs:
-                out = partial(models[d.node].transfer_time, d.id.split("/", 1)[1], HOST, int(c.nbytes), c.arrays)
-                into = partial(models[d2.node].transfer_time, HOST, d2.id.split("/", 1)[1], int(c.nbytes), c.arrays)
+                here, there = NodeDevice.parse(d.id).device, NodeDevice.parse(d2.id).device
+                out = partial(models[d.node].transfer_time, here, HOST, int(c.nbytes), c.arrays)
+                into = partial(models[d2.node].transfer_time, HOST, there, int(c.nbytes), c.arrays)
                 seconds += _seconds(out) + _seconds(into)
             problem.transfer[(e.name, d.id, d2.id)] = seconds
             problem.nic[(e.name, d.id, d2.id)] = c.nbytes / link.bandwidth_bytes_per_s
@@ -491,7 +492,7 @@ def _shard_message(cluster: Cluster, models: dict[str, CostModel], problem: Prob
                    dst: str) -> tuple[float, float]:
     """(transfer seconds, nic seconds) of one shard's part `c` of an edge from device src to dst."""
     a, b = problem.device(src).node, problem.device(dst).node
-    local = {src: src.split("/", 1)[1], dst: dst.split("/", 1)[1]}
+    local = {d: NodeDevice.parse(d).device for d in (src, dst)}
     if a == b:
         calls = [link.call_s for link in cluster.links if a in (link.a, link.b)]
         seconds = c.messages * min(calls, default=0.0)

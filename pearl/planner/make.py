@@ -10,6 +10,7 @@ from pathlib import Path
 from pearl import __version__
 from pearl.algos import OffPolicyConfig
 from pearl.costmodel import CostModel
+from pearl.device import NodeDevice
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError
 from pearl.planner.build import Facts, build_cluster_problem
@@ -129,8 +130,8 @@ class Source:
         if len(self.cluster.nodes) == 1:
             node = self.cluster.nodes[0]
             return node.profile, self.models[node.name], device
-        name, local = device.split("/", 1)
-        return self.cluster.node(name).profile, self.models[name], local
+        at = NodeDevice.parse(device)
+        return self.cluster.node(at.node).profile, self.models[at.node], at.device
 
 
 def load_source(profile_path: str | Path) -> Source:

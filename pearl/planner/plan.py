@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pearl.device import NodeDevice
 from pearl.errors import PearlError
 from pearl.fileio import MAX_INT, FieldChecker, finite_number, read_json, write_json_atomic
 from pearl.profile.format import MAX_LANES
@@ -171,10 +172,10 @@ def _replay_shards(data: dict, fail) -> dict[str, int]:
     """The optional shards of the replay server: device ids (NODE/DEVICE, one per node, mapping["replay_insert"]
     among them) → shards ≥ 1, two or more in all."""
     shards = data.get("replay_shards", {})
-    ok = isinstance(shards, dict) and all(isinstance(d, str) and "/" in d and isinstance(n, int)
+    ok = isinstance(shards, dict) and all(NodeDevice.valid(d) and isinstance(n, int)
                                           and not isinstance(n, bool) and n >= 1 for d, n in shards.items())
     if ok and shards:
-        nodes = [d.split("/", 1)[0] for d in shards]
+        nodes = [NodeDevice.parse(d).node for d in shards]
         ok = len(set(nodes)) == len(nodes) and sum(shards.values()) >= 2 and data["mapping"]["replay_insert"] in shards
     if not ok:
         fail("replay_shards", "an object mapping NODE/DEVICE ids, one per node, mapping.replay_insert "
