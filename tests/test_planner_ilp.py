@@ -8,7 +8,8 @@ the accounting again on its own (it does not call pearl.planner.ilp.evaluate):
     actor_period, latency (no prefetch only), process[learner] = the replay kernels and learn that sit on
     the host resource + the sample→learn and learn→priority transfers; P = the largest;
     E = Σ idle·P + (busy_w − idle_w)·busy/lanes
-    infeasible: replay kernels apart, memory over capacity, n + host roles > host lanes.
+    infeasible: replay kernels apart, memory over capacity, n > host lanes (one lane per actor process; the
+    roles share lanes through the load rows).
 """
 
 from __future__ import annotations
