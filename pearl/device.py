@@ -170,15 +170,18 @@ class NodeDevice:
     @classmethod
     def parse(cls, text: str) -> NodeDevice:
         """DeviceError when `text` is not NODE/DEVICE with both parts present."""
-        node, sep, device = text.partition("/") if isinstance(text, str) else ("", "", "")
-        if not (sep and node and device):
+        if not cls.valid(text):
             raise DeviceError(f"{text!r} is not a cluster device id NODE/DEVICE (a node name, '/', its device)")
+        node, _, device = text.partition("/")
         return cls(node, device)
 
     @staticmethod
     def valid(text: object) -> bool:
-        """Whether `text` reads as NODE/DEVICE."""
-        return isinstance(text, str) and all(text.partition("/")[::2]) and "/" in text
+        """Whether `text` reads as NODE/DEVICE: a node and a device on either side of its first "/"."""
+        if not isinstance(text, str):
+            return False
+        node, sep, device = text.partition("/")
+        return bool(sep and node and device)
 
     def __str__(self) -> str:
         return f"{self.node}/{self.device}"
