@@ -32,3 +32,10 @@ def to_sample_batch(adapter, b: dict[str, np.ndarray]) -> SampleBatch:
     t = {k: adapter.from_host(v) for k, v in b.items()}
     return SampleBatch(np.arange(len(b["reward"])), t["obs"], t["action"], t["reward"], t["next_obs"],
                        t["terminated"], t["weights"], adapter.device_id)
+
+
+def assert_same_params(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+    """Two runs' parameters are the same, name for name and bit for bit (the launchers' parity tests)."""
+    assert a.keys() == b.keys()
+    for name in a:
+        assert np.array_equal(a[name], b[name]), name

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from counter_env import episode_length
+from learn_support import assert_same_params
 
 from pearl.algos import DDPGConfig, DQNConfig
 from pearl.algos.params import ParamLayout
@@ -132,9 +133,7 @@ def test_sequential_and_local_launchers_give_bit_identical_parameters(prioritize
     a, b = SequentialLauncher(job).run(), LocalLauncher(job).run()
     sched = job.schedule()
     assert a.updates == b.updates == sched.updates_through(sched.segments - 1) > 0
-    assert a.final_params.keys() == b.final_params.keys()
-    for name in a.final_params:
-        assert np.array_equal(a.final_params[name], b.final_params[name]), name
+    assert_same_params(a.final_params, b.final_params)
     assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
 
 
@@ -148,8 +147,7 @@ def test_ddpg_with_ornstein_uhlenbeck_noise_gives_the_same_bits_on_both_launcher
     a, b = SequentialLauncher(job).run(), LocalLauncher(job).run()
     # 300 steps per env: every env ends an episode and runs 99 steps of its next one with a restarted process
     assert a.updates == b.updates > 0 and len(a.episodes) == len(b.episodes) == 4
-    for name in a.final_params:
-        assert np.array_equal(a.final_params[name], b.final_params[name]), name
+    assert_same_params(a.final_params, b.final_params)
     assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
     gauss = SequentialLauncher(dataclasses.replace(job, config=cfg.replace(noise_type="gaussian"))).run()
     assert sorted(e.ret for e in gauss.episodes) != sorted(e.ret for e in a.episodes)

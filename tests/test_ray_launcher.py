@@ -24,6 +24,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from counter_env import episode_length
+from learn_support import assert_same_params
 
 from pearl.algos import DDPGConfig, DQNConfig
 from pearl.envs import env_spec
@@ -169,10 +170,8 @@ def test_ray_gives_the_sequential_and_local_launchers_parameters_bit_for_bit(clu
     b = ray_launcher.run()
     sched = job.schedule()
     assert a.updates == b.updates == local.updates == sched.updates_through(sched.segments - 1) > 0
-    assert a.final_params.keys() == b.final_params.keys() == local.final_params.keys()
-    for name in a.final_params:
-        assert np.array_equal(a.final_params[name], b.final_params[name]), name
-        assert np.array_equal(local.final_params[name], b.final_params[name]), name
+    assert_same_params(a.final_params, b.final_params)
+    assert_same_params(local.final_params, b.final_params)
     assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
     assert b.kernel_calls["act"] == a.kernel_calls["act"] and b.restarts == 0
     # the roles ran where the placement put them (asked from inside each): the workers on the actors' node,
@@ -195,8 +194,7 @@ def test_ray_gives_the_sequential_launchers_bits_with_ornstein_uhlenbeck_noise(c
     a = SequentialLauncher(job).run()
     b = RayLauncher(job, actor_placement=on_actors_node(), learner_placement=on_head()).run()
     assert a.updates == b.updates > 0 and len(b.episodes) == 4
-    for name in a.final_params:
-        assert np.array_equal(a.final_params[name], b.final_params[name]), name
+    assert_same_params(a.final_params, b.final_params)
     assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
 
 
@@ -320,8 +318,7 @@ def test_an_interrupted_ray_run_checkpoints_the_learners_state_and_resumes_as_th
     ray_stats = RayLauncher(job, saved, actor_placement=on_actors_node(), learner_placement=on_head()).run()
     sequential = SequentialLauncher(job, saved).run()
     assert ray_stats.steps == sequential.steps == cfg.total_steps and ray_stats.updates == sequential.updates
-    for name in sequential.final_params:
-        assert np.array_equal(sequential.final_params[name], ray_stats.final_params[name]), name
+    assert_same_params(sequential.final_params, ray_stats.final_params)
 
 
 @needs_ray
@@ -574,9 +571,8 @@ def test_a_plan_that_spreads_the_actors_puts_each_worker_on_its_node_and_learns_
     b = launcher.run()
     assert launcher.nodes == [cluster.actors, cluster.spare] and launcher.learner_node == cluster.spare
     assert "plan node a" in b.roles["actor worker 0"] and "plan node b" in b.roles["actor worker 1"]
-    assert a.updates == b.updates > 0 and a.final_params.keys() == b.final_params.keys()
-    for name in a.final_params:
-        assert np.array_equal(a.final_params[name], b.final_params[name]), name
+    assert a.updates == b.updates > 0
+    assert_same_params(a.final_params, b.final_params)
     assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
 
 
@@ -597,9 +593,8 @@ def test_a_sharded_replay_server_puts_each_shard_on_its_node_and_learns_as_unpin
     pinned = launcher.run()
     assert launcher.shard_nodes == [cluster.actors, cluster.spare] and launcher.learner_node == cluster.spare
     assert "plan node a" in pinned.roles["replay shard 0"] and "plan node b" in pinned.roles["replay shard 1"]
-    assert free.updates == pinned.updates > 0 and free.final_params.keys() == pinned.final_params.keys()
-    for name in free.final_params:
-        assert np.array_equal(free.final_params[name], pinned.final_params[name]), name
+    assert free.updates == pinned.updates > 0
+    assert_same_params(free.final_params, pinned.final_params)
     with pytest.raises(ConfigError, match="shards the replay server over 2 nodes"):
         RayLauncher(job, replay_shards=3, role_nodes=nodes).run()
 
