@@ -368,6 +368,15 @@ def _merge(capsys, tmp_path: Path, *nodes: str, network: str = "40gbe", call_s: 
     return out
 
 
+def _plan_cli(capsys, tmp_path: Path, profile: Path) -> tuple[Path, str]:
+    """`pearl plan` of DQN CartPole on `profile`, written to tmp_path/plan.json: (the plan file, what it printed)."""
+    plan_path = tmp_path / "plan.json"
+    code, out, err = run_cli(capsys, "plan", "--profile", str(profile), "--algo", "dqn", "--env", "CartPole-v1",
+                             "--out", str(plan_path))
+    assert code == 0, err
+    return plan_path, out
+
+
 @pytest.mark.parametrize(("algo", "env"), [("dqn", "CartPole-v1"), ("ddpg", "Pendulum-v1")])
 def test_one_node_cluster_plans_as_its_host_profile(capsys, tmp_path, algo, env):
     out = tmp_path / "one.json"
@@ -411,10 +420,7 @@ def test_a_slower_network_never_plans_faster(capsys, tmp_path):
 
 def test_training_refuses_a_cluster_plan_without_the_ray_launcher(capsys, tmp_path):
     path = _merge(capsys, tmp_path, f"a={REFERENCE}", f"b={REFERENCE}")
-    plan_path = tmp_path / "plan.json"
-    code, _, err = run_cli(capsys, "plan", "--profile", str(path), "--algo", "dqn", "--env", "CartPole-v1", "--out",
-                           str(plan_path))
-    assert code == 0, err
+    plan_path, _ = _plan_cli(capsys, tmp_path, path)
     code, _, err = run_cli(capsys, "train", "--plan", str(plan_path), "--runs-dir", str(tmp_path / "runs"))
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "nodes a, b" in lines[0] and str(plan_path) in lines[0]
@@ -522,10 +528,7 @@ def test_a_slow_env_spreads_the_actors_over_both_nodes_and_the_plan_records_it(c
 
     slow = _slow_env_profile(tmp_path)
     path = _merge(capsys, tmp_path, f"a={slow}", f"b={slow}")
-    plan_path = tmp_path / "plan.json"
-    code, out, err = run_cli(capsys, "plan", "--profile", str(path), "--algo", "dqn", "--env", "CartPole-v1",
-                             "--out", str(plan_path))
-    assert code == 0, err
+    plan_path, out = _plan_cli(capsys, tmp_path, path)
     plan = load_plan(plan_path)
     spread = plan.actor_devices
     assert {d.split("/")[0] for d in spread} == {"a", "b"} and sum(spread.values()) == plan.actors
@@ -552,10 +555,7 @@ def test_a_slow_env_spreads_the_actors_over_both_nodes_and_the_plan_records_it(c
 def test_training_refuses_a_spread_that_names_no_node(capsys, tmp_path):
     """An actor device of `actor_devices` that is not NODE/DEVICE: one error line naming the field, before Ray."""
     path = _merge(capsys, tmp_path, f"a={REFERENCE}", f"b={REFERENCE}")
-    plan_path = tmp_path / "plan.json"
-    code, _, err = run_cli(capsys, "plan", "--profile", str(path), "--algo", "dqn", "--env", "CartPole-v1", "--out",
-                           str(plan_path))
-    assert code == 0, err
+    plan_path, _ = _plan_cli(capsys, tmp_path, path)
     data = json.loads(plan_path.read_text())
     data["actor_devices"], data["actors"] = {data["mapping"]["act"]: 1, "cpu": 1}, 2
     plan_path.write_text(json.dumps(data))
@@ -573,10 +573,7 @@ def test_a_sharded_replay_server_is_recorded_and_printed(capsys, tmp_path):
     from pearl.planner.plan import PlanFileError, load_plan
 
     path = _merge(capsys, tmp_path, f"a={REFERENCE}", f"b={REFERENCE}")
-    plan_path = tmp_path / "plan.json"
-    code, out, err = run_cli(capsys, "plan", "--profile", str(path), "--algo", "dqn", "--env", "CartPole-v1",
-                             "--out", str(plan_path))
-    assert code == 0, err
+    plan_path, out = _plan_cli(capsys, tmp_path, path)
     plan = load_plan(plan_path)
     assert plan.replay_shards == {"a/cpu": 1, "b/cpu": 1} and plan.mapping["replay_insert"] in plan.replay_shards
     assert "replay server: 2 shards, 1 on a/cpu, 1 on b/cpu" in out
