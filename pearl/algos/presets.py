@@ -99,6 +99,7 @@ PRESETS: dict[tuple[str, str], OffPolicyConfig] = {
         exploration_final_eps=0.1,
         hidden=(256, 256),
     ),
+    # The zoo's hyperparams/ddpg.yml (commit 22e3ff2), "Pendulum-v1".
     ("ddpg", "Pendulum-v1"): DDPGConfig(
         total_steps=20_000,
         learning_rate=1e-3,
@@ -112,10 +113,11 @@ PRESETS: dict[tuple[str, str], OffPolicyConfig] = {
         gradient_steps=1,
         hidden=(400, 300),
     ),
-    # The zoo's hyperparams/ddpg.yml, "MountainCarContinuous-v0": 300k steps, Ornstein-Uhlenbeck noise of
-    # σ 0.5 (noise_type 'ornstein-uhlenbeck', noise_std 0.5; SB3's θ 0.15 and dt 0.01), SB3's DDPG defaults
-    # otherwise (γ 0.99, lr 1e-3, buffer 1M, learning_starts 100, [400, 300]); its benchmark.md: 93.5 ± 0.05.
-    # The process is SB3's, driven by pearl's Philox draws (pearl/algos/ddpg.py says where it differs).
+    # The zoo's hyperparams/ddpg.yml (commit 22e3ff2), "MountainCarContinuous-v0": 300k steps, Ornstein-Uhlenbeck
+    # noise of σ 0.5 (noise_type 'ornstein-uhlenbeck', noise_std 0.5; SB3's θ 0.15 and dt 0.01), train_freq 1,
+    # gradient_steps 1, lr 1e-3, batch 256, [400, 300], SB3's DDPG defaults otherwise (γ 0.99, buffer 1M,
+    # learning_starts 100); its benchmark.md: 93.5 ± 0.05. The process is SB3's, driven by pearl's Philox draws
+    # (pearl/algos/ddpg.py says where it differs).
     ("ddpg", "MountainCarContinuous-v0"): DDPGConfig(
         total_steps=300_000,
         learning_rate=1e-3,
@@ -130,8 +132,11 @@ PRESETS: dict[tuple[str, str], OffPolicyConfig] = {
         gradient_steps=1,
         hidden=(400, 300),
     ),
-    # The zoo's hyperparams/ddpg.yml, "LunarLanderContinuous-v2" (gymnasium 1.x: -v3), the Pendulum settings
-    # above over 300k steps; its benchmark.md: 230.2 ± 92.4. Needs Box2D: pip install "pearl[box2d]".
+    # The zoo's hyperparams/ddpg.yml (commit 22e3ff2), "LunarLanderContinuous-v3": the Pendulum settings above
+    # over 300k steps; its benchmark.md: 230.2 ± 92.4 (LunarLanderContinuous-v2, one run, published with v1.0
+    # in 2021 under the file's settings then: train_freq [1, "episode"], gradient_steps -1, the same number of
+    # updates in bursts at each episode's end; the zoo moved to train_freq 1, gradient_steps 1 in 2024, #430).
+    # Needs Box2D: pip install "pearl[box2d]".
     ("ddpg", "LunarLanderContinuous-v3"): DDPGConfig(
         total_steps=300_000,
         learning_rate=1e-3,
