@@ -1,9 +1,10 @@
 """pearl against Stable-Baselines3 on the same presets, side by side in one invocation.
 
     pip install -e ".[bench]"          # stable-baselines3, for benchmarks only
-    python benchmarks/vs_sb3.py [--what dqn ddpg collect seeds] [--seed 0] [--seeds 0-7] [--rounds 1] [--threads 1]
-                                [--ddpg-threads 2] [--actors 1] [--envs-per-actor 8] [--ddpg-envs-per-actor 1]
-                                [--collect-actors 2] [--collect-envs 256] [--collect-steps 1000000]
+    python benchmarks/vs_sb3.py [--what dqn ddpg collect seeds preset] [--seed 0] [--seeds 0-7] [--rounds 1]
+                                [--threads 1] [--ddpg-threads 2] [--actors 1] [--envs-per-actor 8]
+                                [--ddpg-envs-per-actor 1] [--collect-actors 2] [--collect-envs 256]
+                                [--collect-steps 1000000] [--env LunarLanderContinuous-v3] [--sides sb3 pearl]
 
 Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --rounds times):
 
@@ -22,6 +23,13 @@ Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --round
   evaluation episodes: pearl's final and best policy, SB3's final one, and the count of seeds at >= 475 for
   each. --sb3-best also trains SB3 with its EvalCallback (the same evaluations) and scores its best model too.
   Not part of the default --what: it takes about 20 minutes on 2 cores.
+- preset: learning across seeds on one of pearl's DDPG presets (--env; pearl/algos/presets.py), both sides
+  with that preset's hyperparameters and budget (SB3's DDPG built field by field from pearl's config: network,
+  batch, learning rate, replay size, learning starts, γ, τ, train_freq and gradient_steps, Gaussian or
+  Ornstein-Uhlenbeck noise of the same σ). Each seed of --seeds: SB3's final policy, and pearl's final, best and
+  headline (what the preset test asserts), scored on the same 20 evaluation episodes. --sides picks who runs:
+  a pearl seed gives the same result every time (its schedule), so a seed measured before need not run again.
+  A zoo preset of 300k steps takes 20 to 60 minutes a side and seed on 2 cores.
 
 The speed cases (dqn, ddpg, collect) run pearl without in-training evaluations, as SB3 runs without them.
 
@@ -49,7 +57,7 @@ EVAL_SEED = 100_000  # pearl's EVAL_SEED_OFFSET (pearl.runtime.evaluate); + seed
 SELECT_EVERY, SELECT_EPISODES = 5_000, 10  # in-training evaluations that keep the best policy (seeds case)
 
 
-def sb3_case(case: str, seed: int) -> dict:
+def sb3_case(case: str, seed: int, env_id: str) -> dict:
     """Train SB3 on the case's preset; return rates and the evaluation (runs in a child interpreter)."""
     import gymnasium as gym
     import numpy as np
@@ -57,6 +65,8 @@ def sb3_case(case: str, seed: int) -> dict:
     from stable_baselines3 import DDPG, DQN
     from stable_baselines3.common.noise import NormalActionNoise
 
+    if case == "preset":
+        return sb3_ddpg_preset(env_id, seed)
     if case in ("dqn", "collect", "seeds", "seeds-best"):
         steps = 50_000
         model = DQN("MlpPolicy", "CartPole-v1", learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
@@ -92,6 +102,45 @@ def sb3_case(case: str, seed: int) -> dict:
     return out
 
 
+def sb3_ddpg_preset(env_id: str, seed: int) -> dict:
+    """SB3's DDPG with pearl's preset for env_id, field by field; its final policy scored on the 20 episodes
+    pearl's final evaluation of that seed plays."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from stable_baselines3 import DDPG
+    from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
+
+    cfg = ddpg_preset(env_id)
+    env = gym.make(env_id)
+    mean, sigma = np.zeros(env.action_space.shape), cfg.action_noise * np.ones(env.action_space.shape)
+    noise = (OrnsteinUhlenbeckActionNoise(mean, sigma) if cfg.noise_type == "ornstein-uhlenbeck"
+             else NormalActionNoise(mean, sigma))
+    model = DDPG("MlpPolicy", env, learning_rate=cfg.learning_rate, batch_size=cfg.batch_size,
+                 buffer_size=cfg.buffer_size, learning_starts=cfg.learning_starts, gamma=cfg.gamma, tau=cfg.tau,
+                 train_freq=cfg.train_freq, gradient_steps=cfg.gradient_steps, action_noise=noise,
+                 policy_kwargs=dict(net_arch=list(cfg.hidden)), seed=seed, verbose=0)
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=cfg.total_steps)
+    wall = time.perf_counter() - t0
+    returns = _sb3_eval(model, env_id, seed)
+    return {"side": "sb3", "case": "preset", "steps": cfg.total_steps, "wall_s": wall,
+            "env_steps_per_s": cfg.total_steps / wall, "final_mean": float(np.mean(returns)),
+            "final_std": float(np.std(returns)), "threads": torch.get_num_threads()}
+
+
+def ddpg_preset(env_id: str):
+    """pearl's DDPG preset for env_id; an error line and exit 2 when pearl has none."""
+    from pearl.algos import preset
+    from pearl.algos.presets import has_preset
+
+    if not has_preset("ddpg", env_id):
+        print(f"error: pearl has no DDPG preset for {env_id!r}; the preset case needs one "
+              "(pearl/algos/presets.py lists them)", file=sys.stderr)
+        raise SystemExit(2)
+    return preset("ddpg", env_id)
+
+
 def _sb3_eval(model, env_id: str, seed: int = 0) -> list[float]:
     import gymnasium as gym
 
@@ -108,12 +157,14 @@ def _sb3_eval(model, env_id: str, seed: int = 0) -> list[float]:
     return returns
 
 
-def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps: int) -> dict:
+def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps: int, preset_env: str) -> dict:
     """Train with pearl's parallel launcher; add the bare learn rate measured right after, same threads."""
     from pearl.training import train
 
     algo, env_id = ("ddpg", "Pendulum-v1") if case == "ddpg" else ("dqn", "CartPole-v1")
     runs_dir = os.environ.get("PEARL_BENCH_RUNS", "runs/bench")
+    if case == "preset":
+        return pearl_ddpg_preset(preset_env, seed, runs_dir)
     if case == "seeds":
         result = train(algo, env_id, seed=seed, eval_episodes=EVAL_EPISODES, runs_dir=runs_dir,
                        eval_every=SELECT_EVERY, eval_every_episodes=SELECT_EPISODES)
@@ -133,6 +184,18 @@ def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps
         out["bare_updates_per_s"] = bare
         out["learner_efficiency"] = (result.learning_updates_per_s or 0.0) / bare
     return out
+
+
+def pearl_ddpg_preset(env_id: str, seed: int, runs_dir: str) -> dict:
+    """pearl's preset run as its test makes it: default launcher and budget, 20 evaluation episodes."""
+    from pearl.training import train
+
+    ddpg_preset(env_id)
+    result = train("ddpg", env_id, seed=seed, eval_episodes=EVAL_EPISODES, runs_dir=runs_dir)
+    return {"side": "pearl", "case": "preset", "steps": result.steps, "wall_s": result.train_wall_s,
+            "env_steps_per_s": result.env_steps_per_s, "final_mean": result.final["return_mean"],
+            "best_mean": result.best.get("return_mean"), "headline": result.headline,
+            "headline_mean": result.eval_return_mean}
 
 
 def bare_learn_rate(algo: str, env_id: str, threads: int, seed: int, seconds: float = 5.0) -> float:
@@ -177,7 +240,7 @@ def run_child(args: list[str]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--what", nargs="+", choices=["dqn", "ddpg", "collect", "seeds"],
+    parser.add_argument("--what", nargs="+", choices=["dqn", "ddpg", "collect", "seeds", "preset"],
                         default=["dqn", "ddpg", "collect"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", default="0-7", help="seeds of the seeds case: A-B or a comma list")
@@ -193,11 +256,15 @@ def main() -> None:
     parser.add_argument("--collect-envs", type=int, default=256)
     parser.add_argument("--collect-steps", type=int, default=1_000_000,
                         help="steps of the many-env collection run (at ~500k steps/s, 50k would last 0.1 s)")
+    parser.add_argument("--env", default="LunarLanderContinuous-v3", help="the preset case's environment")
+    parser.add_argument("--sides", nargs="+", choices=["sb3", "pearl"], default=["sb3", "pearl"],
+                        help="who trains in the preset case")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         side, case, *rest = args.child
-        out = sb3_case(case, args.seed) if side == "sb3" else pearl_case(case, args.seed, *map(int, rest))
+        out = (sb3_case(case, args.seed, args.env) if side == "sb3"
+               else pearl_case(case, args.seed, *map(int, rest), preset_env=args.env))
         print(json.dumps(out))
         return
 
@@ -207,11 +274,16 @@ def main() -> None:
         raise SystemExit('error: stable-baselines3 is not installed; pip install -e ".[bench]"') from None
     from pearl.hostinfo import cpu_name
 
+    if "preset" in args.what:
+        ddpg_preset(args.env)
     print(f"machine: {cpu_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"stable-baselines3 {stable_baselines3.__version__}; seed {args.seed}")
     for case in args.what:
         if case == "seeds":
             seeds_case(parse_seeds(args.seeds), args.sb3_best)
+            continue
+        if case == "preset":
+            preset_case(args.env, parse_seeds(args.seeds), args.sides)
             continue
         pearl_runs = [(args.threads, args.actors, args.envs_per_actor, 0)]
         if case == "ddpg":
@@ -242,6 +314,27 @@ def parse_seeds(text: str) -> list[int]:
         lo, hi = text.split("-")
         return list(range(int(lo), int(hi) + 1))
     return [int(x) for x in text.split(",")]
+
+
+def preset_case(env_id: str, seeds: list[int], sides: list[str]) -> None:
+    """Each seed: SB3 then pearl, as --sides says; a line per run, then each side's mean over the seeds."""
+    cfg = ddpg_preset(env_id)
+    done: dict[str, list[dict]] = {side: [] for side in sides}
+    for seed in seeds:
+        for side in sides:
+            print(f"[preset] {env_id} seed {seed}: {side} training, {cfg.total_steps:,} steps ...", flush=True)
+            r = run_child(["--seed", str(seed), "--env", env_id, "--child", side, "preset", "0", "0", "0", "0"])
+            done[side].append(r)
+            what = (f"final {r['final_mean']:.1f} ± {r['final_std']:.1f}" if side == "sb3" else
+                    f"final {r['final_mean']:.1f}, best {r['best_mean']:.1f}, headline ({r['headline']}) "
+                    f"{r['headline_mean']:.1f}")
+            print(f"[preset] {env_id} seed {seed}: {side} {what}  ({r['env_steps_per_s']:,.0f} env steps/s, "
+                  f"{r['wall_s'] / 60:.0f} min)", flush=True)
+    for side, runs in done.items():
+        key = "final_mean" if side == "sb3" else "headline_mean"
+        values = [r[key] for r in runs]
+        print(f"[preset] {env_id} {side} {key} over seeds {seeds}: {', '.join(f'{v:.1f}' for v in values)}; "
+              f"mean {sum(values) / len(values):.1f}", flush=True)
 
 
 def seeds_case(seeds: list[int], sb3_best: bool) -> None:
