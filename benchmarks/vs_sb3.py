@@ -277,7 +277,8 @@ def main() -> None:
     if "preset" in args.what:
         ddpg_preset(args.env)
     print(f"machine: {cpu_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-          f"stable-baselines3 {stable_baselines3.__version__}; seed {args.seed}")
+          f"stable-baselines3 {stable_baselines3.__version__}; "
+          + (f"seeds {args.seeds}" if set(args.what) & {"seeds", "preset"} else f"seed {args.seed}"))
     for case in args.what:
         if case == "seeds":
             seeds_case(parse_seeds(args.seeds), args.sb3_best)
