@@ -11,8 +11,9 @@ Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --round
 - dqn: DQN CartPole-v1, 50,000 steps, the rl-baselines3-zoo settings on both sides (256-256 MLP, batch 64,
   lr 2.3e-3, 128 updates per 256 steps, learning starts 1,000, target copy every 10 env steps in SB3 = every
   128 updates in pearl, ε 1 → 0.04 over 16 % of the run, Huber loss, gradient norm 10).
-- ddpg: DDPG Pendulum-v1, 20,000 steps, zoo settings (400-300, batch 256, lr 1e-3, γ 0.98, τ 0.005,
-  N(0, 0.1) action noise, learning starts 10,000, one update per step).
+- ddpg: DDPG Pendulum-v1, 20,000 steps, pearl's preset on both sides (SB3's built from it as in the preset
+  case): the zoo settings (400-300, batch 256, lr 1e-3, γ 0.98, τ 0.005, N(0, 0.1) action noise, learning
+  starts 10,000, one update per step).
 - collect: collection only, 50,000 steps: SB3 DQN with learning_starts above the total (it steps and
   stores, with random actions) against `pearl train --no-learn` (it acts with the policy, steps, stores),
   with --collect-actors × --collect-envs for --collect-steps, and with 1 actor × 1 env for 50,000.
@@ -57,16 +58,13 @@ EVAL_SEED = 100_000  # pearl's EVAL_SEED_OFFSET (pearl.runtime.evaluate); + seed
 SELECT_EVERY, SELECT_EPISODES = 5_000, 10  # in-training evaluations that keep the best policy (seeds case)
 
 
-def sb3_case(case: str, seed: int, env_id: str) -> dict:
+def sb3_case(case: str, seed: int) -> dict:
     """Train SB3 on the case's preset; return rates and the evaluation (runs in a child interpreter)."""
     import gymnasium as gym
     import numpy as np
     import torch
-    from stable_baselines3 import DDPG, DQN
-    from stable_baselines3.common.noise import NormalActionNoise
+    from stable_baselines3 import DQN
 
-    if case == "preset":
-        return sb3_ddpg_preset(env_id, seed)
     if case in ("dqn", "collect", "seeds", "seeds-best"):
         steps = 50_000
         model = DQN("MlpPolicy", "CartPole-v1", learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
@@ -74,11 +72,7 @@ def sb3_case(case: str, seed: int, env_id: str) -> dict:
                     train_freq=256, gradient_steps=128, exploration_fraction=0.16, exploration_final_eps=0.04,
                     policy_kwargs=dict(net_arch=[256, 256]), seed=seed, verbose=0)
     else:
-        steps = 20_000
-        model = DDPG("MlpPolicy", gym.make("Pendulum-v1"), learning_rate=1e-3, batch_size=256, buffer_size=200_000,
-                     learning_starts=10_000, gamma=0.98, tau=0.005, train_freq=1, gradient_steps=1,
-                     action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)),
-                     policy_kwargs=dict(net_arch=[400, 300]), seed=seed, verbose=0)
+        model, steps = sb3_ddpg("Pendulum-v1", seed)
     callback, best_dir = None, None
     if case == "seeds-best":
         import tempfile
@@ -102,12 +96,10 @@ def sb3_case(case: str, seed: int, env_id: str) -> dict:
     return out
 
 
-def sb3_ddpg_preset(env_id: str, seed: int) -> dict:
-    """SB3's DDPG with pearl's preset for env_id, field by field; its final policy scored on the 20 episodes
-    pearl's final evaluation of that seed plays."""
+def sb3_ddpg(env_id: str, seed: int):
+    """(SB3's DDPG built field by field from pearl's preset for env_id, the preset's total steps)."""
     import gymnasium as gym
     import numpy as np
-    import torch
     from stable_baselines3 import DDPG
     from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
 
@@ -120,13 +112,23 @@ def sb3_ddpg_preset(env_id: str, seed: int) -> dict:
                  buffer_size=cfg.buffer_size, learning_starts=cfg.learning_starts, gamma=cfg.gamma, tau=cfg.tau,
                  train_freq=cfg.train_freq, gradient_steps=cfg.gradient_steps, action_noise=noise,
                  policy_kwargs=dict(net_arch=list(cfg.hidden)), seed=seed, verbose=0)
+    return model, cfg.total_steps
+
+
+def sb3_ddpg_preset(env_id: str, seed: int) -> dict:
+    """SB3's DDPG on pearl's preset for env_id; its final policy scored on the 20 episodes pearl's final
+    evaluation of that seed plays."""
+    import numpy as np
+    import torch
+
+    model, steps = sb3_ddpg(env_id, seed)
     t0 = time.perf_counter()
-    model.learn(total_timesteps=cfg.total_steps)
+    model.learn(total_timesteps=steps)
     wall = time.perf_counter() - t0
     returns = _sb3_eval(model, env_id, seed)
-    return {"side": "sb3", "case": "preset", "steps": cfg.total_steps, "wall_s": wall,
-            "env_steps_per_s": cfg.total_steps / wall, "final_mean": float(np.mean(returns)),
-            "final_std": float(np.std(returns)), "threads": torch.get_num_threads()}
+    return {"side": "sb3", "case": "preset", "steps": steps, "wall_s": wall, "env_steps_per_s": steps / wall,
+            "final_mean": float(np.mean(returns)), "final_std": float(np.std(returns)),
+            "threads": torch.get_num_threads()}
 
 
 def ddpg_preset(env_id: str):
@@ -157,14 +159,12 @@ def _sb3_eval(model, env_id: str, seed: int = 0) -> list[float]:
     return returns
 
 
-def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps: int, preset_env: str) -> dict:
+def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps: int) -> dict:
     """Train with pearl's parallel launcher; add the bare learn rate measured right after, same threads."""
     from pearl.training import train
 
     algo, env_id = ("ddpg", "Pendulum-v1") if case == "ddpg" else ("dqn", "CartPole-v1")
     runs_dir = os.environ.get("PEARL_BENCH_RUNS", "runs/bench")
-    if case == "preset":
-        return pearl_ddpg_preset(preset_env, seed, runs_dir)
     if case == "seeds":
         result = train(algo, env_id, seed=seed, eval_episodes=EVAL_EPISODES, runs_dir=runs_dir,
                        eval_every=SELECT_EVERY, eval_every_episodes=SELECT_EPISODES)
@@ -186,12 +186,12 @@ def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps
     return out
 
 
-def pearl_ddpg_preset(env_id: str, seed: int, runs_dir: str) -> dict:
+def pearl_ddpg_preset(env_id: str, seed: int) -> dict:
     """pearl's preset run as its test makes it: default launcher and budget, 20 evaluation episodes."""
     from pearl.training import train
 
-    ddpg_preset(env_id)
-    result = train("ddpg", env_id, seed=seed, eval_episodes=EVAL_EPISODES, runs_dir=runs_dir)
+    result = train("ddpg", env_id, seed=seed, eval_episodes=EVAL_EPISODES,
+                   runs_dir=os.environ.get("PEARL_BENCH_RUNS", "runs/bench"))
     return {"side": "pearl", "case": "preset", "steps": result.steps, "wall_s": result.train_wall_s,
             "env_steps_per_s": result.env_steps_per_s, "final_mean": result.final["return_mean"],
             "best_mean": result.best.get("return_mean"), "headline": result.headline,
@@ -263,8 +263,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         side, case, *rest = args.child
-        out = (sb3_case(case, args.seed, args.env) if side == "sb3"
-               else pearl_case(case, args.seed, *map(int, rest), preset_env=args.env))
+        if case == "preset":
+            out = (sb3_ddpg_preset if side == "sb3" else pearl_ddpg_preset)(args.env, args.seed)
+        else:
+            out = sb3_case(case, args.seed) if side == "sb3" else pearl_case(case, args.seed, *map(int, rest))
         print(json.dumps(out))
         return
 
@@ -274,8 +276,7 @@ def main() -> None:
         raise SystemExit('error: stable-baselines3 is not installed; pip install -e ".[bench]"') from None
     from pearl.hostinfo import cpu_name
 
-    if "preset" in args.what:
-        ddpg_preset(args.env)
+    preset_steps = ddpg_preset(args.env).total_steps if "preset" in args.what else 0
     print(f"machine: {cpu_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"stable-baselines3 {stable_baselines3.__version__}; "
           + (f"seeds {args.seeds}" if set(args.what) & {"seeds", "preset"} else f"seed {args.seed}"))
@@ -284,7 +285,7 @@ def main() -> None:
             seeds_case(parse_seeds(args.seeds), args.sb3_best)
             continue
         if case == "preset":
-            preset_case(args.env, parse_seeds(args.seeds), args.sides)
+            preset_case(args.env, preset_steps, parse_seeds(args.seeds), args.sides)
             continue
         pearl_runs = [(args.threads, args.actors, args.envs_per_actor, 0)]
         if case == "ddpg":
@@ -317,14 +318,13 @@ def parse_seeds(text: str) -> list[int]:
     return [int(x) for x in text.split(",")]
 
 
-def preset_case(env_id: str, seeds: list[int], sides: list[str]) -> None:
+def preset_case(env_id: str, steps: int, seeds: list[int], sides: list[str]) -> None:
     """Each seed: SB3 then pearl, as --sides says; a line per run, then each side's mean over the seeds."""
-    cfg = ddpg_preset(env_id)
     done: dict[str, list[dict]] = {side: [] for side in sides}
     for seed in seeds:
         for side in sides:
-            print(f"[preset] {env_id} seed {seed}: {side} training, {cfg.total_steps:,} steps ...", flush=True)
-            r = run_child(["--seed", str(seed), "--env", env_id, "--child", side, "preset", "0", "0", "0", "0"])
+            print(f"[preset] {env_id} seed {seed}: {side} training, {steps:,} steps ...", flush=True)
+            r = run_child(["--seed", str(seed), "--env", env_id, "--child", side, "preset"])
             done[side].append(r)
             what = (f"final {r['final_mean']:.1f} ± {r['final_std']:.1f}" if side == "sb3" else
                     f"final {r['final_mean']:.1f}, best {r['best_mean']:.1f}, headline ({r['headline']}) "
