@@ -1,15 +1,17 @@
-"""Gymnasium environments: creating them with clear errors and describing their spaces."""
+"""Gymnasium environments: creating them with clear errors, describing their spaces, stepping them as an actor
+does."""
 
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
 
 from pearl.algos.registry import algorithm, algorithms
 from pearl.errors import EnvError
-from pearl.types import EnvSpec
+from pearl.types import EnvSpec, TransitionBatch
 
 
 def make_env(env_id: str) -> gym.Env:
@@ -96,3 +98,53 @@ def to_env_action(spec: EnvSpec, action: np.ndarray) -> np.ndarray:
         return action
     low, high = np.asarray(spec.action_low), np.asarray(spec.action_high)
     return low + 0.5 * (action.astype(np.float64) + 1.0) * (high - low)
+
+
+@dataclass
+class Episode:
+    ret: float
+    length: int
+
+
+class EnvStepper:
+    """n copies of an env stepped as one vector env, turned into transitions: an actor's env side.
+
+    The vector env resets in next-step mode: the step after an episode ends only resets that env (its action is
+    ignored, its reward is 0) and is not a transition, so its row is dropped. Env steps therefore count
+    transitions, the figure every rate in pearl is about.
+    """
+
+    def __init__(self, env_id: str, spec: EnvSpec, n_envs: int, seed: int) -> None:
+        self.spec, self.n = spec, n_envs
+        self.venv = make_vector_env(env_id, n_envs)
+        self.obs = np.asarray(self.venv.reset(seed=seed)[0], dtype=np.float32)
+        self.resetting = np.zeros(n_envs, dtype=bool)  # envs whose next step is a reset, not a transition
+        self.ep_return = np.zeros(n_envs)
+        self.ep_length = np.zeros(n_envs, dtype=np.int64)
+        self.finished: list[Episode] = []
+
+    def step(self, action: np.ndarray, actor_id: int = 0,
+             policy_version: int = 0) -> tuple[TransitionBatch, np.ndarray]:
+        """Step every env with its policy action; the transitions, and which envs act next at the first step of
+        a new episode (an episode that ended, or a reset step that just ran)."""
+        env_action = to_env_action(self.spec, action)
+        if not self.spec.discrete:
+            env_action = env_action.astype(np.float32)
+        next_obs, reward, terminated, truncated, _ = self.venv.step(env_action)
+        next_obs = np.asarray(next_obs, dtype=np.float32)
+        keep = ~self.resetting
+        done = (terminated | truncated) & keep
+        self.ep_return[keep] += reward[keep]
+        self.ep_length[keep] += 1
+        for i in np.flatnonzero(done):
+            self.finished.append(Episode(float(self.ep_return[i]), int(self.ep_length[i])))
+            self.ep_return[i], self.ep_length[i] = 0.0, 0
+        batch = TransitionBatch(self.obs[keep], action[keep], np.asarray(reward, dtype=np.float32)[keep],
+                                next_obs[keep], np.asarray(terminated, dtype=np.float32)[keep], actor_id,
+                                policy_version)
+        self.resetting = done
+        self.obs = next_obs
+        return batch, done | ~keep
+
+    def close(self) -> None:
+        self.venv.close()

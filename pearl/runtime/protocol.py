@@ -16,13 +16,12 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import numpy as np
 
 from pearl.adapters.base import ActKernel, Adapter, LearnKernel, ReplayKernels
 from pearl.algos.base import OffPolicyConfig
-from pearl.envs import make_vector_env, to_env_action
+from pearl.envs import EnvStepper, Episode
 from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch, WeightSnapshot
 
 
@@ -57,21 +56,12 @@ def merge_clocks(clocks: "Iterable[KernelClock]") -> tuple[dict[str, float], dic
     return dict(seconds), dict(calls)
 
 
-@dataclass
-class Episode:
-    ret: float
-    length: int
-
-
 class _ActorBase:
-    """What every actor keeps: its act kernel, exploration before learning starts, episode bookkeeping."""
+    """What every actor keeps: its act kernel, the weights it acts with, exploration before learning starts."""
 
     def __init__(self, actor_id: int, spec: EnvSpec, n_envs: int, act: ActKernel, seed: int) -> None:
         self.actor_id, self.spec, self.act_kernel, self.n = actor_id, spec, act, n_envs
         self.rng = np.random.default_rng(seed)
-        self.ep_return = np.zeros(n_envs)
-        self.ep_length = np.zeros(n_envs, dtype=np.int64)
-        self.finished: list[Episode] = []
         self.policy_version = 0
         self.clock = KernelClock()
 
@@ -86,57 +76,34 @@ class _ActorBase:
             return self.rng.integers(0, self.spec.action_dim, n)
         return self.rng.uniform(-1.0, 1.0, size=(n, self.spec.action_dim)).astype(np.float32)
 
-    def drain_episodes(self) -> list[Episode]:
-        done, self.finished = self.finished, []
-        return done
-
 
 class VectorActor(_ActorBase):
-    """env_step + act over a gymnasium vector env: one `act` call and one vectorised step for all n envs.
-
-    The vector env resets in next-step mode: the step after an episode ends only resets that env (its
-    action is ignored, its reward is 0) and is not a transition, so its row is dropped. Env steps therefore
-    count transitions, the figure every rate in pearl is about.
-    """
+    """env_step + act over a gymnasium vector env: one `act` call and one vectorised step for all n envs (the
+    env side, next-step resets included, is pearl.envs.EnvStepper's)."""
 
     def __init__(self, actor_id: int, env_id: str, spec: EnvSpec, n_envs: int, act: ActKernel, seed: int) -> None:
         super().__init__(actor_id, spec, n_envs, act, seed)
-        self.venv = make_vector_env(env_id, n_envs)
-        self.obs = np.asarray(self.venv.reset(seed=seed)[0], dtype=np.float32)
-        self.resetting = np.zeros(n_envs, dtype=bool)  # envs whose next step is a reset, not a transition
+        self.envs = EnvStepper(env_id, spec, n_envs, seed)
 
     def step(self, explore: float, random: bool = False) -> TransitionBatch:
         t0 = time.perf_counter()
-        action = self.random_actions(self.n) if random else self.act_kernel.act(self.obs, explore)
+        action = self.random_actions(self.n) if random else self.act_kernel.act(self.envs.obs, explore)
         t1 = time.perf_counter()
-        env_action = to_env_action(self.spec, action)
-        if not self.spec.discrete:
-            env_action = env_action.astype(np.float32)
-        next_obs, reward, terminated, truncated, _ = self.venv.step(env_action)
-        next_obs = np.asarray(next_obs, dtype=np.float32)
-        keep = ~self.resetting
-        done = (terminated | truncated) & keep
-        self.ep_return[keep] += reward[keep]
-        self.ep_length[keep] += 1
-        for i in np.flatnonzero(done):
-            self.finished.append(Episode(float(self.ep_return[i]), int(self.ep_length[i])))
-            self.ep_return[i], self.ep_length[i] = 0.0, 0
-        batch = TransitionBatch(self.obs[keep], action[keep], np.asarray(reward, dtype=np.float32)[keep],
-                                next_obs[keep], np.asarray(terminated, dtype=np.float32)[keep], self.actor_id,
-                                self.policy_version)
+        batch, restart = self.envs.step(action, self.actor_id, self.policy_version)
         # An env whose episode ended (SB3 resets its noise then) or whose reset step just ran (its ignored action
         # still advanced the noise) acts next at the first step of a new episode: its exploration starts again.
-        restart = done | ~keep
         if restart.any():
             self.act_kernel.new_episodes(restart)
-        self.resetting = done
-        self.obs = next_obs
         self.clock.add("act", t1 - t0)
         self.clock.add("env_step", time.perf_counter() - t1)
         return batch
 
+    def drain_episodes(self) -> list[Episode]:
+        done, self.envs.finished = self.envs.finished, []
+        return done
+
     def close(self) -> None:
-        self.venv.close()
+        self.envs.close()
 
 
 class ReplayManager:
