@@ -75,7 +75,7 @@ def test_ddpg_mountaincar_continuous_reaches_93(tmp_path) -> None:
     """The zoo: 93.5 ± 0.05 over 300k steps with Ornstein-Uhlenbeck noise, as the preset has. Measured here, seed
     0: best = final 94.23 (68 min beside other work)."""
     r = pearl.train("ddpg", "MountainCarContinuous-v0", seed=0, eval_episodes=20, runs_dir=str(tmp_path))
-    assert r.eval_return_mean >= 93.5 - 0.5, (r.best, r.final)
+    assert r.eval_return_mean >= 93.5 - 0.05, (r.best, r.final)
 
 
 #: Seeds of the DDPG LunarLanderContinuous test, whose mean is asserted (one seed of this task scatters too
