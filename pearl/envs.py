@@ -115,7 +115,7 @@ class EnvStepper:
     """
 
     def __init__(self, env_id: str, spec: EnvSpec, n_envs: int, seed: int) -> None:
-        self.spec, self.n = spec, n_envs
+        self.spec = spec
         self.venv = make_vector_env(env_id, n_envs)
         self.obs = np.asarray(self.venv.reset(seed=seed)[0], dtype=np.float32)
         self.resetting = np.zeros(n_envs, dtype=bool)  # envs whose next step is a reset, not a transition
