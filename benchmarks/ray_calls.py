@@ -2,7 +2,7 @@
 
     python benchmarks/ray_calls.py [--address HOST:PORT] [--reps 300] [--rounds 3]
 
-Without --address, a local Ray instance (`pearl.runtime.ray_launcher.start_local_ray`: loopback, no
+Without --address, a local Ray instance (`pearl.runtime.ray.session.start_local_ray`: loopback, no
 dashboard) with both actors on its one node; with it, the caller on the first node and the callee on the
 second when the cluster has two or more (by `pearl_node_NAME` name order), so the figure includes the link.
 
@@ -24,7 +24,8 @@ import time
 import numpy as np
 
 from pearl.hostinfo import cpu_name
-from pearl.runtime import ray_launcher
+from pearl.profiling.cluster_nodes import cluster_node_names
+from pearl.runtime.ray import session
 
 
 class Callee:
@@ -35,7 +36,7 @@ class Callee:
 class Caller:
     def time_calls(self, callee, nbytes: int, reps: int, wait: bool) -> list[float]:
         """Seconds per call: each waited for (wait), or `reps` sent at once and collected (the mean)."""
-        ray = ray_launcher.require_ray()
+        ray = session.require_ray()
         array = np.ones(nbytes, np.uint8)
         ray.get([callee.take.remote(array) for _ in range(20)])  # warm-up
         if not wait:
@@ -52,7 +53,7 @@ class Caller:
 
 def _place(address: str | None):
     """(caller options, callee options, where): both on the one node, or on the first two nodes by name."""
-    names = ray_launcher.cluster_node_names() if address else {}
+    names = cluster_node_names() if address else {}
     if len(names) < 2:
         return {}, {}, "one node"
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -69,10 +70,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     if a.address:
-        ray_launcher.connect(a.address)
+        session.connect(a.address)
     else:
-        ray_launcher.start_local_ray()
-    ray = ray_launcher.require_ray()
+        session.start_local_ray()
+    ray = session.require_ray()
     try:
         caller_opts, callee_opts, where = _place(a.address)
         caller = ray.remote(num_cpus=0)(Caller).options(**caller_opts).remote()
@@ -84,7 +85,7 @@ def main() -> None:
                 times[name] += ray.get(caller.time_calls.remote(callee, nbytes, a.reps, wait))
                 print(f"round {r + 1}/{a.rounds}: {name} done", flush=True)
     finally:
-        ray_launcher.shutdown()
+        session.shutdown()
     print(f"\nRay {ray.__version__}, {where}; {cpu_name()}, {os.cpu_count()} cores; load {os.getloadavg()[0]:.2f}")
     print(f"{'operation':<12} {'median µs':>10} {'p90 µs':>8}  calls")
     for name, ts in times.items():

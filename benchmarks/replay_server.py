@@ -9,7 +9,7 @@ Prioritized replay of --capacity CartPole-v1 transitions, filled and given rando
 - ``sharded S=4 (no Ray)``: `ShardedReplay` with four in-process shards, so the cost of sharding itself
   (two passes over the shards, reassembly) is told apart from Ray's;
 - ``Ray S=1`` and ``Ray S=4``: `RemoteShardedReplay` over 1 and 4 `ReplayShard` actors on a local Ray
-  instance started by `pearl.runtime.ray_launcher.start_local_ray` (loopback, no dashboard).
+  instance started by `pearl.runtime.ray.session.start_local_ray` (loopback, no dashboard).
 
 Operations: ``sample B`` (B = 64, 128 rows, beta 0.4: union draws, gather, importance weights, and for Ray two
 batched round trips), ``sample 128 x8`` (`ShardedReplay.sample_many`: 8 batches against one reading of the
@@ -37,8 +37,9 @@ from pearl.adapters import open_adapter
 from pearl.algos import DQNConfig
 from pearl.envs import env_spec
 from pearl.profiling.timing import durations
-from pearl.runtime import ray_launcher
-from pearl.runtime.ray_launcher import RemoteShardedReplay, ShardPlacement
+from pearl.runtime.ray import session
+from pearl.runtime.ray.placement import ShardPlacement
+from pearl.runtime.ray.replay_client import RemoteShardedReplay
 from pearl.runtime.replay_server import ShardedReplay, encode_indices
 from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 
@@ -128,7 +129,7 @@ def main() -> None:
     spec = env_spec("CartPole-v1")
     config = DQNConfig(buffer_size=args.capacity, prioritized=True, batch_size=128)
     t0 = time.perf_counter()
-    ray_launcher.start_local_ray()
+    session.start_local_ray()
     try:
         sides = [torch_side(config, spec),
                  sharded_side("sharded S=4 (no Ray)", ShardedReplay.from_config(config, spec, 4, seed=0), spec,
@@ -149,7 +150,7 @@ def main() -> None:
                     times[(side.name, op)] += [t / per for t in got]
         report(sides, names, times, args.capacity, time.perf_counter() - t0)
     finally:
-        ray_launcher.shutdown()
+        session.shutdown()
 
 
 def report(sides: list[Side], names: list[str], times: dict[tuple[str, str], list[float]], capacity: int,

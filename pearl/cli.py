@@ -322,17 +322,18 @@ def _profile_cluster(address: str, options: Any, path: str, as_json: bool) -> No
     from pearl import __version__
     from pearl.profile.cluster import Cluster, Link, Node, save_cluster
     from pearl.profiling.profiler import run_profile
-    from pearl.runtime import ray_launcher as rl
+    from pearl.profiling.cluster_nodes import measure_links, run_on_each_node
+    from pearl.runtime.ray.session import check_installed, connect, shutdown
 
-    rl.check_installed()
-    rl.connect(address)
+    check_installed()
+    connect(address)
     try:
         t0 = time.perf_counter()
-        profiles = rl.run_on_each_node(functools.partial(run_profile, options))
-        links = [Link(a, b, latency, bandwidth, "measured") for a, b, latency, bandwidth in rl.measure_links()]
+        profiles = run_on_each_node(functools.partial(run_profile, options))
+        links = [Link(a, b, latency, bandwidth, "measured") for a, b, latency, bandwidth in measure_links()]
         wall = time.perf_counter() - t0
     finally:
-        rl.shutdown()
+        shutdown()
     nodes = [Node(name, p, f"ray {address}") for name, p in profiles.items()]
     created = min(p.created for p in profiles.values())
     written = save_cluster(Cluster(__version__, created, nodes, links), path)

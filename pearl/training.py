@@ -392,7 +392,7 @@ def check_positive_int(name: str, value: int, minimum: int = 1) -> None:
 # launcher name → "module:class"; each is imported only when chosen (Ray's only for "ray")
 LAUNCHERS = {"local": "pearl.runtime.local:LocalLauncher",
              "sequential": "pearl.runtime.sequential:SequentialLauncher",
-             "ray": "pearl.runtime.ray_launcher:RayLauncher"}
+             "ray": "pearl.runtime.ray.launcher:RayLauncher"}
 LAUNCHER_ALIASES = {"parallel": "local"}  # the local launcher's name before the Ray launcher existed
 
 
@@ -404,7 +404,7 @@ def launcher_name(name: str) -> str:
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ConfigError(f"unknown launcher {name!r}{hint}; choose one of: local, sequential, ray")
     if name == "ray":  # without Ray: one error line saying how to install it (Ray itself is not imported here)
-        from pearl.runtime.ray_launcher import check_installed
+        from pearl.runtime.ray.session import check_installed
         check_installed()
     return name
 
@@ -561,7 +561,7 @@ def _setup(o: RunOptions) -> _Setup:
             raise ConfigError(f"--ray-address joins a Ray cluster; it needs --launcher ray, not {o.launcher}")
         if not isinstance(o.ray_address, str) or not o.ray_address.strip():
             raise ConfigError(f"--ray-address must be a cluster address such as 10.0.0.5:6379, got {o.ray_address!r}")
-        from pearl.runtime.ray_launcher import check_address
+        from pearl.runtime.ray.session import check_address
         check_address(o.ray_address)  # before the run folder is made: Ray would retry a dead address for minutes
     check_positive_int("--replay-shards", o.replay_shards, minimum=0)
     if o.replay_shards and o.launcher != "ray":

@@ -66,7 +66,7 @@ def test_joining_asks_for_token_authentication_when_a_token_is_at_hand(monkeypat
     """Ray 2.60's `ray start --head` turns token authentication on and writes ~/.ray/auth_token; a driver joins
     such a cluster only with RAY_AUTH_MODE=token, which pearl sets as `ray start` does: when a token is there and
     the mode is unset. Ray is not imported."""
-    from pearl.runtime.ray_launcher import use_token_if_available
+    from pearl.runtime.ray.session import use_token_if_available
 
     for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
         monkeypatch.delenv(name, raising=False)
@@ -118,7 +118,7 @@ def cluster():
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), old_path]))
     from ray.cluster_utils import Cluster
 
-    from pearl.runtime.ray_launcher import require_ray
+    from pearl.runtime.ray.session import require_ray
 
     store = 80 * 2**20
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"learner": 1},
@@ -145,14 +145,14 @@ def cluster():
 
 
 def on_actors_node(cpus: float = 1.0):
-    from pearl.runtime.ray_launcher import ShardPlacement
+    from pearl.runtime.ray.placement import ShardPlacement
 
     return ShardPlacement(num_cpus=cpus, resources={"actors": 1})
 
 
 def on_head():
     """The learner's placement by resource: the head carries the only "learner"."""
-    from pearl.runtime.ray_launcher import ShardPlacement
+    from pearl.runtime.ray.placement import ShardPlacement
 
     return ShardPlacement(num_cpus=1, resources={"learner": 1})
 
@@ -160,7 +160,7 @@ def on_head():
 @needs_ray
 def test_ray_gives_the_sequential_and_local_launchers_parameters_bit_for_bit(cluster) -> None:
     """The Ray launcher changes speed, not the learning: same seed and lag, same final bits."""
-    from pearl.runtime.ray_launcher import RayLauncher
+    from pearl.runtime.ray.launcher import RayLauncher
 
     cfg = DQNConfig(total_steps=3000, learning_starts=400, train_freq=64, gradient_steps=32, n_envs=3,
                     target_update_interval=64, prioritized=True, **SMALL)
@@ -186,7 +186,7 @@ def test_ray_gives_the_sequential_and_local_launchers_parameters_bit_for_bit(clu
 def test_ray_gives_the_sequential_launchers_bits_with_ornstein_uhlenbeck_noise(cluster) -> None:
     """DDPG's OU processes live in each worker's act kernel and restart with its envs' episodes (Pendulum's end
     at 200 steps; 300 per env here): the same bits as the sequential launcher."""
-    from pearl.runtime.ray_launcher import RayLauncher
+    from pearl.runtime.ray.launcher import RayLauncher
 
     cfg = DDPGConfig(total_steps=1200, learning_starts=200, n_envs=2, buffer_size=5_000, action_noise=0.5,
                      noise_type="ornstein-uhlenbeck", **SMALL)
@@ -204,7 +204,8 @@ def test_every_transition_from_several_workers_arrives_once_in_schedule_order(cl
     steps reach the learner's replay once, in order, and replay (read from the run's checkpoint) holds each
     segment's shares in actor order."""
     from pearl.runtime import checkpoint as ckpt
-    from pearl.runtime.ray_launcher import RayLauncher, ShardPlacement
+    from pearl.runtime.ray.launcher import RayLauncher
+    from pearl.runtime.ray.placement import ShardPlacement
 
     total = 3000
     cfg = DQNConfig(total_steps=total, buffer_size=4096, n_envs=4, learning_starts=0, **SMALL)
@@ -241,7 +242,7 @@ def test_every_transition_from_several_workers_arrives_once_in_schedule_order(cl
 
 @needs_ray
 def test_a_worker_killed_with_sigkill_is_restarted_and_the_run_completes(cluster) -> None:
-    from pearl.runtime.ray_launcher import RayLauncher
+    from pearl.runtime.ray.launcher import RayLauncher
 
     killed: list[int] = []
 
@@ -270,7 +271,7 @@ def test_a_learner_killed_with_sigkill_ends_the_run_with_one_error_and_its_check
     workers stop, and the checkpoint of an interrupted run is the last one it wrote."""
     from pearl.runtime import checkpoint as ckpt
     from pearl.runtime.local import ActorFailed
-    from pearl.runtime.ray_launcher import RayLauncher
+    from pearl.runtime.ray.launcher import RayLauncher
 
     class KillsTheLearner(RayLauncher):
         def _publish(self, tag: int) -> None:
@@ -297,7 +298,7 @@ def test_an_interrupted_ray_run_checkpoints_the_learners_state_and_resumes_as_th
     """Ctrl-C in the driver: the learner role hands over its state before it stops, checkpoint_now writes it
     (replay included), and resuming from it on Ray gives the sequential launcher's parameters bit for bit."""
     from pearl.runtime import checkpoint as ckpt
-    from pearl.runtime.ray_launcher import RayLauncher
+    from pearl.runtime.ray.launcher import RayLauncher
 
     class Interrupted(RayLauncher):
         def _publish(self, tag: int) -> None:
@@ -324,7 +325,7 @@ def test_an_interrupted_ray_run_checkpoints_the_learners_state_and_resumes_as_th
 @needs_ray
 def test_an_env_that_raises_ends_the_run_with_its_message_once_the_restarts_are_spent(cluster) -> None:
     from pearl.runtime.local import ActorFailed
-    from pearl.runtime.ray_launcher import RayLauncher
+    from pearl.runtime.ray.launcher import RayLauncher
 
     cfg = DQNConfig(total_steps=5000, **SMALL)
     job = Job(cfg, env_spec("counter_env:PearlFailing-v0"), Placement.single("cpu"), seed=0, actors=1, threads=1)
@@ -336,7 +337,8 @@ def test_an_env_that_raises_ends_the_run_with_its_message_once_the_restarts_are_
 
 @needs_ray
 def test_a_role_that_cannot_be_placed_is_refused_before_any_work(cluster) -> None:
-    from pearl.runtime.ray_launcher import RayLauncher, ShardPlacement
+    from pearl.runtime.ray.launcher import RayLauncher
+    from pearl.runtime.ray.placement import ShardPlacement
 
     cfg = DQNConfig(total_steps=1000, **SMALL)
     job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=0, actors=3, threads=1)
@@ -511,7 +513,7 @@ def test_a_cluster_plan_puts_each_role_on_the_ray_node_of_its_plan_node(cluster)
     """Plan node NAME is the Ray node carrying pearl_node_NAME: the workers and the replay server's shard on
     "a" (the actors' node), the learner on "b" (the spare node), each asked from inside the role."""
     from pearl.runtime.launcher import RoleNodes
-    from pearl.runtime.ray_launcher import RayLauncher
+    from pearl.runtime.ray.launcher import RayLauncher
 
     cfg = DQNConfig(total_steps=1536, learning_starts=256, train_freq=256, gradient_steps=8, n_envs=2, **SMALL)
     job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=1, actors=2, threads=1)
@@ -560,7 +562,7 @@ def test_a_plan_that_spreads_the_actors_puts_each_worker_on_its_node_and_learns_
     the parameters are the sequential launcher's bit for bit (the schedule decides the learning, not where the
     workers run)."""
     from pearl.runtime.launcher import RoleNodes
-    from pearl.runtime.ray_launcher import RayLauncher
+    from pearl.runtime.ray.launcher import RayLauncher
 
     cfg = DQNConfig(total_steps=2048, learning_starts=256, train_freq=128, gradient_steps=16, n_envs=2,
                     target_update_interval=64, prioritized=True, **SMALL)
@@ -582,7 +584,7 @@ def test_a_sharded_replay_server_puts_each_shard_on_its_node_and_learns_as_unpin
     inside, and the parameters are those of two replay shards placed anywhere, bit for bit (the client's
     draws decide the learning, not where the shards run; `--replay-shards` runs repeat with themselves)."""
     from pearl.runtime.launcher import RoleNodes
-    from pearl.runtime.ray_launcher import RayLauncher
+    from pearl.runtime.ray.launcher import RayLauncher
 
     cfg = DQNConfig(total_steps=1536, learning_starts=256, train_freq=128, gradient_steps=16, n_envs=2,
                     target_update_interval=64, prioritized=True, **SMALL)
@@ -665,12 +667,12 @@ def test_a_cluster_plan_whose_node_the_cluster_lacks_is_one_error_line_before_an
 def test_each_node_runs_its_own_measurement_and_every_pair_of_nodes_gets_a_link(cluster) -> None:
     """What `pearl profile --ray-address` builds on: a function run by a task pinned to each node (asked from
     inside it which node it ran on), named by its pearl_node_ resource or its id; links for every pair."""
-    from pearl.runtime import ray_launcher as rl
+    from pearl.profiling.cluster_nodes import measure_links, run_on_each_node
 
     head = f"node-{cluster.head[:8]}"  # the head carries no pearl_node_ resource
-    where = rl.run_on_each_node(lambda: __import__("ray").get_runtime_context().get_node_id())
+    where = run_on_each_node(lambda: __import__("ray").get_runtime_context().get_node_id())
     assert where == {"a": cluster.actors, "b": cluster.spare, head: cluster.head}
-    links = rl.measure_links(sizes=(1_000, 1_000_000), reps=2)
+    links = measure_links(sizes=(1_000, 1_000_000), reps=2)
     assert {frozenset((a, b)) for a, b, _, _ in links} == {frozenset(p) for p in (("a", "b"), (head, "a"), (head, "b"))}
     assert len(links) == 3
     assert all(latency > 0 and bandwidth > 0 for _, _, latency, bandwidth in links)
@@ -693,7 +695,7 @@ def test_a_role_starts_with_its_gpu_slices_environment(cluster) -> None:
     """A role on a GPU slice gets the slice's environment when Ray starts its process (CUDA reads it once, at
     start): the MPS share here, asked from inside the role (no GPU needed to see the environment)."""
     from pearl.adapters.slices import slice_env
-    from pearl.runtime.ray_launcher import ShardPlacement
+    from pearl.runtime.ray.placement import ShardPlacement
 
     env = slice_env("cuda:0/mps:25", {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/pearl-test-mps-pipe"})
     assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25"

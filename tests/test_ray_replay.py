@@ -20,8 +20,9 @@ if importlib.util.find_spec("ray") is None:
 
 from pearl.algos import DQNConfig  # noqa: E402
 from pearl.errors import ConfigError  # noqa: E402
-from pearl.runtime import ray_launcher  # noqa: E402
-from pearl.runtime.ray_launcher import RemoteShardedReplay, ShardPlacement  # noqa: E402
+from pearl.runtime.ray import replay_client, session  # noqa: E402
+from pearl.runtime.ray.placement import ShardPlacement  # noqa: E402
+from pearl.runtime.ray.replay_client import RemoteShardedReplay  # noqa: E402
 from pearl.runtime.replay_server import FIELDS, ShardedReplay, encode_indices  # noqa: E402
 from pearl.types import EnvSpec, TransitionBatch  # noqa: E402
 
@@ -61,11 +62,11 @@ def alive(pids: set[int]) -> set[int]:
 
 @pytest.fixture(scope="module")
 def ray_instance():
-    address = ray_launcher.start_local_ray(num_cpus=2)
+    address = session.start_local_ray(num_cpus=2)
     started = descendants(os.getpid())
     assert started, "start_local_ray started no process below this one"
     yield address
-    ray_launcher.shutdown()
+    session.shutdown()
     deadline = time.monotonic() + 15
     while alive(started) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -85,7 +86,7 @@ def test_local_instance_listens_on_loopback_only(ray_instance: str) -> None:
     assert ray.util.get_node_ip_address() == "127.0.0.1"
     assert all(n["NodeManagerAddress"] == "127.0.0.1" for n in ray.nodes())
     with pytest.raises(ConfigError, match="already initialised"):
-        ray_launcher.start_local_ray()
+        session.start_local_ray()
 
 
 @pytest.mark.parametrize("prioritized", [True, False])
@@ -146,14 +147,14 @@ def test_a_shard_that_cannot_be_placed_is_refused_before_any_actor_starts(ray_in
     cfg = DQNConfig(buffer_size=100)
     assert idle()
     with pytest.raises(ConfigError, match="replay shard 0 cannot be placed.* gpu_node"):
-        ray_launcher.remote_shards(cfg, SPEC, 2, ShardPlacement(num_cpus=0.5, resources={"gpu_node": 1}))
+        replay_client.remote_shards(cfg, SPEC, 2, ShardPlacement(num_cpus=0.5, resources={"gpu_node": 1}))
     with pytest.raises(ConfigError, match="replay shard 2 cannot be placed: the cluster has 2 CPU"):
-        ray_launcher.remote_shards(cfg, SPEC, 3, ShardPlacement(num_cpus=1.0))
+        replay_client.remote_shards(cfg, SPEC, 3, ShardPlacement(num_cpus=1.0))
     with pytest.raises(ConfigError, match="not in the cluster"):
-        ray_launcher.remote_shards(cfg, SPEC, 1, ShardPlacement(num_cpus=0.5, node_id="ab" * 28))
+        replay_client.remote_shards(cfg, SPEC, 1, ShardPlacement(num_cpus=0.5, node_id="ab" * 28))
     assert idle()  # the shards before the one refused were not started either (3 x 1 CPU would hold 2)
     node = ray.get_runtime_context().get_node_id()
-    handles = ray_launcher.remote_shards(cfg, SPEC, 1, ShardPlacement(num_cpus=0.5, node_id=node))
+    handles = replay_client.remote_shards(cfg, SPEC, 1, ShardPlacement(num_cpus=0.5, node_id=node))
     assert ray.get(handles[0].stats.remote()).size == 0
     ray.kill(handles[0])
 

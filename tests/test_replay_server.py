@@ -404,16 +404,16 @@ def test_rate_limiter_state_round_trip() -> None:
 def test_ray_launcher_without_ray_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from pearl.runtime import ray_launcher
+    from pearl.runtime.ray import session
 
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError, as when it is absent
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # start_local_ray sets it; restored after
-    for call in (ray_launcher.require_ray, ray_launcher.start_local_ray, lambda: ray_launcher.connect("x:1")):
+    for call in (session.require_ray, session.start_local_ray, lambda: session.connect("x:1")):
         with pytest.raises(ConfigError, match='pip install "pearl\\[ray\\]"'):
             call()
 
 
-def test_only_the_ray_launcher_imports_ray() -> None:
+def test_only_the_ray_package_and_cluster_profiling_import_ray() -> None:
     # Ray is an optional extra: every other module of pearl must import without it.
     import ast
     from pathlib import Path
@@ -426,7 +426,8 @@ def test_only_the_ray_launcher_imports_ray() -> None:
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             if any(n == "ray" or n.startswith("ray.") for n in names):
                 importers.add(path.relative_to(root.parent).as_posix())
-    assert importers == {"pearl/runtime/ray_launcher.py"}
+    in_package = {p for p in importers if p.startswith("pearl/runtime/ray/")}
+    assert in_package and importers - in_package == {"pearl/profiling/cluster_nodes.py"}
 
 
 def test_the_replay_server_and_launcher_modules_import_no_ray_nor_torch() -> None:
@@ -434,7 +435,7 @@ def test_the_replay_server_and_launcher_modules_import_no_ray_nor_torch() -> Non
     import sys
     from pathlib import Path
 
-    code = ("import sys, pearl.runtime.replay_server, pearl.runtime.ray_launcher; "
+    code = ("import sys, pearl.runtime.replay_server, pearl.runtime.ray.launcher, pearl.profiling.cluster_nodes; "
             "print(sorted(m for m in ('ray', 'torch', 'pyopencl') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
                          text=True, check=True)
@@ -463,7 +464,7 @@ def test_a_learner_on_the_replay_server_reads_uniform_shards_once_a_segment_and_
     from pearl.envs import env_spec
     from pearl.runtime.launcher import Job, Placement
     from pearl.runtime.learner_role import LearnerRole
-    from pearl.runtime.ray_launcher import ShardedReplayKernels
+    from pearl.runtime.ray.replay_client import ShardedReplayKernels
 
     class OneByOne(ShardedReplayKernels):
         def samples(self, count, batch_size, beta):

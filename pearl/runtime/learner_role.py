@@ -1,7 +1,7 @@
 """The learner as a role: replay and the learn kernel on their devices, driven one segment at a time.
 
 A plain class, no Ray: the sequential and local launchers hold one in their own process, and
-`pearl.runtime.ray_launcher` places one as a Ray actor on the node and device the plan gives, so the driver
+`pearl.runtime.ray.launcher` places one as a Ray actor on the node and device the plan gives, so the driver
 only orchestrates (the segment loop, checkpoints, evaluations, logging). Its calls are coarse, one or two
 a segment, never one an update: `insert` takes a segment's shares in actor order, `train` runs the segment's
 updates, `policy` hands out the weights to publish, and `evaluate`, `status`, `state` and `clocks` answer

@@ -1,7 +1,7 @@
 """The replay server role: replay tables (shards), the client that samples across them, and the rate limiter.
 
 In the spirit of Reverb (a table = sampler + remover + rate limiter), written for pearl. Plain Python and
-numpy, no Ray: the Ray launcher places `ReplayShard` objects as actors (`pearl.runtime.ray_launcher`), and
+numpy, no Ray: the Ray launcher places `ReplayShard` objects as actors (`pearl.runtime.ray.replay_client`), and
 the same classes run in process for tests and for the sequential schedule.
 
 Tables
@@ -289,7 +289,7 @@ class ReplayShard:
 class ShardedReplay:
     """The client side of a sharded replay: routes inserts, samples the union, routes priority updates back.
 
-    Holds the shards itself; `pearl.runtime.ray_launcher.RemoteShardedReplay` is the same client over Ray
+    Holds the shards itself; `pearl.runtime.ray.replay_client.RemoteShardedReplay` is the same client over Ray
     actor handles, overriding only the five transport methods (``_stats``, ``_lookup``, ``_gather``,
     ``_insert``, ``_update``). Sampling is deterministic for a seed: every draw comes from ``rng``, by default
     `sampler_rng(seed)`.

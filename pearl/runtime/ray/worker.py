@@ -1,7 +1,7 @@
 """One actor worker of the Ray launcher: a vector of envs stepped until its share of a segment is collected.
 
-A plain class, no Ray: `pearl.runtime.ray_launcher` places it as a Ray actor (and a test may drive it in
-process). It holds a `VectorActor` and its `ActorShare`, built exactly as the sequential launcher builds
+A plain class, no Ray: `pearl.runtime.ray.launcher` places it as a Ray actor (`worker_class`; a test may drive
+it in process). It holds a `VectorActor` and its `ActorShare`, built exactly as the sequential launcher builds
 them (the same seeds, the act kernel's seed + 1, one CPU thread), so the same seed gives the same
 transitions whichever launcher runs it. One `collect` call returns one batch of the worker's whole share of
 a segment: transitions travel in batches, never one step per call. A step that straddles into the next
@@ -27,8 +27,11 @@ import numpy as np
 from pearl.algos.base import OffPolicyConfig
 from pearl.errors import PearlError
 from pearl.runtime.protocol import Episode, VectorActor
+from pearl.runtime.ray.session import require_ray
 from pearl.runtime.schedule import ActorShare, Schedule
 from pearl.types import EnvSpec, Params, TransitionBatch, WeightSnapshot
+
+_WORKER_CLASS: Any = None
 
 
 class WorkerRestarted(PearlError):
@@ -45,6 +48,14 @@ class Collected:
     seconds: dict[str, float] = field(default_factory=dict)  # the worker's kernel clock, cumulative
     calls: dict[str, int] = field(default_factory=dict)
     dropped: int = 0  # rows its last step produced past its last share
+
+
+def worker_class() -> Any:
+    """``ray.remote(ActorWorker)``, made once and only when a worker is first placed."""
+    global _WORKER_CLASS
+    if _WORKER_CLASS is None:
+        _WORKER_CLASS = require_ray().remote(ActorWorker)
+    return _WORKER_CLASS
 
 
 class ActorWorker:
@@ -76,8 +87,6 @@ class ActorWorker:
 
     def node_id(self) -> str:
         """The Ray node this worker runs on (asked from inside the role)."""
-        from pearl.runtime.ray_launcher import require_ray  # only ever called inside a Ray actor
-
         return str(require_ray().get_runtime_context().get_node_id())
 
     def collect(self, k: int, tag: int, weights: Params | list[Any]) -> tuple[TransitionBatch, Collected]:
@@ -123,9 +132,7 @@ class ActorWorker:
 def _fetch(weights: Params | list[Any]) -> Params:
     """The parameters themselves, fetching them from Ray's object store when given as [object ref]."""
     if isinstance(weights, list):
-        from pearl.runtime.ray_launcher import require_ray  # only ever given a ref inside a Ray actor
-
-        return require_ray().get(weights[0])
+        return require_ray().get(weights[0])  # only ever given a ref inside a Ray actor
     return weights
 
 

@@ -1,0 +1,15 @@
+"""The Ray launcher and its transport: pearl's roles as Ray actors on a local instance or a cluster.
+
+With `pearl.profiling.cluster_nodes`, the only code of pearl that imports Ray, and only inside functions, so
+every module here can be imported (and its missing-Ray error raised) where Ray is not installed. It is
+imported only when the Ray launcher is chosen (or a running cluster profiled).
+
+- `session`: is Ray installed, starting a local instance on loopback, joining a cluster (token authentication
+  when a token is at hand), leaving;
+- `placement`: where each role goes (`ShardPlacement`), a cluster plan's nodes (`plan_node_ids`), admission of
+  every role against the cluster (`check_roles`) before any starts;
+- `replay_client`: the replay server's shards as Ray actors and `RemoteShardedReplay`, the client over them;
+- `learner`: the learner role as a Ray actor (`RayLearnerRole`) and the driver's handle to it;
+- `worker`: one actor worker (`ActorWorker`, a plain class that Ray places);
+- `launcher`: `RayLauncher` (``--launcher ray``), the segment loop over those roles.
+"""

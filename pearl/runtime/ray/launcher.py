@@ -1,0 +1,441 @@
+"""The Ray launcher (``--launcher ray``): every role a Ray actor placed by the plan, the driver runs the loop.
+
+`RayLauncher` starts or joins Ray (`session`), places the learner, the replay shards and the actor workers
+(`placement`, checked against the cluster before any starts), and runs `SegmentLauncher`'s segment loop over
+them: workers collect ahead while the learner trains, batches and weights go between roles as object refs,
+a worker that dies is restarted and asked again, and at the end every role is stopped and a Ray instance that
+pearl started is shut down.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from pearl.adapters.slices import slice_env
+from pearl.device import DeviceId
+from pearl.errors import ConfigError, PearlError
+from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed
+from pearl.runtime.launcher import Job, LoopStats, RoleNodes, SegmentLauncher
+from pearl.runtime.local import ActorFailed, raise_on_sigterm
+from pearl.runtime.protocol import Episode, KernelClock, merge_clocks
+from pearl.runtime.ray.learner import LearnerHandle, learner_class
+from pearl.runtime.ray.placement import ShardPlacement, check_roles, plan_node_ids
+from pearl.runtime.ray.replay_client import remote_shards
+from pearl.runtime.ray.session import connect, first_line, require_ray, shutdown, start_local_ray
+from pearl.runtime.ray.worker import Collected, WorkerRestarted, worker_class
+from pearl.runtime.record import RunRecord
+from pearl.types import TransitionBatch
+
+__all__ = ["RayLauncher"]
+
+STARTUP_TIMEOUT_S = 300.0  # roles are placed, started and set up (envs, act kernel, learner) within this
+STOP_STATE_TIMEOUT_S = 120.0  # an interrupted run's learner hands over its state for the checkpoint within this
+_RESTART_SEED = 104_729  # a restarted worker's seed moves by this per restart (as the local launcher's actors)
+
+
+@dataclass
+class _InFlight:
+    """A segment whose collection was asked for: the weights it acts with and each worker's two futures (the
+    batch, then what was measured)."""
+
+    tag: int
+    weights: Any  # the object ref of the published policy
+    futures: list[list[Any]]
+
+
+class RayLauncher(SegmentLauncher):
+    """Every role a Ray actor placed by the plan: actor workers, the learner (with replay, or a client of the
+    replay server's shards), the replay shards; the driver (this process) runs only the segment loop,
+    checkpoints, evaluations' timing and the metrics lines.
+
+    The workers collect segment k + 1 .. k + lag while the learner trains on segment k: `start` asks every
+    worker for segments first .. first + lag (with the starting policy, the learner's, as one object ref);
+    `_collect(k)` waits for what each worker measured of segment k and sends the learner the refs of the
+    batches, in actor order; the loop sends the segment's updates; `_publish(k)` asks the learner for W(k)
+    (an object ref, never fetched by the driver) and every worker for segment k + 1 + lag, which acts with
+    it. Ray runs one caller's calls to an actor in order, so each worker collects its segments in turn and
+    the learner inserts, trains and publishes in the schedule's order. Which rows reach replay and which
+    weights each step acts with are the schedule's, so the parameters equal the sequential and the local
+    launcher's bit for bit.
+
+    A worker that dies is restarted by Ray (``max_restarts``); the driver sets it up again at the rows the
+    learner received from it (reseeded, as the local launcher's actors) and asks again for every segment in
+    flight. The learner is not restarted: its death ends the run, which `pearl train --resume` goes on with.
+    """
+
+    name = "ray"
+
+    def __init__(self, job: Job, resume: Checkpoint | None = None, checkpointer: Checkpointer | None = None,
+                 address: str | None = None, max_restarts: int = 3,
+                 actor_placement: ShardPlacement | None = None, replay_shards: int = 0,
+                 replay_placement: ShardPlacement | None = None,
+                 learner_placement: ShardPlacement | None = None, role_nodes: RoleNodes | None = None) -> None:
+        """`role_nodes` (a cluster plan's): each role pinned to the Ray node of its plan node (see
+        `plan_node_ids`); the placements given explicitly win over it."""
+        super().__init__(job, resume, checkpointer)
+        self.plan_nodes = role_nodes
+        self.node_ids: dict[str, str] = {}  # plan node → Ray node id, once resolved
+        self.shard_nodes: list[str] = []  # the Ray node each replay shard runs on, asked from inside it
+        self.replay_shards, self.replay_placement = replay_shards, replay_placement
+        self.learner_placement = learner_placement
+        self.shard_handles: list[Any] = []
+        self.address, self.max_restarts, self.actor_placement = address, max_restarts, actor_placement
+        self.restarts, self.restart_log = 0, []
+        self.workers: list[Any] = []
+        self.pids: list[int] = []
+        self.nodes: list[str] = []  # the Ray node each worker runs on, asked from inside it
+        self.learner_node: str | None = None  # the learner role's, asked from inside it
+        self.seeds = [actor_seed(job.seed, i, self.steps) for i in range(job.actors)]
+        self.inflight: dict[int, _InFlight] = {}
+        self.discarded: list[Any] = []  # futures a worker's death made void (read at stop, so Ray reports none)
+        self.episodes: list[Episode] = []
+        self.clocks: dict[int, KernelClock] = {}  # each worker's latest clock
+        self.retired: list[KernelClock] = []  # the clocks of workers that died
+        self.dropped_by: dict[int, int] = {}
+        self.started_here = False  # pearl started the local Ray instance
+        self.joined = False  # this launcher connected the driver (and disconnects it at stop)
+        self.finished = False
+        self._previous_sigterm: Any = None
+        self._terminated = threading.Event()  # set by the SIGTERM handler
+        self.waits: dict[str, float] = {}
+
+    def _make_role(self) -> Any:
+        return None  # placed by `start`, once Ray runs
+
+    @property
+    def adapters(self) -> dict[str, Any]:
+        return {}  # the driver opens no device: the roles open theirs
+
+    def _learner_devices(self) -> list[str]:
+        return sorted({self.placement.replay, self.placement.learn})  # the workers open the act device
+
+    # --------------------------------------------------------------------------------- start / stop
+    def start(self) -> None:
+        ray = self._join()
+        self._previous_sigterm = raise_on_sigterm(self._terminated)  # after ray.init, which installs its own
+        learner, shards, workers = self._placements(ray)
+        learner = dataclasses.replace(learner, env={**learner.env, **slice_env(self.placement.learn)})
+        acts = self.act_devices()
+        workers = [dataclasses.replace(w, env={**w.env, **slice_env(acts[i])}) for i, w in enumerate(workers)]
+        roles = [("learner", learner)]
+        roles += [(f"replay shard {i}", shard) for i, shard in enumerate(shards)]
+        roles += [(f"actor worker {i}", w) for i, w in enumerate(workers)]
+        check_roles(roles)  # every role, before any is started
+        if self.replay_shards:
+            self.shard_handles = remote_shards(self.config, self.spec, self.replay_shards, shards)
+            self.shard_nodes = self._get([h.node_id.remote() for h in self.shard_handles], "setting up",
+                                         STARTUP_TIMEOUT_S)  # asked from inside each shard
+        handle = learner_class().options(**learner.options()).remote(self.job, self._learner_devices(),
+                                                                     self.shard_handles or None)
+        self.role = LearnerHandle(handle)
+        if self.resume is not None:
+            self.role.pending.append(handle.restore.remote(ray.put(self.resume)))
+        self.learner_node = self.role._call("node_id", timeout=STARTUP_TIMEOUT_S)  # asked from inside the role
+        self.updates = self.role._call("ready")
+        self.role.check()
+        cls, sched = worker_class(), self.schedule
+        self.workers = [cls.options(**workers[i].options()).remote(
+            i, self.config, self.spec, acts[i], self.job.descriptor_for(acts[i]), sched)
+            for i in range(self.job.actors)]
+        first = self.role.policy_ref()
+        self.pids = self._get([w.setup.remote(self.seeds[i], sched.steps_before(self.first_segment, i), first)
+                               for i, w in enumerate(self.workers)], "setting up", STARTUP_TIMEOUT_S)
+        self.nodes = self._get([w.node_id.remote() for w in self.workers], "setting up")  # asked from inside
+        for k in range(self.first_segment, min(self.first_segment + sched.lag + 1, sched.segments)):
+            self._submit(k, sched.weights_for(k), first)
+
+    def _join(self) -> ModuleType:
+        """Connect the driver: to the cluster at the address, to Ray already running in this process, or to
+        a local instance started here (loopback only, no dashboard)."""
+        running = sys.modules.get("ray")
+        if self.address is not None:
+            connect(self.address)
+            self.joined = True
+        elif running is not None and running.is_initialized():
+            return running  # the caller's Ray: theirs to shut down
+        else:
+            start_local_ray()
+            self.started_here = self.joined = True
+        return require_ray()
+
+    def act_devices(self) -> list[str]:
+        """Each worker's act device: the job's, or for a cluster plan that spreads the actors its node's."""
+        if self.plan_nodes is None:
+            return [self.placement.act] * self.job.actors
+        return [self.plan_nodes.worker(i, self.placement.act)[1] for i in range(self.job.actors)]
+
+    def _placements(self, ray: ModuleType) -> tuple[ShardPlacement, list[ShardPlacement], list[ShardPlacement]]:
+        """The learner's, each replay shard's and each worker's placement: the ones given, else an equal part
+        of the cluster's CPUs, at most one, for the learner and each worker (Ray's CPUs are admission only:
+        the roles share the cores), none for a shard; on a CUDA device a GPU, or an equal part of one for the
+        roles that share it; the learner near the driver where that node can take it. With `plan_nodes`, each
+        role pinned to its plan node (`_plan_placements`)."""
+        if self.plan_nodes is not None:
+            return self._plan_placements(ray, self.plan_nodes)
+        have = ray.cluster_resources()
+        cpus = min(1.0, float(have.get("CPU", 1.0)) / (self.job.actors + 1))
+        learn_gpu, act_gpu = (DeviceId.parse(d).family == "cuda" for d in (self.placement.learn, self.placement.act))
+        shared = 1.0 / (self.job.actors + 1) if learn_gpu and act_gpu else None  # one GPU for all of them
+        worker = self.actor_placement or ShardPlacement(
+            num_cpus=cpus, num_gpus=0.0 if not act_gpu else shared or
+            min(1.0, max(float(have.get("GPU", 0.0)), 1.0) / self.job.actors))
+        learner = self.learner_placement or ShardPlacement(
+            num_cpus=cpus, num_gpus=0.0 if not learn_gpu else shared or 1.0,
+            node_id=str(ray.get_runtime_context().get_node_id()), soft=True)
+        shard = self.replay_placement or ShardPlacement(num_cpus=0)
+        return learner, [shard] * self.replay_shards, \
+            [dataclasses.replace(worker, max_restarts=self.max_restarts)] * self.job.actors
+
+    def run(self, record: RunRecord | None = None, progress: Callable[[int], None] | None = None,
+            max_seconds: float | None = None) -> LoopStats:
+        """The segment loop; SIGTERM ends it as SystemExit(143) also when it lands inside a Ray call: Ray turns
+        the handler's exception into its own SystemExit(1) there (3 and 4 of 6 SIGTERMs in two tries did)."""
+        try:
+            return super().run(record, progress, max_seconds)
+        except BaseException:
+            if self._terminated.is_set():
+                raise SystemExit(128 + signal.SIGTERM) from None
+            raise
+
+    def _plan_placements(self, ray: ModuleType, nodes: RoleNodes) -> tuple[ShardPlacement, list[ShardPlacement],
+                                                                             list[ShardPlacement]]:
+        """A cluster plan's placements: every role pinned (hard) to the Ray node of its plan node, each actor
+        worker to its own (a plan may spread them over nodes); on each node the learner and the workers there
+        share its CPUs equally, at most one each (admission only, as above); a CUDA role a GPU, or an equal
+        part of one with the roles on the same node's same GPU. A sharded replay server: each shard pinned to
+        its own plan node (`RoleNodes.shards`)."""
+        self.node_ids = ids = plan_node_ids(nodes.names())
+        cpus_of = {n["NodeID"]: float(n.get("Resources", {}).get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")}
+        acts = [nodes.worker(i, self.placement.act) for i in range(self.job.actors)]
+        on_node = {name: sum(node == name for node, _ in acts) + (name == nodes.learner) for name in nodes.names()}
+        learn_gpu = _is_cuda(self.placement.learn)
+        learner_gpu = (nodes.learner, self.placement.learn)
+
+        def cpus(name: str) -> float:
+            return min(1.0, cpus_of.get(ids[name], 0.0) / max(on_node[name], 1))
+
+        def gpus(where: tuple[str, str]) -> float:  # an equal part of the GPU for every role on it
+            sharing = acts.count(where) + (learn_gpu and where == learner_gpu)
+            return 1.0 / sharing if _is_cuda(where[1]) else 0.0
+
+        workers = [self.actor_placement or ShardPlacement(num_cpus=cpus(node), node_id=ids[node],
+                                                          num_gpus=gpus((node, act))) for node, act in acts]
+        learner = self.learner_placement or ShardPlacement(
+            num_cpus=cpus(nodes.learner), node_id=ids[nodes.learner], num_gpus=gpus(learner_gpu))
+        if nodes.shards and len(nodes.shards) != self.replay_shards:
+            raise ConfigError(f"the plan shards the replay server over {len(nodes.shards)} nodes, the launcher was "
+                              f"given {self.replay_shards} replay shards")
+        homes = nodes.shards or (nodes.replay,) * self.replay_shards
+        shards = [self.replay_placement or ShardPlacement(num_cpus=0, node_id=ids[n]) for n in homes]
+        return learner, shards, [dataclasses.replace(w, max_restarts=self.max_restarts) for w in workers]
+
+    def stop(self) -> None:
+        ray = sys.modules.get("ray")
+        workers, self.workers, self.inflight = self.workers, [], {}
+        role, shards, self.shard_handles = self.role, self.shard_handles, []
+        self.role = None
+        try:
+            if ray is not None and ray.is_initialized():
+                for w in workers:
+                    ray.kill(w, no_restart=True)
+                self._drop_discarded(ray)
+                if role is not None:
+                    self._keep_state(role)
+                    ray.kill(role.handle, no_restart=True)
+                for s in shards:
+                    ray.kill(s)
+        finally:
+            if self._previous_sigterm is not None:
+                signal.signal(signal.SIGTERM, self._previous_sigterm)
+                self._previous_sigterm = None
+            if self.joined:
+                self.joined = False
+                shutdown()  # a local instance pearl started stops with every process it ran
+
+    def _keep_state(self, role: LearnerHandle) -> None:
+        """Before the learner stops early: its state, so that a checkpoint taken after `stop` (an interrupted
+        run's) holds what it learnt. Best effort: a learner that died or hangs leaves none."""
+        if self.finished or self.checkpointer is None or self.steps == self.start_steps:
+            return
+        try:
+            self._kept = role.state(self.checkpointer.include_replay, timeout=STOP_STATE_TIMEOUT_S)
+        except (PearlError, OSError):
+            self._kept = None
+
+    def checkpoint_now(self) -> str | None:
+        if self._kept is None and self.role is None:
+            return None  # the learner stopped without handing over its state (it died, or hung)
+        return super().checkpoint_now()
+
+    def _drop_discarded(self, ray: ModuleType) -> None:
+        """Read the void futures' errors: Ray prints an error that no one read when its future is freed."""
+        discarded, self.discarded = self.discarded, []
+        for ref in discarded:
+            try:
+                ray.get(ref, timeout=1.0)
+            except Exception:  # noqa: BLE001 - their errors are the known deaths, already handled
+                pass
+
+    # ------------------------------------------------------------------------------ the schedule's hooks
+    def _submit(self, k: int, tag: int, weights: Any) -> None:
+        self.inflight[k] = _InFlight(tag, weights, [self._ask(w, k, tag, weights) for w in self.workers])
+
+    @staticmethod
+    def _ask(worker: Any, k: int, tag: int, weights: Any) -> list[Any]:
+        """Worker's share of segment k: the futures of its batch and of what it measured. The weights' ref goes
+        in a list, so the worker fetches them only when it needs a newer version than it holds."""
+        return list(worker.collect.options(num_returns=2).remote(k, tag, [weights]))
+
+    def _collect(self, k: int, insert: Callable[[TransitionBatch], None], wait: Callable[[], None]) -> None:
+        """Wait for what every worker measured of segment k, then send the learner its batches' refs in actor
+        order, in one call (so replay holds whole segments whenever the run is interrupted)."""
+        ray = require_ray()
+        while True:
+            futures = [f[1] for f in self.inflight[k].futures]
+            t0 = time.perf_counter()
+            _, waiting = ray.wait(futures, num_returns=len(futures), timeout=0.2)
+            self.waited += time.perf_counter() - t0
+            if not waiting:
+                break
+            wait()
+        got = [self._result(k, i) for i in range(len(self.workers))]
+        self.role.insert_refs([f[0] for f in self.inflight.pop(k).futures])
+        self.steps += sum(c.rows for c in got)
+        for i, collected in enumerate(got):
+            self.episodes.extend(collected.episodes)
+            clock = self.clocks.setdefault(i, KernelClock())
+            clock.seconds.update(collected.seconds)
+            clock.calls.update(collected.calls)
+            self.dropped_by[i] = collected.dropped
+        self.dropped = sum(self.dropped_by.values())
+
+    def _publish(self, tag: int) -> None:
+        """W(tag) as an object ref the learner makes, and every worker asked for the segment that acts with it."""
+        k = tag + 1 + self.schedule.lag
+        if k < self.schedule.segments:
+            self._submit(k, tag, self.role.policy_ref())
+
+    def _health(self) -> None:
+        if self.role is not None:
+            self.role.check()
+
+    def _episodes(self) -> list[Episode]:
+        out, self.episodes = self.episodes, []
+        return out
+
+    def _extra_metrics(self) -> dict[str, Any]:
+        return {"runtime/actor_restarts": self.restarts}
+
+    def _clocks(self) -> tuple[dict[str, float], dict[str, int]]:
+        seconds, calls = merge_clocks((*self.clocks.values(), *self.retired, *self.role.clocks()))
+        if not self.config.prioritized:  # uniform replay: the learner skips the no-op priority update
+            seconds.setdefault("priority_update", 0.0)
+            calls.setdefault("priority_update", 0)
+        self.waits = {"learner_wait_s": self.waited}
+        return seconds, calls
+
+    def _finish(self, stats: LoopStats) -> LoopStats:
+        stats = super()._finish(stats)
+        self.finished = True
+        stats.restarts, stats.lost_steps_max = self.restarts, self.restarts * self.config.n_envs
+        stats.waits = dict(self.waits)
+        stats.roles = self.role_nodes()
+        return stats
+
+    def role_nodes(self) -> dict[str, str]:
+        """Each role's node, as each role reported it: the id's first 8 hex digits and the node's address."""
+        ray = require_ray()
+        address = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in ray.nodes()}
+        plan_name = {node: f", plan node {name}" for name, node in self.node_ids.items()}
+        named = [("learner", self.learner_node)] + [(f"actor worker {i}", n) for i, n in enumerate(self.nodes)]
+        named += [(f"replay shard {i}", n) for i, n in enumerate(self.shard_nodes)]
+        return {role: f"node {node[:8]} ({address.get(node, '?')}{plan_name.get(node, '')})"
+                for role, node in named if node is not None}
+
+    # ------------------------------------------------------------------------------------ failures
+    def _result(self, k: int, i: int) -> Collected:
+        """What worker i measured of segment k; a worker that died (or failed) is restarted and asked again."""
+        ray = require_ray()
+        while True:
+            try:
+                return ray.get(self.inflight[k].futures[i][1])
+            except ray.exceptions.RayActorError as exc:
+                self._restart(k, i, f"died: {first_line(exc)}")
+            except ray.exceptions.RayTaskError as exc:
+                cause = exc.cause if exc.cause is not None else exc
+                if isinstance(cause, WorkerRestarted):  # it died after the call was sent; Ray restarted it
+                    self._restart(k, i, "died (Ray restarted it)")
+                    continue
+                reason = f"failed: {type(cause).__name__}: {first_line(cause)}"
+                self._check_restart_limit(i, reason)
+                ray.kill(self.workers[i], no_restart=False)  # its state is unknown: Ray starts it afresh
+                self._restart(k, i, reason)
+
+    def _check_restart_limit(self, i: int, reason: str) -> None:
+        if self.restarts >= self.max_restarts:
+            raise ActorFailed(f"actor {i} {reason} (after {self.restarts} restart(s); the limit is "
+                              f"{self.max_restarts})")
+
+    def _restart(self, k: int, i: int, reason: str) -> None:
+        """Set worker i up again (Ray restarted its process) at the rows the learner received from it, and ask
+        it again for every segment in flight, k first."""
+        self._check_restart_limit(i, reason)
+        self.restarts += 1
+        self.restart_log.append(f"actor {i} {reason}")
+        if i in self.clocks:
+            self.retired.append(self.clocks.pop(i))
+        seed = self.seeds[i] + _RESTART_SEED * self.restarts
+        worker = self.workers[i]
+        self.pids[i], self.nodes[i] = self._setup_restarted(i, seed, self.schedule.steps_before(k, i),
+                                                            self.inflight[k].weights)
+        for j in sorted(self.inflight):
+            flight = self.inflight[j]
+            self.discarded.extend(flight.futures[i])
+            flight.futures[i] = self._ask(worker, j, flight.tag, flight.weights)
+
+    def _setup_restarted(self, i: int, seed: int, collected: int, weights: Any) -> list[Any]:
+        """Wait until Ray runs worker i in a new process (its pid changed: a killed one may still answer for a
+        moment), then set it up; the new pid and node. Calls that reach it while it restarts are sent again."""
+        ray, worker, old = require_ray(), self.workers[i], self.pids[i]
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            try:
+                if ray.get(worker.pid.remote()) != old:
+                    return self._get([worker.setup.remote(seed, collected, weights), worker.node_id.remote()],
+                                     "restarting")
+            except ray.exceptions.ActorUnavailableError:
+                pass
+            except ray.exceptions.RayActorError as exc:
+                raise ActorFailed(f"actor {i} could not be restarted: {first_line(exc)}") from None
+            if time.monotonic() > deadline:
+                raise ActorFailed(f"actor {i} was not restarted within {STARTUP_TIMEOUT_S:.0f} s")
+            time.sleep(0.05)
+
+    def _get(self, refs: list[Any], doing: str, timeout: float | None = None) -> list[Any]:
+        """``ray.get``; a worker's error (or death) while `doing` ends the run with its message."""
+        ray = require_ray()
+        try:
+            return ray.get(refs, timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise ActorFailed(f"the actor workers were not running after {timeout:.0f} s {doing}: the cluster may "
+                              "lack the resources they ask for (`ray status` shows what is pending)") from None
+        except ray.exceptions.RayTaskError as exc:
+            cause = exc.cause if exc.cause is not None else exc
+            if isinstance(cause, PearlError):
+                raise cause from None
+            raise ActorFailed(f"an actor worker failed {doing}: {type(cause).__name__}: {first_line(cause)}") \
+                from None
+        except ray.exceptions.RayActorError as exc:
+            raise ActorFailed(f"an actor worker died {doing}: {first_line(exc)}") from None
+
+
+def _is_cuda(device: str) -> bool:
+    return DeviceId.parse(device).family == "cuda"

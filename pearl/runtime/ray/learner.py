@@ -1,0 +1,145 @@
+"""The learner role on Ray: `RayLearnerRole`, the actor Ray runs, and `LearnerHandle`, the driver's side of it.
+
+The learner is a `LearnerRole` (replay, the learn kernel, the in-training evaluations) placed as a Ray actor
+on the learner's node and device; its replay lives in the role, or is the replay server's shards, of which
+it is the client. A worker's batch reaches it as an object ref that the driver passes on unread; its
+published weights are an object ref too, versioned by segment, which a worker fetches only when it needs a
+newer version. What the driver gets back (states, the best policy) comes from the object store read-only,
+so it is copied before anyone may write it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from pearl.errors import ConfigError, PearlError
+from pearl.runtime.checkpoint import Checkpoint
+from pearl.runtime.launcher import Job
+from pearl.runtime.learner_role import LearnerRole, LearnerStatus
+from pearl.runtime.local import ActorFailed
+from pearl.runtime.protocol import KernelClock
+from pearl.runtime.ray.replay_client import RemoteShardedReplay, ShardedReplayKernels
+from pearl.runtime.ray.session import first_line, require_ray
+from pearl.types import Params
+
+__all__ = ["LearnerHandle", "RayLearnerRole", "learner_class"]
+
+_ROLE_CLASS: Any = None
+
+
+def learner_class() -> Any:
+    """``ray.remote(RayLearnerRole)``, made once and only when a learner is first placed."""
+    global _ROLE_CLASS
+    if _ROLE_CLASS is None:
+        _ROLE_CLASS = require_ray().remote(RayLearnerRole)
+    return _ROLE_CLASS
+
+
+class RayLearnerRole(LearnerRole):
+    """The learner's role as the Ray launcher places it: replay in the role, or the replay server's shards
+    (their handles given), and the node it runs on, asked from inside."""
+
+    def __init__(self, job: Job, devices: list[str], shards: list[Any] | None = None) -> None:
+        kernels = None
+        if shards:
+            cfg = job.config
+            kernels = ShardedReplayKernels(RemoteShardedReplay(shards, cfg.buffer_size, job.spec, cfg.prioritized,
+                                                               cfg.alpha, cfg.priority_eps, job.seed + 2))
+        self.sharded = bool(shards)
+        super().__init__(job, devices, None, kernels)
+
+    def restore(self, resume: Checkpoint) -> None:
+        try:
+            super().restore(resume)
+        except PearlError as exc:
+            if not self.sharded:
+                raise
+            raise ConfigError(f"{resume.path}: its replay does not fit the replay shards: {exc}") from None
+
+    def node_id(self) -> str:
+        return str(require_ray().get_runtime_context().get_node_id())
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def ready(self) -> int:
+        """The update count (a call that returns once the role is built)."""
+        return self.learner.updates
+
+
+class LearnerHandle:
+    """The driver's side of the placed learner role: the calls `SegmentLauncher` makes, sent to the Ray actor.
+
+    The per-segment calls (insert, train, publish) are sent without waiting: Ray runs one caller's calls to an
+    actor in order, so the learner applies them in the schedule's order while the driver goes on to collect
+    the next segment. Their errors surface at the next health check or answered call. The others (status,
+    evaluate, state, ...) wait for the answer, and so for every call sent before them."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.pending: list[Any] = []
+
+    def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
+        return _role_get(getattr(self.handle, method).remote(*args), timeout)
+
+    def check(self) -> None:
+        """Raise the error of a per-segment call that failed (as ActorFailed, or as its pearl error)."""
+        if self.pending:
+            ray = require_ray()
+            done, self.pending = ray.wait(self.pending, num_returns=len(self.pending), timeout=0)
+            for ref in done:
+                _role_get(ref)
+
+    def insert_refs(self, refs: list[Any]) -> None:
+        self.pending.append(self.handle.insert.remote(*refs))  # Ray resolves them in the learner's process
+
+    def train(self, updates: int, beta: float) -> None:
+        self.pending.append(self.handle.train.remote(updates, beta))
+
+    def policy_ref(self) -> Any:
+        return self.handle.policy.remote()
+
+    def policy(self) -> Params:
+        return {k: np.array(v) for k, v in _role_get(self.policy_ref()).items()}
+
+    def evaluate(self, steps: int) -> Any:
+        return self._call("evaluate", steps)
+
+    def status(self) -> LearnerStatus:
+        return self._call("status")
+
+    def state(self, include_replay: bool, timeout: float | None = None) -> tuple[Params, Params | None]:
+        learn, replay = self._call("state", include_replay, timeout=timeout)
+        return _writable(learn), None if replay is None else _writable(replay)
+
+    def best_policy(self) -> Any:
+        best = self._call("best_policy")
+        if best is not None and best.best is not None:
+            best.best = _writable(best.best)
+        return best
+
+    def clocks(self) -> list[KernelClock]:
+        return self._call("clocks")
+
+
+def _writable(state: Params) -> Params:
+    return {k: np.array(v) for k, v in state.items()}  # copies of the object store's read-only arrays
+
+
+def _role_get(ref: Any, timeout: float | None = None) -> Any:
+    """``ray.get`` of a learner call: its pearl error as itself, any other failure or death as ActorFailed."""
+    ray = require_ray()
+    try:
+        return ray.get(ref, timeout=timeout)
+    except ray.exceptions.GetTimeoutError:
+        raise ActorFailed(f"the learner did not answer within {timeout:.0f} s") from None
+    except ray.exceptions.RayTaskError as exc:
+        cause = exc.cause if exc.cause is not None else exc
+        if isinstance(cause, PearlError):
+            raise cause from None
+        raise ActorFailed(f"the learner failed: {type(cause).__name__}: {first_line(cause)}") from None
+    except ray.exceptions.RayActorError as exc:
+        raise ActorFailed(f"the learner died: {first_line(exc)}") from None
