@@ -131,7 +131,7 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
     """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/ (or go on with one: --resume)."""
     from click.core import ParameterSource
 
-    from pearl.training import RunOptions, launcher_name, parse_emulation, parse_settings, planned_work
+    from pearl.training import RunOptions, launcher_name, parse_emulation, parse_settings, plan_departure, planned_work
     from pearl.training import resume as resume_training
     from pearl.training import train as run_training
 
@@ -156,8 +156,11 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
             result = run_training(options=options, progress=bar)
     if as_json:
         _print_json(result.to_dict())
-        return
-    _print_train(result)
+    else:
+        _print_train(result)
+    departed = plan_departure(result.plan_check, result.run_dir) if result.plan_check else None
+    if departed:
+        click.echo(f"warning: {departed}", err=True)
 
 
 def _print_train(result: Any) -> None:
@@ -225,6 +228,37 @@ def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restart
         return resume_training(resume_dir, eval_episodes=eval_episodes, progress=bar, max_restarts=restarts)
 
 
+def _profile_from_run(run_dir: str, base: str | None, out: str | None, as_json: bool) -> None:
+    """`pearl profile --from-run`: the run's in-situ figures folded into a profile (pearl/profile/calibrate.py)."""
+    from pathlib import Path
+
+    from pearl.fileio import check_writable, read_json
+    from pearl.profile.calibrate import calibrate, read_run
+    from pearl.profile.format import load_profile, save_profile
+
+    if out is None:
+        raise ConfigError("--from-run writes a new profile: pass --out FILE (the next `pearl plan --profile FILE` "
+                          "uses it)")
+    run = read_run(run_dir)
+    if base is None:
+        plan_file = Path(run_dir) / "plan.json"
+        if not plan_file.exists():
+            raise ConfigError(f"run {run.run_id} was not trained with a plan; pass --profile FILE, a profile of "
+                              "this machine to calibrate")
+        recorded = read_json(plan_file, ConfigError, "")
+        base = str(recorded.get("profile", {}).get("path", "")) if isinstance(recorded, dict) else ""
+        if not base or not Path(base).exists():
+            raise ConfigError(f"{plan_file} names profile {base!r}, which is not here; pass --profile FILE")
+    check_writable(out)
+    calibrated = calibrate(load_profile(base), run, base)
+    written = save_profile(calibrated, out)
+    note = calibrated.calibrations[-1]
+    if as_json:
+        _print_json({"profile": str(written), "from": base, **note})
+        return
+    click.echo(f"folded run {run.run_id} into {written} (from {base}): {'; '.join(note['entries'])}")
+
+
 @cli.group(invoke_without_command=True)
 @click.option("--quick", is_flag=True, help="A small grid and short timings: under a minute on 2 cores.")
 @click.option("--out", default=None, help="Profile file to write [default: profiles/<host>-<mode>.json].")
@@ -242,11 +276,17 @@ def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restart
 @click.option("--ray-address", default=None, metavar="HOST:PORT",
               help="Profile every node of this running Ray cluster (each on its node; links by object transfers) "
                    "into one cluster profile.")
+@click.option("--from-run", "from_run", default=None, metavar="RUN_DIR",
+              help="Measure nothing: fold this finished run's in-situ kernel and learner times into a profile "
+                   "(--profile, else the one its plan was made from) and write it to --out.")
+@click.option("--profile", "base_profile", default=None, metavar="FILE",
+              help="With --from-run: the profile of this machine to calibrate [default: the run's plan's].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with a summary.")
 @click.pass_context
 def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices: tuple[str, ...],
             env_id: str | None, hidden: str | None, batch_size: int | None, n_envs: int | None,
-            what_if: tuple[str, ...], ray_address: str | None, as_json: bool) -> None:
+            what_if: tuple[str, ...], ray_address: str | None, from_run: str | None, base_profile: str | None,
+            as_json: bool) -> None:
     """Measure every kernel on every device into a profile.
 
     Times every kernel on every device of this machine over a grid of batch sizes, with power and transfers,
@@ -261,6 +301,9 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
     from pearl.profile.format import check_same_machine, load_profile, merge_profiles, save_profile
     from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
 
+    if from_run is not None:
+        _profile_from_run(from_run, base_profile, out, as_json)
+        return
     options = ProfileOptions(quick=quick, algos=ALGO_CHOICES if algo == "all" else (algo,),
                              devices=devices or None, what_if=what_if, env=env_id, hidden=_widths(hidden),
                              batch_size=batch_size, n_envs=n_envs)

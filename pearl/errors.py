@@ -32,6 +32,10 @@ class RunDirError(PearlError):
     """The runs folder cannot be created or written."""
 
 
+class RunRecordError(PearlError):
+    """A run folder that is missing, unfinished or damaged, of another schema, or from another machine."""
+
+
 class CheckpointError(PearlError):
     """A checkpoint that is missing, truncated, corrupted or from another run."""
 

@@ -16,6 +16,9 @@ from typing import Any, NoReturn
 
 from pearl.errors import PearlError
 
+#: the run record's schema (runs/<id>/*.json): written by pearl/runtime/record.py, read by calibration
+RUN_SCHEMA = "pearl.run/1"
+
 
 class WriteError(PearlError):
     """An output file that cannot be written: its folder is a file, it is a folder, no permission, disk full."""

@@ -368,6 +368,23 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
                       for a, e in sorted(emulate.items()) if a in plan.mapping.values())}
 
 
+#: how far measured env steps/s may depart from the plan's prediction before `pearl train` warns
+DEPARTURE = 0.25
+
+
+def plan_departure(check: dict, run_dir: str) -> str | None:
+    """One warning line when the measured speed departs from the plan's by more than DEPARTURE, naming the
+    kernel whose seconds per iteration departed most and how to fold the run into the profile; else None."""
+    predicted, measured = check["predicted"]["env_steps_per_s"], check["measured"]["env_steps_per_s"]
+    if measured <= 0 or abs(predicted - measured) / measured <= DEPARTURE:
+        return None
+    kernel, k = max(check["kernels"].items(), key=lambda item: abs(item[1]["measured_s"] - item[1]["predicted_s"]))
+    return (f"measured {measured:,.0f} env steps/s, the plan predicted {predicted:,.0f} "
+            f"({(measured - predicted) / predicted:+.0%}); {kernel} on {k['device']} departed most "
+            f"({k['measured_s'] * 1e6:,.1f} µs per iteration against {k['predicted_s'] * 1e6:,.1f}); "
+            f"`pearl profile --from-run {run_dir} --out FILE` folds this run into a profile for the next plan")
+
+
 def learning_phase_rates(result: TrainResult, batch_size: int) -> dict[str, float]:
     """The measured rates a plan's prediction compares with: over the learning phase (after learning_starts,
     when actors and learner both run, as the plan models), or over the whole run when it never learnt."""

@@ -39,3 +39,12 @@ def assert_same_params(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> No
     assert a.keys() == b.keys()
     for name in a:
         assert np.array_equal(a[name], b[name]), name
+
+
+def final_learn_state(run_dir: str) -> dict[str, np.ndarray]:
+    """The learn kernel's state (parameters, targets, optimiser) in a finished run's newest checkpoint."""
+    from pathlib import Path
+
+    from pearl.runtime import checkpoint as ckpt
+
+    return ckpt.read_checkpoint(ckpt.candidates(Path(run_dir) / "checkpoints")[0]).learn

@@ -28,7 +28,12 @@ def test_compare_writes_table_report_and_plot(capsys, profile_file, tmp_path) ->
     rows = report["rows"]
     # one device: the two objectives, the front's end and "all on cpu" are one mapping, merged
     assert len(rows) == 1 and "throughput plan" in rows[0]["label"] and "all on cpu" in rows[0]["label"]
-    assert rows[0]["measured_env_steps_per_s"] > 0 and rows[0]["predicted_env_steps_per_s"] > 0
+    # the row reports the run's own learning-phase speed against the plan's prediction, not a figure of its own
+    summary = json.loads((Path(rows[0]["run_dir"]) / "summary.json").read_text())
+    measured, predicted = rows[0]["measured_env_steps_per_s"], rows[0]["predicted_env_steps_per_s"]
+    assert summary["steps"] > 0 and measured == (summary["learning_env_steps_per_s"] or summary["env_steps_per_s"])
+    assert predicted == summary["plan_check"]["predicted"]["env_steps_per_s"]
+    assert rows[0]["error"] == pytest.approx((predicted - measured) / measured)
     assert json.loads((folder / "compare.json").read_text())["rows"][0]["label"] == rows[0]["label"]
     table = (folder / "report.md").read_text()
     assert "| mapping |" in table and "all on cpu" in table

@@ -1,11 +1,9 @@
-"""The replay server role: shards, the sharded client, its sampling distribution and weights, the rate limiter."""
+"""The replay server role: shards, the sharded client, its sampling distribution and weights."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from scipy.stats import chisquare
 
 from pearl.algos import DQNConfig
@@ -14,7 +12,6 @@ from pearl.replay import ReplayIndex
 from pearl.runtime.replay_server import (
     FIELDS,
     ReplayShard,
-    SampleToInsertRatio,
     ShardedReplay,
     decode_indices,
     encode_indices,
@@ -337,68 +334,6 @@ def test_sampler_rng_depends_on_seed_role_and_counter_only() -> None:
     draw = [sampler_rng(*key).random() for key in ((0, "replay", 0), (0, "replay", 0), (1, "replay", 0),
                                                    (0, "learner", 0), (0, "replay", 1))]
     assert draw[0] == draw[1] and len(set(draw)) == 4
-
-
-# ---------------------------------------------------------------------------- rate limiter
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(samples_per_insert=0.0, min_size_to_sample=1, error_buffer=2), "samples_per_insert"),
-    (dict(samples_per_insert=2.0, min_size_to_sample=0, error_buffer=2), "min_size_to_sample"),
-    (dict(samples_per_insert=4.0, min_size_to_sample=1, error_buffer=3.9), "block each other"),
-    (dict(samples_per_insert=0.5, min_size_to_sample=1, error_buffer=0.9), "block each other"),
-])
-def test_rate_limiter_rejects_bands_that_can_deadlock(kwargs: dict, match: str) -> None:
-    with pytest.raises(ConfigError, match=match):
-        SampleToInsertRatio(**kwargs)
-
-
-def test_rate_limiter_counts_from_a_config() -> None:
-    cfg = DQNConfig(batch_size=64, train_freq=256, gradient_steps=128, learning_starts=1000)
-    lim = SampleToInsertRatio.for_config(cfg, insert_batch=8)
-    assert lim.samples_per_insert == 32.0 and lim.min_size_to_sample == 1000
-    assert 2 * lim.error_buffer >= 8 * 32.0 + 64
-    assert not lim.may_sample(64)
-    lim.on_insert(1000)
-    assert lim.may_sample(64)
-
-
-@settings(max_examples=300, deadline=None, derandomize=True)
-@given(spi=st.floats(0.05, 40.0), min_size=st.integers(1, 200), ni=st.integers(1, 16), ns=st.integers(1, 64),
-       extra=st.floats(0.0, 50.0), choices=st.lists(st.booleans(), min_size=1, max_size=400))
-def test_rate_limiter_never_leaves_the_band_nor_deadlocks(spi: float, min_size: int, ni: int, ns: int,
-                                                          extra: float, choices: list[bool]) -> None:
-    # Callers insert ni rows and sample ns rows per call, choosing randomly among the calls allowed.
-    lim = SampleToInsertRatio.for_batches(spi, min_size, ni, ns)
-    lim.error_buffer += extra
-    for want_insert in choices:
-        can_i, can_s = lim.may_insert(ni), lim.may_sample(ns)
-        assert can_i or can_s, f"deadlock at inserts={lim.inserts} samples={lim.samples}"
-        if (want_insert and can_i) or not can_s:
-            filled = lim.inserts >= min_size
-            lim.on_insert(ni)
-            # within the band, except the insert that completes min_size may overshoot by its own rows
-            assert lim.diff <= lim.max_diff + (0.0 if filled else ni * spi) + 1e-9
-        else:
-            lim.on_sample(ns)
-        if lim.samples:
-            assert lim.inserts >= min_size and lim.diff >= lim.min_diff - 1e-9
-
-
-def test_rate_limiter_with_reverbs_minimum_band_deadlocks_for_large_batches() -> None:
-    # Why for_batches exists: the minimum width admits unit calls only.
-    lim = SampleToInsertRatio(samples_per_insert=1.0, min_size_to_sample=10, error_buffer=1.0)
-    lim.on_insert(10)
-    lim.on_sample(1)
-    assert not lim.may_insert(4) and not lim.may_sample(4)
-    assert lim.may_insert(1) or lim.may_sample(1)
-
-
-def test_rate_limiter_state_round_trip() -> None:
-    a = SampleToInsertRatio(2.0, 5, 10.0)
-    a.on_insert(9)
-    a.on_sample(7)
-    b = SampleToInsertRatio(2.0, 5, 10.0)
-    b.load_state_dict(a.state_dict())
-    assert (b.inserts, b.samples, b.diff) == (9, 7, a.diff)
 
 
 def test_ray_launcher_without_ray_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

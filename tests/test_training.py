@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import pearl
+from learn_support import assert_same_params, final_learn_state
 from pearl.algos import preset
 from pearl.errors import ConfigError
 
@@ -17,9 +18,12 @@ def test_same_seed_same_run(tmp_path) -> None:
                         runs_dir=str(tmp_path), launcher="sequential") for _ in range(2)]
     assert runs[0].eval_returns == runs[1].eval_returns
     assert runs[0].updates == runs[1].updates == (800 - 200) // 50 * 10
+    assert_same_params(final_learn_state(runs[0].run_dir), final_learn_state(runs[1].run_dir))
     other = pearl.train("dqn", "CartPole-v1", steps=800, seed=6, eval_episodes=2, config=config,
                         runs_dir=str(tmp_path), launcher="sequential")
-    assert other.run_dir != runs[0].run_dir
+    theirs, ours = final_learn_state(other.run_dir), final_learn_state(runs[0].run_dir)
+    assert theirs.keys() == ours.keys()
+    assert not all(np.array_equal(theirs[k], ours[k]) for k in ours)  # the seed reaches what is learnt
 
 
 def test_ddpg_replay_ratio_and_rates(tmp_path) -> None:

@@ -44,7 +44,8 @@ class OffPolicyConfig:
     n_envs: int = 1
     """Environments each actor steps in lockstep; `act` runs batched over them."""
     weight_sync_interval: int = 1
-    """K: actors act with weights at most K updates old; the learner publishes a snapshot every K updates."""
+    """K: the fewest updates between two weight publishes. The learner publishes once per segment, and the schedule
+    makes every segment hold at least K updates (pearl/runtime/schedule.py)."""
     prioritized: bool = False
     """Proportional prioritized replay (sum tree) instead of uniform sampling."""
     alpha: float = 0.6

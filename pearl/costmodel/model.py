@@ -58,7 +58,7 @@ from dataclasses import dataclass, replace
 from pearl.costmodel.roofline import Work, kernel_work
 from pearl.device import HOST_DEVICE
 from pearl.kernels import sample_timing
-from pearl.profile.format import KernelTiming, Power, Profile, Transfer, Workload
+from pearl.profile.format import IN_SITU, KernelTiming, Power, Profile, Transfer, Workload
 
 __all__ = ["HOST", "MEASURED", "MODELLED", "SCALED", "CostModel", "Estimate", "PowerEstimate"]
 
@@ -66,7 +66,8 @@ __all__ = ["HOST", "MEASURED", "MODELLED", "SCALED", "CostModel", "Estimate", "P
 HOST = str(HOST_DEVICE)
 
 MEASURED, SCALED, MODELLED = "measured", "scaled", "modelled"
-_RANK = {MEASURED: 0, SCALED: 1, MODELLED: 2}  # a combination of figures takes the worst label
+# a combination of figures takes the worst label; a figure folded from a run on this machine is measured
+_RANK = {MEASURED: 0, IN_SITU: 0, SCALED: 1, MODELLED: 2}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@
       "power": [{"device", "idle_w", "busy_w", "source", "method", "descriptor", "scale"}],
       "in_situ": [{"workload", "device", "iteration_s", "iterations", "inserts", "insert_rows", "batch",
                    "prioritized", "source"}],
-      "weight_sync": [{"workload", "device", "publish_s", "load_s", "samples", "source"}]
+      "weight_sync": [{"workload", "device", "publish_s", "load_s", "samples", "source"}],
+      "calibrations": [{"run", "folded", "workload", "entries"}]
     }
 
 - A workload key names the algorithm, env and network shapes (`dqn-CartPole-v1-o4-a2-h256x256`), so a
@@ -29,7 +30,11 @@
   a device measured in a process of its own: a GPU slice's (CUDA_VISIBLE_DEVICES=MIG-…, or the MPS percentage
   and pipe directory), which CUDA reads once when it starts in a process. {} for a device measured in `pearl
   profile`'s own process, and for a modelled one.
-- `source` is "measured" or "modelled" on every figure; anything derived from a figure keeps its source.
+- `source` is "measured" or "modelled" on every figure, or "in-situ" on one folded from a finished run on this
+  machine (`pearl profile --from-run`, pearl/profile/calibrate.py); anything derived from a figure keeps its
+  source, and an in-situ figure counts as measured.
+- `calibrations` (optional, [] when absent): each run folded in, when, for which workload, and the entries it
+  replaced or added.
 - `direction` is "h2d" or "d2h"; `method` is how power was obtained: "nvml", "rapl" or "descriptor".
   `descriptor` (optional) names the descriptor file of a "descriptor" figure and `scale` (optional, 1 when
   absent) the share of its figures charged (a host's cores ÷ the descriptor's `cores`). Devices that share
@@ -62,6 +67,8 @@ from pearl.kernels import TIMING_NAMES
 SCHEMA = "pearl.profile/1"
 SCHEMA_NAME, SCHEMA_VERSION = SCHEMA.split("/")
 SOURCES = ("measured", "modelled")
+#: the source of a figure folded from a finished run (pearl/profile/calibrate.py): measured, as the run ran it
+IN_SITU = "in-situ"
 #: More cores than any machine pearl plans for; the planner weighs one actor option per lane of the host.
 MAX_LANES = 4096
 
@@ -187,6 +194,7 @@ class Profile:
     power: list[Power] = field(default_factory=list)
     in_situ: list[InSituTiming] = field(default_factory=list)
     weight_sync: list[WeightSyncTiming] = field(default_factory=list)
+    calibrations: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"schema": SCHEMA, **asdict(self)}
@@ -320,6 +328,8 @@ def parse_profile(data: Any, where: str) -> Profile:
                                                 v.number(t, "load_s", p), v.integer(t, "samples", p, 1),
                                                 v.source(t, p))
                                for p, t in v.items(data, "weight_sync")]
+    if "calibrations" in data:
+        profile.calibrations = [dict(c) for _, c in v.items(data, "calibrations")]
     _reject_duplicates(profile, where)
     return profile
 
@@ -408,5 +418,5 @@ class _Validator(FieldChecker):
         return median, p10, p90, self.integer(d, "samples", prefix, 1)
 
     def source(self, d: dict, prefix: str) -> str:
-        return self.member(d, "source", prefix, set(SOURCES))
+        return self.member(d, "source", prefix, {*SOURCES, IN_SITU})
 

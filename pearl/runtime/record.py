@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from pearl.errors import RunDirError
-from pearl.fileio import writable_folder, write_json_atomic
+from pearl.fileio import RUN_SCHEMA, writable_folder, write_json_atomic
 
-SCHEMA = "pearl.run/1"
+SCHEMA = RUN_SCHEMA
 
 
 class RunRecord:

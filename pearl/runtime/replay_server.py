@@ -47,9 +47,11 @@ Index encoding
 `SampleBatch.indices` holds ``shard << SHARD_SHIFT | slot`` (int64, ``SHARD_SHIFT = 40``): slots below
 2**40, up to 2**23 shards. With one shard an index is the plain slot, as in the single buffer.
 
-Rate limiter (`SampleToInsertRatio`)
-------------------------------------
-Reverb's sample-to-insert ratio; the bounds are in its docstring.
+No rate limiter
+---------------
+Reverb's tables hold the sample-to-insert ratio with a rate limiter. Here the schedule (pearl/runtime/schedule.py)
+fixes which env steps and which updates make up every segment, so the ratio is exact by construction and the
+server only stores and samples.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ from pearl.errors import ConfigError
 from pearl.replay import ReplayIndex
 from pearl.types import EnvSpec, Params, SampleBatch, TransitionBatch
 
-__all__ = ["FIELDS", "SHARD_SHIFT", "ReplayShard", "SampleToInsertRatio", "ShardSample", "ShardStats",
+__all__ = ["FIELDS", "SHARD_SHIFT", "ReplayShard", "ShardSample", "ShardStats",
            "ShardedReplay", "decode_indices", "encode_indices", "sampler_rng", "shard_for"]
 
 FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
@@ -505,95 +507,3 @@ class ShardedReplay:
         self.rng.bit_generator.state = sampler
         self.next_shard = int(state["next_shard"]) % self.num_shards
 
-
-@dataclass
-class SampleToInsertRatio:
-    """Reverb's sample-to-insert ratio: sampled rows per inserted row held near ``samples_per_insert``.
-
-    With ``I`` rows inserted and ``S`` rows sampled so far, the limiter watches ``D = I * spi - S`` and the band
-
-        min_diff = spi * min_size_to_sample - error_buffer
-        max_diff = spi * min_size_to_sample + error_buffer
-
-    - an insert of n rows may go ahead when ``I < min_size_to_sample`` (nothing may be sampled yet, so holding
-      inserts back would stop both sides) or ``D + n * spi <= max_diff``;
-    - a sample of n rows may go ahead when ``I >= min_size_to_sample`` and ``D - n >= min_diff``.
-
-    So ``D >= min_diff`` from the first sample on (inserting min_size rows puts D at the band's centre), and
-    ``D <= max_diff`` after every insert made once min_size rows were in; the insert that completes min_size
-    may overshoot max_diff by less than its own ``n * spi``, which the samples then work off. Over a run ``S``
-    stays within ``error_buffer`` (plus that one overshoot) of ``spi * (I - min_size_to_sample)``.
-
-    Width and deadlock: when neither side may go ahead, ``D + n_i * spi > max_diff`` and ``D - n_s < min_diff``,
-    i.e. the band is narrower than ``n_i * spi + n_s``. So callers inserting at most ``n_i`` rows and sampling at
-    most ``n_s`` rows per call can never block each other when ``2 * error_buffer >= n_i * spi + n_s``. The
-    constructor demands Reverb's minimum, ``2 * error_buffer >= 2 * max(1, spi)`` (which covers ``n_i = n_s =
-    1``); `for_batches` sizes the buffer for given batch sizes.
-    """
-
-    samples_per_insert: float
-    min_size_to_sample: int
-    error_buffer: float
-    inserts: int = 0
-    samples: int = 0
-
-    def __post_init__(self) -> None:
-        spi = self.samples_per_insert
-        if isinstance(spi, bool) or not isinstance(spi, (int, float)) or not (math.isfinite(spi) and spi > 0):
-            raise ConfigError(f"samples_per_insert must be a finite number > 0, got {spi!r}")
-        _check_count("min_size_to_sample", self.min_size_to_sample, 1)
-        eb = self.error_buffer
-        if isinstance(eb, bool) or not isinstance(eb, (int, float)) or not math.isfinite(eb):
-            raise ConfigError(f"error_buffer must be a finite number, got {eb!r}")
-        if 2 * eb < 2 * max(1.0, spi):
-            raise ConfigError(f"error_buffer {eb} gives a band of width {2 * eb}, below 2 * max(1, "
-                              f"samples_per_insert) = {2 * max(1.0, spi)}: inserts and samples could block each "
-                              "other forever")
-
-    @classmethod
-    def for_batches(cls, samples_per_insert: float, min_size_to_sample: int, insert_batch: int,
-                    sample_batch: int) -> "SampleToInsertRatio":
-        """The narrowest band in which inserts of ``insert_batch`` rows and samples of ``sample_batch`` rows
-        never deadlock: ``2 * error_buffer = insert_batch * spi + sample_batch`` (at least Reverb's minimum)."""
-        need = (insert_batch * samples_per_insert + sample_batch) / 2
-        return cls(samples_per_insert, min_size_to_sample, max(need, max(1.0, samples_per_insert)))
-
-    @classmethod
-    def for_config(cls, config: OffPolicyConfig, insert_batch: int) -> "SampleToInsertRatio":
-        """The algorithm's ratio: ρ updates per env step of batch_size rows each, so spi = ρ * batch_size,
-        sampling from learning_starts (at least one batch) on."""
-        spi = config.replay_ratio * config.batch_size
-        return cls.for_batches(spi, max(config.learning_starts, config.batch_size, 1), insert_batch,
-                               config.batch_size)
-
-    @property
-    def diff(self) -> float:
-        return self.inserts * self.samples_per_insert - self.samples
-
-    @property
-    def min_diff(self) -> float:
-        return self.samples_per_insert * self.min_size_to_sample - self.error_buffer
-
-    @property
-    def max_diff(self) -> float:
-        return self.samples_per_insert * self.min_size_to_sample + self.error_buffer
-
-    def may_insert(self, n: int = 1) -> bool:
-        return self.inserts < self.min_size_to_sample or self.diff + n * self.samples_per_insert <= self.max_diff
-
-    def may_sample(self, n: int = 1) -> bool:
-        return self.inserts >= self.min_size_to_sample and self.diff - n >= self.min_diff
-
-    def on_insert(self, n: int) -> None:
-        """Count n inserted rows (the caller asked `may_insert(n)` first)."""
-        self.inserts += int(n)
-
-    def on_sample(self, n: int) -> None:
-        """Count n sampled rows (the caller asked `may_sample(n)` first)."""
-        self.samples += int(n)
-
-    def state_dict(self) -> Params:
-        return {"inserts": np.asarray(self.inserts, dtype=np.int64), "samples": np.asarray(self.samples, np.int64)}
-
-    def load_state_dict(self, state: Params) -> None:
-        self.inserts, self.samples = int(state["inserts"]), int(state["samples"])

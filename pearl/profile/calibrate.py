@@ -1,0 +1,159 @@
+"""Calibration from a run: a finished run's measured times folded into a profile, so the next plan uses them.
+
+A run record (runs/<id>/: config.json and summary.json, schema `pearl.run/1`) holds every kernel's total
+seconds as the launcher ran it (`kernel_seconds`), the env steps and updates it made, and where each kernel
+ran (`placement`). Divided by its calls, each total is that kernel's time per call *in situ*: with the vector
+env's resets and bookkeeping, fresh samples, interleaved kernels and the processes beside it. The profile's
+own figures are bare kernels timed one at a time, which is why a plan can miss (docs/MEASUREMENTS.md).
+
+What is folded, for the run's workload (algo, env, network shapes) on the devices the run used:
+
+    env_step         env.step seconds per env step as the actor took it  = Σ env_step / steps
+    act              one act call on n_envs observations                  = Σ act / (steps / n_envs)
+    replay_sample*   one sample of batch_size rows                        = Σ replay_sample / updates
+    learn            one update at batch_size                             = Σ learn / updates
+    priority_update  one update's priorities (prioritized replay only)    = Σ priority_update / updates
+    in_situ          the learner's role per update: its wall time less     = (train_wall_s − learner_wait_s)
+                     its waits (the loop, publishes and bookkeeping         / updates, at least the sum of
+                     beside the kernels), where the launcher records it     its kernels per update
+    (* the prioritized draw's timing when the run's replay is prioritized)
+
+Each replaces the profile's figure of the same (workload, kernel, device, batch) (or env, or workload and
+device), or is added when the profile had none, with `source` "in-situ"; the profile's `calibrations` list
+names the run and the entries it replaced. Weight syncs are not folded: a run's `weight_sync` total mixes
+the learner's publishes with every actor's loads.
+
+A run from another host (node and platform differ from the profile's), an unfinished or damaged run, or files
+of another schema are refused with a `RunRecordError` naming the file; nothing is written then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pearl.errors import RunRecordError
+from pearl.fileio import RUN_SCHEMA, finite_number, read_json
+from pearl.kernels import sample_timing
+from pearl.profile.format import IN_SITU, EnvStepTiming, InSituTiming, KernelTiming, Profile, Workload, workload_key
+
+__all__ = ["RunTimes", "calibrate", "read_run"]
+
+#: the host fields that must match: a run measured on another machine says nothing of this one
+HOST_FIELDS = ("node", "platform")
+
+
+@dataclass(frozen=True)
+class RunTimes:
+    """What a finished run measured, per call, and where."""
+
+    run_id: str
+    host: dict[str, Any]
+    workload: Workload
+    placement: dict[str, str]
+    n_envs: int
+    prioritized: bool
+    steps: int
+    updates: int
+    kernel_seconds: dict[str, float]
+    #: the learner's busy seconds (wall less its waits), when the launcher recorded its waits
+    learner_busy_s: float | None = None
+
+    def per_call(self, kernel: str) -> float:
+        """Seconds of one call of `kernel` in the run (the module docstring's table)."""
+        total = self.kernel_seconds.get(kernel, 0.0)
+        if kernel == "env_step":
+            return total / self.steps
+        if kernel == "act":
+            return total / (self.steps / self.n_envs)
+        return total / self.updates
+
+    def learner_iteration(self) -> float:
+        """Seconds of the learner's role per update: its busy time where recorded (the kernels and everything
+        its loop does beside them), never less than its kernels' (insert, sample, learn, priority update)."""
+        kernels = ("replay_insert", "replay_sample", "learn", "priority_update")
+        timed = sum(self.kernel_seconds.get(k, 0.0) for k in kernels)
+        return max(timed, self.learner_busy_s or 0.0) / self.updates
+
+
+def read_run(run_dir: str | Path) -> RunTimes:
+    """The run record in `run_dir`, checked: RunRecordError naming the file and what is wrong."""
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        raise RunRecordError(f"{folder}: no such run folder; pass a runs/<id> folder a finished `pearl train` wrote")
+    config = _record(folder / "config.json")
+    summary = _record(folder / "summary.json")
+    try:
+        spec, hyper = config["env_spec"], config["hyperparameters"]
+        workload = Workload(workload_key(config["algo"], config["env"], int(spec["obs_dim"]), int(spec["action_dim"]),
+                                         tuple(int(h) for h in hyper["hidden"])),
+                            config["algo"], config["env"], int(spec["obs_dim"]), int(spec["action_dim"]),
+                            tuple(int(h) for h in hyper["hidden"]), int(hyper["batch_size"]),
+                            int(hyper["buffer_size"]))
+        host, placement = dict(config["host"]), {str(k): str(v) for k, v in summary["placement"].items()}
+        n_envs, prioritized = int(hyper["n_envs"]), bool(hyper["prioritized"])
+        steps, updates = int(summary["steps"]), int(summary["updates"])
+        seconds = {str(k): finite_number(v) for k, v in summary["kernel_seconds"].items()}
+        wait = summary.get("waits", {}).get("learner_wait_s")
+        busy = float(summary["train_wall_s"]) - float(wait) if wait is not None else None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise RunRecordError(f"{folder}: config.json or summary.json lacks a usable field ({exc!r}); it is not a "
+                             "finished pearl run") from None
+    if any(v is None for v in seconds.values()):
+        raise RunRecordError(f"{folder / 'summary.json'}: kernel_seconds holds a value that is not a time")
+    if steps < 1 or updates < 1 or n_envs < 1:
+        raise RunRecordError(f"{folder / 'summary.json'}: the run made {steps} env steps and {updates} updates; "
+                             "calibrate from a run that learnt (steps past learning_starts)")
+    return RunTimes(folder.name, host, workload, placement, n_envs, prioritized, steps, updates,
+                    {k: float(v) for k, v in seconds.items() if v is not None}, busy)
+
+
+def _record(path: Path) -> dict:
+    hint = "the run did not finish (summary.json is written at its end)" if path.name == "summary.json" else \
+        "not a run folder"
+    data = read_json(path, RunRecordError, hint)
+    if not isinstance(data, dict) or data.get("schema") != RUN_SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise RunRecordError(f"{path}: schema {found!r}, not {RUN_SCHEMA!r}; this pearl reads its own run records")
+    return data
+
+
+def calibrate(profile: Profile, run: RunTimes, profile_name: str = "the profile") -> Profile:
+    """`profile` with the run's in-situ figures folded in (module docstring); RunRecordError for a run from
+    another host."""
+    for key in HOST_FIELDS:
+        if run.host.get(key) != profile.host.get(key):
+            raise RunRecordError(f"run {run.run_id} ran on {key} {run.host.get(key)!r}, {profile_name} was measured "
+                                 f"on {profile.host.get(key)!r}: calibrate a profile of the machine the run used")
+    w, place = run.workload, run.placement
+    kernels = {("act", place["act"], run.n_envs): run.per_call("act"),
+               ("learn", place["learn"], w.batch_size): run.per_call("learn"),
+               (sample_timing(run.prioritized), place["replay_sample"], w.batch_size): run.per_call("replay_sample")}
+    if run.prioritized:
+        kernels[("priority_update", place["priority_update"], w.batch_size)] = run.per_call("priority_update")
+    folded = [f"{k} on {d} at batch {b}" for k, d, b in kernels]
+    timings = [t for t in profile.kernels if not (t.workload == w.key and (t.kernel, t.device, t.batch) in kernels)]
+    timings += [KernelTiming(w.key, k, d, b, s, s, s, _calls(run, k), IN_SITU) for (k, d, b), s in kernels.items()]
+
+    env_s = run.per_call("env_step")
+    env_step = [e for e in profile.env_step if e.env != w.env]
+    env_step.append(EnvStepTiming(w.env, env_s, env_s, env_s, run.steps, IN_SITU))
+    folded.append(f"env_step of {w.env}")
+
+    rows = max(1, round(run.steps / run.updates))  # env steps, so rows inserted, per update
+    in_situ = [t for t in profile.in_situ if (t.workload, t.device) != (w.key, place["learn"])]
+    in_situ.append(InSituTiming(w.key, place["learn"], run.learner_iteration(), run.updates, 1, rows, w.batch_size,
+                                run.prioritized, IN_SITU))
+    folded.append(f"the learner's iteration on {place['learn']}")
+
+    workloads = profile.workloads if any(x.key == w.key for x in profile.workloads) else [*profile.workloads, w]
+    note = {"run": run.run_id, "folded": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "workload": w.key, "entries": folded}
+    return replace(profile, workloads=workloads, kernels=timings, env_step=env_step, in_situ=in_situ,
+                   calibrations=[*profile.calibrations, note])
+
+
+def _calls(run: RunTimes, kernel: str) -> int:
+    return max(1, run.steps // run.n_envs) if kernel == "act" else run.updates
