@@ -1,0 +1,239 @@
+"""The planner's scoreboard: on workloads no preset has, is the plan's prediction true and its layout the fastest?
+
+    python benchmarks/plan_fidelity.py [--passes 2] [--seconds 8] [--only N ...] [--out FILE]
+
+For each workload of WORKLOADS (DQN and DDPG; CartPole, Acrobot, MountainCar, Pendulum, MountainCarContinuous
+and two envs of a module of the benchmark's own, benchmarks/fidelity_envs.py; hidden 64-64 to 400-300;
+batches 32 to 256; envs per actor fixed at 1 or left to the planner, `auto`):
+
+1. a quick profile of this machine's `cpu` device for that workload (`pearl profile --quick --env ...`);
+2. the plan from it (throughput), and a stated sample of other layouts of the same mapping: 1 and 2 actor
+   processes, the plan's envs per actor and one other (1, or 8 when the plan has 1), and the learner's torch
+   threads at 1 (pearl's default) and 2. Each layout's prediction is the planner's own `evaluate` of it; the
+   model does not plan threads, so both thread counts share a prediction;
+3. every layout trained `--passes` times, the passes alternating the order of the layouts (this machine's speed
+   drifts 10-25 % over minutes), for learning_starts plus `--seconds` of learning at the predicted speed;
+   measured is the learning phase's env steps/s (what a plan predicts), the mean over passes.
+
+Printed per workload: each layout's predicted and measured env steps/s and |predicted − measured| / measured;
+then over every (workload, layout), and over the plans alone, the median and worst of that error; and per
+workload the plan's measured speed ÷ the best measured layout's. `--out` keeps every figure as JSON.
+Only the `cpu` device is profiled (PoCL would multiply the layouts; the planner's device choice is tested
+elsewhere). A bad option prints one `error:` line and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# the module envs must import in the actor processes too, which start from the environment
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
+sys.path.insert(0, str(HERE))
+
+import fidelity_envs  # noqa: E402,F401  (registers Corridor-v0 and Drift-v0 with gymnasium)
+
+from pearl.errors import PearlError  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Workload:
+    algo: str
+    env: str
+    hidden: tuple[int, ...]
+    batch: int
+    envs: int | str  # envs per actor: a number, or "auto" (the planner chooses)
+
+    @property
+    def name(self) -> str:
+        return f"{self.algo} {self.env} h{'x'.join(map(str, self.hidden))} b{self.batch} envs {self.envs}"
+
+
+WORKLOADS = [
+    Workload("dqn", "CartPole-v1", (64, 64), 256, "auto"),
+    Workload("dqn", "Acrobot-v1", (128, 128), 64, 1),
+    Workload("dqn", "MountainCar-v0", (256, 256), 128, "auto"),
+    Workload("dqn", "fidelity_envs:Corridor-v0", (400, 300), 32, 1),
+    Workload("dqn", "fidelity_envs:Corridor-v0", (64, 64), 128, "auto"),
+    Workload("ddpg", "Pendulum-v1", (400, 300), 256, 1),
+    Workload("ddpg", "MountainCarContinuous-v0", (64, 64), 64, "auto"),
+    Workload("ddpg", "fidelity_envs:Drift-v0", (256, 256), 128, 1),
+]
+
+
+@dataclass(frozen=True)
+class Layout:
+    actors: int
+    envs: int
+    threads: int
+    predicted: float  # env steps/s, the planner's evaluate of this layout
+    binding: str
+    plan: bool  # the plan's own layout (at pearl's default threads)
+
+
+def config_of(w: Workload):
+    from pearl.training import configured
+
+    return configured(w.algo, w.env, settings={"hidden": ",".join(map(str, w.hidden)), "batch_size": str(w.batch)})
+
+
+def profile_and_plan(w: Workload, folder: Path):
+    from pearl.planner.make import make_plan
+    from pearl.planner.plan import save_plan
+    from pearl.profile.format import save_profile
+    from pearl.profiling.profiler import ProfileOptions, run_profile
+
+    profile = save_profile(run_profile(ProfileOptions(quick=True, algos=(w.algo,), env=w.env, hidden=w.hidden,
+                                                      batch_size=w.batch, devices=("cpu",))),
+                           folder / "profile.json")
+    plan = make_plan(profile, w.algo, w.env, envs=w.envs if w.envs == "auto" else int(w.envs), config=config_of(w))
+    return profile, plan, save_plan(plan, folder / "plan.json")
+
+
+def layouts(w: Workload, profile: Path, plan) -> list[Layout]:
+    """The plan's layout and the stated sample (module docstring), each with the planner's prediction."""
+    from pearl.envs import env_spec
+    from pearl.planner.build import build_cluster_problem
+    from pearl.planner.ilp import evaluate
+    from pearl.planner.problem import PLACED, ActorOption
+    from pearl.profile.cluster import load_cluster
+    from pearl.training import DEFAULT_THREADS
+
+    cfg, cluster, spec = config_of(w), load_cluster(profile), env_spec(w.env)
+    other_envs = 8 if plan.envs_per_actor == 1 else 1
+    wanted = [(plan.actors, plan.envs_per_actor, DEFAULT_THREADS)]
+    for a in (1, 2):
+        for e in (plan.envs_per_actor, other_envs):
+            for t in (1, 2):
+                if (a, e, t) not in wanted and (t == 1 or (a, e) == (plan.actors, plan.envs_per_actor)):
+                    wanted.append((a, e, t))
+    placement = {k: plan.mapping[k] for k in PLACED}
+    out, problems = [], {}
+    for a, e, t in wanted:
+        if e not in problems:
+            problems[e] = build_cluster_problem(cluster, w.algo, spec, e, cfg)
+        problem, facts = problems[e]
+        result = evaluate(problem, placement, ActorOption(a, e))
+        if result is None:
+            continue  # infeasible on this machine (more actor processes than lanes)
+        period, _, binding = result
+        out.append(Layout(a, e, t, facts.steps_per_iteration / period, binding, (a, e, t) == wanted[0]))
+    return out
+
+
+def layout_plan(plan_file: Path, layout: Layout) -> Path:
+    """The plan file with this layout's actors, envs per actor and predicted speed (the same mapping), so the
+    run follows the layout and its record compares with the layout's prediction."""
+    data = json.loads(plan_file.read_text())
+    scale = layout.predicted / data["predicted"]["env_steps_per_s"]
+    data.update(actors=layout.actors, envs_per_actor=layout.envs)
+    for key in ("env_steps_per_s", "updates_per_s", "learner_samples_per_s"):
+        data["predicted"][key] *= scale
+    data["predicted"]["period_s"] /= scale
+    out = plan_file.with_name(f"plan-{layout.actors}x{layout.envs}.json")
+    out.write_text(json.dumps(data, indent=1))
+    return out
+
+
+def train_layout(w: Workload, plan_file: Path, layout: Layout, seconds: float, runs: Path) -> float:
+    """Learning-phase env steps/s of one run of `layout`."""
+    from pearl.training import train
+
+    cfg = config_of(w)
+    steps = cfg.learning_starts + int(min(100_000, max(2_000, layout.predicted * seconds)))
+    result = train(w.algo, w.env, plan=str(layout_plan(plan_file, layout)), config=cfg, steps=steps,
+                   threads=layout.threads, eval_episodes=0, eval_every=0, checkpoint_every=0, runs_dir=str(runs))
+    return result.learning_env_steps_per_s or result.env_steps_per_s
+
+
+def run_workload(w: Workload, passes: int, seconds: float, folder: Path) -> dict:
+    folder.mkdir(parents=True, exist_ok=True)
+    profile, plan, plan_file = profile_and_plan(w, folder)
+    todo = layouts(w, profile, plan)
+    measured: dict[int, list[float]] = {i: [] for i in range(len(todo))}
+    for p in range(passes):
+        order = list(range(len(todo))) if p % 2 == 0 else list(reversed(range(len(todo))))
+        for i in order:
+            lay = todo[i]
+            speed = train_layout(w, plan_file, lay, seconds, folder / "runs")
+            measured[i].append(speed)
+            print(f"  pass {p + 1}/{passes}: {lay.actors} actor(s) × {lay.envs} env(s), {lay.threads} thread(s): "
+                  f"{speed:,.0f} env steps/s (predicted {lay.predicted:,.0f})", flush=True)
+    rows = []
+    for i, lay in enumerate(todo):
+        mean = statistics.fmean(measured[i])
+        rows.append({**asdict(lay), "measured": mean, "passes": measured[i],
+                     "error": abs(lay.predicted - mean) / mean})
+    best = max(r["measured"] for r in rows)
+    mine = next(r for r in rows if r["plan"])
+    return {"workload": w.name, "plan": {"actors": plan.actors, "envs": plan.envs_per_actor,
+                                         "predicted": plan.predicted["env_steps_per_s"],
+                                         "bottleneck": plan.bottleneck},
+            "rows": rows, "plan_vs_best": mine["measured"] / best}
+
+
+def print_table(result: dict) -> None:
+    print(f"\n{result['workload']}: plan {result['plan']['actors']} actor(s) × {result['plan']['envs']} env(s), "
+          f"bound by {result['plan']['bottleneck']}")
+    print(f"  {'layout':28} {'predicted':>10} {'measured':>10} {'error':>7}  binding")
+    for r in result["rows"]:
+        tag = f"{r['actors']}×{r['envs']}, {r['threads']} thr" + ("  (plan)" if r["plan"] else "")
+        print(f"  {tag:28} {r['predicted']:10,.0f} {r['measured']:10,.0f} {r['error']:7.1%}  {r['binding']}")
+    print(f"  plan's measured ÷ best measured layout: {result['plan_vs_best']:.2f}")
+
+
+def summary(results: list[dict]) -> dict:
+    every = [r["error"] for res in results for r in res["rows"]]
+    plans = [r["error"] for res in results for r in res["rows"] if r["plan"]]
+    ratios = [res["plan_vs_best"] for res in results]
+    return {"layouts": len(every), "median_error": statistics.median(every), "worst_error": max(every),
+            "plan_median_error": statistics.median(plans), "plan_worst_error": max(plans),
+            "plan_vs_best_min": min(ratios)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--passes", type=int, default=2, help="runs of every layout, alternating order")
+    parser.add_argument("--seconds", type=float, default=8.0, help="learning phase per run, at predicted speed")
+    parser.add_argument("--only", type=int, nargs="+", help="workload numbers (1-based) to run")
+    parser.add_argument("--out", default=None, help="JSON of every figure [default: runs/plan_fidelity-<host>.json]")
+    args = parser.parse_args()
+    chosen = args.only or list(range(1, len(WORKLOADS) + 1))
+    if args.passes < 1 or args.seconds <= 0 or any(not 1 <= n <= len(WORKLOADS) for n in chosen):
+        print(f"error: --passes ≥ 1, --seconds > 0 and --only between 1 and {len(WORKLOADS)}", file=sys.stderr)
+        sys.exit(2)
+    out = Path(args.out or f"runs/plan_fidelity-{platform.node() or 'host'}.json")
+    root = out.parent / f"plan_fidelity-{time.strftime('%Y%m%d-%H%M%S')}"
+    print(f"plan fidelity on {platform.node()} ({os.cpu_count()} cores): {len(chosen)} workloads, "
+          f"{args.passes} alternating passes, {args.seconds:g} s of learning per run", flush=True)
+    results = []
+    try:
+        for n in chosen:
+            w = WORKLOADS[n - 1]
+            print(f"[{n}] {w.name}: profiling, planning", flush=True)
+            results.append(run_workload(w, args.passes, args.seconds, root / str(n)))
+            print_table(results[-1])
+    except PearlError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    s = summary(results)
+    print(f"\nover {s['layouts']} layouts of {len(results)} workloads: |predicted − measured| / measured median "
+          f"{s['median_error']:.1%}, worst {s['worst_error']:.1%}; the plans alone: median "
+          f"{s['plan_median_error']:.1%}, worst {s['plan_worst_error']:.1%}; the plan's measured speed is at least "
+          f"{s['plan_vs_best_min']:.2f}× the best measured layout's")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"host": platform.node(), "cores": os.cpu_count(), "passes": args.passes,
+                               "seconds": args.seconds, "results": results, "summary": s}, indent=1))
+    print(f"figures: {out}")
+
+
+if __name__ == "__main__":
+    main()
