@@ -142,7 +142,7 @@ class LauncherCapabilities:
 
 class LearnerHandle(Protocol):
     """The calls the segment loop makes on the learner's role, wherever the role runs: `LearnerRole` in this
-    process, or the Ray launcher's proxy of the role placed as a Ray actor."""
+    process, or `pearl.runtime.ray.learner.RayLearnerHandle`, the driver's proxy of the role placed on Ray."""
 
     def insert(self, *batches: TransitionBatch) -> int:
         """Insert the batches in order; the rows inserted."""
