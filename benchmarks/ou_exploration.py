@@ -20,6 +20,7 @@ from pearl.algos import preset
 from pearl.algos.params import init_params
 from pearl.envs import env_spec
 from pearl.runtime.protocol import VectorActor
+from pearl.runtime.seeds import Seeds
 
 ENV = "MountainCarContinuous-v0"
 
@@ -28,8 +29,9 @@ def explore(noise: str, episodes: int, envs: int, sigma: float, seed: int) -> tu
     """(episodes that reached the goal, mean return) over the first `episodes` to end."""
     spec = env_spec(ENV)
     config = preset("ddpg", ENV).replace(noise_type=noise, n_envs=envs)
-    act = TorchAdapter("cpu").make_act(config, spec, init_params(config, spec, seed=seed), seed + 1)
-    actor = VectorActor(0, ENV, spec, envs, act, seed=seed)
+    seeds = Seeds(seed)  # as a run of this seed seeds its weights and actor 0
+    act = TorchAdapter("cpu").make_act(config, spec, init_params(config, spec, seed=seeds.learner), seeds.actor(0).act)
+    actor = VectorActor(0, ENV, spec, envs, act, seed=seeds.actor(0).env)
     ended = []
     try:
         while len(ended) < episodes:

@@ -54,7 +54,7 @@ import sys
 import time
 
 EVAL_EPISODES = 20
-EVAL_SEED = 100_000  # pearl's EVAL_SEED_OFFSET (pearl.runtime.evaluate); + seed in the seeds case
+EVAL_SEED = 100_000  # pearl's EVALUATION_OFFSET (pearl.runtime.seeds); + seed in the seeds case
 SELECT_EVERY, SELECT_EPISODES = 5_000, 10  # in-training evaluations that keep the best policy (seeds case)
 
 

@@ -30,10 +30,11 @@ from pearl.errors import CheckpointError, ConfigError, DeviceError, PearlError, 
 from pearl.fileio import FieldChecker, read_json
 from pearl.runtime.checkpoint import FOLDER as CHECKPOINTS
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, describe, estimate_bytes, latest
-from pearl.runtime.evaluate import EVAL_SEED_OFFSET, confirm, evaluate
-from pearl.runtime.launcher import Job, LoopStats, Placement, RoleNodes, SegmentLauncher
+from pearl.runtime.evaluate import confirm, evaluate
+from pearl.runtime.launcher import Job, LauncherCapabilities, LoopStats, Placement, RoleNodes, SegmentLauncher
 from pearl.runtime.record import RunRecord, check_runs_dir
 from pearl.runtime.schedule import DEFAULT_LAG
+from pearl.runtime.seeds import Seeds
 from pearl.types import MAX_ENVS, EnvSpec, Params
 
 if TYPE_CHECKING:
@@ -225,8 +226,9 @@ def _check_slices(placement: Placement, actors: int, launcher: str) -> None:
     devices = [d for d in placement.devices() if _family(d) == "cuda" and DeviceId.parse(d).slice is not None]
     if not devices:
         return
-    # the sequential launcher runs act in the learner's process too
-    check_slice_use(placement.act, (placement.replay, placement.learn), actors, launcher_name(launcher) == "sequential")
+    # a launcher that runs the roles in turn runs act in the learner's process too
+    check_slice_use(placement.act, (placement.replay, placement.learn), actors,
+                    not launcher_capabilities(launcher).concurrent_roles)
     from pearl.adapters.registry import check_slice_exists
 
     for d in devices:
@@ -268,7 +270,7 @@ def is_cluster_plan(plan: "Plan") -> bool:
 
 def _check_cluster_plan(path: str, plan: "Plan", launcher: str, emulate: dict[str, str]) -> None:
     nodes = ", ".join(plan.profile["nodes"])
-    if launcher != "ray":
+    if not launcher_capabilities(launcher).cluster_plans:
         raise PlanError(f"{path} places roles on the nodes {nodes} of a cluster; run it with --launcher ray "
                         "(and --ray-address of a cluster whose nodes carry pearl_node_NAME resources), not "
                         f"--launcher {launcher}")
@@ -362,7 +364,7 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
             "measured": learning_phase_rates(result, config.batch_size),
             "kernels": measured,
             "note": (f"the {result.launcher} launcher runs actors, replay and learner concurrently, as the plan "
-                     "assumes" if launcher_name(result.launcher) != "sequential" else
+                     "assumes" if launcher_capabilities(result.launcher).concurrent_roles else
                      "the sequential launcher runs the roles in turn; the plan predicts them running concurrently")
             + "".join(f"; {a}'s kernels ran on {e} (emulated: measured is {e}, predicted is {a})"
                       for a, e in sorted(emulate.items()) if a in plan.mapping.values())}
@@ -406,7 +408,8 @@ def check_positive_int(name: str, value: int, minimum: int = 1) -> None:
         raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
-# launcher name → "module:class"; each is imported only when chosen (Ray's only for "ray")
+# launcher name → "module:class"; each module is imported only when its launcher is named, and none imports
+# Ray itself (the Ray launcher's does so inside its functions)
 LAUNCHERS = {"local": "pearl.runtime.local:LocalLauncher",
              "sequential": "pearl.runtime.sequential:SequentialLauncher",
              "ray": "pearl.runtime.ray.launcher:RayLauncher"}
@@ -420,10 +423,14 @@ def launcher_name(name: str) -> str:
         close = difflib.get_close_matches(name, list(LAUNCHERS), n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ConfigError(f"unknown launcher {name!r}{hint}; choose one of: local, sequential, ray")
-    if name == "ray":  # without Ray: one error line saying how to install it (Ray itself is not imported here)
-        from pearl.runtime.ray.session import check_installed
-        check_installed()
+    _launcher_class(name).check_available()  # e.g. without Ray: one error line saying how to install it
     return name
+
+
+def launcher_capabilities(name: str) -> LauncherCapabilities:
+    """What the launcher `name` (or an alias) can do, as its class declares it: what pearl asks instead of
+    comparing launcher names."""
+    return _launcher_class(launcher_name(name)).capabilities
 
 
 def _launcher_class(name: str) -> type[SegmentLauncher]:
@@ -573,15 +580,16 @@ def _setup(o: RunOptions) -> _Setup:
             check_positive_int(name, value, minimum=0 if name == "--eval-every" else 1)
     if isinstance(o.policy_lag, bool) or not isinstance(o.policy_lag, int) or o.policy_lag < 0:
         raise ConfigError(f"--policy-lag must be an integer >= 0, got {o.policy_lag!r}")
+    capabilities = launcher_capabilities(o.launcher)
     if o.ray_address is not None:
-        if o.launcher != "ray":
+        if not capabilities.cluster_plans:
             raise ConfigError(f"--ray-address joins a Ray cluster; it needs --launcher ray, not {o.launcher}")
         if not isinstance(o.ray_address, str) or not o.ray_address.strip():
             raise ConfigError(f"--ray-address must be a cluster address such as 10.0.0.5:6379, got {o.ray_address!r}")
         from pearl.runtime.ray.session import check_address
         check_address(o.ray_address)  # before the run folder is made: Ray would retry a dead address for minutes
     check_positive_int("--replay-shards", o.replay_shards, minimum=0)
-    if o.replay_shards and o.launcher != "ray":
+    if o.replay_shards and not capabilities.replay_shards:
         raise ConfigError(f"--replay-shards places replay-server actors on Ray; it needs --launcher ray, "
                           f"not {o.launcher}")
     if o.emulate and o.plan is None:
@@ -677,10 +685,12 @@ def _recorded_setup(folder: Path, max_restarts: int | None = None) -> _Setup:
 
 def _runner(setup: _Setup, checkpoint: "Checkpoint | None", checkpointer: Checkpointer) -> SegmentLauncher:
     cls = _launcher_class(setup.options.launcher)
-    o = setup.options
-    extra: dict[str, Any] = {"max_restarts": o.max_restarts} if o.launcher in ("local", "ray") else {}
-    if o.launcher == "ray":
-        extra.update(address=o.ray_address, replay_shards=o.replay_shards)
+    o, capabilities = setup.options, cls.capabilities
+    extra: dict[str, Any] = {"max_restarts": o.max_restarts} if capabilities.actor_restarts else {}
+    if capabilities.replay_shards:
+        extra.update(replay_shards=o.replay_shards)
+    if capabilities.cluster_plans:
+        extra.update(address=o.ray_address)
         if setup.plan is not None and is_cluster_plan(setup.plan):
             nodes = role_nodes(setup.plan)
             # a replay server on a node of its own is a shard actor there (the learner keeps replay otherwise);
@@ -773,8 +783,9 @@ def _score(setup: _Setup, runner: SegmentLauncher, stats: LoopStats, episodes: i
     the one that did better on `episodes` fresh confirmation episodes (`evaluate.confirm`; the best on a tie),
     else the final one. The best policy's parameters are saved as runs/<id>/best_policy.npz."""
     adapter = _eval_adapter(runner, setup)
-    seed = setup.options.seed + EVAL_SEED_OFFSET
-    act = adapter.make_act(setup.config, setup.spec, stats.final_params, setup.options.seed)
+    seeds = Seeds(setup.options.seed)
+    seed = seeds.evaluation
+    act = adapter.make_act(setup.config, setup.spec, stats.final_params, seeds.learner)
 
     def score(params: Params) -> dict[str, Any]:
         act.set_params(params)

@@ -270,7 +270,7 @@ def test_a_learner_killed_with_sigkill_ends_the_run_with_one_error_and_its_check
     """The learner is not restarted (its state is the run's): its death ends the run with an error naming it, the
     workers stop, and the checkpoint of an interrupted run is the last one it wrote."""
     from pearl.runtime import checkpoint as ckpt
-    from pearl.runtime.local import ActorFailed
+    from pearl.runtime.actors import ActorFailed
     from pearl.runtime.ray.launcher import RayLauncher
 
     class KillsTheLearner(RayLauncher):
@@ -324,7 +324,7 @@ def test_an_interrupted_ray_run_checkpoints_the_learners_state_and_resumes_as_th
 
 @needs_ray
 def test_an_env_that_raises_ends_the_run_with_its_message_once_the_restarts_are_spent(cluster) -> None:
-    from pearl.runtime.local import ActorFailed
+    from pearl.runtime.actors import ActorFailed
     from pearl.runtime.ray.launcher import RayLauncher
 
     cfg = DQNConfig(total_steps=5000, **SMALL)

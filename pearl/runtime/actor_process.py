@@ -30,6 +30,7 @@ from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import ParamLayout
 from pearl.runtime import shm
 from pearl.runtime.schedule import Schedule
+from pearl.runtime.seeds import ActorSeeds
 from pearl.types import EnvSpec, WeightSnapshot
 
 PARENT_CHECK_S = 0.5  # how often an actor checks that its learner is still alive
@@ -50,7 +51,7 @@ class ActorArgs:
     spec: EnvSpec
     device: str
     descriptor: str | None
-    seed: int
+    seeds: ActorSeeds
     schedule: Schedule
     slots: int  # weight boards, one per recent segment: W(k) is on board k mod slots
     collected: int  # transitions this actor had handed on before (its share so far)
@@ -115,9 +116,7 @@ def main(args: ActorArgs) -> None:
 
 
 def _run(args: ActorArgs, segment: shm.Segment) -> None:
-    from pearl.adapters import open_adapter  # imported here: the hardware library loads in this process only
-    from pearl.runtime.protocol import VectorActor
-    from pearl.runtime.schedule import ActorShare
+    from pearl.runtime.actors import actor_adapter, build_actor  # imported here, as the envs and adapters they load
 
     cfg, me = args.config, args.actor_id
     run, mine, myf = segment["run"], segment["actor.ints"][args.actor_id], segment["actor.floats"][args.actor_id]
@@ -128,9 +127,8 @@ def _run(args: ActorArgs, segment: shm.Segment) -> None:
     sched = args.schedule
     tag = sched.weights_for(sched.locate(me, args.collected)[0])
     params = _wait_for_weights(boards[tag % args.slots], tag, run, stop)
-    act = open_adapter(args.device, 1, args.descriptor).make_act(cfg, args.spec, params, args.seed + 1)
-    share = ActorShare(VectorActor(me, args.spec.env_id, args.spec, cfg.n_envs, act, args.seed), sched, cfg,
-                       args.collected)
+    share = build_actor(actor_adapter(args.device, args.descriptor), me, cfg, args.spec, params, args.seeds, sched,
+                        args.collected)
     share.weights = tag
     mine[col["produced"]] = share.collected
     ring, episodes = shm.Ring(segment, f"ring{me}"), shm.Ring(segment, f"episodes{me}", EPISODE_FIELDS)

@@ -196,10 +196,3 @@ def learning_resumes_at(learning_starts: int, checkpoint: Checkpoint | None) -> 
         return learning_starts
     return checkpoint.steps + learning_starts
 
-
-def actor_seed(seed: int, actor: int, start_steps: int) -> int:
-    """Actor i's env and exploration seed: the run's own for a fresh run, and one drawn from (seed, actor,
-    env steps) for a resumed one, so each resume explores anew but repeatably."""
-    if start_steps == 0:
-        return seed + 7919 * actor
-    return int(np.random.SeedSequence([seed, actor, start_steps]).generate_state(1)[0] & 0x3FFFFFFF)

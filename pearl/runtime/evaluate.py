@@ -20,11 +20,8 @@ import numpy as np
 
 from pearl.adapters.base import ActKernel
 from pearl.envs import make_env, to_env_action
+from pearl.runtime.seeds import Seeds
 from pearl.types import EnvSpec, Params
-
-EVAL_SEED_OFFSET = 100_000  # final evaluation episodes never share seeds with training envs
-SELECT_SEED_OFFSET = 200_000  # nor with the in-training evaluations that pick the best policy
-CONFIRM_SEED_OFFSET = 300_000  # nor with the episodes that confirm the kept best against the final policy
 
 
 def evaluate(act: ActKernel, spec: EnvSpec, episodes: int, seed: int) -> list[float]:
@@ -70,7 +67,7 @@ class BestPolicy:
     spec: EnvSpec
     every: int
     episodes: int
-    seed: int
+    seed: int  # the run's: its episodes are `Seeds.selection`'s
     history: list[Evaluation] = field(default_factory=list)
     best: Params | None = None
     best_eval: Evaluation | None = None
@@ -87,7 +84,7 @@ class BestPolicy:
         while self.next_at <= steps:
             self.next_at += self.every
         self.act.set_params(params)
-        returns = evaluate(self.act, self.spec, self.episodes, self.seed + SELECT_SEED_OFFSET)
+        returns = evaluate(self.act, self.spec, self.episodes, Seeds(self.seed).selection)
         result = Evaluation(steps, updates, float(np.mean(returns)), returns)
         self.consider(result, params)
         return result
@@ -119,9 +116,10 @@ class Confirmation:
 
 
 def confirm(act: ActKernel, spec: EnvSpec, best: Params, final: Params, episodes: int, seed: int) -> Confirmation:
-    """Play `best` and then `final` (loaded into `act`) greedily on the episodes seed + CONFIRM_SEED_OFFSET + i."""
+    """Play `best` and then `final` (loaded into `act`) greedily on the same episodes, those of the run seed
+    `seed`'s `Seeds.confirmation`."""
     means = []
     for params in (best, final):
         act.set_params(params)
-        means.append(float(np.mean(evaluate(act, spec, episodes, seed + CONFIRM_SEED_OFFSET))))
+        means.append(float(np.mean(evaluate(act, spec, episodes, Seeds(seed).confirmation))))
     return Confirmation(episodes, means[0], means[1])

@@ -13,9 +13,12 @@ travel. The interface is small:
 that segment's transitions into replay (`_collect`, in actor order), has the learner run the schedule's
 updates, asks the launcher to publish the weights (`_publish`), evaluates and checkpoints at fixed points. The
 learner is a role, `LearnerRole` (replay, learn kernel, evaluations): in this process for the sequential and
-local launchers, a Ray actor the loop drives through the same calls for the Ray launcher. So the launchers
-differ only in where the roles run and how transitions and weights travel, and a seed gives the same
-learning on each.
+local launchers, a Ray actor the loop drives through the same calls for the Ray launcher (`LearnerHandle` names
+them). So the launchers differ only in where the roles run and how transitions and weights travel, and a seed
+gives the same learning on each: every launcher takes each role's seed from one `Seeds`.
+
+Each launcher class declares what it can do in its `capabilities` (`LauncherCapabilities`); the rest of pearl
+asks that declaration (through `pearl.training.launcher_capabilities`), never the launcher's name.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Protocol
 
 import numpy as np
 
@@ -31,12 +34,14 @@ from pearl.adapters.base import Adapter
 from pearl.algos.base import OffPolicyConfig
 from pearl.device import HOST, DeviceId
 from pearl.replay import linear_beta
+from pearl.runtime.actors import RestartPolicy
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, learning_resumes_at
 from pearl.runtime.evaluate import BestPolicy, Evaluation
 from pearl.runtime.learner_role import LearnerRole, LearnerStatus
-from pearl.runtime.protocol import Episode, Learner, ReplayManager
+from pearl.runtime.protocol import Episode, KernelClock, Learner, ReplayManager
 from pearl.runtime.record import RunRecord
 from pearl.runtime.schedule import DEFAULT_LAG, Schedule
+from pearl.runtime.seeds import Seeds
 from pearl.types import EnvSpec, Params, TransitionBatch
 
 
@@ -116,6 +121,59 @@ class Job:
         return self.descriptor if DeviceId.parse(device).is_opencl else None
 
 
+@dataclass(frozen=True)
+class LauncherCapabilities:
+    """What a launcher can do, declared by its class (`SegmentLauncher.capabilities`): the options pearl accepts
+    for it, and what it says of a run, follow from these, never from the launcher's name."""
+
+    concurrent_roles: bool = False
+    """The actors run beside the learner, in processes of their own, while it trains (as a plan assumes);
+    False: every role runs in turn in the learner's process (act included)."""
+    replay_shards: bool = False
+    """Replay can be a replay server of shard actors (`--replay-shards`), and a plan's replay server on a node
+    of its own."""
+    cluster_plans: bool = False
+    """Roles can run on the nodes of a cluster: it joins a cluster at an address and runs cluster plans."""
+    actor_restarts: bool = False
+    """An actor that dies is started again, up to `max_restarts` times (`RestartPolicy`)."""
+    learner_group: bool = False
+    """Several learners train one policy together (no launcher does yet)."""
+
+
+class LearnerHandle(Protocol):
+    """The calls the segment loop makes on the learner's role, wherever the role runs: `LearnerRole` in this
+    process, or `pearl.runtime.ray.learner.RayLearnerHandle`, the driver's proxy of the role placed on Ray."""
+
+    def insert(self, *batches: TransitionBatch) -> int:
+        """Insert the batches in order; the rows inserted."""
+        ...
+
+    def train(self, updates: int, beta: float) -> int | None:
+        """Run `updates` updates (the update count after them, where the role answers at once)."""
+        ...
+
+    def policy(self) -> Params:
+        """The weights to publish, the caller's own."""
+        ...
+
+    def evaluate(self, steps: int) -> Evaluation | None:
+        """Evaluate the current policy when an in-training evaluation is due at `steps` env steps."""
+        ...
+
+    def status(self) -> LearnerStatus:
+        ...
+
+    def state(self, include_replay: bool) -> tuple[Params, Params | None]:
+        """The learn kernel's state dict and, when asked, replay's: what a checkpoint holds."""
+        ...
+
+    def best_policy(self) -> BestPolicy | None:
+        ...
+
+    def clocks(self) -> list[KernelClock]:
+        ...
+
+
 @dataclass
 class LoopStats:
     steps: int = 0
@@ -173,15 +231,18 @@ class SegmentLauncher(ABC):
     """The learner's side of the schedule, for every launcher; subclasses move transitions and weights."""
 
     name = ""
+    capabilities: ClassVar[LauncherCapabilities] = LauncherCapabilities()  # each launcher declares its own
 
     def __init__(self, job: Job, resume: Checkpoint | None = None, checkpointer: Checkpointer | None = None) -> None:
         self.job, self.config, self.spec, self.placement = job, job.config, job.spec, job.placement
         self.resume, self.checkpointer = resume, checkpointer
         self.schedule = job.schedule(resume)
         self.first_segment = self.schedule.segment_at(resume.steps) if resume is not None else 0
-        self.role: Any = self._make_role()  # the learner's role (the Ray launcher places it at start)
+        self.role: LearnerHandle = self._make_role()  # the Ray launcher places its role at start
         self.steps = self.schedule.steps_through(self.first_segment - 1) if resume is not None else 0
         self.start_steps = self.steps
+        self.seeds = Seeds(job.seed, self.start_steps)
+        self.restart_policy = RestartPolicy(0)  # a launcher that restarts actors sets its own limit
         self.dropped = 0
         self.updates = resume.updates if resume is not None else 0  # the learner's, as the schedule made them
         self.replay_size = 0  # replay's size at the last metrics line
@@ -195,23 +256,44 @@ class SegmentLauncher(ABC):
         self.policy = role.learner.kernel.policy_params()  # what the actors start with
         return role
 
+    def _local_role(self) -> LearnerRole:
+        """The learner's role where it runs in this process (the sequential and local launchers')."""
+        if not isinstance(self.role, LearnerRole):
+            raise TypeError(f"the {self.name} launcher's learner does not run in this process")
+        return self.role
+
     @property
     def adapters(self) -> dict[str, Adapter]:
-        return self.role.adapters
+        return self._local_role().adapters
 
     @property
     def learner(self) -> Learner:
-        return self.role.learner
+        return self._local_role().learner
 
     @property
     def replay(self) -> ReplayManager:
-        return self.role.replay
+        return self._local_role().replay
+
+    @property
+    def restarts(self) -> int:
+        """Actors started again after dying, all actors together."""
+        return self.restart_policy.count
+
+    @property
+    def restart_log(self) -> list[str]:
+        """Why each restart happened."""
+        return self.restart_policy.log
 
     def _learner_devices(self) -> list[str]:
         """The devices this process opens (the local launcher's actors open their own)."""
         return self.placement.devices()
 
     # ------------------------------------------------------------------------------ the interface
+    @classmethod
+    def check_available(cls) -> None:
+        """A PearlError saying what to install when this launcher cannot run here (found without importing it)."""
+        return None  # the launchers of pearl's own dependencies run everywhere
+
     @abstractmethod
     def start(self) -> None:
         """Start the roles; nothing is collected or learnt until `run`."""

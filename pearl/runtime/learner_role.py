@@ -22,6 +22,7 @@ from pearl.algos.params import init_params
 from pearl.runtime.checkpoint import Checkpoint, restore
 from pearl.runtime.evaluate import BestPolicy, Evaluation
 from pearl.runtime.protocol import KernelClock, Learner, ReplayManager
+from pearl.runtime.seeds import Seeds
 from pearl.types import Params, TransitionBatch
 
 _BATCH_FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
@@ -45,15 +46,17 @@ class LearnerRole:
         `replay_kernels`: replay kept elsewhere (the replay server's shards), else built on the replay device."""
         self.job, self.config, self.spec = job, job.config, job.spec
         self.adapters: dict[str, Adapter] = {d: open_adapter(d, job.threads, job.descriptor_for(d)) for d in devices}
-        params = init_params(job.config, job.spec, job.seed)
+        seeds = Seeds(job.seed)
+        params = init_params(job.config, job.spec, seeds.learner)
         replay_adapter, learn_adapter = self.adapters[job.placement.replay], self.adapters[job.placement.learn]
-        kernels = replay_kernels or replay_adapter.make_replay(job.config, job.spec, job.seed + 2)
+        kernels = replay_kernels or replay_adapter.make_replay(job.config, job.spec, seeds.replay)
         self.replay = ReplayManager(kernels, job.config.batch_size)
         self.learner = Learner(learn_adapter.make_learn(job.config, job.spec, params), learn_adapter, job.config)
         if resume is not None:
             self.restore(resume)
         self.best = (BestPolicy(learn_adapter.make_act(job.config, job.spec, self.learner.kernel.policy_params(),
-                                                       job.seed), job.spec, job.eval_every, job.eval_episodes, job.seed)
+                                                       seeds.learner), job.spec, job.eval_every, job.eval_episodes,
+                                job.seed)
                      if job.learn and job.eval_every > 0 and job.eval_episodes > 0 else None)
 
     def restore(self, resume: Checkpoint) -> None:

@@ -45,8 +45,9 @@ import numpy as np
 from pearl.algos.params import ParamLayout
 from pearl.errors import PearlError
 from pearl.runtime import actor_process, shm
-from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed
-from pearl.runtime.launcher import Job, LoopStats, SegmentLauncher
+from pearl.runtime.actors import ActorFailed, RestartPolicy
+from pearl.runtime.checkpoint import Checkpoint, Checkpointer
+from pearl.runtime.launcher import Job, LauncherCapabilities, LoopStats, SegmentLauncher
 from pearl.runtime.protocol import Episode, merge_clocks
 from pearl.types import TransitionBatch
 
@@ -55,14 +56,11 @@ JOIN_GRACE_S = 5.0  # how long finished actors get to exit before they are termi
 EPISODE_RING = 4096
 
 
-class ActorFailed(PearlError):
-    """An actor process stopped with an error (its message is passed on)."""
-
-
 class LocalLauncher(SegmentLauncher):
     """Actors in processes, replay and learner in this one (see the module docstring)."""
 
     name = "local"
+    capabilities = LauncherCapabilities(concurrent_roles=True, actor_restarts=True)
 
     def __init__(self, job: Job, resume: Checkpoint | None = None, checkpointer: Checkpointer | None = None,
                  max_restarts: int = 3, ring_capacity: int | None = None) -> None:
@@ -77,8 +75,7 @@ class LocalLauncher(SegmentLauncher):
         self.slots = sched.lag + 2
         self.actors: list[subprocess.Popen] = []  # processes, for callers that count them
         self._actor_args: list[actor_process.ActorArgs] = []
-        self.max_restarts, self.restarts = max_restarts, 0
-        self.restart_log: list[str] = []  # why each restart happened
+        self.restart_policy = RestartPolicy(max_restarts)
         self.episodes: deque[Episode] = deque()
         self._segment: shm.Segment | None = None
         self._previous_sigterm: Any = None
@@ -109,7 +106,7 @@ class LocalLauncher(SegmentLauncher):
             args = actor_process.ActorArgs(
                 actor_id=i, segment=segment.name, layout=layout, params=params, config=self.config, spec=self.spec,
                 device=self.placement.act, descriptor=self.job.descriptor_for(self.placement.act),
-                seed=actor_seed(self.job.seed, i, self.steps), schedule=self.schedule, slots=self.slots,
+                seeds=self.seeds.actor(i), schedule=self.schedule, slots=self.slots,
                 collected=self.schedule.steps_before(self.first_segment, i), parent_pid=os.getpid())
             self._actor_args.append(args)
             self.actors.append(actor_process.start(args))
@@ -198,24 +195,21 @@ class LocalLauncher(SegmentLauncher):
                 reason = f"exited with code {code} before finishing{actor_process.stderr_tail(proc)}"
             else:
                 continue
-            if self.restarts >= self.max_restarts:
-                raise ActorFailed(f"actor {i} {reason} (after {self.restarts} restart(s); the limit is "
-                                  f"{self.max_restarts})")
             self._restart(segment, i, reason)
 
     def _restart(self, segment: shm.Segment, i: int, reason: str) -> None:
-        """Start actor i again on its ring and counters: it goes on with its share from the rows it pushed."""
+        """Start actor i again on its ring and counters (ActorFailed past the restart limit): it goes on with its
+        share from the rows it pushed."""
+        restarts = self.restart_policy.admit(i, reason)
         proc = self.actors[i]
         if proc.poll() is None:
             proc.kill()
         proc.wait()
         actor_process.close_stderr(proc)
-        self.restarts += 1
-        self.restart_log.append(f"actor {i} {reason}")
         ints = segment["actor.ints"][i]
         ints[shm.ACTOR_INTS.index("status")] = shm.STARTING
         segment["actor.error"][i] = 0
-        args = dataclasses.replace(self._actor_args[i], seed=self._actor_args[i].seed + 104_729 * self.restarts,
+        args = dataclasses.replace(self._actor_args[i], seeds=self.seeds.actor(i, restarts),
                                    collected=int(ints[shm.ACTOR_INTS.index("produced")]))
         self.actors[i] = actor_process.start(args)
 

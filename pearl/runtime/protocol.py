@@ -160,9 +160,6 @@ class Learner:
         self.last_metrics = result.metrics
         return PriorityUpdate(batch.indices, result.td_errors)
 
-    def snapshot_due(self) -> bool:
-        return self.updates - self.published_version >= self.config.weight_sync_interval
-
     def snapshot(self) -> WeightSnapshot:
         with self.clock.time("weight_sync"):
             snap = WeightSnapshot(self.updates, self.kernel.policy_params())

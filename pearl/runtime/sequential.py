@@ -13,15 +13,17 @@ from __future__ import annotations
 from collections import deque
 from typing import Callable
 
-from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed
-from pearl.runtime.launcher import Job, SegmentLauncher
-from pearl.runtime.protocol import Episode, VectorActor, merge_clocks
+from pearl.runtime.actors import build_actor
+from pearl.runtime.checkpoint import Checkpoint, Checkpointer
+from pearl.runtime.launcher import Job, LauncherCapabilities, SegmentLauncher
+from pearl.runtime.protocol import Episode, merge_clocks
 from pearl.runtime.schedule import ActorShare
 from pearl.types import Params, TransitionBatch, WeightSnapshot
 
 
 class SequentialLauncher(SegmentLauncher):
     name = "sequential"
+    capabilities = LauncherCapabilities()  # every role in turn, in this process
 
     def __init__(self, job: Job, resume: Checkpoint | None = None, checkpointer: Checkpointer | None = None) -> None:
         super().__init__(job, resume, checkpointer)
@@ -33,14 +35,11 @@ class SequentialLauncher(SegmentLauncher):
     def start(self) -> None:
         job, sched = self.job, self.schedule
         act_adapter = self.adapters[job.placement.act]
-        start_steps = self.steps
         for tag in range(self.first_segment - 1 - sched.lag, self.first_segment):
             self.published[tag] = self.policy
         for i in range(job.actors):
-            seed = actor_seed(job.seed, i, start_steps)
-            act = act_adapter.make_act(job.config, job.spec, self.policy, seed + 1)
-            actor = VectorActor(i, job.spec.env_id, job.spec, job.config.n_envs, act, seed)
-            self.shares.append(ActorShare(actor, sched, job.config, sched.steps_before(self.first_segment, i)))
+            self.shares.append(build_actor(act_adapter, i, job.config, job.spec, self.policy, self.seeds.actor(i),
+                                           sched, sched.steps_before(self.first_segment, i)))
             self.pending.append(deque())
 
     def stop(self) -> None:

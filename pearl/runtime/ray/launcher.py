@@ -22,23 +22,24 @@ from typing import Any
 from pearl.adapters.slices import slice_env
 from pearl.device import DeviceId
 from pearl.errors import ConfigError, PearlError
-from pearl.runtime.checkpoint import Checkpoint, Checkpointer, actor_seed
-from pearl.runtime.launcher import Job, LoopStats, RoleNodes, SegmentLauncher
-from pearl.runtime.local import ActorFailed, raise_on_sigterm
+from pearl.runtime.actors import ActorFailed, RestartPolicy
+from pearl.runtime.checkpoint import Checkpoint, Checkpointer
+from pearl.runtime.launcher import Job, LauncherCapabilities, LoopStats, RoleNodes, SegmentLauncher
+from pearl.runtime.local import raise_on_sigterm
 from pearl.runtime.protocol import Episode, KernelClock, merge_clocks
-from pearl.runtime.ray.learner import LearnerHandle, learner_class
+from pearl.runtime.ray.learner import RayLearnerHandle, learner_class
 from pearl.runtime.ray.placement import ShardPlacement, check_roles, plan_node_ids
 from pearl.runtime.ray.replay_client import remote_shards
-from pearl.runtime.ray.session import connect, first_line, require_ray, shutdown, start_local_ray
+from pearl.runtime.ray.session import check_installed, connect, first_line, require_ray, shutdown, start_local_ray
 from pearl.runtime.ray.worker import Collected, WorkerRestarted, worker_class
 from pearl.runtime.record import RunRecord
+from pearl.runtime.seeds import ActorSeeds
 from pearl.types import TransitionBatch
 
 __all__ = ["RayLauncher"]
 
 STARTUP_TIMEOUT_S = 300.0  # roles are placed, started and set up (envs, act kernel, learner) within this
 STOP_STATE_TIMEOUT_S = 120.0  # an interrupted run's learner hands over its state for the checkpoint within this
-_RESTART_SEED = 104_729  # a restarted worker's seed moves by this per restart (as the local launcher's actors)
 
 
 @dataclass
@@ -72,6 +73,12 @@ class RayLauncher(SegmentLauncher):
     """
 
     name = "ray"
+    capabilities = LauncherCapabilities(concurrent_roles=True, replay_shards=True, cluster_plans=True,
+                                        actor_restarts=True)
+
+    @classmethod
+    def check_available(cls) -> None:
+        check_installed()
 
     def __init__(self, job: Job, resume: Checkpoint | None = None, checkpointer: Checkpointer | None = None,
                  address: str | None = None, max_restarts: int = 3,
@@ -87,13 +94,12 @@ class RayLauncher(SegmentLauncher):
         self.replay_shards, self.replay_placement = replay_shards, replay_placement
         self.learner_placement = learner_placement
         self.shard_handles: list[Any] = []
-        self.address, self.max_restarts, self.actor_placement = address, max_restarts, actor_placement
-        self.restarts, self.restart_log = 0, []
+        self.address, self.actor_placement = address, actor_placement
+        self.restart_policy = RestartPolicy(max_restarts)
         self.workers: list[Any] = []
         self.pids: list[int] = []
         self.nodes: list[str] = []  # the Ray node each worker runs on, asked from inside it
         self.learner_node: str | None = None  # the learner role's, asked from inside it
-        self.seeds = [actor_seed(job.seed, i, self.steps) for i in range(job.actors)]
         self.inflight: dict[int, _InFlight] = {}
         self.discarded: list[Any] = []  # futures a worker's death made void (read at stop, so Ray reports none)
         self.episodes: list[Episode] = []
@@ -135,7 +141,7 @@ class RayLauncher(SegmentLauncher):
                                          STARTUP_TIMEOUT_S)  # asked from inside each shard
         handle = learner_class().options(**learner.options()).remote(self.job, self._learner_devices(),
                                                                      self.shard_handles or None)
-        self.role = LearnerHandle(handle)
+        self.role = RayLearnerHandle(handle)
         if self.resume is not None:
             self.role.pending.append(handle.restore.remote(ray.put(self.resume)))
         self.learner_node = self.role._call("node_id", timeout=STARTUP_TIMEOUT_S)  # asked from inside the role
@@ -146,7 +152,7 @@ class RayLauncher(SegmentLauncher):
             i, self.config, self.spec, acts[i], self.job.descriptor_for(acts[i]), sched)
             for i in range(self.job.actors)]
         first = self.role.policy_ref()
-        self.pids = self._get([w.setup.remote(self.seeds[i], sched.steps_before(self.first_segment, i), first)
+        self.pids = self._get([w.setup.remote(self.seeds.actor(i), sched.steps_before(self.first_segment, i), first)
                                for i, w in enumerate(self.workers)], "setting up", STARTUP_TIMEOUT_S)
         self.nodes = self._get([w.node_id.remote() for w in self.workers], "setting up")  # asked from inside
         for k in range(self.first_segment, min(self.first_segment + sched.lag + 1, sched.segments)):
@@ -192,7 +198,7 @@ class RayLauncher(SegmentLauncher):
             node_id=str(ray.get_runtime_context().get_node_id()), soft=True)
         shard = self.replay_placement or ShardPlacement(num_cpus=0)
         return learner, [shard] * self.replay_shards, \
-            [dataclasses.replace(worker, max_restarts=self.max_restarts)] * self.job.actors
+            [dataclasses.replace(worker, max_restarts=self.restart_policy.limit)] * self.job.actors
 
     def run(self, record: RunRecord | None = None, progress: Callable[[int], None] | None = None,
             max_seconds: float | None = None) -> LoopStats:
@@ -235,7 +241,7 @@ class RayLauncher(SegmentLauncher):
                               f"given {self.replay_shards} replay shards")
         homes = nodes.shards or (nodes.replay,) * self.replay_shards
         shards = [self.replay_placement or ShardPlacement(num_cpus=0, node_id=ids[n]) for n in homes]
-        return learner, shards, [dataclasses.replace(w, max_restarts=self.max_restarts) for w in workers]
+        return learner, shards, [dataclasses.replace(w, max_restarts=self.restart_policy.limit) for w in workers]
 
     def stop(self) -> None:
         ray = sys.modules.get("ray")
@@ -260,7 +266,7 @@ class RayLauncher(SegmentLauncher):
                 self.joined = False
                 shutdown()  # a local instance pearl started stops with every process it ran
 
-    def _keep_state(self, role: LearnerHandle) -> None:
+    def _keep_state(self, role: RayLearnerHandle) -> None:
         """Before the learner stops early: its state, so that a checkpoint taken after `stop` (an interrupted
         run's) holds what it learnt. Best effort: a learner that died or hangs leaves none."""
         if self.finished or self.checkpointer is None or self.steps == self.start_steps:
@@ -380,19 +386,15 @@ class RayLauncher(SegmentLauncher):
                 self._restart(k, i, reason)
 
     def _check_restart_limit(self, i: int, reason: str) -> None:
-        if self.restarts >= self.max_restarts:
-            raise ActorFailed(f"actor {i} {reason} (after {self.restarts} restart(s); the limit is "
-                              f"{self.max_restarts})")
+        self.restart_policy.check(i, reason)
 
     def _restart(self, k: int, i: int, reason: str) -> None:
         """Set worker i up again (Ray restarted its process) at the rows the learner received from it, and ask
         it again for every segment in flight, k first."""
-        self._check_restart_limit(i, reason)
-        self.restarts += 1
-        self.restart_log.append(f"actor {i} {reason}")
+        restarts = self.restart_policy.admit(i, reason)
         if i in self.clocks:
             self.retired.append(self.clocks.pop(i))
-        seed = self.seeds[i] + _RESTART_SEED * self.restarts
+        seed = self.seeds.actor(i, restarts)
         worker = self.workers[i]
         self.pids[i], self.nodes[i] = self._setup_restarted(i, seed, self.schedule.steps_before(k, i),
                                                             self.inflight[k].weights)
@@ -401,7 +403,7 @@ class RayLauncher(SegmentLauncher):
             self.discarded.extend(flight.futures[i])
             flight.futures[i] = self._ask(worker, j, flight.tag, flight.weights)
 
-    def _setup_restarted(self, i: int, seed: int, collected: int, weights: Any) -> list[Any]:
+    def _setup_restarted(self, i: int, seed: ActorSeeds, collected: int, weights: Any) -> list[Any]:
         """Wait until Ray runs worker i in a new process (its pid changed: a killed one may still answer for a
         moment), then set it up; the new pid and node. Calls that reach it while it restarts are sent again."""
         ray, worker, old = require_ray(), self.workers[i], self.pids[i]

@@ -1,4 +1,4 @@
-"""The learner role on Ray: `RayLearnerRole`, the actor Ray runs, and `LearnerHandle`, the driver's side of it.
+"""The learner role on Ray: `RayLearnerRole`, the actor Ray runs, and `RayLearnerHandle`, the driver's side of it.
 
 The learner is a `LearnerRole` (replay, the learn kernel, the in-training evaluations) placed as a Ray actor
 on the learner's node and device; its replay lives in the role, or is the replay server's shards, of which
@@ -19,13 +19,14 @@ from pearl.errors import ConfigError, PearlError
 from pearl.runtime.checkpoint import Checkpoint
 from pearl.runtime.launcher import Job
 from pearl.runtime.learner_role import LearnerRole, LearnerStatus
-from pearl.runtime.local import ActorFailed
+from pearl.runtime.actors import ActorFailed
 from pearl.runtime.protocol import KernelClock
 from pearl.runtime.ray.replay_client import RemoteShardedReplay, ShardedReplayKernels
 from pearl.runtime.ray.session import first_line, require_ray
-from pearl.types import Params
+from pearl.runtime.seeds import Seeds
+from pearl.types import Params, TransitionBatch
 
-__all__ = ["LearnerHandle", "RayLearnerRole", "learner_class"]
+__all__ = ["RayLearnerHandle", "RayLearnerRole", "learner_class"]
 
 _ROLE_CLASS: Any = None
 
@@ -47,7 +48,7 @@ class RayLearnerRole(LearnerRole):
         if shards:
             cfg = job.config
             kernels = ShardedReplayKernels(RemoteShardedReplay(shards, cfg.buffer_size, job.spec, cfg.prioritized,
-                                                               cfg.alpha, cfg.priority_eps, job.seed + 2))
+                                                               cfg.alpha, cfg.priority_eps, Seeds(job.seed).replay))
         self.sharded = bool(shards)
         super().__init__(job, devices, None, kernels)
 
@@ -70,8 +71,9 @@ class RayLearnerRole(LearnerRole):
         return self.learner.updates
 
 
-class LearnerHandle:
-    """The driver's side of the placed learner role: the calls `SegmentLauncher` makes, sent to the Ray actor.
+class RayLearnerHandle:
+    """The driver's side of the placed learner role: the calls `SegmentLauncher` makes (a
+    `pearl.runtime.launcher.LearnerHandle`), sent to the Ray actor.
 
     The per-segment calls (insert, train, publish) are sent without waiting: Ray runs one caller's calls to an
     actor in order, so the learner applies them in the schedule's order while the driver goes on to collect
@@ -92,6 +94,10 @@ class LearnerHandle:
             done, self.pending = ray.wait(self.pending, num_returns=len(self.pending), timeout=0)
             for ref in done:
                 _role_get(ref)
+
+    def insert(self, *batches: TransitionBatch) -> int:
+        self.pending.append(self.handle.insert.remote(*batches))
+        return sum(len(b) for b in batches)  # the rows the role inserts: it skips only empty batches
 
     def insert_refs(self, refs: list[Any]) -> None:
         self.pending.append(self.handle.insert.remote(*refs))  # Ray resolves them in the learner's process

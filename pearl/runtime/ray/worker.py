@@ -1,9 +1,9 @@
 """One actor worker of the Ray launcher: a vector of envs stepped until its share of a segment is collected.
 
 A plain class, no Ray: `pearl.runtime.ray.launcher` places it as a Ray actor (`worker_class`; a test may drive
-it in process). It holds a `VectorActor` and its `ActorShare`, built exactly as the sequential launcher builds
-them (the same seeds, the act kernel's seed + 1, one CPU thread), so the same seed gives the same
-transitions whichever launcher runs it. One `collect` call returns one batch of the worker's whole share of
+it in process). It holds a `VectorActor` and its `ActorShare`, built as every launcher builds them
+(`pearl.runtime.actors.build_actor`, with the seeds `Seeds` gives, one CPU thread), so the same seed gives the
+same transitions whichever launcher runs it. One `collect` call returns one batch of the worker's whole share of
 a segment: transitions travel in batches, never one step per call. A step that straddles into the next
 segment keeps its later rows for the next call (as the sequential launcher's pending rows).
 
@@ -26,9 +26,11 @@ import numpy as np
 
 from pearl.algos.base import OffPolicyConfig
 from pearl.errors import PearlError
-from pearl.runtime.protocol import Episode, VectorActor
+from pearl.runtime.actors import actor_adapter, build_actor
+from pearl.runtime.protocol import Episode
 from pearl.runtime.ray.session import require_ray
 from pearl.runtime.schedule import ActorShare, Schedule
+from pearl.runtime.seeds import ActorSeeds
 from pearl.types import EnvSpec, Params, TransitionBatch, WeightSnapshot
 
 _WORKER_CLASS: Any = None
@@ -69,16 +71,13 @@ class ActorWorker:
         self.share: ActorShare | None = None
         self.pending: deque[TransitionBatch] = deque()
 
-    def setup(self, seed: int, collected: int, policy: Params) -> int:
-        """(Re)build the envs and the act kernel (with `policy`), reseeded, at the actor's transition number
-        `collected`; the process id (a fresh worker, or one Ray restarted, starts from here)."""
-        from pearl.adapters import open_adapter  # imported here: the hardware library loads in the worker only
-
+    def setup(self, seeds: ActorSeeds, collected: int, policy: Params) -> int:
+        """(Re)build the envs and the act kernel (with `policy`), seeded by `seeds`, at the actor's transition
+        number `collected`; the process id (a fresh worker, or one Ray restarted, starts from here)."""
         self.close()
         policy = {n: np.array(v) for n, v in policy.items()}  # writable copies of the object store's arrays
-        act = open_adapter(self.device, 1, self.descriptor).make_act(self.config, self.spec, policy, seed + 1)
-        actor = VectorActor(self.id, self.spec.env_id, self.spec, self.config.n_envs, act, seed)
-        self.share = ActorShare(actor, self.schedule, self.config, collected)
+        self.share = build_actor(actor_adapter(self.device, self.descriptor), self.id, self.config, self.spec, policy,
+                                 seeds, self.schedule, collected)
         self.pending = deque()
         return os.getpid()
 
