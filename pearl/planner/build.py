@@ -221,9 +221,9 @@ def schedule_for(config: OffPolicyConfig, actors: int) -> Schedule:
         return Schedule.for_config(config, 1)
 
 
-def syncs_per_iteration(config: OffPolicyConfig, actors: int) -> float:
-    """Weight publishes of the learner (and loads of each actor) per iteration: one a segment ÷ its updates."""
-    return PUBLISHES_PER_SEGMENT / max(1, schedule_for(config, actors).updates_per_segment)
+def segments_per_iteration(config: OffPolicyConfig, actors: int) -> float:
+    """Segments per iteration (one update): 1 ÷ the updates of a segment of the schedule `actors` run."""
+    return 1.0 / max(1, schedule_for(config, actors).updates_per_segment)
 
 
 def _learner_costs(inputs: _Inputs, devices: list[str]) -> dict[tuple[str, str], float]:
@@ -253,7 +253,7 @@ def _publish_costs(inputs: _Inputs, devices: list[str], options: list[ActorOptio
         if inputs.can("learn", d):
             for a in options:
                 publish[(a, d)] = sync_s[("learn", a, d)] = \
-                    syncs_per_iteration(inputs.config, a.n) * inputs.weight_sync(d)[0]
+                    PUBLISHES_PER_SEGMENT * segments_per_iteration(inputs.config, a.n) * inputs.weight_sync(d)[0]
     return publish
 
 
@@ -268,7 +268,7 @@ def _actor_costs(inputs: _Inputs, devices: list[str], options: list[ActorOption]
             per_call, load = inputs.t("act", d, envs), inputs.weight_sync(d)[1]
             for a in options:
                 # per actor and iteration, one load a segment: a segment gives each actor at least one act call
-                loads = LOADS_PER_SEGMENT * syncs_per_iteration(inputs.config, a.n)
+                loads = LOADS_PER_SEGMENT * segments_per_iteration(inputs.config, a.n)
                 sync_s[("act", a, d)] = a.n * loads * load
                 act_cost[(a, d)] = (steps / envs) * per_call + sync_s[("act", a, d)]
                 actor_period[(a, d)] = steps / (a.n * envs) * (envs * step_s + per_call) + loads * load
