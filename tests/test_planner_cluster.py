@@ -11,8 +11,12 @@ pearl.planner.accounting), and enumerates every spread of the actor processes ov
     positive transfer on the resources of both ends (once when they coincide); load[r] = busy[r] / lanes(r);
     role[name]: its kernels + the transfers of edges with one end in it; actor_period; per node, the replay
     kernels and learn on that node's host resource + the chain transfers; latency without prefetch;
-    network[n, out] (in): the NIC seconds of the edges leaving (entering) node n; P = the largest bound;
-    E = Σ idle·P + (busy_w − idle_w)·busy/lanes.
+    network[n, out] (in): the NIC seconds of the edges leaving (entering) node n; contention: on a node whose
+    N processes (its actor processes, its replay server processes of their own, the learner's process when
+    learn is on it) outnumber its L lanes, each process's host work takes N/L as long: that node's learner
+    process row × N/L, each actor period there with its host part × N/L (all of it when act is on the host,
+    else the env stepping, the node's env cost / n), each shard's replay kernels on the host × N/L;
+    P = the largest bound; E = Σ idle·P + (busy_w − idle_w)·busy/lanes.
 A sharded replay server (K ≥ 2 shards, one on a device of each of K nodes): each shard's replay kernels at
 shard_cost[k, d, K], 1/K of the replay memory, an edge with a replay end once per shard at shard_transfer
 (shard_nic), one replay role per shard, the replay kernels in no node's learner process, and without
@@ -163,6 +167,9 @@ def account(p: Problem, where: dict[str, str], a: ActorOption, spread: dict[str,
         per_node[n] = per_node.get(n, 0) + 1
     if any(m > lanes[node[n].host] for n, m in per_node.items()):
         return None
+    processes = dict(per_node)
+    processes[dev[where["learn"]].node] = processes.get(dev[where["learn"]].node, 0) + 1
+    stretch = {n.name: max(1.0, processes.get(n.name, 0) / lanes[n.host]) for n in p.nodes}
 
     # every edge as (edge, source device, destination device, share, shard device): an edge the actors run
     # an end of (act, env_step) once per node with actors, at that node's share of the processes; an edge
@@ -205,13 +212,22 @@ def account(p: Problem, where: dict[str, str], a: ActorOption, spread: dict[str,
     learn = p.cost[("learn", where["learn"])]
     lower.append(learn + sum(t(f) for f in flows if ("learn" in (f[0].src, f[0].dst)) and f[0].src != f[0].dst))
     lower += [p.actor_period[(a, d)] for d in spread]
+    for d in spread:
+        n = node[dev[d].node]
+        period_a = p.actor_period[(a, d)]
+        on_host = period_a if res[d] == n.host else min(period_a, n.env_cost / a.n)
+        lower.append(period_a + (stretch[n.name] - 1) * on_host)
+    for r in shards if K > 1 else ():  # each shard a process of its own
+        n = node[dev[r].node]
+        if res[r] == n.host:
+            lower.append(sum(c(k, r) for k in REPLAY) * stretch[n.name])
     chained = [f for f in flows if (f[0].src, f[0].dst) in (("replay_sample", "learn"), ("learn", "priority_update"))]
     chain = sum(t(f) for f in chained)
     for n in p.nodes:
         mine = learn if res[where["learn"]] == n.host else 0.0
         if K == 1 and res[shards[0]] == n.host:
             mine += sum(c(k, shards[0]) for k in REPLAY)
-        lower.append(chain + mine)
+        lower += [chain + mine, (chain + mine) * stretch[n.name]]
     if not p.prefetch:
         for r in shards:
             lower.append(learn + c("replay_sample", r) + c("priority_update", r)
@@ -566,13 +582,20 @@ def test_training_refuses_a_spread_that_names_no_node(capsys, tmp_path):
 
 
 def test_a_sharded_replay_server_is_recorded_and_printed(capsys, tmp_path):
-    """Two what-if nodes of the reference profile on 40 GbE at the bare latency: DQN CartPole's replay server
-    is sharded over both nodes' CPUs (each shard half the inserts and samples, the batch's messages twice),
-    faster than one server on either node; the plan file records the shards, `pearl plan` prints them, a plan
-    written before the field loads as unsharded, and a malformed field is one error naming it."""
+    """Two what-if nodes of the reference profile with three lanes each on 40 GbE at the bare latency: DQN
+    CartPole's replay server is sharded over both nodes' CPUs (each shard half the inserts and samples, the
+    batch's messages twice), faster than one server on either node; the plan file records the shards, `pearl
+    plan` prints them, a plan written before the field loads as unsharded, and a malformed field is one error
+    naming it. (On the profile's two lanes a node, a shard beside the learner and an actor would be three
+    processes on two lanes: contention[...] slows that, and one server of its own on the other node wins.)"""
     from pearl.planner.plan import PlanFileError, load_plan
 
-    path = _merge(capsys, tmp_path, f"a={REFERENCE}", f"b={REFERENCE}")
+    data = json.loads(REFERENCE.read_text())
+    for device in data["devices"]:
+        device["lanes"] = 3
+    three = tmp_path / "three-lanes.json"
+    three.write_text(json.dumps(data))
+    path = _merge(capsys, tmp_path, f"a={three}", f"b={three}")
     plan_path, out = _plan_cli(capsys, tmp_path, path)
     plan = load_plan(plan_path)
     assert plan.replay_shards == {"a/cpu": 1, "b/cpu": 1} and plan.mapping["replay_insert"] in plan.replay_shards

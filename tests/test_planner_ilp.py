@@ -8,6 +8,10 @@ the accounting again on its own (it does not call pearl.planner.ilp.evaluate):
     actor_period, latency (no prefetch only), process[learner] = the replay kernels and learn that sit on
     the host resource + the sample→learn and learn→priority transfers; P = the largest;
     E = Σ idle·P + (busy_w − idle_w)·busy/lanes
+    learn's cost includes the learner's weight publishes for the option, publish[a, d]
+    contention: the n actor processes and the learner's process on L host lanes, when n + 1 > L, take
+    (n + 1)/L as long over their host work: process[learner] × (n + 1)/L, and one actor's period with its host
+    part × (n + 1)/L (all of it when act is on the host resource, else the env stepping, env_cost/n)
     infeasible: replay kernels apart, memory over capacity, n > host lanes (one lane per actor process; the
     roles share lanes through the load rows).
 """
@@ -135,9 +139,12 @@ def account(p: Problem, where: dict[str, str], a: ActorOption):
     def t(e):
         return p.transfer.get((e.name, dev(e.src), dev(e.dst)), 0.0)
 
+    def c(k):  # a kernel's seconds where it sits; learn with the option's publishes
+        return p.cost[(k, where[k])] + (p.publish.get((a, where[k]), 0.0) if k == "learn" else 0.0)
+
     busy = {r.id: 0.0 for r in p.resources}
     for k in ("replay_insert", "replay_sample", "priority_update", "learn"):
-        busy[res[where[k]]] += p.cost[(k, where[k])]
+        busy[res[where[k]]] += c(k)
     busy[res[where["act"]]] += p.act_cost[(a, where["act"])]
     busy[p.host] += p.env_cost
     for e in p.edges:
@@ -146,16 +153,21 @@ def account(p: Problem, where: dict[str, str], a: ActorOption):
             if res[dev(e.dst)] != res[dev(e.src)]:
                 busy[res[dev(e.dst)]] += t(e)
     lower = [busy[r] / lanes[r] for r in busy]
-    replay = sum(p.cost[(k, where[k])] for k in REPLAY)
+    replay = sum(c(k) for k in REPLAY)
     replay += sum(t(e) for e in p.edges if (e.src in REPLAY) != (e.dst in REPLAY))
-    learner = p.cost[("learn", where["learn"])]
+    learner = c("learn")
     learner += sum(t(e) for e in p.edges if (e.src == "learn") != (e.dst == "learn"))
-    lower += [replay, learner, p.actor_period[(a, where["act"])]]
+    period_a = p.actor_period[(a, where["act"])]
+    lower += [replay, learner, period_a]
     chain_edges = (("replay_sample", "learn"), ("learn", "priority_update"))
-    lower.append(sum(p.cost[(k, where[k])] for k in (*REPLAY, "learn") if res[where[k]] == p.host)
-                 + sum(t(e) for e in p.edges if (e.src, e.dst) in chain_edges))
+    process = sum(c(k) for k in (*REPLAY, "learn") if res[where[k]] == p.host) \
+        + sum(t(e) for e in p.edges if (e.src, e.dst) in chain_edges)
+    lower.append(process)
+    stretch = max(1.0, (a.n + 1) / lanes[p.host])  # the actor processes and the learner's on the host's lanes
+    on_host = period_a if res[where["act"]] == p.host else min(period_a, p.env_cost / a.n)
+    lower += [process * stretch, period_a + (stretch - 1) * on_host]
     if not p.prefetch:
-        chain = sum(p.cost[(k, where[k])] for k in ("replay_sample", "learn", "priority_update"))
+        chain = sum(c(k) for k in ("replay_sample", "learn", "priority_update"))
         chain += sum(
             t(e) for e in p.edges if (e.src, e.dst) in (("replay_sample", "learn"), ("learn", "priority_update"))
         )
@@ -163,6 +175,26 @@ def account(p: Problem, where: dict[str, str], a: ActorOption):
     period = max(lower)
     energy = sum(r.idle_w * period + (r.busy_w - r.idle_w) * busy[r.id] / r.lanes for r in p.resources)
     return period, energy
+
+
+def crowded_problem(seed: int) -> Problem:
+    """A random problem whose options include as many actor processes as the host has lanes (with the
+    learner's process, one more than its lanes: the contention rows bind there), and the learner's publishes
+    priced per option (fewer with more actors, as the schedule's segments grow)."""
+    p = random_problem(seed)
+    rng = random.Random(5_000 + seed)
+    lanes = p.resources[0].lanes
+    full = ActorOption(lanes, rng.choice([1, 2]))
+    devices = sorted({d for (_, d) in p.act_cost})
+    act_cost = {**p.act_cost, **{(full, d): rng.uniform(0.05, 2.0) for d in devices}}
+    actor_period = {**p.actor_period, **{(full, d): rng.uniform(0.05, 1.5) * 2 / full.n for d in devices}}
+    options = sorted({a for (a, _) in act_cost}, key=lambda a: (a.n, a.envs))
+    publish = {}
+    for k, d in p.cost:
+        if k == "learn" and rng.random() < 0.8:
+            base = rng.uniform(0.0, 0.3)
+            publish.update({(a, d): base / a.n for a in options})
+    return dataclasses.replace(p, act_cost=act_cost, actor_period=actor_period, publish=publish)
 
 
 def brute_force(p: Problem) -> list[tuple[float, float]]:
@@ -215,6 +247,44 @@ def test_matches_brute_force(seed):
         assert again[2] == plan.binding
         mine = account(p, plan.placement, plan.actors)
         assert close(mine[0], plan.period_s) and close(mine[1], plan.energy_j)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_crowded_hosts_match_brute_force(seed):
+    """With an option of as many actors as lanes (contention) and publishes priced per option: the program's
+    optimum is the oracle's, and evaluate agrees with the oracle on the plan."""
+    p = crowded_problem(seed)
+    points = brute_force(p)
+    if not points:
+        with pytest.raises(PlanInfeasible):
+            solve(p, "throughput")
+        return
+    best_p = min(P for P, _ in points)
+    fast = solve(p, "throughput")
+    assert close(fast.period_s, best_p)
+    assert close(fast.energy_j, min(E for P, E in points if P <= best_p * (1 + 1e-7)))
+    green = solve(p, "perf-per-watt")
+    assert close(green.energy_j, min(E for _, E in points))
+    for plan in (fast, green):
+        again = evaluate(p, plan.placement, plan.actors)
+        mine = account(p, plan.placement, plan.actors)
+        assert close(again[0], mine[0]) and close(again[1], mine[1]) and close(again[0], plan.period_s)
+
+
+def test_contention_binds_on_some_crowded_instances():
+    """The crowded instances exercise the new row: on some the optimum is bound by contention, and on some
+    the full option, which the row slows down, loses to fewer actors that the row leaves alone."""
+    bound, avoided = 0, 0
+    for seed in range(40):
+        p = crowded_problem(seed)
+        if not brute_force(p):
+            continue
+        plan = solve(p, "throughput")
+        bound += plan.binding.startswith("contention")
+        full = max(p.actor_options(), key=lambda a: a.n)
+        crowded = evaluate(p, plan.placement, full)
+        avoided += plan.actors.n < full.n and crowded is not None and crowded[2].startswith("contention")
+    assert bound >= 1 and avoided >= 1, (bound, avoided)
 
 
 @pytest.mark.parametrize("seed", range(60, 72))

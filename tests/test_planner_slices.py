@@ -9,6 +9,9 @@ The oracle states the slice rules again on its own (it does not call pearl.plann
               device of a sliced GPU; the slices in use all MIG or all MPS
     busy[r]   each kernel's seconds × share(d) on its device's resource
     instance  for a slice in use: its learner-process kernels, + act when all actors share its one instance
+    contention  the n actor processes and the learner's on L host lanes, when n + 1 > L: the learner process's
+              host work × (n + 1)/L, and an actor's period with its host part × (n + 1)/L (all of it when act
+              is on the host, else its env stepping, env_cost/n)
     memory    per device, the memory of the kernels on it; and on a GPU with MPS shares, the learner process's
               kernels on its MPS shares or on the whole GPU plus n × act's memory for the n actor processes there,
               all against the largest memory of those devices (the GPU's: they share one memory)
@@ -114,9 +117,14 @@ def account(p: Problem, where: dict[str, str], a: ActorOption):
     lower = [busy[r] / lanes[r] for r in busy]
     lower.append(sum(p.cost[(k, where[k])] for k in REPLAY) + sum(t(e) for e in p.edges))  # both edges cross
     lower.append(p.cost[("learn", where["learn"])] + sum(t(e) for e in p.edges))
-    lower.append(p.actor_period[(a, where["act"])])
-    lower.append(sum(p.cost[(k, where[k])] for k in LEARNER if devs[where[k]].resource == p.host)
-                 + sum(t(e) for e in p.edges))
+    period_a = p.actor_period[(a, where["act"])]
+    lower.append(period_a)
+    process = sum(p.cost[(k, where[k])] for k in LEARNER if devs[where[k]].resource == p.host) \
+        + sum(t(e) for e in p.edges)
+    lower.append(process)
+    stretch = max(1.0, (a.n + 1) / lanes[p.host])
+    on_host = period_a if devs[where["act"]].resource == p.host else min(period_a, p.env_cost / a.n)
+    lower += [process * stretch, period_a + (stretch - 1) * on_host]
     for d in p.devices:
         if (d.share < 1 or d.instances > 1) and d.id in where.values():
             work = sum(p.cost[(k, d.id)] for k in LEARNER if where[k] == d.id)
@@ -255,7 +263,8 @@ def _without_slices(p: Problem) -> Problem:
                    {k: v for k, v in p.act_cost.items() if k[1] in keep}, p.env_cost,
                    {k: v for k, v in p.actor_period.items() if k[1] in keep}, p.edges,
                    {k: v for k, v in p.transfer.items() if k[1] in keep and k[2] in keep},
-                   {k: v for k, v in p.memory.items() if k[1] in keep}, p.prefetch)
+                   {k: v for k, v in p.memory.items() if k[1] in keep}, p.prefetch,
+                   publish={k: v for k, v in p.publish.items() if k[1] in keep})
 
 
 def _plan(profile):

@@ -15,8 +15,14 @@ Literals
     ("k", K)      (a sharded replay server, problem.sharded) the replay server is K shards: σ[K]. A replay
                   kernel's literal ("x", k, d) then reads "a shard on d", and its terms come once per K, each
                   coupled with ("k", K): one shard's seconds (problem.shard_cost; K = 1: problem.cost)
+    ("o", a)      actor option a is the plan's (whatever devices its processes act on): the learner's weight
+                  publishes (problem.publish[a, d]) come with learn's ("x", "learn", d) coupled with it, unless
+                  every option costs d's publishes the same
+    ("c", n)      a share in [0, 1], the contention on node n: (N − L)/L when the N processes on it (its actor
+                  processes, the learner's process when learn's device is on n, each replay server process of
+                  its own there) outnumber the L lanes of its host, else 0 (`crowding`)
 A term counts its seconds × the product of its literals (True = 1); a count stands alone, a share may be
-coupled with a kernel's literal.
+coupled with a kernel's literal or an actor option's.
 
 Rows (the families of ilp.py's docstring; a row reads Σ its terms ≤ lanes · P)
     load[r]            busy[r] (kernels, act, env stepping, transfers touching r), lanes(r)
@@ -30,6 +36,11 @@ Rows (the families of ilp.py's docstring; a row reads Σ its terms ≤ lanes · 
     instance[d]        a GPU slice in use: its learner-process kernels, + act when the actors share its one
                        instance (each actor holding an instance of its own is bound by actor_period)
     network[n,out|in]  bytes / bandwidth of the edges leaving (entering) node n, on its network interface
+    contention[...]    per node n whose processes can outnumber its lanes: time slicing gives each process L/N
+                       of a core, so each one's work on the host takes N/L as long: its row again, each term also
+                       × c[n] (contention[learner]: process[learner]'s terms; contention[actors]: one actor's
+                       period per option, only the env stepping of it when act is on another resource than the
+                       host; contention[replay]: a replay shard's kernels on the host)
 Memory rows (feasibility, not bounds on P; a row reads Σ its needs ≤ capacity, in bytes)
     memory[d]          the memory of the kernels placed on d ≤ memory(d) (a shard: 1/K of the replay storage)
     mps_memory[r]      on a GPU r offered as MPS shares: every process on its MPS shares or on the whole GPU
@@ -44,7 +55,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from pearl.planner.problem import PLACED, REPLAY, ROLES, ActorOption, Edge, Problem
+from pearl.planner.problem import PLACED, REPLAY, ROLES, ActorOption, Edge, Node, Problem
 
 ENV = "env_step"  # the edge end that is not placed: the actor processes run it at their node's host device
 ACT = "act"
@@ -105,6 +116,20 @@ def shards_literal(K: int) -> Literal:
     return ("k", K)
 
 
+def option_literal(a: ActorOption) -> Literal:
+    return ("o", a)
+
+
+def contention_literal(node: str) -> Literal:
+    return ("c", node)
+
+
+#: literals whose value is a share, not a truth value: the program couples them last
+SHARES = ("f", "c")
+#: the label of the contention rows, which lean on actors[n] (N ≤ L + 1 there, so c[n] ≤ 1/L)
+CONTENTION = "contention"
+
+
 def _sharded_end(problem: Problem, e: Edge) -> bool:
     return problem.sharded and (e.src in REPLAY or e.dst in REPLAY)
 
@@ -132,7 +157,10 @@ def actor_ends(problem: Problem, end: str, d: str, acting: list[str]) -> list[st
 
 def kernel_terms(problem: Problem, k: str, keep=lambda d: True) -> list[Term]:
     """k's seconds on each device it is allowed on (act: per actor option, each node its processes' part: the
-    seconds of one process × their count)."""
+    seconds of one process × their count; learn: with the learner's weight publishes)."""
+    if k == LEARN:
+        return [Term(t, (kernel_literal(k, d),)) for (kk, d), t in problem.cost.items() if kk == k and keep(d)] + \
+            publish_terms(problem, keep)
     if k == ACT:
         return [Term(t / a.n, (count_literal(a, d),)) for (a, d), t in problem.act_cost.items() if keep(d)]
     if k in REPLAY and problem.sharded:  # one shard's seconds for each shard count K
@@ -141,6 +169,25 @@ def kernel_terms(problem: Problem, k: str, keep=lambda d: True) -> list[Term]:
         return out + [Term(t, (kernel_literal(k, d), shards_literal(K))) for (kk, d, K), t in
                       problem.shard_cost.items() if kk == k and keep(d)]
     return [Term(t, (kernel_literal(k, d),)) for (kk, d), t in problem.cost.items() if kk == k and keep(d)]
+
+
+def publish_terms(problem: Problem, keep=lambda d: True) -> list[Term]:
+    """The learner's weight publishes with learn on d: one term when every actor option costs them the same,
+    else one per option, coupled with it."""
+    options = problem.actor_options()
+    by_device: dict[str, dict[ActorOption, float]] = {}
+    for (a, d), t in problem.publish.items():
+        by_device.setdefault(d, {})[a] = t
+    out = []
+    for d, per_option in by_device.items():
+        if not keep(d):
+            continue
+        seconds = [per_option.get(a, 0.0) for a in options]
+        if len(set(seconds)) == 1:
+            out += [Term(seconds[0], (kernel_literal(LEARN, d),))] if seconds and seconds[0] else []
+        else:
+            out += [Term(t, (kernel_literal(LEARN, d), option_literal(a))) for a, t in zip(options, seconds) if t]
+    return out
 
 
 def transfer_terms(problem: Problem, keep, nic: bool = False) -> list[tuple[Edge, str, str, Term]]:
@@ -254,16 +301,81 @@ def process_rows(problem: Problem) -> list[Row]:
     """(h) process[learner]: per node, the replay and learn work on its host resource, serialised in one
     interpreter, with the chain transfers (host-side waits of the learner thread; without host work the row
     is implied by role[learner], which counts the same transfers)."""
-    chain = [t for *_, t in transfer_terms(problem, chain_edge)]
-    res_of = {d.id: d.resource for d in problem.devices}
     rows = []
     for node in problem.node_list():
-        on_host = partial(_on, res_of, node.host)
-        terms = [t for k in (*REPLAY, LEARN) for t in kernel_terms(problem, k, on_host) if shard_k(t) == 1]
-        tag, label = ("_" + _safe(node.name), f"process[learner@{node.name}]") if multi_node(problem) else \
-            ("", "process[learner]")
-        rows.append(Row(f"process_learner{tag}", label, terms + chain))
+        tag, label = _node_tag(problem, node.name, "learner")
+        rows.append(Row(f"process_learner{tag}", f"process[{label}]", _process_terms(problem, node)))
     return rows
+
+
+def _process_terms(problem: Problem, node: Node) -> list[Term]:
+    res_of = {d.id: d.resource for d in problem.devices}
+    on_host = partial(_on, res_of, node.host)
+    terms = [t for k in (*REPLAY, LEARN) for t in kernel_terms(problem, k, on_host) if shard_k(t) == 1]
+    return terms + [t for *_, t in transfer_terms(problem, chain_edge)]
+
+
+def _node_tag(problem: Problem, node: str, role: str) -> tuple[str, str]:
+    """(a PuLP name's suffix, the label's role) of a row per node: `role@node` in a cluster, `role` alone."""
+    return ("_" + _safe(node), f"{role}@{node}") if multi_node(problem) else ("", role)
+
+
+def server_nodes(problem: Problem, where: dict[str, str], shards: tuple[str, ...] = ()) -> list[str]:
+    """The nodes where the replay server runs as a process of its own (actors[n] gives each a lane): every
+    shard's node when it is sharded, its node when it is not the learner's, none with one node."""
+    if not multi_node(problem):
+        return []
+    if len(shards) > 1:
+        return [problem.device(d).node for d in shards]
+    node = problem.device(where[REPLAY[0]]).node
+    return [node] if node != problem.device(where[LEARN]).node else []
+
+
+def crowding(problem: Problem, a: ActorOption, node: Node) -> bool:
+    """Whether option a's actor processes on the node, with the learner's process and (in a cluster) a replay
+    server's, can outnumber its host's lanes."""
+    others = 2 if multi_node(problem) else 1
+    return a.n + others > problem.resource(node.host).lanes
+
+
+def contention_rows(problem: Problem) -> list[Row]:
+    """contention[learner], contention[actors], contention[replay] (per node of a cluster): the rows of the
+    processes on a node that may be crowded, each term again × c[n] (the module docstring)."""
+    rows = []
+    options = problem.actor_options()
+    for node in problem.node_list():
+        crowded = [a for a in options if crowding(problem, a, node)]
+        if not crowded:
+            continue
+        c = contention_literal(node.name)
+        tag, learner = _node_tag(problem, node.name, "learner")
+        rows.append(Row(f"contention_learner{tag}", f"{CONTENTION}[{learner}]",
+                        _stretched(_process_terms(problem, node), c)))
+        _, actors = _node_tag(problem, node.name, "actors")
+        for ai, a in enumerate(options):
+            if a not in crowded:
+                continue
+            terms = []
+            for (aa, d), t in problem.actor_period.items():
+                if aa == a and _node_is(problem, node.name, d):
+                    on_host = problem.device(d).resource == node.host
+                    terms += [Term(t, (("v", a, d),)),
+                              Term(t if on_host else min(t, node.env_cost / a.n), (("v", a, d), c))]
+            if terms:
+                rows.append(Row(f"contention_actors_a{ai}{tag}", f"{CONTENTION}[{actors}]", terms))
+        if problem.sharded:  # a shard is a process of its own: its kernels on the host
+            res_of = {d.id: d.resource for d in problem.devices}
+            on_host = partial(_on, res_of, node.host)
+            shard = [t for k in REPLAY for t in kernel_terms(problem, k, on_host) if shard_k(t) > 1]
+            if shard:
+                _, replay = _node_tag(problem, node.name, "replay")
+                rows.append(Row(f"contention_replay{tag}", f"{CONTENTION}[{replay}]", _stretched(shard, c)))
+    return rows
+
+
+def _stretched(terms: list[Term], c: Literal) -> list[Term]:
+    """The terms, and each again × the contention c: N/L of the work in all."""
+    return terms + [Term(t.seconds, (*t.when, c)) for t in terms]
 
 
 def latency_rows(problem: Problem) -> list[Row]:
@@ -370,7 +482,7 @@ def period_rows(problem: Problem, busy_terms: dict[str, list[Term]]) -> tuple[li
     """(rows before the feasibility families, rows after them), in the order the program adds them."""
     return (load_rows(problem, busy_terms) + role_rows(problem),
             actor_period_rows(problem) + process_rows(problem) + latency_rows(problem) + network_rows(problem)
-            + instance_rows(problem))
+            + instance_rows(problem) + contention_rows(problem))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -383,6 +495,10 @@ def holds(problem: Problem, literal: Literal, where: dict[str, str], actors: Act
     all of them (`spread`: act's device on each node with actors → how many; `shards`: the devices holding
     the replay server's shards, () for one on where["replay_insert"])."""
     kind = literal[0]
+    if kind == "o":
+        return float(actors == literal[1])
+    if kind == "c":
+        return contention(problem, literal[1], where, spread, shards)
     if kind == "k":
         return float(max(1, len(shards)) == literal[1])
     if kind == "x":
@@ -394,6 +510,16 @@ def holds(problem: Problem, literal: Literal, where: dict[str, str], actors: Act
     if kind == "f":
         return spread.get(literal[1], 0) / actors.n
     return float(spread.get(literal[2], 0)) if actors == literal[1] else 0.0  # "w"
+
+
+def contention(problem: Problem, node: str, where: dict[str, str], spread: dict[str, int],
+               shards: tuple[str, ...] = ()) -> float:
+    """c[node] of one placement: (N − L)/L when its N processes outnumber its host's L lanes, else 0."""
+    lanes = problem.resource(problem.node(node).host).lanes
+    processes = sum(n for d, n in spread.items() if problem.device(d).node == node)
+    processes += int(problem.device(where[LEARN]).node == node)
+    processes += sum(n == node for n in server_nodes(problem, where, shards))
+    return max(0, processes - lanes) / lanes
 
 
 def value(problem: Problem, terms: list[Term], where: dict[str, str], actors: ActorOption,

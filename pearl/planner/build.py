@@ -10,11 +10,17 @@ n_envs) and B the batch size:
 The replay and learn kernels of a device are scaled by its in-situ factor (CostModel.in_situ_factor): the
 profile's learner iteration timed as the runtime runs it ÷ the sum of those kernels timed one at a time.
 Weight sync (actors are processes of their own, so the policy always goes through host memory, even with
-learn and act on one device): the learner publishes every K updates, at most as often as actors read,
-    publish       min(1/K, S/e) × the learn device's publish time, added to learn (the learner thread does it)
-    load          per actor min(1/K, S/(n·e)) × the act device's load time, added to act and the actor period
+learn and act on one device) follows the schedule (pearl.runtime.schedule) every launcher runs: after each
+segment of G env steps and U updates the learner publishes once (`_publish`), and each actor loads the
+published policy once, before the first step of its next share. Per iteration, for n actor processes
+(U from Schedule.for_config(config, n): the segment grows with the actors, so U does too),
+    publish       (1 publish a segment ÷ U) × the learn device's publish time: Problem.publish[a, d], work of
+                  the learner's thread, counted wherever learn is (accounting.kernel_terms)
+    load          per actor (1 load a segment ÷ U) × the act device's load time, added to act (n of them) and
+                  to the actor period (one)
 timed by the profile (CostModel.weight_sync_time); a device it has no such figure of (an older profile, a
-what-if device) is costed by its transfers of the policy's bytes, device→host and host→device.
+what-if device) is costed by its transfers of the policy's bytes, device→host and host→device. This is the
+one description of the weight sync's accounting; problem.py and ilp.py refer to it.
 Edges: the sampled batch to learn (its 6 arrays, one copy each) and TD errors back to replay, when those
 kernels sit on different devices. Observations, actions and transitions cross no edge of their own: act and
 replay_insert take and give host arrays, so the profile's timings of them hold those copies.
@@ -75,8 +81,8 @@ class Facts:
     batch_size: int
     envs_per_actor: int
     config: OffPolicyConfig
-    #: the weight-sync part of the learn and act costs, which plans report apart: ("learn", d) -> seconds,
-    #: ("act", actor option, d) -> seconds
+    #: the weight sync's seconds per iteration, which plans report apart: ("learn", actor option, d) -> the
+    #: learner's publishes (Problem.publish), ("act", actor option, d) -> the loads of all the actors (in act)
     weight_sync_s: dict[tuple, float]
     target: Workload  # the planned workload's shapes
     #: (kernel, device) -> the measured workload whose times were scaled to this one's (CostModel.kernel_time)
@@ -149,9 +155,10 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     devices = _devices(profile, inputs, algo)
     resources = _resources(profile, model, devices)
     sync_s: dict[tuple, float] = {}
-    cost = _learner_costs(inputs, devices, sync_s)
+    cost = _learner_costs(inputs, devices)
     host_lanes = resources[model.resource(inputs.host_device)].lanes if max_actors is None else max_actors
     options = [ActorOption(n, config.n_envs) for n in range(1, host_lanes + 1)]
+    publish = _publish_costs(inputs, devices, options, sync_s)
     act_cost, actor_period = _actor_costs(inputs, devices, options, sync_s)
     edges, transfer = _edges(inputs, devices)
     memory = _memory(inputs, devices)
@@ -159,7 +166,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     problem = Problem(list(resources.values()), [_device(profile, model, d) for d in devices],
                       model.resource(inputs.host_device), inputs.host_device, cost, act_cost,
                       inputs.steps * _seconds(lambda: model.env_step_time(spec.env_id)), actor_period, edges,
-                      transfer, memory, prefetch=True)
+                      transfer, memory, prefetch=True, publish=publish)
     return problem, Facts(inputs.key, inputs.steps, config.batch_size, config.n_envs, config, sync_s,
                           inputs.workload, dict(inputs.scaled))
 
@@ -200,11 +207,30 @@ def _resources(profile: Profile, model: CostModel, devices: list[str]) -> dict[s
     return resources
 
 
-def _learner_costs(inputs: _Inputs, devices: list[str], sync_s: dict[tuple, float]) -> dict[tuple[str, str], float]:
-    """Seconds per iteration of the replay kernels and learn (with the learner's publish) on each device."""
+#: what the learner publishes, and each actor loads, in a segment (module docstring)
+PUBLISHES_PER_SEGMENT = 1
+LOADS_PER_SEGMENT = 1
+
+
+def schedule_for(config: OffPolicyConfig, actors: int) -> Schedule:
+    """The schedule `actors` actor processes run (the launchers' default policy lag and segment length); a
+    layout that many actors cannot run is counted as one actor runs it."""
+    try:
+        return Schedule.for_config(config, actors)
+    except ConfigError:
+        return Schedule.for_config(config, 1)
+
+
+def segments_per_iteration(config: OffPolicyConfig, actors: int) -> float:
+    """Segments per iteration (one update): 1 ÷ the updates of a segment of the schedule `actors` run."""
+    return 1.0 / max(1, schedule_for(config, actors).updates_per_segment)
+
+
+def _learner_costs(inputs: _Inputs, devices: list[str]) -> dict[tuple[str, str], float]:
+    """Seconds per iteration of the replay kernels and learn on each device (the publish is apart: it depends
+    on the actor option, `_publish_costs`)."""
     model, workload, config, can, t = inputs.model, inputs.workload, inputs.config, inputs.can, inputs.t
     steps, batch, envs = inputs.steps, config.batch_size, config.n_envs
-    syncs = 1.0 / config.weight_sync_interval  # snapshots per update the learner offers
     cost: dict[tuple[str, str], float] = {}
     for d in devices:
         # the learner-side kernels as they run interleaved in the learner's iteration (see in_situ_factor)
@@ -215,23 +241,34 @@ def _learner_costs(inputs: _Inputs, devices: list[str], sync_s: dict[tuple, floa
             cost[("replay_sample", d)] = f * t(model.sample_timing(config.prioritized, d, workload), d, batch)
             cost[("priority_update", d)] = f * t("priority_update", d, batch) if config.prioritized else 0.0
         if can("learn", d):
-            sync_s[("learn", d)] = min(syncs, steps / envs) * inputs.weight_sync(d)[0]
-            cost[("learn", d)] = f * t("learn", d, batch) + sync_s[("learn", d)]
+            cost[("learn", d)] = f * t("learn", d, batch)
     return cost
+
+
+def _publish_costs(inputs: _Inputs, devices: list[str], options: list[ActorOption], sync_s: dict[tuple, float]
+                   ) -> dict[tuple[ActorOption, str], float]:
+    """The learner's publishes, seconds per iteration, per actor option and learn device."""
+    publish = {}
+    for d in devices:
+        if inputs.can("learn", d):
+            for a in options:
+                publish[(a, d)] = sync_s[("learn", a, d)] = \
+                    PUBLISHES_PER_SEGMENT * segments_per_iteration(inputs.config, a.n) * inputs.weight_sync(d)[0]
+    return publish
 
 
 def _actor_costs(inputs: _Inputs, devices: list[str], options: list[ActorOption], sync_s: dict[tuple, float]
                  ) -> tuple[dict[tuple[ActorOption, str], float], dict[tuple[ActorOption, str], float]]:
     """act's seconds per iteration (all actors, with their weight loads) and one actor's period, per option."""
     steps, envs = inputs.steps, inputs.config.n_envs
-    syncs = 1.0 / inputs.config.weight_sync_interval
     step_s = _seconds(lambda: inputs.model.env_step_time(inputs.spec.env_id))
     act_cost, actor_period = {}, {}
     for d in devices:
         if inputs.can("act", d):
             per_call, load = inputs.t("act", d, envs), inputs.weight_sync(d)[1]
             for a in options:
-                loads = min(syncs, steps / (a.n * envs))  # per actor and iteration: at most one per act call
+                # per actor and iteration, one load a segment: a segment gives each actor at least one act call
+                loads = LOADS_PER_SEGMENT * segments_per_iteration(inputs.config, a.n)
                 sync_s[("act", a, d)] = a.n * loads * load
                 act_cost[(a, d)] = (steps / envs) * per_call + sync_s[("act", a, d)]
                 actor_period[(a, d)] = steps / (a.n * envs) * (envs * step_s + per_call) + loads * load
@@ -335,10 +372,7 @@ def crossings(config: OffPolicyConfig, spec: EnvSpec, actors: int) -> dict[str, 
                                uniform replay (its U batches at once), once an update for prioritized
         td_errors              one message an update (prioritized only)
     Per iteration that is a segment's count ÷ U."""
-    try:
-        sched = Schedule.for_config(config, actors)
-    except ConfigError:  # a layout this many actors cannot run: count as one actor does
-        sched = Schedule.for_config(config, 1)
+    sched = schedule_for(config, actors)
     per_segment = 1.0 / max(1, sched.updates_per_segment)
     steps = sched.segment_steps * per_segment
     policy = param_count(config, spec, policy_net(config.algo)) * FLOAT
@@ -412,7 +446,7 @@ def _merge_nodes(parts: list) -> Problem:
     """The nodes' problems side by side, ids qualified."""
     q = qualified
     resources, devices, nodes = [], [], []
-    cost, act_cost, actor_period, transfer, memory = {}, {}, {}, {}, {}
+    cost, act_cost, actor_period, transfer, memory, publish = {}, {}, {}, {}, {}, {}
     for name, _, p, _ in parts:
         resources += [Resource(q(name, r.id), r.lanes, r.idle_w, r.busy_w) for r in p.resources]
         devices += [replace(d, id=q(name, d.id), resource=q(name, d.resource), node=name) for d in p.devices]
@@ -422,9 +456,11 @@ def _merge_nodes(parts: list) -> Problem:
         actor_period.update({(a, q(name, d)): t for (a, d), t in p.actor_period.items()})
         transfer.update({(e, q(name, d), q(name, d2)): t for (e, d, d2), t in p.transfer.items()})
         memory.update({(k, q(name, d)): m for (k, d), m in p.memory.items()})
+        publish.update({(a, q(name, d)): t for (a, d), t in p.publish.items()})
     first = nodes[0]
     return Problem(resources, devices, first.host, first.host_device, cost, act_cost, first.env_cost, actor_period,
-                   list(parts[0][2].edges), transfer, memory, prefetch=parts[0][2].prefetch, nodes=nodes)
+                   list(parts[0][2].edges), transfer, memory, prefetch=parts[0][2].prefetch, nodes=nodes,
+                   publish=publish)
 
 
 def _cross_node_transfers(cluster: Cluster, parts: list, problem: Problem, facts: Facts, spec: EnvSpec,

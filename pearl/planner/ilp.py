@@ -8,7 +8,10 @@
 
 Exact accounting, written once as rows of terms in pearl/planner/accounting.py, which the program and
 `evaluate` both read (tests/test_planner_ilp.py and tests/test_planner_cluster.py re-state it for their oracles):
-    busy[r]     Σ cost of the replay kernels and learn on r, + act_cost[a, d(act)] if d(act) is on r,
+    busy[r]     Σ cost of the replay kernels and learn on r (learn with the learner's weight publishes
+                publish[a, d(learn)], which build.py prices from the schedule; where the actor options price
+                them apart, each option's is coupled with o[a] = [the option is a]: Σ_d v[a,d], or s[a]
+                in a cluster; every row that counts learn counts them), + act_cost[a, d(act)] if d(act) is on r,
                 + env_cost on the host, + each positive edge transfer once on the resource of each end (once
                 only when both ends sit on one resource). In a cluster each node runs w[a,d] of the n
                 actor processes (act on d, a device of the node; "env_step" at its host device), each an equal
@@ -19,7 +22,8 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
     actors[n]   Σ_a,d∈n w[a,d] + R[n] − z[n] ≤ lanes(host of n): one lane per actor process and per replay
                 server process (R[n]: the server, or a shard, on a device of n; z[n] ≤ R[n], L[n], σ[1], with
                 L[n] the learner on n: a whole server on the learner's node runs in the learner's process);
-                the learner shares lanes through load and role; "actors" (n ≤ lanes of the host, no R or z)
+                the learner shares lanes through load, role and contention; "actors" (n ≤ lanes of the host,
+                no R or z)
                 when there is one host
     spread      (clusters) the binaries s[a] (option a; Σ_a s[a] = 1 is assign[act]) and acting[d] (a node's
                 actors act on d); act_node[n]: Σ_d∈n acting[d] ≤ 1; v[a,d] ∈ [0,1] continuous with v[a,d] ≥
@@ -48,6 +52,21 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 K = 1, and latency is one row per shard device (the shards answer side by side). The
                 messages every shard adds are in shard_transfer (build.py counts them as the launcher sends
                 them)
+    contention[learner], contention[actors] (contention[learner@n], contention[actors@n],
+                contention[replay@n] per node of a cluster)   time slicing: when the N processes on a node
+                outnumber the L lanes of its host, each gets L/N of a core, so each process's work on the host
+                takes N/L as long. The processes: the actor processes on it, the learner's process (on the
+                node of learn's device, whatever that device: it runs on the host), each replay server process
+                of its own there. The row of each process again, each term also × c[n] = (N − L)⁺/L:
+                process[learner@n]'s terms (the learner's host work); actor_period[a, d] for an option a that
+                can crowd the node (n + 1 > L, or n + 2 > L in a cluster), all of it when act's device is on
+                the host, else its env stepping (env_cost/n; the act device's time is not the host's); a
+                shard's replay kernels on the host. c[n] with one host is Σ_a,d ((n_a + 1 − L)⁺/L)·v[a,d] (the
+                option fixes N); in a cluster a variable with L·c[n] ≥ Σ_a,d∈n w[a,d] + R[n] − z[n] +
+                Σ_d∈n x[learn,d] − L, exact since c only raises bounds and actors[n] keeps N ≤ L + 1 (c ≤ 1,
+                so its products with the placement's binaries are couples). Measured on the 2-core VM: 2 actors
+                ran at 0.76-0.85 × 1 actor (docs/MEASUREMENTS.md), which the load row alone, lanes shared as if
+                time slicing were free, priced as fast
     network[n,out], network[n,in]   (clusters) the seconds node n's network interface spends sending
                 (receiving) the bytes of the edges that leave (enter) it, problem.nic, ≤ P: one interface
                 per node, full duplex, shared by every edge that crosses it
@@ -84,7 +103,8 @@ them, so the solver's absolute tolerances (1e-7) stay small against the numbers.
 ``-+[] ->/`` in names, so every PuLP name is built from indices (``x_k1_d2``, ``load_r0``) and `_Model.names`
 maps constraint names back to the human labels (``load[cpu]``). `_build` calls one small function per
 constraint family (`_assign`, `_memory`, `_actors`, and `_rows` for the bounds accounting.py lists, one
-function there per family), each named after its row above. This module writes
+function there per family), each named after its row above; with `actors` relaxed (a diagnosis) the
+contention rows, which lean on it, are left out. This module writes
 nothing to the process's standard output of its own accord; the CLI silences HiGHS's banner (cli._quiet_solver).
 """
 
@@ -148,6 +168,9 @@ def _check(problem: Problem) -> None:
     for (_, d) in problem.memory:
         if d not in devices:
             raise PlanError(f"problem: memory need on unknown device {d}")
+    for (_, d) in problem.publish:
+        if ("learn", d) not in problem.cost:
+            raise PlanError(f"problem: weight publishes of learn on {d}, which does not implement learn")
     names = set()
     for e in problem.edges:
         if e.name in names:
@@ -248,22 +271,11 @@ def _feasible(problem: Problem, memory: list[acc.MemoryRow], where: dict[str, st
     per_node: dict[str, int] = {}
     for d, count in spread.items():
         per_node[problem.node_of(d).name] = per_node.get(problem.node_of(d).name, 0) + count
-    for n in server_nodes(problem, where, shards):
+    for n in acc.server_nodes(problem, where, shards):
         per_node[n] = per_node.get(n, 0) + 1
     if any(count > problem.resource(problem.node(n).host).lanes for n, count in per_node.items()):
         return False
     return _slices_fit(problem, where, spread)
-
-
-def server_nodes(problem: Problem, where: dict[str, str], shards: tuple[str, ...] = ()) -> list[str]:
-    """The nodes where the replay server runs as a process of its own (actors[n] gives each a lane): every
-    shard's node when it is sharded, its node when it is not the learner's, none with one node."""
-    if not acc.multi_node(problem):
-        return []
-    if len(shards) > 1:
-        return [problem.device(d).node for d in shards]
-    node = problem.device(where[REPLAY[0]]).node
-    return [node] if node != problem.device(where[LEARN]).node else []
 
 
 def _check_spread(problem: Problem, placement: dict[str, str], actors: ActorOption,
@@ -360,7 +372,7 @@ class _Model:
 def _time_scale(problem: Problem) -> float:
     times = [problem.env_cost, *problem.cost.values(), *problem.act_cost.values()]
     times += [*problem.actor_period.values(), *problem.transfer.values()]
-    times += [*problem.shard_cost.values(), *problem.shard_transfer.values()]
+    times += [*problem.shard_cost.values(), *problem.shard_transfer.values(), *problem.publish.values()]
     top = max((t for t in times if math.isfinite(t)), default=0.0)
     return top if top > 0 else 1.0
 
@@ -394,6 +406,9 @@ class _Builder:
     sigma: dict[int, pulp.LpVariable] = field(default_factory=dict)  # σ[K]: the replay server is K shards
     #: the linearised product of two literals, made once (couple[...])
     products: dict[frozenset, pulp.LpVariable] = field(default_factory=dict)
+    #: (clusters) R[n] − z[n], the replay server processes of their own on node n, and c[n], made once
+    servers: dict[int, pulp.LpAffineExpression] = field(default_factory=dict)
+    crowds: dict[str, pulp.LpAffineExpression | pulp.LpVariable] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
     relax: frozenset[str] = frozenset()
 
@@ -438,7 +453,58 @@ class _Builder:
         var = self.x.get((k, d))
         return 0 if var is None else var
 
+    def option(self, a: ActorOption) -> pulp.LpAffineExpression | pulp.LpVariable:
+        """[the plan's actor option is a]: s[a] in a cluster, Σ_d v[a,d] with one host (binary-valued)."""
+        if self.multi:
+            return self.s[a]
+        return pulp.lpSum(var for (aa, _), var in self.v.items() if aa == a)
+
+    def actors_on(self, node: str) -> pulp.LpAffineExpression:
+        """The actor processes on a node: Σ_{a, d on it} w[a,d]."""
+        return pulp.lpSum(self.count(a, d) for (a, d) in self.v if self.problem.device(d).node == node)
+
+    def server_processes(self, ni: int) -> pulp.LpAffineExpression:
+        """(clusters) R[n] − z[n]: a replay server (or a shard) on node n, unless it runs in the learner's
+        process there (z[n] ≤ R[n], L[n], σ[1]: exact, since z only loosens the rows it is in)."""
+        if ni not in self.servers:
+            node = self.problem.node_list()[ni]
+            mine = [d.id for d in self.problem.devices if d.node == node.name]
+            server = pulp.lpSum(self.on(REPLAY[0], d) for d in mine)
+            joined = _var(self.lp, f"joined_n{ni}", 0, 1, pulp.LpContinuous)  # z[n]: the server is in the learner
+            self.add(joined - server <= 0, f"joined_r_n{ni}", f"joined[{node.name}]")
+            self.add(joined - pulp.lpSum(self.on(LEARN, d) for d in mine) <= 0, f"joined_l_n{ni}",
+                     f"joined[{node.name}]")
+            if 1 in self.sigma:
+                self.add(joined - self.sigma[1] <= 0, f"joined_k_n{ni}", f"joined[{node.name}]")
+            elif self.sigma:  # every K offered shards: no server joins the learner
+                self.add(joined <= 0, f"joined_k_n{ni}", f"joined[{node.name}]")
+            self.servers[ni] = server - joined
+        return self.servers[ni]
+
+    def crowd(self, name: str) -> pulp.LpAffineExpression | pulp.LpVariable:
+        """c[n]: with one host, Σ_a,d ((n_a + 1 − L)⁺/L)·v[a,d] (the learner's process is always there);
+        in a cluster a variable in [0, 1] with L·c[n] ≥ N[n] − L, N[n] = the node's actor processes + its
+        replay server processes of their own + [learn on n] (exact: c only raises the rows it is in, and
+        actors[n] keeps N[n] ≤ L + 1)."""
+        if name not in self.crowds:
+            nodes = self.problem.node_list()
+            ni = next(i for i, n in enumerate(nodes) if n.name == name)
+            lanes = self.problem.resource(nodes[ni].host).lanes
+            if not self.multi:
+                self.crowds[name] = pulp.lpSum(max(0, a.n + 1 - lanes) / lanes * var for (a, _), var in self.v.items())
+            else:
+                c = _var(self.lp, f"crowd_n{ni}", 0, 1, pulp.LpContinuous)
+                learner = pulp.lpSum(self.on(LEARN, d.id) for d in self.problem.devices if d.node == name)
+                processes = self.actors_on(name) + self.server_processes(ni) + learner
+                self.add(lanes * c - processes >= -lanes, f"crowd_n{ni}", f"crowd[{name}]")
+                self.crowds[name] = c
+        return self.crowds[name]
+
     def literal(self, lit: Literal) -> pulp.LpAffineExpression | int:
+        if lit[0] == "c":
+            return self.crowd(lit[1])
+        if lit[0] == "o":
+            return self.option(lit[1])
         if lit[0] == "k":
             return self.sigma[lit[1]]
         if lit[0] == "x":
@@ -453,7 +519,7 @@ class _Builder:
         """The term's factor: 1, a literal, or couple[a,b], y = a·b, exact for a binary b and a in [0, 1] (a
         binary, or a share of the actor processes). Three literals (a sharded replay end): the binaries are
         coupled first, then their product with the share, if any, so every couple is exact."""
-        lits = sorted(dict.fromkeys(term.when), key=lambda lit: lit[0] == "f")  # the share last
+        lits = sorted(dict.fromkeys(term.when), key=lambda lit: lit[0] in acc.SHARES)  # a share last
         if not lits:
             return 1
         factor = self.literal(lits[0])
@@ -480,6 +546,10 @@ class _Builder:
 
 
 def _show(lit: Literal) -> str:
+    if lit[0] == "o":
+        return f"option:{lit[1].n}x{lit[1].envs}"
+    if lit[0] == "c":
+        return f"contention@{lit[1]}"
     if lit[0] == "k":
         return f"shards={lit[1]}"
     if lit[0] == "f":
@@ -602,19 +672,10 @@ def _actors(b: _Builder) -> None:
     σ[1] (R, L: the replay server, the learner on n) it adds R[n] − z[n], exact since z only loosens the row."""
     nodes = b.problem.node_list()
     for ni, node in enumerate(nodes):
-        used = pulp.lpSum(b.count(a, d) for (a, d) in b.v if b.problem.device(d).node == node.name)
+        used = b.actors_on(node.name)
         name, label = ("actors", "actors") if len(nodes) == 1 else (f"actors_n{ni}", f"actors[{node.name}]")
         if len(nodes) > 1:
-            mine = [d.id for d in b.problem.devices if d.node == node.name]
-            server = pulp.lpSum(b.on(REPLAY[0], d) for d in mine)
-            joined = _var(b.lp, f"joined_n{ni}", 0, 1, pulp.LpContinuous)  # z[n]: the server is in the learner
-            b.add(joined - server <= 0, f"joined_r_n{ni}", f"joined[{node.name}]")
-            b.add(joined - pulp.lpSum(b.on(LEARN, d) for d in mine) <= 0, f"joined_l_n{ni}", f"joined[{node.name}]")
-            if 1 in b.sigma:
-                b.add(joined - b.sigma[1] <= 0, f"joined_k_n{ni}", f"joined[{node.name}]")
-            elif b.sigma:  # every K offered shards: no server joins the learner
-                b.add(joined <= 0, f"joined_k_n{ni}", f"joined[{node.name}]")
-            used = used + server - joined
+            used = used + b.server_processes(ni)
         b.add(used <= b.problem.resource(node.host).lanes, name, label)
 
 
@@ -680,6 +741,8 @@ def _build(problem: Problem, relax: frozenset[str] = frozenset()) -> _Model:
         _memory(b)
     if "actors" not in relax:
         _actors(b)
+    else:  # the contention rows lean on actors[n] (c[n] ≤ 1); they bound P only, never feasibility
+        after = [row for row in after if not row.label.startswith(acc.CONTENTION)]
     _slices(b)
     _rows(b, after)
     return _Model(lp=lp, period=b.period, energy=_energy(b, busy), x=b.x, v=b.v, scale=b.scale, names=b.names,

@@ -14,7 +14,8 @@ from pearl.device import NodeDevice
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError
 from pearl.planner.build import Facts, build_cluster_problem
-from pearl.planner.ilp import TIES, evaluator, pareto, server_nodes, solve
+from pearl.planner.accounting import server_nodes
+from pearl.planner.ilp import TIES, evaluator, pareto, solve
 from pearl.planner.plan import Plan
 from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
 from pearl.profile.cluster import Cluster, load_cluster
@@ -257,10 +258,10 @@ def _power_figures(source: Source, problem: Problem) -> dict[str, dict]:
 
 def _kernel_seconds(problem: Problem, facts: Facts, solution: Solution) -> dict[str, float]:
     """Predicted seconds per iteration of each kernel on its planned device (all actors together for act), with
-    the weight sync (the learner's publish + the actors' loads, which the problem counts in learn and act)
-    apart, as the runtime's clocks time it."""
+    the weight sync (the learner's publishes, Problem.publish, + the actors' loads, which the problem counts in
+    act) apart, as the runtime's clocks time it."""
     sync, a = facts.weight_sync_s, solution.actors
-    publish = sync[("learn", solution.placement["learn"])]
+    publish = sync[("learn", a, solution.placement["learn"])]
     share = {d: n / a.n for d, n in solution.actor_spread().items()}  # each node's actors: their share
     load = sum(sync[("act", a, d)] * f for d, f in share.items())
     out = {"env_step": sum(problem.node_of(d).env_cost * f for d, f in share.items()),
@@ -271,7 +272,6 @@ def _kernel_seconds(problem: Problem, facts: Facts, solution: Solution) -> dict[
     if solution.shards:  # every shard's part, together
         for k in REPLAY:
             out[k] = sum(problem.shard_cost[(k, d, len(solution.shards))] for d in solution.shards)
-    out["learn"] -= publish
     out["weight_sync"] = publish + load
     return out
 
@@ -303,7 +303,7 @@ def _lanes(problem: Problem, solution: Solution) -> dict:
     """Lanes of the host CPU the plan keeps busy against accelerator resources used: the CPU/GPU ratio; in a
     cluster, the same per node (under "nodes") and over all nodes. A lane per process on the host's CPU: each
     actor process, the learner's process when learn or the replay it holds runs on the host, and a replay
-    server that is a process of its own there (`ilp.server_nodes`, the processes actors[n] counts)."""
+    server that is a process of its own there (`accounting.server_nodes`, the processes actors[n] counts)."""
     nodes = {}
     own = server_nodes(problem, solution.placement, tuple(solution.shards))
     for node in problem.node_list():

@@ -17,14 +17,18 @@ Constraints (the names the code gives them)
     (c) load[r]           Σ_{k, d∈r} c[k,d]·x[k,d] + Σ_{a, d∈r} act_cost[a,d]·v[a,d] + actor CPU time on r
                           + transfer time touching r  ≤  lanes(r) · P          (r: a physical resource)
     (c') role[name]       a role is one thread: Σ of its kernels' costs (+ its transfers) ≤ P
-                          (replay manager: insert + sample + priority update; learner: learn + weight sync)
+                          (replay manager: insert + sample + priority update; learner: learn + its weight
+                          publishes, publish[a,d] for option a: build.py prices the weight sync from the schedule)
     (d) memory[d]         Σ_k mem[k,d]·x[k,d] ≤ memory(d); mps_memory[r]: on a GPU offered as MPS shares, the
                           processes on its shares and on the whole GPU count together against its one memory,
                           each actor process with its own copy of the policy (ilp.py)
     (e) actors            n ≤ lanes of the host: one lane per actor process (the roles' threads share lanes;
                           load[r] and role[...] account for their time); actors[n] per node of a cluster
-    (e') actor_period[a]  one actor's share, (S/n)·(env step + act per env) + its weight loads, ≤ P (per node
-                          of a cluster that runs actors)
+    (e'') contention[...] when the processes on a node (its actor processes, the learner's process, a replay
+                          server process of its own) outnumber its lanes, time slicing stretches each one's host
+                          work by processes/lanes: the learner process's, each actor's period (ilp.py)
+    (e') actor_period[a]  one actor's share, (S/n)·(env step + act per env) + its weight loads (build.py), ≤ P
+                          (per node of a cluster that runs actors)
     (f) latency           without prefetch: sample + learn + priority update (+ their transfers) ≤ P
     (g) shared[r]         devices on one resource r (PoCL and `cpu`; slices of a GPU) sum into one load[r]
     (h) process[learner]  the replay kernels and learn placed on the host resource, + the sample→learn and
@@ -128,7 +132,8 @@ class Problem:
     devices: list[Device]
     host: str  # the resource the actors' env stepping runs on (the CPU)
     host_device: str  # the device env_step runs on ("cpu"): the source of the actors' edges
-    #: seconds per iteration of each replay/learner kernel on each device that implements it
+    #: seconds per iteration of each replay/learner kernel on each device that implements it (learn without its
+    #: weight publishes, which are `publish`'s)
     cost: dict[tuple[str, str], float]
     #: for each actor option and act device: seconds per iteration of act on that device (all actors together)
     act_cost: dict[tuple[ActorOption, str], float]
@@ -155,6 +160,10 @@ class Problem:
     #: K ≥ 2 shards, one shard's part: keyed (e, d, d', K) as `transfer` is (e, d, d')
     shard_transfer: dict[tuple[str, str, str, int], float] = field(default_factory=dict)
     shard_nic: dict[tuple[str, str, str, int], float] = field(default_factory=dict)
+    #: seconds per iteration of the learner's weight publishes with actor option a and learn on d, which the
+    #: learner's thread adds to learn (the schedule publishes once a segment, whose updates grow with the
+    #: actors: build.py); empty: none
+    publish: dict[tuple[ActorOption, str], float] = field(default_factory=dict)
 
     def shard_counts(self) -> list[int]:
         """The shard counts K the replay server may take: 1, and each K that shard_cost offers."""
