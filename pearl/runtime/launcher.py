@@ -42,6 +42,7 @@ from pearl.runtime.protocol import Episode, KernelClock, Learner, ReplayManager
 from pearl.runtime.record import RunRecord
 from pearl.runtime.schedule import DEFAULT_LAG, Schedule
 from pearl.runtime.seeds import Seeds
+from pearl.traffic import Tally
 from pearl.types import EnvSpec, Params, TransitionBatch
 
 
@@ -138,6 +139,9 @@ class LauncherCapabilities:
     """An actor that dies is started again, up to `max_restarts` times (`RestartPolicy`)."""
     learner_group: bool = False
     """Several learners train one policy together (no launcher does yet)."""
+    traffic: str = "sequential"
+    """The name of its traffic statement in `pearl.traffic.STATEMENTS`: what it sends on each edge a segment,
+    which the planner prices and its run counts (`LoopStats.traffic`)."""
 
 
 class LearnerHandle(Protocol):
@@ -173,6 +177,10 @@ class LearnerHandle(Protocol):
     def clocks(self) -> list[KernelClock]:
         ...
 
+    def traffic(self) -> dict[str, dict[str, int]]:
+        """What the role counted it sent (samples, priorities; `pearl.traffic.Tally.to_dict`)."""
+        ...
+
 
 @dataclass
 class LoopStats:
@@ -196,6 +204,8 @@ class LoopStats:
     checkpoint_s: float = 0.0  # time spent writing them (inside wall_s)
     eval_s: float = 0.0  # time spent in in-training evaluations (inside wall_s)
     roles: dict[str, str] = field(default_factory=dict)  # where each role ran (Ray: its node), asked from inside it
+    #: what the run counted it sent on each edge (`pearl.traffic.Tally.to_dict`), against its traffic statement
+    traffic: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -249,6 +259,7 @@ class SegmentLauncher(ABC):
         self._kept: tuple[Params, Params | None] | None = None  # the role's state, kept when it stopped early
         self.evaluations: list[Evaluation] = []  # the in-training evaluations so far
         self.next_eval = job.eval_every  # env steps at which the next one is due
+        self.sent = Tally()  # what this side counted it sent (the learner's role counts its own)
 
     def _make_role(self) -> Any:
         """The learner's role in this process: replay, learner and evaluations on their devices."""
@@ -440,6 +451,8 @@ class SegmentLauncher(ABC):
         stats.final_params = self.role.policy()
         stats.best = self.role.best_policy()
         stats.dropped_steps = self.dropped
+        self.sent.merge(self.role.traffic())
+        stats.traffic = self.sent.to_dict()
         return stats
 
     def _checkpoint(self) -> None:

@@ -23,6 +23,7 @@ from pearl.runtime.checkpoint import Checkpoint, restore
 from pearl.runtime.evaluate import BestPolicy, Evaluation
 from pearl.runtime.protocol import KernelClock, Learner, ReplayManager
 from pearl.runtime.seeds import Seeds
+from pearl.traffic import PRIORITIES, SAMPLES, Tally
 from pearl.types import Params, TransitionBatch
 
 _BATCH_FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
@@ -51,6 +52,7 @@ class LearnerRole:
         replay_adapter, learn_adapter = self.adapters[job.placement.replay], self.adapters[job.placement.learn]
         kernels = replay_kernels or replay_adapter.make_replay(job.config, job.spec, seeds.replay)
         self.replay = ReplayManager(kernels, job.config.batch_size)
+        self.sent = Tally()  # the samples and priorities it moved (`pearl.traffic`)
         self.learner = Learner(learn_adapter.make_learn(job.config, job.spec, params), learn_adapter, job.config)
         if resume is not None:
             self.restore(resume)
@@ -85,9 +87,12 @@ class LearnerRole:
         """Run `updates` updates (sample, learn, priority update each); the update count after them."""
         prioritized = self.config.prioritized
         for batch in self.replay.samples(updates, beta):
+            self.sent.add(SAMPLES, nbytes=_nbytes(batch.obs, batch.action, batch.reward, batch.next_obs,
+                                                  batch.terminated, batch.weights))
             update = self.learner.update(batch)
             if prioritized:
                 self.replay.update_priorities(update)
+                self.sent.add(PRIORITIES, nbytes=_nbytes(update.td_errors))
         return self.learner.updates
 
     def policy(self) -> Params:
@@ -116,3 +121,11 @@ class LearnerRole:
 
     def clocks(self) -> list[KernelClock]:
         return [self.replay.clock, self.learner.clock]
+
+    def traffic(self) -> dict[str, dict[str, int]]:
+        return self.sent.to_dict()
+
+
+def _nbytes(*arrays: Any) -> int:
+    """Bytes of host or device arrays (numpy, torch and OpenCL arrays all tell their `nbytes`)."""
+    return sum(int(a.nbytes) for a in arrays)
