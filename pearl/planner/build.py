@@ -9,21 +9,25 @@ n_envs) and B the batch size:
     actor period  (S/(n·e)) · (e · env step + act at batch e)       for n actor processes
 The replay and learn kernels of a device are scaled by its in-situ factor (CostModel.in_situ_factor): the
 profile's learner iteration timed as the runtime runs it ÷ the sum of those kernels timed one at a time.
-Weight sync (actors are processes of their own, so the policy always goes through host memory, even with
-learn and act on one device) follows the schedule (pearl.runtime.schedule) every launcher runs: after each
-segment of G env steps and U updates the learner publishes once (`_publish`), and each actor loads the
-published policy once, before the first step of its next share. Per iteration, for n actor processes
-(U from Schedule.for_config(config, n): the segment grows with the actors, so U does too),
-    publish       (1 publish a segment ÷ U) × the learn device's publish time: Problem.publish[a, d], work of
-                  the learner's thread, counted wherever learn is (accounting.kernel_terms)
-    load          per actor (1 load a segment ÷ U) × the act device's load time, added to act (n of them) and
-                  to the actor period (one)
-timed by the profile (CostModel.weight_sync_time); a device it has no such figure of (an older profile, a
-what-if device) is costed by its transfers of the policy's bytes, device→host and host→device. This is the
-one description of the weight sync's accounting; problem.py and ilp.py refer to it.
-Edges: the sampled batch to learn (its 6 arrays, one copy each) and TD errors back to replay, when those
-kernels sit on different devices. Observations, actions and transitions cross no edge of their own: act and
-replay_insert take and give host arrays, so the profile's timings of them hold those copies.
+Traffic is the launchers' own statement (pearl.traffic): what the launcher a plan is for sends on each edge in
+a segment of G env steps and U updates of the schedule `actors` run (Schedule.for_config(config, n): the
+segment grows with the actors, so U does too), for a segment of the steady state; the planner prices it per
+iteration, a segment's figure ÷ U (`per_iteration`), and derives none of it. A host profile's plan is priced
+with the local launcher's statement (HOST_LAUNCHER), a cluster's with the Ray launcher's (CLUSTER_LAUNCHER):
+    weight sync   (actors are processes of their own, so the policy always goes through host memory, even with
+                  learn and act on one device) the statement's publishes per iteration × the learn device's
+                  publish time: Problem.publish[a, d], work of the learner's thread, counted wherever learn is
+                  (accounting.kernel_terms); each actor's loads per iteration × the act device's load time,
+                  added to act (n of them) and to the actor period (one). Times are the profile's
+                  (CostModel.weight_sync_time); a device it has no such figure of (an older profile, a what-if
+                  device) is costed by its transfers of the policy's bytes, device→host and host→device
+    batch, td_errors   the statement's samples (replay → learn) and priorities (learn → replay), each message
+                  one copy of its arrays, when those kernels sit on different devices
+    cluster edges the Ray launcher's transitions, inserts, weights, and its replay server's reads and TD errors,
+                  crossing nodes at the link's per-message cost and bandwidth (`crossings`)
+Observations, actions and transitions cross no edge on one host: act and replay_insert take and give host
+arrays, so the profile's timings of them hold those copies. This is the one description of the traffic's
+accounting; problem.py and ilp.py refer to it.
 Memory: replay storage on the replay device; parameters (+ target, + Adam's two moments) on the learner's;
 the policy's parameters on act's. This module imports no torch and no pyopencl.
 """

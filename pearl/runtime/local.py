@@ -136,14 +136,14 @@ class LocalLauncher(SegmentLauncher):
             wait()
         for ring, n in zip(self.rings, shares):
             if n:  # a share leaves its ring as one batch (two views when it wraps around)
-                batch = [0]
+                nbytes: list[int] = []
 
-                def take(rows: dict[str, np.ndarray], batch: list[int] = batch) -> None:
+                def take(rows: dict[str, np.ndarray], nbytes: list[int] = nbytes) -> None:
                     piece = TransitionBatch(*(rows[f] for f in shm.RING_FIELDS))
-                    batch[0] += piece.nbytes
-                    insert(piece)
+                    insert(piece)  # before pop frees the rows for the actor to write again
+                    nbytes.append(piece.nbytes)
                 ring.pop(take, n)
-                self.sent.add(TRANSITIONS, nbytes=batch[0])
+                self.sent.add(TRANSITIONS, nbytes=sum(nbytes))
         for ring in self.episode_rings:
             ring.pop(self._take_episodes)
 
