@@ -139,9 +139,10 @@ class LauncherCapabilities:
     """An actor that dies is started again, up to `max_restarts` times (`RestartPolicy`)."""
     learner_group: bool = False
     """Several learners train one policy together (no launcher does yet)."""
-    traffic: str = "sequential"
+    traffic: str = field(default="sequential", compare=False)
     """The name of its traffic statement in `pearl.traffic.STATEMENTS`: what it sends on each edge a segment,
-    which the planner prices and its run counts (`LoopStats.traffic`)."""
+    which the planner prices and its run counts (`LoopStats.traffic`). Not an ability: two launchers that can
+    do the same things compare equal whatever they send."""
 
 
 class LearnerHandle(Protocol):
@@ -176,11 +177,6 @@ class LearnerHandle(Protocol):
 
     def clocks(self) -> list[KernelClock]:
         ...
-
-    def traffic(self) -> dict[str, dict[str, int]]:
-        """What the role counted it sent (samples, priorities; `pearl.traffic.Tally.to_dict`)."""
-        ...
-
 
 @dataclass
 class LoopStats:
@@ -447,11 +443,12 @@ class SegmentLauncher(ABC):
             stats.checkpoints = [str(p) for p in self.checkpointer.written]
             stats.checkpoint_s = self.checkpointer.seconds
         stats.kernel_seconds, stats.kernel_calls = self._clocks()
-        self.replay_size = self._status().replay_size
+        status = self._status()
+        self.replay_size = status.replay_size
+        self.sent.merge(status.traffic)  # what the learner's role counted it moved
         stats.final_params = self.role.policy()
         stats.best = self.role.best_policy()
         stats.dropped_steps = self.dropped
-        self.sent.merge(self.role.traffic())
         stats.traffic = self.sent.to_dict()
         return stats
 

@@ -36,6 +36,7 @@ class LearnerStatus:
     updates: int
     replay_size: int
     metrics: dict[str, float]
+    traffic: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)  # what it moved (`pearl.traffic`)
 
 
 class LearnerRole:
@@ -108,7 +109,7 @@ class LearnerRole:
     # --------------------------------------------------------------------------------- for the driver
     def status(self) -> LearnerStatus:
         metrics = self.learner.read_metrics() if self.learner.last_metrics else {}
-        return LearnerStatus(self.learner.updates, self.replay.size, metrics)
+        return LearnerStatus(self.learner.updates, self.replay.size, metrics, self.sent.to_dict())
 
     def state(self, include_replay: bool) -> tuple[Params, Params | None]:
         """The learn kernel's state dict and, when asked, replay's: what a checkpoint holds."""
@@ -121,9 +122,6 @@ class LearnerRole:
 
     def clocks(self) -> list[KernelClock]:
         return [self.replay.clock, self.learner.clock]
-
-    def traffic(self) -> dict[str, dict[str, int]]:
-        return self.sent.to_dict()
 
 
 def _nbytes(*arrays: Any) -> int:

@@ -359,6 +359,7 @@ class RayLauncher(SegmentLauncher):
     def _finish(self, stats: LoopStats) -> LoopStats:
         loads = sum(n for n, _ in self.loads_by.values())
         self.sent.add(WEIGHTS, loads, sum(b for _, b in self.loads_by.values()), loads=loads)
+        self.sent.add(CALLS, self.role.trains)
         stats = super()._finish(stats)
         self.finished = True
         stats.restarts, stats.lost_steps_max = self.restarts, self.restarts * self.config.n_envs

@@ -24,7 +24,7 @@ from pearl.runtime.protocol import KernelClock
 from pearl.runtime.ray.replay_client import RemoteShardedReplay, ShardedReplayKernels
 from pearl.runtime.ray.session import first_line, require_ray
 from pearl.runtime.seeds import Seeds
-from pearl.traffic import CALLS, INSERTS, Tally
+from pearl.traffic import INSERTS
 from pearl.types import Params, TransitionBatch
 
 __all__ = ["RayLearnerHandle", "RayLearnerRole", "learner_class"]
@@ -90,7 +90,7 @@ class RayLearnerHandle:
     def __init__(self, handle: Any) -> None:
         self.handle = handle
         self.pending: list[Any] = []
-        self.trains = 0  # train calls sent (`pearl.traffic`'s calls; the launcher counts its others)
+        self.trains = 0  # train calls sent (`pearl.traffic`'s calls; the launcher counts its others with them)
 
     def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
         return _role_get(getattr(self.handle, method).remote(*args), timeout)
@@ -138,14 +138,6 @@ class RayLearnerHandle:
 
     def clocks(self) -> list[KernelClock]:
         return self._call("clocks")
-
-    def traffic(self) -> dict[str, dict[str, int]]:
-        """What the role counted it sent, and the train calls sent to it."""
-        sent = Tally()
-        sent.merge(self._call("traffic"))
-        sent.add(CALLS, self.trains)
-        return sent.to_dict()
-
 
 def _writable(state: Params) -> Params:
     return {k: np.array(v) for k, v in state.items()}  # copies of the object store's read-only arrays
