@@ -72,3 +72,19 @@ def test_a_steady_segment_is_a_whole_learning_segment_that_publishes() -> None:
     assert traffic.ray(sched, cfg, spec, last)[traffic.WEIGHTS].publishes == 0  # no segment acts with it
     assert traffic.local(sched, cfg, spec, last)[traffic.WEIGHTS].publishes == 1  # the local board is written
     assert traffic.local(sched, cfg, spec, 0)[traffic.SAMPLES].messages == 0  # before learning starts
+
+
+def test_a_trained_runs_summary_reports_its_counted_traffic(tmp_path) -> None:
+    """`pearl.train` writes what the run counted in summary.json (`traffic`), the statement's figures."""
+    import json
+    from pathlib import Path
+
+    from pearl.training import train
+
+    cfg, env = CASES["dqn-uniform"]
+    result = train("dqn", env, config=cfg, runs_dir=str(tmp_path), eval_episodes=0, eval_every=0,
+                   checkpoint_every=0, launcher="sequential", actors=2)
+    summary = json.loads((Path(result.run_dir) / "summary.json").read_text())
+    sched = Schedule.for_config(cfg, 2)
+    want = traffic.over_run("sequential", sched, cfg, env_spec(env))
+    assert summary["traffic"] == {edge: t.to_dict() for edge, t in want.items() if any(t.to_dict().values())}
