@@ -61,18 +61,19 @@ def policy_bytes(config: OffPolicyConfig, spec: EnvSpec) -> int:
 
 @dataclass(frozen=True)
 class EdgeTraffic:
-    """What one edge carries: messages, bytes, and for the weights the publishes and the loads."""
+    """What one edge carries: messages, bytes, and for the weights the publishes and the loads (whole numbers
+    for a segment or a run; the planner's figures per iteration are a segment's ÷ its updates)."""
 
-    messages: int = 0
-    nbytes: int = 0
-    publishes: int = 0
-    loads: int = 0
+    messages: float = 0
+    nbytes: float = 0
+    publishes: float = 0
+    loads: float = 0
 
     def __add__(self, other: "EdgeTraffic") -> "EdgeTraffic":
         return EdgeTraffic(self.messages + other.messages, self.nbytes + other.nbytes,
                            self.publishes + other.publishes, self.loads + other.loads)
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, float]:
         return {"messages": self.messages, "nbytes": self.nbytes, "publishes": self.publishes, "loads": self.loads}
 
 
@@ -176,13 +177,13 @@ class Tally:
 
     edges: dict[str, EdgeTraffic] = field(default_factory=dict)
 
-    def add(self, edge: str, messages: int = 1, nbytes: int = 0, publishes: int = 0, loads: int = 0) -> None:
-        self.edges[edge] = self.edges.get(edge, EdgeTraffic()) + EdgeTraffic(messages, int(nbytes), publishes, loads)
+    def add(self, edge: str, messages: float = 1, nbytes: float = 0, publishes: float = 0, loads: float = 0) -> None:
+        self.edges[edge] = self.edges.get(edge, EdgeTraffic()) + EdgeTraffic(messages, nbytes, publishes, loads)
 
-    def merge(self, counted: dict[str, dict[str, int]]) -> None:
+    def merge(self, counted: dict[str, dict[str, float]]) -> None:
         """Add another role's counts (`to_dict`'s form)."""
         for edge, c in counted.items():
             self.add(edge, c["messages"], c["nbytes"], c["publishes"], c["loads"])
 
-    def to_dict(self) -> dict[str, dict[str, int]]:
+    def to_dict(self) -> dict[str, dict[str, float]]:
         return {edge: t.to_dict() for edge, t in sorted(self.edges.items())}

@@ -224,12 +224,13 @@ def per_iteration(launcher: str, config: OffPolicyConfig, spec: EnvSpec, actors:
     """The launcher's traffic statement (`pearl.traffic`) for a segment of the steady state of the schedule
     `actors` run, spread over its updates: messages, bytes, publishes and loads per iteration."""
     sched = schedule_for(config, actors)
-    per = segments_per_iteration(config, actors)
-    return {edge: _scaled(t, per) for edge, t in statement(launcher)(sched, config, spec, **options).items()}
+    updates = max(1, sched.updates_per_segment)
+    return {edge: _spread(t, updates) for edge, t in statement(launcher)(sched, config, spec, **options).items()}
 
 
-def _scaled(t: EdgeTraffic, per: float) -> EdgeTraffic:
-    return EdgeTraffic(t.messages * per, t.nbytes * per, t.publishes * per, t.loads * per)  # type: ignore[arg-type]
+def _spread(t: EdgeTraffic, updates: int) -> EdgeTraffic:
+    """A segment's figures ÷ its updates (one division each: a segment's U samples are exactly one an update)."""
+    return EdgeTraffic(t.messages / updates, t.nbytes / updates, t.publishes / updates, t.loads / updates)
 
 
 def weight_syncs(config: OffPolicyConfig, spec: EnvSpec, actors: int) -> tuple[float, float]:

@@ -178,6 +178,7 @@ class LearnerHandle(Protocol):
     def clocks(self) -> list[KernelClock]:
         ...
 
+
 @dataclass
 class LoopStats:
     steps: int = 0
