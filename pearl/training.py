@@ -168,6 +168,8 @@ class TrainResult:
     eval_s: float = 0.0  # seconds of in-training evaluation (inside train_wall_s)
     hyperparameters_note: str = ""  # where the hyperparameters came from (preset, defaults, --set, --config)
     roles: dict[str, str] = field(default_factory=dict)  # where each role ran (the Ray launcher's nodes)
+    #: what the run sent on each edge, as its launcher counted it (`pearl.traffic`: its statement's figures)
+    traffic: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -751,7 +753,8 @@ def _execute(setup: _Setup, runner: SegmentLauncher, record: RunRecord, checkpoi
         checkpoints=list(stats.checkpoints), checkpoint_s=stats.checkpoint_s,
         resumed_from=str(checkpoint.path) if checkpoint is not None else None,
         skipped_checkpoints=list(skipped or []), schedule=runner.schedule.to_dict(), eval_s=stats.eval_s,
-        hyperparameters_note=hyperparameters_note(setup), roles=dict(stats.roles), **scores)
+        hyperparameters_note=hyperparameters_note(setup), roles=dict(stats.roles),
+        traffic=dict(stats.traffic), **scores)
     if stats.learn_start_s is not None and stats.wall_s > stats.learn_start_s:
         learning_s = stats.wall_s - stats.learn_start_s
         result.learning_env_steps_per_s = (stats.steps - stats.learn_start_steps) / learning_s

@@ -60,6 +60,11 @@ class TransitionBatch:
     def __len__(self) -> int:
         return int(self.reward.shape[0])
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its arrays: what handing the batch on moves."""
+        return sum(int(a.nbytes) for a in (self.obs, self.action, self.reward, self.next_obs, self.terminated))
+
     def head(self, n: int) -> "TransitionBatch":
         """The first n transitions."""
         return TransitionBatch(self.obs[:n], self.action[:n], self.reward[:n], self.next_obs[:n],

@@ -9,21 +9,25 @@ n_envs) and B the batch size:
     actor period  (S/(n·e)) · (e · env step + act at batch e)       for n actor processes
 The replay and learn kernels of a device are scaled by its in-situ factor (CostModel.in_situ_factor): the
 profile's learner iteration timed as the runtime runs it ÷ the sum of those kernels timed one at a time.
-Weight sync (actors are processes of their own, so the policy always goes through host memory, even with
-learn and act on one device) follows the schedule (pearl.runtime.schedule) every launcher runs: after each
-segment of G env steps and U updates the learner publishes once (`_publish`), and each actor loads the
-published policy once, before the first step of its next share. Per iteration, for n actor processes
-(U from Schedule.for_config(config, n): the segment grows with the actors, so U does too),
-    publish       (1 publish a segment ÷ U) × the learn device's publish time: Problem.publish[a, d], work of
-                  the learner's thread, counted wherever learn is (accounting.kernel_terms)
-    load          per actor (1 load a segment ÷ U) × the act device's load time, added to act (n of them) and
-                  to the actor period (one)
-timed by the profile (CostModel.weight_sync_time); a device it has no such figure of (an older profile, a
-what-if device) is costed by its transfers of the policy's bytes, device→host and host→device. This is the
-one description of the weight sync's accounting; problem.py and ilp.py refer to it.
-Edges: the sampled batch to learn (its 6 arrays, one copy each) and TD errors back to replay, when those
-kernels sit on different devices. Observations, actions and transitions cross no edge of their own: act and
-replay_insert take and give host arrays, so the profile's timings of them hold those copies.
+Traffic is the launchers' own statement (pearl.traffic): what the launcher a plan is for sends on each edge in
+a segment of G env steps and U updates of the schedule `actors` run (Schedule.for_config(config, n): the
+segment grows with the actors, so U does too), for a segment of the steady state; the planner prices it per
+iteration, a segment's figure ÷ U (`per_iteration`), and derives none of it. A host profile's plan is priced
+with the local launcher's statement (HOST_LAUNCHER), a cluster's with the Ray launcher's (CLUSTER_LAUNCHER):
+    weight sync   (actors are processes of their own, so the policy always goes through host memory, even with
+                  learn and act on one device) the statement's publishes per iteration × the learn device's
+                  publish time: Problem.publish[a, d], work of the learner's thread, counted wherever learn is
+                  (accounting.kernel_terms); each actor's loads per iteration × the act device's load time,
+                  added to act (n of them) and to the actor period (one). Times are the profile's
+                  (CostModel.weight_sync_time); a device it has no such figure of (an older profile, a what-if
+                  device) is costed by its transfers of the policy's bytes, device→host and host→device
+    batch, td_errors   the statement's samples (replay → learn) and priorities (learn → replay), each message
+                  one copy of its arrays, when those kernels sit on different devices
+    cluster edges the Ray launcher's transitions, inserts, weights, and its replay server's reads and TD errors,
+                  crossing nodes at the link's per-message cost and bandwidth (`crossings`)
+Observations, actions and transitions cross no edge on one host: act and replay_insert take and give host
+arrays, so the profile's timings of them hold those copies. This is the one description of the traffic's
+accounting; problem.py and ilp.py refer to it.
 Memory: replay storage on the replay device; parameters (+ target, + Adam's two moments) on the learner's;
 the policy's parameters on act's. This module imports no torch and no pyopencl.
 """
@@ -45,13 +49,13 @@ from pearl.errors import ConfigError, PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Node, Problem, Resource
 from pearl.profile.cluster import Cluster
 from pearl.profile.format import Profile, Workload, workload_key
-from pearl.runtime.schedule import Schedule  # pure segment arithmetic: the messages the launchers send
+from pearl.runtime.schedule import Schedule  # pure segment arithmetic
+from pearl.traffic import (BATCH_ARRAYS, FLOAT, INSERTS, PRIORITIES, SAMPLES, TRANSITIONS, WEIGHTS, EdgeTraffic,
+                           Traffic, statement, transition_bytes)
 from pearl.types import EnvSpec
 
-FLOAT = 4
-#: arrays of a sampled batch that move when learn sits on another device than replay (Adapter.adopt): obs,
-#: action, reward, next_obs, terminated and the importance weights
-BATCH_ARRAYS = 6
+#: the launcher whose traffic statement prices a host profile's plan, and a cluster's
+HOST_LAUNCHER, CLUSTER_LAUNCHER = "local", "ray"
 
 
 def preset_workload(algo: str, spec: EnvSpec) -> tuple[OffPolicyConfig, str]:
@@ -65,11 +69,6 @@ def config_workload(config: OffPolicyConfig, spec: EnvSpec) -> Workload:
     hidden = tuple(config.hidden)
     return Workload(workload_key(config.algo, spec.env_id, spec.obs_dim, spec.action_dim, hidden), config.algo,
                     spec.env_id, spec.obs_dim, spec.action_dim, hidden, config.batch_size, config.buffer_size)
-
-
-def transition_bytes(spec: EnvSpec) -> int:
-    action = 8 if spec.discrete else FLOAT * spec.action_dim
-    return FLOAT * (2 * spec.obs_dim + 2) + action
 
 
 @dataclass(frozen=True)
@@ -207,11 +206,6 @@ def _resources(profile: Profile, model: CostModel, devices: list[str]) -> dict[s
     return resources
 
 
-#: what the learner publishes, and each actor loads, in a segment (module docstring)
-PUBLISHES_PER_SEGMENT = 1
-LOADS_PER_SEGMENT = 1
-
-
 def schedule_for(config: OffPolicyConfig, actors: int) -> Schedule:
     """The schedule `actors` actor processes run (the launchers' default policy lag and segment length); a
     layout that many actors cannot run is counted as one actor runs it."""
@@ -224,6 +218,27 @@ def schedule_for(config: OffPolicyConfig, actors: int) -> Schedule:
 def segments_per_iteration(config: OffPolicyConfig, actors: int) -> float:
     """Segments per iteration (one update): 1 ÷ the updates of a segment of the schedule `actors` run."""
     return 1.0 / max(1, schedule_for(config, actors).updates_per_segment)
+
+
+def per_iteration(launcher: str, config: OffPolicyConfig, spec: EnvSpec, actors: int, **options: bool) -> Traffic:
+    """The launcher's traffic statement (`pearl.traffic`) for a segment of the steady state of the schedule
+    `actors` run, spread over its updates: messages, bytes, publishes and loads per iteration."""
+    sched = schedule_for(config, actors)
+    updates = max(1, sched.updates_per_segment)
+    return {edge: _spread(t, updates) for edge, t in statement(launcher)(sched, config, spec, **options).items()}
+
+
+def _spread(t: EdgeTraffic, updates: int) -> EdgeTraffic:
+    """A segment's figures ÷ its updates (one division each: a segment's U samples are exactly one an update)."""
+    return EdgeTraffic(t.messages / updates, t.nbytes / updates, t.publishes / updates, t.loads / updates)
+
+
+def weight_syncs(config: OffPolicyConfig, spec: EnvSpec, actors: int) -> tuple[float, float]:
+    """(the learner's publishes, one actor's loads) per iteration, as the host's launcher states them."""
+    sched = schedule_for(config, actors)
+    weights = statement(HOST_LAUNCHER)(sched, config, spec)[WEIGHTS]
+    per = segments_per_iteration(config, actors)
+    return weights.publishes * per, weights.loads / sched.actors * per
 
 
 def _learner_costs(inputs: _Inputs, devices: list[str]) -> dict[tuple[str, str], float]:
@@ -252,8 +267,8 @@ def _publish_costs(inputs: _Inputs, devices: list[str], options: list[ActorOptio
     for d in devices:
         if inputs.can("learn", d):
             for a in options:
-                publish[(a, d)] = sync_s[("learn", a, d)] = \
-                    PUBLISHES_PER_SEGMENT * segments_per_iteration(inputs.config, a.n) * inputs.weight_sync(d)[0]
+                publishes = weight_syncs(inputs.config, inputs.spec, a.n)[0]
+                publish[(a, d)] = sync_s[("learn", a, d)] = publishes * inputs.weight_sync(d)[0]
     return publish
 
 
@@ -267,8 +282,7 @@ def _actor_costs(inputs: _Inputs, devices: list[str], options: list[ActorOption]
         if inputs.can("act", d):
             per_call, load = inputs.t("act", d, envs), inputs.weight_sync(d)[1]
             for a in options:
-                # per actor and iteration, one load a segment: a segment gives each actor at least one act call
-                loads = LOADS_PER_SEGMENT * segments_per_iteration(inputs.config, a.n)
+                loads = weight_syncs(inputs.config, inputs.spec, a.n)[1]  # one actor's, per iteration
                 sync_s[("act", a, d)] = a.n * loads * load
                 act_cost[(a, d)] = (steps / envs) * per_call + sync_s[("act", a, d)]
                 actor_period[(a, d)] = steps / (a.n * envs) * (envs * step_s + per_call) + loads * load
@@ -277,19 +291,22 @@ def _actor_costs(inputs: _Inputs, devices: list[str], options: list[ActorOption]
 
 def _edges(inputs: _Inputs, devices: list[str]) -> tuple[list[Edge], dict[tuple[str, str, str], float]]:
     """The sampled batch to learn and the TD errors back, with their seconds between every two devices."""
-    config, spec, tau = inputs.config, inputs.spec, inputs.tau
-    batch = config.batch_size
+    tau = inputs.tau
     edges = [Edge("batch", "replay_sample", "learn"), Edge("td_errors", "learn", "priority_update")]
-    per_edge = {
-        "batch": lambda s, d: tau(s, d, batch * (transition_bytes(spec) + FLOAT), BATCH_ARRAYS),
-        "td_errors": lambda s, d: tau(s, d, batch * FLOAT) if config.prioritized else 0.0,
-    }
+    stated = per_iteration(HOST_LAUNCHER, inputs.config, inputs.spec, 1)
+    carried = {"batch": (stated[SAMPLES], BATCH_ARRAYS), "td_errors": (stated[PRIORITIES], 1)}
+
+    def per_edge(name: str, s: str, d: str) -> float:
+        """Each message one copy of its arrays between the two devices."""
+        t, arrays = carried[name]
+        return t.messages * tau(s, d, t.nbytes / t.messages, arrays) if t.messages else 0.0
+
     transfer = {}
     for e in edges:
         for s in devices:
             for d in devices:
                 if s != d:
-                    seconds = per_edge[e.name](s, d)
+                    seconds = per_edge(e.name, s, d)
                     if seconds > 0:
                         transfer[(e.name, s, d)] = seconds
     return edges, transfer
@@ -364,29 +381,16 @@ class Crossing:
 
 
 def crossings(config: OffPolicyConfig, spec: EnvSpec, actors: int) -> dict[str, Crossing]:
-    """Messages and bytes per iteration of every edge that may cross nodes, counted from the schedule's segments
-    (G env steps, U updates, A actor workers; pearl.runtime.schedule) as the Ray launcher sends them:
-        transitions, inserts   A messages a segment (a worker's share, then the learner's insert of it), G rows
-        weights                A messages a segment (each worker fetches the segment's published policy)
-        batch                  a read of the replay server is two round trips (4 messages): once a segment for
-                               uniform replay (its U batches at once), once an update for prioritized
-        td_errors              one message an update (prioritized only)
-    Per iteration that is a segment's count ÷ U."""
-    sched = schedule_for(config, actors)
-    per_segment = 1.0 / max(1, sched.updates_per_segment)
-    steps = sched.segment_steps * per_segment
-    policy = param_count(config, spec, policy_net(config.algo)) * FLOAT
-    batch = config.batch_size * (transition_bytes(spec) + FLOAT)
-    rows = steps * transition_bytes(spec)
-    prioritized = config.prioritized
-    return {
-        "transitions": Crossing(sched.actors * per_segment, rows),
-        "inserts": Crossing(sched.actors * per_segment, rows),
-        "weights": Crossing(sched.actors * per_segment, sched.actors * per_segment * policy),
-        "batch": Crossing(4.0 if prioritized else 4.0 * per_segment, batch, BATCH_ARRAYS, True),
-        "td_errors": Crossing(1.0 if prioritized else 0.0, config.batch_size * FLOAT if prioritized else 0.0,
-                              1, True),
-    }
+    """Messages and bytes per iteration of every edge that may cross nodes: the Ray launcher's traffic
+    statement (`pearl.traffic.ray`, with the replay server, where replay sits on a node of its own) for a
+    segment of the schedule `actors` run, spread over its U updates."""
+    stated = per_iteration(CLUSTER_LAUNCHER, config, spec, actors, replay_server=True)
+
+    def crossing(edge: str, arrays: int = 1, legs: bool = False) -> Crossing:
+        return Crossing(stated[edge].messages, stated[edge].nbytes, arrays, legs)
+
+    return {"transitions": crossing(TRANSITIONS), "inserts": crossing(INSERTS), "weights": crossing(WEIGHTS),
+            "batch": crossing(SAMPLES, BATCH_ARRAYS, True), "td_errors": crossing(PRIORITIES, 1, True)}
 
 
 def qualified(node: str, device: str) -> str:

@@ -18,7 +18,7 @@ Constraints (the names the code gives them)
                           + transfer time touching r  ≤  lanes(r) · P          (r: a physical resource)
     (c') role[name]       a role is one thread: Σ of its kernels' costs (+ its transfers) ≤ P
                           (replay manager: insert + sample + priority update; learner: learn + its weight
-                          publishes, publish[a,d] for option a: build.py prices the weight sync from the schedule)
+                          publishes, publish[a,d] for option a: build.py prices the launcher's traffic statement)
     (d) memory[d]         Σ_k mem[k,d]·x[k,d] ≤ memory(d); mps_memory[r]: on a GPU offered as MPS shares, the
                           processes on its shares and on the whole GPU count together against its one memory,
                           each actor process with its own copy of the policy (ilp.py)

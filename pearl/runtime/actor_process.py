@@ -127,6 +127,7 @@ def _run(args: ActorArgs, segment: shm.Segment) -> None:
     sched = args.schedule
     tag = sched.weights_for(sched.locate(me, args.collected)[0])
     params = _wait_for_weights(boards[tag % args.slots], tag, run, stop)
+    _count_load(mine, params)
     share = build_actor(actor_adapter(args.device, args.descriptor), me, cfg, args.spec, params, args.seeds, sched,
                         args.collected)
     share.weights = tag
@@ -160,6 +161,7 @@ def _run(args: ActorArgs, segment: shm.Segment) -> None:
             myf[fcol["weights_wait"]] += time.perf_counter() - t0
             share.load(need, WeightSnapshot(need, got))
             mine[col["syncs"]] += 1
+            _count_load(mine, got)
         batch = share.step()
         t0 = time.perf_counter()
         if len(batch) and not ring.push({f: getattr(batch, f) for f in shm.RING_FIELDS}, keep_waiting):
@@ -181,6 +183,13 @@ def _run(args: ActorArgs, segment: shm.Segment) -> None:
 
 
 EPISODE_FIELDS = ("ret", "length")
+_LOADS, _LOAD_BYTES = shm.ACTOR_INTS.index("loads"), shm.ACTOR_INTS.index("load_bytes")
+
+
+def _count_load(mine: np.ndarray, params: dict[str, np.ndarray]) -> None:
+    """One copy of a weight board into the actor (`pearl.traffic`'s weight loads)."""
+    mine[_LOADS] += 1
+    mine[_LOAD_BYTES] += sum(int(v.nbytes) for v in params.values())
 
 
 def episode_specs(prefix: str, capacity: int) -> list[tuple[str, tuple[int, ...], str]]:

@@ -42,6 +42,7 @@ from pearl.runtime.protocol import Episode, KernelClock, Learner, ReplayManager
 from pearl.runtime.record import RunRecord
 from pearl.runtime.schedule import DEFAULT_LAG, Schedule
 from pearl.runtime.seeds import Seeds
+from pearl.traffic import Tally
 from pearl.types import EnvSpec, Params, TransitionBatch
 
 
@@ -138,6 +139,10 @@ class LauncherCapabilities:
     """An actor that dies is started again, up to `max_restarts` times (`RestartPolicy`)."""
     learner_group: bool = False
     """Several learners train one policy together (no launcher does yet)."""
+    traffic: str = field(default="sequential", compare=False)
+    """The name of its traffic statement in `pearl.traffic.STATEMENTS`: what it sends on each edge a segment,
+    which the planner prices and its run counts (`LoopStats.traffic`). Not an ability: two launchers that can
+    do the same things compare equal whatever they send."""
 
 
 class LearnerHandle(Protocol):
@@ -196,6 +201,8 @@ class LoopStats:
     checkpoint_s: float = 0.0  # time spent writing them (inside wall_s)
     eval_s: float = 0.0  # time spent in in-training evaluations (inside wall_s)
     roles: dict[str, str] = field(default_factory=dict)  # where each role ran (Ray: its node), asked from inside it
+    #: what the run counted it sent on each edge (`pearl.traffic.Tally.to_dict`), against its traffic statement
+    traffic: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -249,6 +256,7 @@ class SegmentLauncher(ABC):
         self._kept: tuple[Params, Params | None] | None = None  # the role's state, kept when it stopped early
         self.evaluations: list[Evaluation] = []  # the in-training evaluations so far
         self.next_eval = job.eval_every  # env steps at which the next one is due
+        self.sent = Tally()  # what this side counted it sent (the learner's role counts its own)
 
     def _make_role(self) -> Any:
         """The learner's role in this process: replay, learner and evaluations on their devices."""
@@ -436,10 +444,13 @@ class SegmentLauncher(ABC):
             stats.checkpoints = [str(p) for p in self.checkpointer.written]
             stats.checkpoint_s = self.checkpointer.seconds
         stats.kernel_seconds, stats.kernel_calls = self._clocks()
-        self.replay_size = self._status().replay_size
+        status = self._status()
+        self.replay_size = status.replay_size
+        self.sent.merge(status.traffic)  # what the learner's role counted it moved
         stats.final_params = self.role.policy()
         stats.best = self.role.best_policy()
         stats.dropped_steps = self.dropped
+        stats.traffic = self.sent.to_dict()
         return stats
 
     def _checkpoint(self) -> None:

@@ -23,6 +23,7 @@ from pearl.runtime.checkpoint import Checkpoint, restore
 from pearl.runtime.evaluate import BestPolicy, Evaluation
 from pearl.runtime.protocol import KernelClock, Learner, ReplayManager
 from pearl.runtime.seeds import Seeds
+from pearl.traffic import PRIORITIES, SAMPLES, Tally
 from pearl.types import Params, TransitionBatch
 
 _BATCH_FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
@@ -35,6 +36,7 @@ class LearnerStatus:
     updates: int
     replay_size: int
     metrics: dict[str, float]
+    traffic: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)  # what it moved (`pearl.traffic`)
 
 
 class LearnerRole:
@@ -51,6 +53,7 @@ class LearnerRole:
         replay_adapter, learn_adapter = self.adapters[job.placement.replay], self.adapters[job.placement.learn]
         kernels = replay_kernels or replay_adapter.make_replay(job.config, job.spec, seeds.replay)
         self.replay = ReplayManager(kernels, job.config.batch_size)
+        self.sent = Tally()  # the samples and priorities it moved (`pearl.traffic`)
         self.learner = Learner(learn_adapter.make_learn(job.config, job.spec, params), learn_adapter, job.config)
         if resume is not None:
             self.restore(resume)
@@ -85,9 +88,12 @@ class LearnerRole:
         """Run `updates` updates (sample, learn, priority update each); the update count after them."""
         prioritized = self.config.prioritized
         for batch in self.replay.samples(updates, beta):
+            self.sent.add(SAMPLES, nbytes=_nbytes(batch.obs, batch.action, batch.reward, batch.next_obs,
+                                                  batch.terminated, batch.weights))
             update = self.learner.update(batch)
             if prioritized:
                 self.replay.update_priorities(update)
+                self.sent.add(PRIORITIES, nbytes=_nbytes(update.td_errors))
         return self.learner.updates
 
     def policy(self) -> Params:
@@ -103,7 +109,7 @@ class LearnerRole:
     # --------------------------------------------------------------------------------- for the driver
     def status(self) -> LearnerStatus:
         metrics = self.learner.read_metrics() if self.learner.last_metrics else {}
-        return LearnerStatus(self.learner.updates, self.replay.size, metrics)
+        return LearnerStatus(self.learner.updates, self.replay.size, metrics, self.sent.to_dict())
 
     def state(self, include_replay: bool) -> tuple[Params, Params | None]:
         """The learn kernel's state dict and, when asked, replay's: what a checkpoint holds."""
@@ -116,3 +122,8 @@ class LearnerRole:
 
     def clocks(self) -> list[KernelClock]:
         return [self.replay.clock, self.learner.clock]
+
+
+def _nbytes(*arrays: Any) -> int:
+    """Bytes of host or device arrays (numpy, torch and OpenCL arrays all tell their `nbytes`)."""
+    return sum(int(a.nbytes) for a in arrays)

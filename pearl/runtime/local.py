@@ -49,6 +49,7 @@ from pearl.runtime.actors import ActorFailed, RestartPolicy
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer
 from pearl.runtime.launcher import Job, LauncherCapabilities, LoopStats, SegmentLauncher
 from pearl.runtime.protocol import Episode, merge_clocks
+from pearl.traffic import TRANSITIONS, WEIGHTS
 from pearl.types import TransitionBatch
 
 STARTUP_TIMEOUT_S = 300.0  # an OpenCL actor may compile its program first
@@ -60,7 +61,7 @@ class LocalLauncher(SegmentLauncher):
     """Actors in processes, replay and learner in this one (see the module docstring)."""
 
     name = "local"
-    capabilities = LauncherCapabilities(concurrent_roles=True, actor_restarts=True)
+    capabilities = LauncherCapabilities(concurrent_roles=True, actor_restarts=True, traffic="local")
 
     def __init__(self, job: Job, resume: Checkpoint | None = None, checkpointer: Checkpointer | None = None,
                  max_restarts: int = 3, ring_capacity: int | None = None) -> None:
@@ -134,12 +135,21 @@ class LocalLauncher(SegmentLauncher):
         while any(ring.pending() < n for ring, n in zip(self.rings, shares)):
             wait()
         for ring, n in zip(self.rings, shares):
-            ring.pop(lambda rows: insert(TransitionBatch(*(rows[f] for f in shm.RING_FIELDS))), n)
+            if n:  # a share leaves its ring as one batch (two views when it wraps around)
+                nbytes: list[int] = []
+
+                def take(rows: dict[str, np.ndarray], nbytes: list[int] = nbytes) -> None:
+                    piece = TransitionBatch(*(rows[f] for f in shm.RING_FIELDS))
+                    insert(piece)  # before pop frees the rows for the actor to write again
+                    nbytes.append(piece.nbytes)
+                ring.pop(take, n)
+                self.sent.add(TRANSITIONS, nbytes=sum(nbytes))
         for ring in self.episode_rings:
             ring.pop(self._take_episodes)
 
     def _publish(self, tag: int) -> None:
         self.learner.publish(lambda write, _version: self.boards[tag % self.slots].publish(write, tag))
+        self.sent.add(WEIGHTS, messages=0, publishes=1)
 
     def _episodes(self) -> list[Episode]:
         if self._segment is not None:
@@ -158,10 +168,18 @@ class LocalLauncher(SegmentLauncher):
 
     def _finish(self, stats: LoopStats) -> LoopStats:
         self.dropped = self._dropped()
+        self._count_loads()
         stats = super()._finish(stats)
         stats.restarts, stats.lost_steps_max = self.restarts, self.restarts * self.config.n_envs
         stats.waits = dict(self.waits)
         return stats
+
+    def _count_loads(self) -> None:
+        """The weight boards the actors copied, as each counted them in its row (`pearl.traffic`)."""
+        assert self._segment is not None
+        ints = self._segment["actor.ints"]
+        loads = int(ints[:, shm.ACTOR_INTS.index("loads")].sum())
+        self.sent.add(WEIGHTS, loads, int(ints[:, shm.ACTOR_INTS.index("load_bytes")].sum()), loads=loads)
 
     def _dropped(self) -> int:
         assert self._segment is not None

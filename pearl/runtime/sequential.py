@@ -18,12 +18,13 @@ from pearl.runtime.checkpoint import Checkpoint, Checkpointer
 from pearl.runtime.launcher import Job, LauncherCapabilities, SegmentLauncher
 from pearl.runtime.protocol import Episode, merge_clocks
 from pearl.runtime.schedule import ActorShare
+from pearl.traffic import TRANSITIONS, WEIGHTS
 from pearl.types import Params, TransitionBatch, WeightSnapshot
 
 
 class SequentialLauncher(SegmentLauncher):
     name = "sequential"
-    capabilities = LauncherCapabilities()  # every role in turn, in this process
+    capabilities = LauncherCapabilities(traffic="sequential")  # every role in turn, in this process
 
     def __init__(self, job: Job, resume: Checkpoint | None = None, checkpointer: Checkpointer | None = None) -> None:
         super().__init__(job, resume, checkpointer)
@@ -54,13 +55,17 @@ class SequentialLauncher(SegmentLauncher):
                 tag = share.needs()
                 if share.weights != tag:
                     share.load(tag, WeightSnapshot(tag, self.published[tag]))
+                    self.sent.add(WEIGHTS, nbytes=_params_nbytes(self.published[tag]), loads=1)
                 pending.append(share.step())
         for share, pending in zip(self.shares, self.pending):
-            _take(pending, sched.share(k, share.id), insert)
+            n = sched.share(k, share.id)
+            if n:
+                self.sent.add(TRANSITIONS, nbytes=_take(pending, n, insert))
         self.dropped = sum(s.dropped for s in self.shares)
 
     def _publish(self, tag: int) -> None:
         self.published[tag] = self.learner.snapshot().params
+        self.sent.add(WEIGHTS, messages=0, publishes=1)
         for old in [t for t in self.published if t < tag - self.schedule.lag]:
             del self.published[old]
 
@@ -71,8 +76,9 @@ class SequentialLauncher(SegmentLauncher):
         return merge_clocks((*(s.actor.clock for s in self.shares), self.replay.clock, self.learner.clock))
 
 
-def _take(pending: deque[TransitionBatch], n: int, insert: Callable[[TransitionBatch], None]) -> None:
-    """Hand the first n pending transitions to insert, splitting a batch that holds more."""
+def _take(pending: deque[TransitionBatch], n: int, insert: Callable[[TransitionBatch], None]) -> int:
+    """Hand the first n pending transitions to insert, splitting a batch that holds more; their bytes."""
+    nbytes = 0
     while n > 0:
         batch = pending.popleft()
         if len(batch) > n:
@@ -80,3 +86,9 @@ def _take(pending: deque[TransitionBatch], n: int, insert: Callable[[TransitionB
             batch = batch.head(n)
         insert(batch)
         n -= len(batch)
+        nbytes += batch.nbytes
+    return nbytes
+
+
+def _params_nbytes(params: Params) -> int:
+    return sum(int(v.nbytes) for v in params.values())

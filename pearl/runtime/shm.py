@@ -220,7 +220,8 @@ def wait_briefly(seconds: float = 50e-6) -> None:
 
 
 # Per-actor counters: each actor writes only its own row, the learner reads them all.
-ACTOR_INTS = ("produced", "status", "act_calls", "env_calls", "syncs", "policy_version", "episodes", "dropped")
+ACTOR_INTS = ("produced", "status", "act_calls", "env_calls", "syncs", "policy_version", "episodes", "dropped",
+              "loads", "load_bytes")
 ACTOR_FLOATS = ("act", "env_step", "weight_sync", "ring_wait", "weights_wait")
 RUN_INTS = ("stop", "updates", "go")
 ERROR_BYTES = 1024

@@ -34,6 +34,7 @@ from pearl.runtime.ray.session import check_installed, connect, first_line, requ
 from pearl.runtime.ray.worker import Collected, WorkerRestarted, worker_class
 from pearl.runtime.record import RunRecord
 from pearl.runtime.seeds import ActorSeeds
+from pearl.traffic import CALLS, TRANSITIONS, WEIGHTS
 from pearl.types import TransitionBatch
 
 __all__ = ["RayLauncher"]
@@ -74,7 +75,7 @@ class RayLauncher(SegmentLauncher):
 
     name = "ray"
     capabilities = LauncherCapabilities(concurrent_roles=True, replay_shards=True, cluster_plans=True,
-                                        actor_restarts=True)
+                                        actor_restarts=True, traffic="ray")
 
     @classmethod
     def check_available(cls) -> None:
@@ -106,6 +107,7 @@ class RayLauncher(SegmentLauncher):
         self.clocks: dict[int, KernelClock] = {}  # each worker's latest clock
         self.retired: list[KernelClock] = []  # the clocks of workers that died
         self.dropped_by: dict[int, int] = {}
+        self.loads_by: dict[int, tuple[int, int]] = {}  # each worker's weight loads and their bytes, so far
         self.started_here = False  # pearl started the local Ray instance
         self.joined = False  # this launcher connected the driver (and disconnects it at stop)
         self.finished = False
@@ -293,6 +295,7 @@ class RayLauncher(SegmentLauncher):
     # ------------------------------------------------------------------------------ the schedule's hooks
     def _submit(self, k: int, tag: int, weights: Any) -> None:
         self.inflight[k] = _InFlight(tag, weights, [self._ask(w, k, tag, weights) for w in self.workers])
+        self.sent.add(CALLS, len(self.workers))
 
     @staticmethod
     def _ask(worker: Any, k: int, tag: int, weights: Any) -> list[Any]:
@@ -314,8 +317,11 @@ class RayLauncher(SegmentLauncher):
             wait()
         got = [self._result(k, i) for i in range(len(self.workers))]
         self.role.insert_refs([f[0] for f in self.inflight.pop(k).futures])
+        self.sent.add(CALLS)
         self.steps += sum(c.rows for c in got)
         for i, collected in enumerate(got):
+            self.sent.add(TRANSITIONS, nbytes=collected.nbytes)
+            self.loads_by[i] = (collected.loads, collected.load_bytes)
             self.episodes.extend(collected.episodes)
             clock = self.clocks.setdefault(i, KernelClock())
             clock.seconds.update(collected.seconds)
@@ -328,6 +334,8 @@ class RayLauncher(SegmentLauncher):
         k = tag + 1 + self.schedule.lag
         if k < self.schedule.segments:
             self._submit(k, tag, self.role.policy_ref())
+            self.sent.add(CALLS)
+            self.sent.add(WEIGHTS, messages=0, publishes=1)
 
     def _health(self) -> None:
         if self.role is not None:
@@ -349,6 +357,9 @@ class RayLauncher(SegmentLauncher):
         return seconds, calls
 
     def _finish(self, stats: LoopStats) -> LoopStats:
+        loads = sum(n for n, _ in self.loads_by.values())
+        self.sent.add(WEIGHTS, loads, sum(b for _, b in self.loads_by.values()), loads=loads)
+        self.sent.add(CALLS, self.role.trains)
         stats = super()._finish(stats)
         self.finished = True
         stats.restarts, stats.lost_steps_max = self.restarts, self.restarts * self.config.n_envs

@@ -24,6 +24,7 @@ from pearl.runtime.protocol import KernelClock
 from pearl.runtime.ray.replay_client import RemoteShardedReplay, ShardedReplayKernels
 from pearl.runtime.ray.session import first_line, require_ray
 from pearl.runtime.seeds import Seeds
+from pearl.traffic import INSERTS
 from pearl.types import Params, TransitionBatch
 
 __all__ = ["RayLearnerHandle", "RayLearnerRole", "learner_class"]
@@ -60,6 +61,12 @@ class RayLearnerRole(LearnerRole):
                 raise
             raise ConfigError(f"{resume.path}: its replay does not fit the replay shards: {exc}") from None
 
+    def insert(self, *batches: TransitionBatch) -> int:
+        for batch in batches:
+            if len(batch):  # the batches inserted, in the role or into a replay shard (`pearl.traffic`)
+                self.sent.add(INSERTS, nbytes=batch.nbytes)
+        return super().insert(*batches)
+
     def node_id(self) -> str:
         return str(require_ray().get_runtime_context().get_node_id())
 
@@ -83,6 +90,7 @@ class RayLearnerHandle:
     def __init__(self, handle: Any) -> None:
         self.handle = handle
         self.pending: list[Any] = []
+        self.trains = 0  # train calls sent (`pearl.traffic`'s calls; the launcher counts its others with them)
 
     def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
         return _role_get(getattr(self.handle, method).remote(*args), timeout)
@@ -104,6 +112,7 @@ class RayLearnerHandle:
 
     def train(self, updates: int, beta: float) -> None:
         self.pending.append(self.handle.train.remote(updates, beta))
+        self.trains += 1
 
     def policy_ref(self) -> Any:
         return self.handle.policy.remote()
@@ -129,7 +138,6 @@ class RayLearnerHandle:
 
     def clocks(self) -> list[KernelClock]:
         return self._call("clocks")
-
 
 def _writable(state: Params) -> Params:
     return {k: np.array(v) for k, v in state.items()}  # copies of the object store's read-only arrays

@@ -50,6 +50,9 @@ class Collected:
     seconds: dict[str, float] = field(default_factory=dict)  # the worker's kernel clock, cumulative
     calls: dict[str, int] = field(default_factory=dict)
     dropped: int = 0  # rows its last step produced past its last share
+    nbytes: int = 0  # the batch's bytes
+    loads: int = 0  # weight versions the worker fetched so far, and their bytes (`pearl.traffic`)
+    load_bytes: int = 0
 
 
 def worker_class() -> Any:
@@ -70,6 +73,7 @@ class ActorWorker:
         self.device, self.descriptor = device, descriptor
         self.share: ActorShare | None = None
         self.pending: deque[TransitionBatch] = deque()
+        self.loads = self.load_bytes = 0
 
     def setup(self, seeds: ActorSeeds, collected: int, policy: Params) -> int:
         """(Re)build the envs and the act kernel (with `policy`), seeded by `seeds`, at the actor's transition
@@ -101,14 +105,17 @@ class ActorWorker:
                 if need != tag:
                     raise PearlError(f"actor worker {self.id}: segment {k} needs the weights of segment {need}, "
                                      f"got those of {tag}")
-                share.load(tag, WeightSnapshot(tag, {n: np.array(v) for n, v in _fetch(weights).items()}))
+                params = {n: np.array(v) for n, v in _fetch(weights).items()}
+                share.load(tag, WeightSnapshot(tag, params))
+                self.loads += 1
+                self.load_bytes += sum(int(v.nbytes) for v in params.values())
             batch = share.step()
             if len(batch):
                 self.pending.append(batch)
         clock = share.actor.clock
         batch = self._take(sched.share(k, self.id))
         return batch, Collected(k, len(batch), share.actor.drain_episodes(), dict(clock.seconds), dict(clock.calls),
-                                share.dropped)
+                                share.dropped, batch.nbytes, self.loads, self.load_bytes)
 
     def _take(self, n: int) -> TransitionBatch:
         """The first n pending rows as one batch, splitting a batch that holds more."""
