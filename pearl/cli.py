@@ -92,7 +92,9 @@ def devices(as_json: bool) -> None:
 @click.option("--eval-every-episodes", type=int, default=10, show_default=True,
               help="Greedy episodes of each in-training evaluation.")
 @click.option("--runs-dir", default="runs", show_default=True, help="Where runs/<id>/ records are written.")
-@click.option("--threads", type=int, default=1, show_default=True, help="CPU threads one kernel may use.")
+@click.option("--threads", type=int, default=None,
+              help="CPU threads the learner's kernels may use [default: the plan's; else as a plan would choose "
+                   "from this machine's profile, when one is at hand; else 1].")
 @click.option("--actors", type=int, default=None, help="Actor processes (default: the plan's, else 1).")
 @click.option("--envs-per-actor", type=int, default=None,
               help="Environments each actor steps, batched into one act call (default: the plan's or preset's).")
@@ -124,7 +126,7 @@ def devices(as_json: bool) -> None:
 def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str | None, plan_path: str | None,
           descriptor: str | None, emulate: tuple[str, ...], steps: int | None, settings: tuple[str, ...],
           config_file: str | None, seed: int, eval_episodes: int,
-          eval_every: int | None, eval_every_episodes: int, runs_dir: str, threads: int, actors: int | None,
+          eval_every: int | None, eval_every_episodes: int, runs_dir: str, threads: int | None, actors: int | None,
           envs_per_actor: int | None, launcher: str, ray_address: str | None, replay_shards: int,
           sequential: bool, policy_lag: int, segment_steps: int | None, no_learn: bool, max_restarts: int,
           checkpoint_every: int, no_checkpoint_replay: bool, resume_dir: str | None, as_json: bool) -> None:
@@ -164,7 +166,7 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
 
 
 def _print_train(result: Any) -> None:
-    layout = f"{result.actors} actor(s) × {result.envs_per_actor} env(s)"
+    layout = f"{result.actors} actor(s) × {result.envs_per_actor} env(s), {result.threads} learner thread(s)"
     sched = result.schedule
     click.echo(f"{result.algo} on {result.env}, device {result.device}, seed {result.seed}; "
                f"{result.launcher} launcher, {layout}{'' if result.learn else ', collection only'}; segments of "
@@ -474,7 +476,8 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
     if len(result.actor_devices) > 1:  # a cluster plan's actors on several nodes
         spread = " (" + ", ".join(f"{n} on {d}" for d, n in result.actor_devices.items()) + ")"
     click.echo("  " + ", ".join(f"{k} → {v}" for k, v in result.mapping.items()) +
-               f"; {result.actors} actor(s){spread} × {result.envs_per_actor} env(s)")
+               f"; {result.actors} actor(s){spread} × {result.envs_per_actor} env(s); "
+               f"{result.threads} learner thread(s)")
     if result.replay_shards:  # a cluster plan's replay server sharded over nodes
         click.echo(f"  replay server: {sum(result.replay_shards.values())} shards, "
                    + ", ".join(f"{n} on {d}" for d, n in result.replay_shards.items())
