@@ -339,7 +339,9 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
     written = save_profile(result, path)
     summary = {"profile": str(written), "mode": result.mode, "devices": [d.id for d in result.devices],
                "workloads": [w.key for w in result.workloads], "timings": done[0],
-               "kernel_measurements": len(result.kernels), "warnings": slice_warnings,
+               # the grid at 1 thread; learn at the host's lanes (the learner's threads a plan chooses) apart
+               "kernel_measurements": sum(k.threads == 1 for k in result.kernels),
+               "multi_thread_measurements": sum(k.threads != 1 for k in result.kernels), "warnings": slice_warnings,
                "power": {p.device: {"idle_w": p.idle_w, "busy_w": p.busy_w, "source": p.source,
                                     "descriptor": p.descriptor, "scale": p.scale} for p in result.power},
                "wall_s": time.perf_counter() - t0}
@@ -347,8 +349,8 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
         _print_json(summary)
         return
     click.echo(f"profiled {', '.join(summary['devices'])} in {summary['wall_s']:.1f} s: {done[0]} timings, "
-               f"{summary['kernel_measurements']} kernel measurements (each the median of its rounds), "
-               f"{result.mode} mode")
+               f"{summary['kernel_measurements']} kernel measurements (each the median of its rounds) and "
+               f"{summary['multi_thread_measurements']} of learn at the host's lanes as threads, {result.mode} mode")
     for d in result.devices:
         if d.process_env:  # a GPU slice, measured in a process of its own started with its environment
             started = " ".join(f"{k}={v}" for k, v in d.process_env)
