@@ -391,7 +391,7 @@ def _with_threaded_learn(tmp_path: Path, factor: float) -> Path:
     return save_profile(profile, tmp_path / f"threads-{factor}.json")
 
 
-def test_the_learner_threads_are_a_plan_decision(tmp_path) -> None:
+def test_the_learner_threads_are_a_plan_decision(capsys, tmp_path) -> None:
     """Where learn on cpu runs far faster at 2 threads the plan takes 2 (crowding priced: its prediction is
     the T = 2 program's, contention included); where 2 threads are no faster it keeps 1 (ties keep fewer);
     a profile without a multi-thread figure plans 1 thread."""
@@ -405,3 +405,8 @@ def test_the_learner_threads_are_a_plan_decision(tmp_path) -> None:
     assert fast.predicted["period_s"] < plain.predicted["period_s"]
     assert same.predicted["period_s"] == pytest.approx(plain.predicted["period_s"])
     assert load_plan(save_plan(fast, tmp_path / "plan.json")).threads == 2
+    assert fast.lanes["cpu"] == fast.actors + 2 and plain.lanes["cpu"] == plain.actors + 1  # the threads' lanes
+    code, stdout, err = run_cli(capsys, "plan", "--profile", str(tmp_path / "threads-0.3.json"), "--algo", "ddpg",
+                                "--env", "Pendulum-v1", "--out", str(tmp_path / "cli.json"))
+    assert code == 0, err
+    assert "2 learner thread(s)" in stdout

@@ -316,7 +316,8 @@ def _lanes(problem: Problem, solution: Solution) -> dict:
     """Lanes of the host CPU the plan keeps busy against accelerator resources used: the CPU/GPU ratio; in a
     cluster, the same per node (under "nodes") and over all nodes. A lane per process on the host's CPU: each
     actor process, the learner's process when learn or the replay it holds runs on the host, and a replay
-    server that is a process of its own there (`accounting.server_nodes`, the processes actors[n] counts)."""
+    server that is a process of its own there (`accounting.server_nodes`, the processes actors[n] counts); the
+    learner's T threads (Problem.learner_threads) count T lanes when learn runs on the host's `cpu`."""
     nodes = {}
     own = server_nodes(problem, solution.placement, tuple(solution.shards))
     for node in problem.node_list():
@@ -327,7 +328,9 @@ def _lanes(problem: Problem, solution: Solution) -> dict:
         on_host = {k for k in ("learn", REPLAY[0]) if k in used and used[k].resource == node.host}
         server = REPLAY[0] in on_host and node.name in own  # else the replay here is the learner's own
         learner = "learn" in on_host or ("learn" in used and REPLAY[0] in on_host and not server)
-        roles_on_host = int(learner) + int(server)
+        # the learner's process holds its T threads' lanes when learn runs on the host's `cpu` device
+        threaded = "learn" in used and used["learn"].id == node.host_device
+        roles_on_host = int(learner) * (problem.learner_threads if threaded else 1) + int(server)
         actors = sum(n for d, n in solution.actor_spread().items() if problem.device(d).node == node.name)
         if actors:
             used["act"] = next(problem.device(d) for d in solution.actor_spread()
