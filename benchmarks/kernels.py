@@ -24,9 +24,9 @@ first device's. Devices alternate kernel by kernel (cpu act, opencl act, cpu ins
 on the machine hits every device alike. Parameters, exploration streams, replay samplers and the data fed
 to each device come from the same seeds, so every device sees the same inputs and runs are comparable.
 
---threads sets torch's intra-op threads (1 by default, as pearl trains); it does not limit an OpenCL CPU
-device such as PoCL, which runs kernels on its own thread pool. Not a test: the numbers depend on the
-machine, on its load and on the OpenCL implementation.
+--threads sets torch's intra-op threads (1 by default, as pearl trains without a plan or profile); it does not
+limit an OpenCL CPU device such as PoCL, which runs kernels on its own thread pool. Not a test: the numbers
+depend on the machine, on its load and on the OpenCL implementation.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """pearl against Stable-Baselines3 on the same presets, side by side in one invocation.
 
     pip install -e ".[bench]"          # stable-baselines3, for benchmarks only
-    python benchmarks/vs_sb3.py [--what dqn ddpg collect seeds preset] [--seed 0] [--seeds 0-7] [--rounds 1]
+    python benchmarks/vs_sb3.py [--what dqn ddpg collect seeds preset defaults] [--seed 0] [--seeds 0-7] [--rounds 1]
                                 [--threads 1] [--ddpg-threads 2] [--actors 1] [--envs-per-actor 8]
                                 [--ddpg-envs-per-actor 1] [--collect-actors 2] [--collect-envs 256]
                                 [--collect-steps 1000000] [--env LunarLanderContinuous-v3] [--sides sb3 pearl]
+                                [--defaults-steps 0]
 
 Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --rounds times):
 
@@ -14,6 +15,12 @@ Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --round
 - ddpg: DDPG Pendulum-v1, 20,000 steps, pearl's preset on both sides (SB3's built from it as in the preset
   case): the zoo settings (400-300, batch 256, lr 1e-3, γ 0.98, τ 0.005, N(0, 0.1) action noise, learning
   starts 10,000, one update per step).
+- defaults: DDPG Pendulum-v1 with each side's defaults, as a user runs it with no flags: pearl's
+  `pearl.train("ddpg", "Pendulum-v1")` (no threads, actors or launcher given: the learner's threads are
+  pearl's choice, RunOptions.threads; in-training evaluations as by default) against SB3's `DDPG` built from
+  the same preset (as the ddpg case builds it) with torch's default threads. Env steps/s of each over its
+  training loop, pearl's also without its in-training evaluations (SB3 runs none), and pearl ÷ SB3 of both.
+  --defaults-steps N trains N steps a side instead of the preset's 20,000 (a check that the case runs).
 - collect: collection only, 50,000 steps: SB3 DQN with learning_starts above the total (it steps and
   stores, with random actions) against `pearl train --no-learn` (it acts with the policy, steps, stores),
   with --collect-actors × --collect-envs for --collect-steps, and with 1 actor × 1 env for 50,000.
@@ -58,7 +65,7 @@ EVAL_SEED = 100_000  # pearl's EVALUATION_OFFSET (pearl.runtime.seeds); + seed i
 SELECT_EVERY, SELECT_EPISODES = 5_000, 10  # in-training evaluations that keep the best policy (seeds case)
 
 
-def sb3_case(case: str, seed: int) -> dict:
+def sb3_case(case: str, seed: int, budget: int = 0) -> dict:
     """Train SB3 on the case's preset; return rates and the evaluation (runs in a child interpreter)."""
     import gymnasium as gym
     import numpy as np
@@ -73,7 +80,7 @@ def sb3_case(case: str, seed: int) -> dict:
                     policy_kwargs=dict(net_arch=[256, 256]), seed=seed, verbose=0)
     else:
         model, steps = sb3_ddpg("Pendulum-v1", seed)
-    callback, best_dir = None, None
+        steps = budget or steps
     if case == "seeds-best":
         import tempfile
 
@@ -85,7 +92,8 @@ def sb3_case(case: str, seed: int) -> dict:
     t0 = time.perf_counter()
     model.learn(total_timesteps=steps, callback=callback)
     wall = time.perf_counter() - t0
-    returns = [] if case == "collect" else _sb3_eval(model, "Pendulum-v1" if case == "ddpg" else "CartPole-v1",
+    returns = [] if case == "collect" else _sb3_eval(model, "Pendulum-v1" if case in ("ddpg", "defaults")
+                                                     else "CartPole-v1",
                                                      seed if case.startswith("seeds") else 0)
     out = {"side": "sb3", "case": case, "steps": steps, "wall_s": wall, "env_steps_per_s": steps / wall,
            "eval_mean": float(np.mean(returns)) if returns else None, "threads": torch.get_num_threads()}
@@ -186,6 +194,35 @@ def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps
     return out
 
 
+def pearl_defaults(seed: int, budget: int) -> dict:
+    """`pearl train --algo ddpg --env Pendulum-v1` as a user runs it: nothing but the seed, the final
+    evaluation's episodes and (for a check) the step budget given."""
+    from pearl.training import train
+
+    result = train("ddpg", "Pendulum-v1", seed=seed, eval_episodes=EVAL_EPISODES, steps=budget or None,
+                   runs_dir=os.environ.get("PEARL_BENCH_RUNS", "runs/bench"))
+    return {"side": "pearl", "case": "defaults", "steps": result.steps, "wall_s": result.train_wall_s,
+            "eval_s": result.eval_s, "env_steps_per_s": result.env_steps_per_s,
+            "env_steps_per_s_no_eval": result.steps / max(result.train_wall_s - result.eval_s, 1e-9),
+            "eval_mean": result.eval_return_mean, "threads": result.threads, "actors": result.actors,
+            "launcher": result.launcher}
+
+
+def defaults_case(seed: int, rounds: int, budget: int) -> None:
+    """SB3 then pearl, --rounds times, each with its defaults (the module docstring's defaults case)."""
+    for r in range(rounds):
+        sb3 = run_child(["--seed", str(seed), "--defaults-steps", str(budget), "--child", "sb3", "defaults"])
+        print(f"[defaults round {r + 1}] SB3   {sb3['env_steps_per_s']:9,.0f} env steps/s  ({sb3['steps']:,} steps "
+              f"in {sb3['wall_s']:.1f} s, {sb3['threads']} torch threads)  eval {sb3['eval_mean']:.1f}", flush=True)
+        p = run_child(["--seed", str(seed), "--defaults-steps", str(budget), "--child", "pearl", "defaults"])
+        print(f"[defaults round {r + 1}] pearl {p['env_steps_per_s']:9,.0f} env steps/s  ({p['steps']:,} steps in "
+              f"{p['wall_s']:.1f} s, {p['launcher']} launcher, {p['actors']} actor(s), {p['threads']} learner "
+              f"thread(s))  ratio pearl/SB3 {p['env_steps_per_s'] / sb3['env_steps_per_s']:.2f}; without its "
+              f"in-training evaluations ({p['eval_s']:.1f} s) {p['env_steps_per_s_no_eval']:,.0f} env steps/s, "
+              f"ratio {p['env_steps_per_s_no_eval'] / sb3['env_steps_per_s']:.2f}  eval {p['eval_mean']:.1f}",
+              flush=True)
+
+
 def pearl_ddpg_preset(env_id: str, seed: int) -> dict:
     """pearl's preset run as its test makes it: default launcher and budget, 20 evaluation episodes."""
     from pearl.training import train
@@ -240,7 +277,7 @@ def run_child(args: list[str]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--what", nargs="+", choices=["dqn", "ddpg", "collect", "seeds", "preset"],
+    parser.add_argument("--what", nargs="+", choices=["dqn", "ddpg", "collect", "seeds", "preset", "defaults"],
                         default=["dqn", "ddpg", "collect"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", default="0-7", help="seeds of the seeds case: A-B or a comma list")
@@ -259,12 +296,17 @@ def main() -> None:
     parser.add_argument("--env", default="LunarLanderContinuous-v3", help="the preset case's environment")
     parser.add_argument("--sides", nargs="+", choices=["sb3", "pearl"], default=["sb3", "pearl"],
                         help="who trains in the preset case")
+    parser.add_argument("--defaults-steps", type=int, default=0,
+                        help="the defaults case's env steps a side (0: the preset's)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         side, case, *rest = args.child
         if case == "preset":
             out = (sb3_ddpg_preset if side == "sb3" else pearl_ddpg_preset)(args.env, args.seed)
+        elif case == "defaults":
+            out = sb3_case(case, args.seed, args.defaults_steps) if side == "sb3" else \
+                pearl_defaults(args.seed, args.defaults_steps)
         else:
             out = sb3_case(case, args.seed) if side == "sb3" else pearl_case(case, args.seed, *map(int, rest))
         print(json.dumps(out))
@@ -286,6 +328,9 @@ def main() -> None:
             continue
         if case == "preset":
             preset_case(args.env, preset_steps, parse_seeds(args.seeds), args.sides)
+            continue
+        if case == "defaults":
+            defaults_case(args.seed, args.rounds, args.defaults_steps)
             continue
         pearl_runs = [(args.threads, args.actors, args.envs_per_actor, 0)]
         if case == "ddpg":

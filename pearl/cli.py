@@ -92,7 +92,9 @@ def devices(as_json: bool) -> None:
 @click.option("--eval-every-episodes", type=int, default=10, show_default=True,
               help="Greedy episodes of each in-training evaluation.")
 @click.option("--runs-dir", default="runs", show_default=True, help="Where runs/<id>/ records are written.")
-@click.option("--threads", type=int, default=1, show_default=True, help="CPU threads one kernel may use.")
+@click.option("--threads", type=int, default=None,
+              help="CPU threads the learner's kernels may use [default: the plan's; else as a plan would choose "
+                   "from this machine's profile, when one is at hand; else 1].")
 @click.option("--actors", type=int, default=None, help="Actor processes (default: the plan's, else 1).")
 @click.option("--envs-per-actor", type=int, default=None,
               help="Environments each actor steps, batched into one act call (default: the plan's or preset's).")
@@ -124,7 +126,7 @@ def devices(as_json: bool) -> None:
 def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str | None, plan_path: str | None,
           descriptor: str | None, emulate: tuple[str, ...], steps: int | None, settings: tuple[str, ...],
           config_file: str | None, seed: int, eval_episodes: int,
-          eval_every: int | None, eval_every_episodes: int, runs_dir: str, threads: int, actors: int | None,
+          eval_every: int | None, eval_every_episodes: int, runs_dir: str, threads: int | None, actors: int | None,
           envs_per_actor: int | None, launcher: str, ray_address: str | None, replay_shards: int,
           sequential: bool, policy_lag: int, segment_steps: int | None, no_learn: bool, max_restarts: int,
           checkpoint_every: int, no_checkpoint_replay: bool, resume_dir: str | None, as_json: bool) -> None:
@@ -164,7 +166,7 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
 
 
 def _print_train(result: Any) -> None:
-    layout = f"{result.actors} actor(s) × {result.envs_per_actor} env(s)"
+    layout = f"{result.actors} actor(s) × {result.envs_per_actor} env(s), {result.threads} learner thread(s)"
     sched = result.schedule
     click.echo(f"{result.algo} on {result.env}, device {result.device}, seed {result.seed}; "
                f"{result.launcher} launcher, {layout}{'' if result.learn else ', collection only'}; segments of "
@@ -337,7 +339,9 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
     written = save_profile(result, path)
     summary = {"profile": str(written), "mode": result.mode, "devices": [d.id for d in result.devices],
                "workloads": [w.key for w in result.workloads], "timings": done[0],
-               "kernel_measurements": len(result.kernels), "warnings": slice_warnings,
+               # the grid at 1 thread; learn at the host's lanes (the learner's threads a plan chooses) apart
+               "kernel_measurements": sum(k.threads == 1 for k in result.kernels),
+               "multi_thread_measurements": sum(k.threads != 1 for k in result.kernels), "warnings": slice_warnings,
                "power": {p.device: {"idle_w": p.idle_w, "busy_w": p.busy_w, "source": p.source,
                                     "descriptor": p.descriptor, "scale": p.scale} for p in result.power},
                "wall_s": time.perf_counter() - t0}
@@ -345,8 +349,8 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
         _print_json(summary)
         return
     click.echo(f"profiled {', '.join(summary['devices'])} in {summary['wall_s']:.1f} s: {done[0]} timings, "
-               f"{summary['kernel_measurements']} kernel measurements (each the median of its rounds), "
-               f"{result.mode} mode")
+               f"{summary['kernel_measurements']} kernel measurements (each the median of its rounds) and "
+               f"{summary['multi_thread_measurements']} of learn at the host's lanes as threads, {result.mode} mode")
     for d in result.devices:
         if d.process_env:  # a GPU slice, measured in a process of its own started with its environment
             started = " ".join(f"{k}={v}" for k, v in d.process_env)
@@ -474,7 +478,8 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
     if len(result.actor_devices) > 1:  # a cluster plan's actors on several nodes
         spread = " (" + ", ".join(f"{n} on {d}" for d, n in result.actor_devices.items()) + ")"
     click.echo("  " + ", ".join(f"{k} → {v}" for k, v in result.mapping.items()) +
-               f"; {result.actors} actor(s){spread} × {result.envs_per_actor} env(s)")
+               f"; {result.actors} actor(s){spread} × {result.envs_per_actor} env(s); "
+               f"{result.threads} learner thread(s)")
     if result.replay_shards:  # a cluster plan's replay server sharded over nodes
         click.echo(f"  replay server: {sum(result.replay_shards.values())} shards, "
                    + ", ".join(f"{n} on {d}" for d, n in result.replay_shards.items())

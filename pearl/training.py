@@ -39,11 +39,14 @@ from pearl.types import MAX_ENVS, EnvSpec, Params
 
 if TYPE_CHECKING:
     from pearl.planner.plan import Plan
+    from pearl.profile.format import Profile
 
-# One intra-op thread: the presets' small MLPs run faster single-threaded (DQN CartPole on a 2-core EPYC:
-# about 1,190 env steps/s with 1 thread against 850 with 2, same results), and a seed then gives the same run
-# whatever the core count.
+# The learner's threads when neither --threads nor a plan nor a profile of this machine says otherwise: a plan
+# whose profile times learn at 1 thread only prices T threads as 1 and keeps 1 (ties keep fewer threads). One
+# thread suits the presets' small MLPs when nothing is known (DQN CartPole on a 2-core EPYC: about 1,190 env
+# steps/s with 1 thread against 850 with 2, same results).
 DEFAULT_THREADS = 1
+MAX_THREADS = 4096  # a typo must not ask torch for millions of threads
 DEFAULT_CHECKPOINT_EVERY = 5_000  # updates; DQN CartPole's 50,000 steps make ~24,500 updates
 EVALUATIONS_PER_RUN = 10  # in-training evaluations when eval_every is left to pearl
 
@@ -91,8 +94,16 @@ class RunOptions:
     """Environments each actor steps, batched into one act call (default: the plan's or the config's)."""
     learn: bool = True
     """False collects only (acting, env steps, replay inserts): the actor side's speed."""
-    threads: int = DEFAULT_THREADS
-    """CPU threads one kernel may use."""
+    threads: int | None = None
+    """CPU threads the learner's kernels may use (torch's intra-op threads; actor processes use 1). None picks
+    them as a plan would on this machine: a plan's `threads`; else, with the learner on `cpu` and a profile of
+    this machine at hand (`profile_at_hand`: <runs_dir>/profiles/<host>-quick.json, which `pearl quickstart`
+    keeps, or profiles/<host>-full.json / -quick.json, which `pearl profile` writes; same CPU and cores) that
+    times this workload's learn at more than one thread, the T ∈ {1, …, lanes} the planner's contention row
+    prices lowest: learn's T-thread seconds × (others + T)/lanes once the processes outnumber the lanes,
+    others = the actor processes beside the learner (0 with the sequential launcher), ties to fewer threads
+    (pearl.planner.accounting.learner_threads); else 1 (DEFAULT_THREADS). On the 2-core EPYC the presets' learn
+    gave the same bits at 1 and 2 threads; the thread count changes speed only there."""
     descriptor: str | None = None
     """Device descriptor (TOML) whose precompiled kernel binary an OpenCL device loads."""
     emulate: dict[str, str] = field(default_factory=dict)
@@ -147,7 +158,7 @@ class TrainResult:
     launcher: str = "local"
     envs_per_actor: int = 1
     learn: bool = True
-    threads: int = DEFAULT_THREADS
+    threads: int = DEFAULT_THREADS  # the learner's threads the run used (RunOptions.threads, resolved)
     dropped_steps: int = 0
     actor_restarts: int = 0
     lost_steps_max: int = 0
@@ -574,12 +585,14 @@ def _setup(o: RunOptions) -> _Setup:
     """Check every option (one ConfigError naming the first bad one) and derive the run's configuration."""
     o = o.replace(launcher=launcher_name(o.launcher), emulate=dict(o.emulate))
     for name, value, minimum in (("--seed", o.seed, 0), ("--eval-episodes", o.eval_episodes, 0),
-                                 ("--threads", o.threads, 1), ("--checkpoint-every", o.checkpoint_every, 0),
+                                 ("--checkpoint-every", o.checkpoint_every, 0),
                                  ("--eval-every-episodes", o.eval_every_episodes, 1)):
         check_positive_int(name, value, minimum)
-    for name, value in (("--steps", o.steps), ("--eval-every", o.eval_every)):
+    for name, value in (("--steps", o.steps), ("--eval-every", o.eval_every), ("--threads", o.threads)):
         if value is not None:
             check_positive_int(name, value, minimum=0 if name == "--eval-every" else 1)
+    if o.threads is not None and o.threads > MAX_THREADS:
+        raise ConfigError(f"--threads must be at most {MAX_THREADS}, got {o.threads}")
     if isinstance(o.policy_lag, bool) or not isinstance(o.policy_lag, int) or o.policy_lag < 0:
         raise ConfigError(f"--policy-lag must be an integer >= 0, got {o.policy_lag!r}")
     capabilities = launcher_capabilities(o.launcher)
@@ -639,9 +652,57 @@ def _setup(o: RunOptions) -> _Setup:
         raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
                           "(drop --descriptor, or train on an opencl:P:D device)")
     eval_every = o.eval_every if o.eval_every is not None else max(1, config.total_steps // EVALUATIONS_PER_RUN)
+    if o.threads is None:
+        o = o.replace(threads=loaded.threads if loaded is not None else
+                      default_threads(config, spec, placement, actors, o.launcher, o.runs_dir))
     setup = _Setup(o, algo, env_id, config, spec, placement, device, actors, eval_every if o.learn else 0, loaded)
     setup.job.schedule()  # a lag or segment layout that cannot work → ConfigError, before any work
     return setup
+
+
+def profile_at_hand(runs_dir: str) -> "Profile | None":
+    """This machine's profile where pearl keeps one (RunOptions.threads names the files), the first that reads
+    and was measured on this CPU with these cores; None when there is none."""
+    from pearl.hostinfo import cpu_lanes, cpu_name
+    from pearl.profile.format import load_profile
+
+    node = platform.node() or "host"
+    for path in (Path(runs_dir) / "profiles" / f"{node}-quick.json", Path("profiles") / f"{node}-full.json",
+                 Path("profiles") / f"{node}-quick.json"):
+        if not path.is_file():
+            continue
+        try:
+            profile = load_profile(path)
+        except PearlError:
+            continue  # a damaged or older file: `pearl profile` says why when it is asked to read it
+        if profile.host.get("cpu") == cpu_name() and profile.host.get("cores") == cpu_lanes():
+            return profile
+    return None
+
+
+def default_threads(config: OffPolicyConfig, spec: EnvSpec, placement: Placement, actors: int, launcher: str,
+                    runs_dir: str) -> int:
+    """The learner's threads when the run names none and has no plan (RunOptions.threads says the rule)."""
+    from pearl.hostinfo import cpu_lanes
+
+    lanes = cpu_lanes()
+    if placement.learn != HOST or lanes < 2:
+        return DEFAULT_THREADS
+    profile = profile_at_hand(runs_dir)
+    if profile is None:
+        return DEFAULT_THREADS
+    from pearl.costmodel import CostModel
+    from pearl.planner.accounting import learner_threads
+    from pearl.planner.build import config_workload
+
+    model, workload = CostModel(profile), config_workload(config, spec)
+    try:
+        counts = [t for t in model.thread_counts("learn", HOST, workload) if t <= lanes]
+        learn_s = {t: model.kernel_time("learn", HOST, workload, config.batch_size, t).seconds for t in counts}
+    except (KeyError, ValueError):  # the profile does not time this workload's learn on cpu
+        return DEFAULT_THREADS
+    others = actors if launcher_capabilities(launcher).concurrent_roles else 0
+    return learner_threads(lanes, others, learn_s)
 
 
 def resume(run_dir: str, *, eval_episodes: int = 10, progress: Callable[[int], None] | None = None,

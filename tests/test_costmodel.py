@@ -391,3 +391,32 @@ def test_weight_sync_entries_are_validated() -> None:
         make_profile(weight_sync=[_weight_sync(1e-5, 1e-5), _weight_sync(2e-5, 1e-5)])
     with pytest.raises(ProfileError, match=r"'weight_sync' must be a list"):
         make_profile(weight_sync={"cpu": 1})
+
+
+# ---------------------------------------------------------------------------------------------- threads
+def test_kernel_time_at_threads_scales_the_one_thread_figure_by_the_measured_ratio():
+    """learn timed at 2 threads at batch 128 (0.6 × its 1-thread figure there): at 2 threads every batch is
+    the 1-thread figure × 0.6; a count the profile lacks, and a kernel it times at 1 thread only, answer the
+    1-thread figure."""
+    two = {**_timing(DQN, "learn", "cpu", 128, 0.006), "threads": 2}
+    model = CostModel(make_profile([*series([64, 128, 256], [0.005, 0.010, 0.020]), two,
+                                    *series([128], [0.001], kernel="replay_sample")]))
+    assert model.thread_counts("learn", "cpu", DQN) == [1, 2]
+    assert model.thread_counts("replay_sample", "cpu", DQN) == [1]
+    assert model.kernel_time("learn", "cpu", DQN, 128).seconds == pytest.approx(0.010)
+    assert model.kernel_time("learn", "cpu", DQN, 128, threads=2).seconds == pytest.approx(0.006)
+    assert model.kernel_time("learn", "cpu", DQN, 256, threads=2).seconds == pytest.approx(0.012)
+    assert model.kernel_time("learn", "cpu", DQN, 128, threads=3).seconds == pytest.approx(0.010)
+    assert model.kernel_time("replay_sample", "cpu", DQN, 128, threads=2).seconds == pytest.approx(0.001)
+    assert model.batches("learn", "cpu", DQN) == [64, 128, 256]  # the multi-thread figure is not a grid point
+
+
+def test_threads_field_is_optional_and_written():
+    """An older profile's timings (no `threads`) read as 1 thread; a timing's threads round-trips; the same
+    (workload, kernel, device, batch) at two thread counts is two entries, not a duplicate."""
+    profile = make_profile([*series([128], [0.010]), {**_timing(DQN, "learn", "cpu", 128, 0.006), "threads": 2}])
+    assert [k.threads for k in profile.kernels] == [1, 2]
+    again = parse_profile(json.loads(json.dumps(profile.to_dict())), "<again>")
+    assert [k.threads for k in again.kernels] == [1, 2]
+    with pytest.raises(ProfileError, match="threads"):
+        make_profile([{**_timing(DQN, "learn", "cpu", 128, 0.006), "threads": 0}])

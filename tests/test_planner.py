@@ -373,3 +373,40 @@ def test_two_actors_on_two_lanes_are_slower_than_one(hidden) -> None:
     assert one[2] == "process[learner]"  # 2 processes on 2 lanes: no contention
     plan = solve(problem, "throughput")
     assert plan.actors.n == 1
+
+
+def _with_threaded_learn(tmp_path: Path, factor: float) -> Path:
+    """The reference profile (2 lanes) with DDPG's learn on cpu timed at 2 threads at `factor` × its 1-thread
+    figure at the preset's batch."""
+    from dataclasses import replace
+
+    from pearl.profile.format import load_profile, save_profile
+
+    profile = load_profile(REFERENCE)
+    workload = next(w for w in profile.workloads if w.algo == "ddpg")
+    one = next(k for k in profile.kernels if (k.workload, k.kernel, k.device, k.batch) ==
+               (workload.key, "learn", "cpu", workload.batch_size))
+    profile.kernels.append(replace(one, median_s=one.median_s * factor, p10_s=one.p10_s * factor,
+                                   p90_s=one.p90_s * factor, threads=2))
+    return save_profile(profile, tmp_path / f"threads-{factor}.json")
+
+
+def test_the_learner_threads_are_a_plan_decision(capsys, tmp_path) -> None:
+    """Where learn on cpu runs far faster at 2 threads the plan takes 2 (crowding priced: its prediction is
+    the T = 2 program's, contention included); where 2 threads are no faster it keeps 1 (ties keep fewer);
+    a profile without a multi-thread figure plans 1 thread."""
+    from pearl.planner.make import make_plan
+
+    fast = make_plan(_with_threaded_learn(tmp_path, 0.3), "ddpg", "Pendulum-v1")
+    same = make_plan(_with_threaded_learn(tmp_path, 1.0), "ddpg", "Pendulum-v1")
+    plain = make_plan(REFERENCE, "ddpg", "Pendulum-v1")
+    assert (fast.threads, same.threads, plain.threads) == (2, 1, 1)
+    assert fast.mapping["learn"] == "cpu"
+    assert fast.predicted["period_s"] < plain.predicted["period_s"]
+    assert same.predicted["period_s"] == pytest.approx(plain.predicted["period_s"])
+    assert load_plan(save_plan(fast, tmp_path / "plan.json")).threads == 2
+    assert fast.lanes["cpu"] == fast.actors + 2 and plain.lanes["cpu"] == plain.actors + 1  # the threads' lanes
+    code, stdout, err = run_cli(capsys, "plan", "--profile", str(tmp_path / "threads-0.3.json"), "--algo", "ddpg",
+                                "--env", "Pendulum-v1", "--out", str(tmp_path / "cli.json"))
+    assert code == 0, err
+    assert "2 learner thread(s)" in stdout

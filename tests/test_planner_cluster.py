@@ -13,7 +13,8 @@ pearl.planner.accounting), and enumerates every spread of the actor processes ov
     kernels and learn on that node's host resource + the chain transfers; latency without prefetch;
     network[n, out] (in): the NIC seconds of the edges leaving (entering) node n; contention: on a node whose
     N processes (its actor processes, its replay server processes of their own, the learner's process when
-    learn is on it) outnumber its L lanes, each process's host work takes N/L as long: that node's learner
+    learn is on it, counted T = p.learner_threads times; learn on a host's cpu keeps T lanes busy) outnumber its
+    L lanes, each process's host work takes N/L as long: that node's learner
     process row × N/L, each actor period there with its host part × N/L (all of it when act is on the host,
     else the env stepping, the node's env cost / n), each shard's replay kernels on the host × N/L;
     P = the largest bound; E = Σ idle·P + (busy_w − idle_w)·busy/lanes.
@@ -25,6 +26,7 @@ prefetch one chain per shard (the shards answer side by side).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import random
@@ -168,7 +170,8 @@ def account(p: Problem, where: dict[str, str], a: ActorOption, spread: dict[str,
     if any(m > lanes[node[n].host] for n, m in per_node.items()):
         return None
     processes = dict(per_node)
-    processes[dev[where["learn"]].node] = processes.get(dev[where["learn"]].node, 0) + 1
+    # the learner's process is its T threads (p.learner_threads)
+    processes[dev[where["learn"]].node] = processes.get(dev[where["learn"]].node, 0) + p.learner_threads
     stretch = {n.name: max(1.0, processes.get(n.name, 0) / lanes[n.host]) for n in p.nodes}
 
     # every edge as (edge, source device, destination device, share, shard device): an edge the actors run
@@ -196,7 +199,8 @@ def account(p: Problem, where: dict[str, str], a: ActorOption, spread: dict[str,
     for k in REPLAY:
         for d in shards:
             busy[res[d]] += c(k, d)
-    busy[res[where["learn"]]] += p.cost[("learn", where["learn"])]
+    threads = p.learner_threads if where["learn"] in {n.host_device for n in p.nodes} else 1  # T lanes busy
+    busy[res[where["learn"]]] += p.cost[("learn", where["learn"])] * threads
     for d, m in spread.items():
         busy[res[d]] += p.act_cost[(a, d)] * m / a.n
         busy[node[dev[d].node].host] += node[dev[d].node].env_cost * m / a.n
@@ -318,6 +322,35 @@ def test_cluster_matches_brute_force(seed, sharded):
         again = evaluate(p, plan.placement, plan.actors, plan.actor_spread(), plan.shards)
         mine = account(p, plan.placement, plan.actors, plan.actor_spread(), plan.shards)
         assert close(again[0], plan.period_s) and close(again[1], plan.energy_j) and again[2] == plan.binding
+        assert close(mine[0], plan.period_s) and close(mine[1], plan.energy_j)
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+@pytest.mark.parametrize("seed", range(20))
+def test_cluster_with_learner_threads_matches_brute_force(seed, sharded):
+    """The learner's T = 2 threads (its process counts 2 in a node's contention, learn on a host's cpu keeps 2
+    lanes busy, at 0.6 × its 1-thread cost): the program's optimum is the oracle's, and evaluate agrees."""
+    p = random_cluster(seed, sharded)
+    if min(p.resource(n.host).lanes for n in p.nodes) < 2:
+        return
+    hosts = {n.host_device for n in p.nodes}
+    cost = {(k, d): t * (0.6 if k == "learn" and d in hosts else 1.0) for (k, d), t in p.cost.items()}
+    p = dataclasses.replace(p, cost=cost, learner_threads=2)
+    points = brute_force(p)
+    if not points:
+        with pytest.raises(PlanInfeasible):
+            solve(p, "throughput")
+        return
+    best_p = min(P for P, *_ in points)
+    fast = solve(p, "throughput")
+    assert close(fast.period_s, best_p)
+    assert close(fast.energy_j, min(E for P, E, *_ in points if P <= best_p * (1 + 1e-7)))
+    green = solve(p, "perf-per-watt")
+    assert close(green.energy_j, min(E for _, E, *_ in points))
+    for plan in (fast, green):
+        again = evaluate(p, plan.placement, plan.actors, plan.actor_spread(), plan.shards)
+        mine = account(p, plan.placement, plan.actors, plan.actor_spread(), plan.shards)
+        assert close(again[0], plan.period_s) and close(again[1], plan.energy_j)
         assert close(mine[0], plan.period_s) and close(mine[1], plan.energy_j)
 
 

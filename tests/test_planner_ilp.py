@@ -12,6 +12,8 @@ the accounting again on its own (it does not call pearl.planner.ilp.evaluate):
     contention: the n actor processes and the learner's process on L host lanes, when n + 1 > L, take
     (n + 1)/L as long over their host work: process[learner] × (n + 1)/L, and one actor's period with its host
     part × (n + 1)/L (all of it when act is on the host resource, else the env stepping, env_cost/n)
+    the learner's T threads (p.learner_threads): the learner's process counts T in n + T above, and learn on the
+    host device keeps T lanes busy, T × its cost in busy[host]
     infeasible: replay kernels apart, memory over capacity, n > host lanes (one lane per actor process; the
     roles share lanes through the load rows).
 """
@@ -145,6 +147,8 @@ def account(p: Problem, where: dict[str, str], a: ActorOption):
     busy = {r.id: 0.0 for r in p.resources}
     for k in ("replay_insert", "replay_sample", "priority_update", "learn"):
         busy[res[where[k]]] += c(k)
+    if where["learn"] == p.host_device:  # its T threads' lane-seconds (the publishes stay one thread's)
+        busy[p.host] += (p.learner_threads - 1) * p.cost[("learn", p.host_device)]
     busy[res[where["act"]]] += p.act_cost[(a, where["act"])]
     busy[p.host] += p.env_cost
     for e in p.edges:
@@ -163,7 +167,8 @@ def account(p: Problem, where: dict[str, str], a: ActorOption):
     process = sum(c(k) for k in (*REPLAY, "learn") if res[where[k]] == p.host) \
         + sum(t(e) for e in p.edges if (e.src, e.dst) in chain_edges)
     lower.append(process)
-    stretch = max(1.0, (a.n + 1) / lanes[p.host])  # the actor processes and the learner's on the host's lanes
+    # the actor processes and the learner's (its T threads) on the host's lanes
+    stretch = max(1.0, (a.n + p.learner_threads) / lanes[p.host])
     on_host = period_a if res[where["act"]] == p.host else min(period_a, p.env_cost / a.n)
     lower += [process * stretch, period_a + (stretch - 1) * on_host]
     if not p.prefetch:
@@ -269,6 +274,52 @@ def test_crowded_hosts_match_brute_force(seed):
         again = evaluate(p, plan.placement, plan.actors)
         mine = account(p, plan.placement, plan.actors)
         assert close(again[0], mine[0]) and close(again[1], mine[1]) and close(again[0], plan.period_s)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_learner_threads_match_brute_force(seed):
+    """With the learner's T threads (2 up to the host's lanes) and learn on the host faster at T threads: the
+    program's optimum is the oracle's, evaluate agrees with both, and T counts in the contention rows."""
+    p = crowded_problem(seed)
+    lanes = p.resources[0].lanes
+    if lanes < 2:
+        return
+    threads = random.Random(seed).randint(2, lanes)
+    cost = {(k, d): t * (0.6 if (k, d) == ("learn", p.host_device) else 1.0) for (k, d), t in p.cost.items()}
+    p = dataclasses.replace(p, cost=cost, learner_threads=threads)
+    points = brute_force(p)
+    if not points:
+        with pytest.raises(PlanInfeasible):
+            solve(p, "throughput")
+        return
+    best_p = min(P for P, _ in points)
+    fast = solve(p, "throughput")
+    assert close(fast.period_s, best_p)
+    assert close(fast.energy_j, min(E for P, E in points if P <= best_p * (1 + 1e-7)))
+    green = solve(p, "perf-per-watt")
+    assert close(green.energy_j, min(E for _, E in points))
+    for plan in (fast, green):
+        again = evaluate(p, plan.placement, plan.actors)
+        mine = account(p, plan.placement, plan.actors)
+        assert close(again[0], mine[0]) and close(again[1], mine[1]) and close(again[0], plan.period_s)
+
+
+def test_two_threads_beside_one_actor_on_two_lanes_are_charged():
+    """2 learner threads and 1 actor process on 2 lanes: 3 processes, c = 1/2, so the learner's host work
+    takes 1.5 × as long (contention[learner])."""
+    p = tiny_problem()
+    p = dataclasses.replace(p, resources=[dataclasses.replace(p.resources[0], lanes=2), p.resources[1]])
+    where = {k: "cpu" for k in PLACED}
+    one = ActorOption(1, 8)
+    process = sum(p.cost[(k, "cpu")] for k in (*REPLAY, "learn"))  # the chain's transfers are 0 within cpu
+    two = dataclasses.replace(p, learner_threads=2)
+    alone, crowded = evaluate(p, where, one), evaluate(two, where, one)
+    assert alone[0] < 1.5 * process and crowded[0] == pytest.approx(1.5 * process)
+    assert crowded[2] == "contention[learner]"
+    assert crowded[0] == pytest.approx(account(two, where, one)[0])
+    assert crowded[1] == pytest.approx(account(two, where, one)[1])
+    with pytest.raises(PlanError, match="threads"):
+        solve(dataclasses.replace(p, learner_threads=3))
 
 
 def test_contention_binds_on_some_crowded_instances():

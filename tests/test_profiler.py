@@ -35,6 +35,21 @@ def test_every_device_kernel_is_measured_at_every_grid_point(cpu_profile) -> Non
     assert cpu_profile.workloads[0].key == "dqn-CartPole-v1-o4-a2-h256x256"
 
 
+def test_learn_is_timed_at_the_host_lanes_as_threads_too(cpu_profile) -> None:
+    """On `cpu` with more than one lane, learn at the preset's batch with the lanes as torch's intra-op threads,
+    and torch is back at 1 thread after it; every other timing is at 1 thread."""
+    import torch
+
+    lanes = next(d.lanes for d in cpu_profile.devices if d.id == "cpu")
+    threaded = [k for k in cpu_profile.kernels if k.threads != 1]
+    if lanes < 2:
+        assert threaded == []
+        return
+    assert [(k.kernel, k.device, k.batch, k.threads) for k in threaded] == [("learn", "cpu", 64, lanes)]
+    assert 0 < threaded[0].p10_s <= threaded[0].median_s <= threaded[0].p90_s and threaded[0].samples >= 3
+    assert torch.get_num_threads() == 1
+
+
 def test_the_learner_iteration_is_timed_in_situ(cpu_profile) -> None:
     from pearl.costmodel import CostModel
 

@@ -188,3 +188,28 @@ def test_a_plan_trains_only_the_workload_it_was_made_for(capsys, plan_file, tmp_
     assert code == 0, err
     record = json.loads(out)
     assert record["plan_check"]["predicted"]["env_steps_per_s"] == scaled.predicted["env_steps_per_s"]
+
+
+def test_the_plan_chooses_the_learner_threads_and_train_uses_them(capsys, plan_file, tmp_path) -> None:
+    """The plan records its learner threads (1 ≤ T ≤ this host's lanes); `pearl train --plan` trains with
+    them, an explicit --threads wins, and a plan without the field (older) trains with 1."""
+    from pearl.hostinfo import cpu_lanes
+
+    plan = load_plan(plan_file)
+    assert 1 <= plan.threads <= cpu_lanes()
+    common = ("--steps", "600", "--eval-episodes", "0", "--eval-every", "0", "--json", "--runs-dir", str(tmp_path))
+    two = edited(plan_file, tmp_path, lambda d: d.update(threads=2))
+    code, out, err = run_cli(capsys, "train", "--plan", str(two), *common)
+    assert code == 0, err
+    assert json.loads(out)["threads"] == 2
+    code, out, err = run_cli(capsys, "train", "--plan", str(two), "--threads", "1", *common)
+    assert code == 0, err
+    assert json.loads(out)["threads"] == 1
+    older = edited(plan_file, tmp_path, lambda d: d.pop("threads"))
+    assert load_plan(older).threads == 1
+    code, out, err = run_cli(capsys, "train", "--plan", str(older), *common)
+    assert code == 0, err
+    assert json.loads(out)["threads"] == 1
+    bad = edited(plan_file, tmp_path, lambda d: d.update(threads=0))
+    code, _, err = run_cli(capsys, "train", "--plan", str(bad), *common)
+    assert code == 2 and "threads" in err

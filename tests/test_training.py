@@ -88,3 +88,67 @@ def test_progress_is_called_as_the_loop_starts_and_as_it_ends(tmp_path) -> None:
     result = pearl.train("dqn", "CartPole-v1", steps=300, eval_episodes=0, config=config, runs_dir=str(tmp_path),
                          launcher="sequential", progress=calls.append)
     assert calls[0] == 0 and calls[-1] == result.steps == 300 and calls == sorted(calls)
+
+
+def test_learner_threads_rule_prices_crowding_as_the_planner_does():
+    from pearl.planner.accounting import learner_threads
+
+    # 2 lanes, 1 actor: 2 threads make 3 processes (× 1.5), worth it only below 2/3 of the 1-thread time
+    assert learner_threads(2, 1, {1: 1.0, 2: 0.6}) == 2
+    assert learner_threads(2, 1, {1: 1.0, 2: 0.7}) == 1
+    assert learner_threads(2, 0, {1: 1.0, 2: 0.9}) == 2  # alone on the host: any gain counts
+    assert learner_threads(2, 0, {1: 1.0, 2: 1.0}) == 1  # a tie keeps fewer threads
+    assert learner_threads(4, 1, {1: 1.0}) == 1  # no multi-thread figure: 1
+    assert learner_threads(1, 0, {1: 1.0, 2: 0.1}) == 1  # never more threads than lanes
+
+
+def _profile_here(runs_dir, factor: float) -> None:
+    """The reference profile as if measured on this machine, DDPG's learn on cpu at this host's lanes timed at
+    `factor` × its 1-thread figure, where `pearl quickstart` keeps this machine's profile."""
+    import platform
+    from dataclasses import replace
+    from pathlib import Path
+
+    from pearl.hostinfo import cpu_lanes, cpu_name
+    from pearl.profile.format import load_profile, save_profile
+
+    profile = load_profile(Path(__file__).resolve().parent.parent / "profiles" / "reference.json")
+    profile.host = {**profile.host, "cpu": cpu_name(), "cores": cpu_lanes()}
+    workload = next(w for w in profile.workloads if w.algo == "ddpg")
+    one = next(k for k in profile.kernels if (k.workload, k.kernel, k.device, k.batch) ==
+               (workload.key, "learn", "cpu", workload.batch_size))
+    profile.kernels.append(replace(one, median_s=one.median_s * factor, p10_s=one.p10_s * factor,
+                                   p90_s=one.p90_s * factor, threads=cpu_lanes()))
+    save_profile(profile, Path(runs_dir) / "profiles" / f"{platform.node() or 'host'}-quick.json")
+
+
+def test_default_threads_are_what_a_plan_would_choose_from_this_machines_profile(tmp_path):
+    """No --threads, no plan: 1 without a profile of this machine at hand; with one, the planner's pricing
+    (learner_threads) over its learn figures, the actor processes beside the learner counted (none with the
+    sequential launcher); 1 when the learner is not on cpu."""
+    from pearl.envs import env_spec
+    from pearl.hostinfo import cpu_lanes
+    from pearl.runtime.launcher import Placement
+    from pearl.training import default_threads
+
+    config, spec = preset("ddpg", "Pendulum-v1"), env_spec("Pendulum-v1")
+    cpu = Placement.single("cpu")
+    assert default_threads(config, spec, cpu, 1, "local", str(tmp_path / "none")) == 1
+    lanes = cpu_lanes()
+    if lanes < 2:
+        return
+    fast, slow = tmp_path / "fast", tmp_path / "slow"
+    _profile_here(fast, 0.3 * 2 / lanes)
+    _profile_here(slow, 1.0)
+    assert default_threads(config, spec, cpu, 1, "local", str(fast)) == lanes
+    assert default_threads(config, spec, cpu, 1, "sequential", str(fast)) == lanes
+    assert default_threads(config, spec, cpu, 1, "local", str(slow)) == 1
+    assert default_threads(config, spec, Placement.single("opencl:0:0"), 1, "local", str(fast)) == 1
+    dqn = preset("dqn", "CartPole-v1")  # the profile times DQN's learn at 1 thread only
+    assert default_threads(dqn, env_spec("CartPole-v1"), cpu, 1, "local", str(fast)) == 1
+    result = pearl.train("ddpg", "Pendulum-v1", steps=300, eval_episodes=0, eval_every=0, runs_dir=str(fast),
+                         launcher="sequential")
+    assert result.threads == lanes
+    again = pearl.train("ddpg", "Pendulum-v1", steps=300, eval_episodes=0, eval_every=0, runs_dir=str(fast),
+                        launcher="sequential", threads=1)
+    assert again.threads == 1

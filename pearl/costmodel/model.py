@@ -11,6 +11,10 @@
       t(b) = m'_1                                    b < b_1 (launch overhead dominates)   extrapolated
 
   With a single measured batch, t is that median everywhere, extrapolated away from it.
+- `kernel_time(k, d, w, b, threads=T)`: the same at T CPU threads (torch's intra-op threads on `cpu`): the
+  1-thread figure × the profile's T-thread median ÷ its 1-thread figure at the batch the T-thread one was timed
+  at (the profiler times learn at the host's lanes); the 1-thread figure where the profile has no T-thread
+  timing of that (workload, kernel, device). `thread_counts(k, d, w)` lists the counts it has.
 - `transfer_time(src, dst, nbytes, arrays=1)`: 0 on the same device; otherwise every end that is not
   `cpu` adds its leg, the source's d2h and the destination's h2d, each `arrays × latency + nbytes / bandwidth`, so
   device → device goes through the host. A device on the host's own memory (PoCL's CPU device) pays its legs
@@ -148,7 +152,12 @@ class CostModel:
         self._shares = {d.id: d.shares for d in profile.devices}
 
         grouped: dict[tuple[str, str, str], list[KernelTiming]] = {}
+        #: (workload, kernel, device) → threads → the timing at T > 1 threads (one batch: the profiler's)
+        self._threaded: dict[tuple[str, str, str], dict[int, KernelTiming]] = {}
         for t in profile.kernels:
+            if t.threads != 1:
+                self._threaded.setdefault((t.workload, t.kernel, t.device), {})[t.threads] = t
+                continue
             grouped.setdefault((t.workload, t.kernel, t.device), []).append(t)
         self._series: dict[tuple[str, str, str], _Series] = {}
         for key, timings in grouped.items():
@@ -222,13 +231,35 @@ class CostModel:
         return best[1] if best else None
 
     # ------------------------------------------------------------------ times
-    def kernel_time(self, kernel: str, device: str, workload: str | Workload, batch: int) -> Estimate:
-        """Seconds of one call of `kernel` on `device` for `workload` at `batch` (see the module docstring).
+    def thread_counts(self, kernel: str, device: str, workload: str | Workload) -> list[int]:
+        """The thread counts the profile times that kernel at on that device for that workload (the workload
+        it would be scaled from, for a `Workload` it lacks): [1] and each count of a multi-threaded timing."""
+        key = self._threads_key(kernel, device, workload)
+        return [1, *sorted(self._threaded.get((key, kernel, device), {}))] if key else [1]
+
+    def _threads_key(self, kernel: str, device: str, workload: str | Workload) -> str | None:
+        if isinstance(workload, str) or (workload.key, kernel, device) in self._series:
+            return workload if isinstance(workload, str) else workload.key
+        return self.nearest(kernel, device, workload, max(1, workload.batch_size))
+
+    def kernel_time(self, kernel: str, device: str, workload: str | Workload, batch: int,
+                    threads: int = 1) -> Estimate:
+        """Seconds of one call of `kernel` on `device` for `workload` at `batch` (see the module docstring),
+        at `threads` CPU threads (the 1-thread figure where the profile has no figure at that count).
 
         `workload` is a key of the profile's, or a `Workload`: one the profile lacks is scaled from the nearest
         it has."""
         if isinstance(batch, bool) or int(batch) != batch or batch < 1:
             raise ValueError(f"batch must be a positive integer, got {batch!r}")
+        one = self._one_thread_time(kernel, device, workload, batch)
+        key = self._threads_key(kernel, device, workload) if threads != 1 else None
+        timing = self._threaded.get((key, kernel, device), {}).get(threads) if key else None
+        if timing is None:
+            return one
+        alone = self._series[(key, kernel, device)].at(timing.batch).seconds
+        return replace(one, seconds=one.seconds * timing.median_s / alone, source=_combine(one.source, timing.source))
+
+    def _one_thread_time(self, kernel: str, device: str, workload: str | Workload, batch: int) -> Estimate:
         key = workload if isinstance(workload, str) else workload.key
         series = self._series.get((key, kernel, device))
         if series is not None:

@@ -19,13 +19,15 @@ Literals
                   publishes (problem.publish[a, d]) come with learn's ("x", "learn", d) coupled with it, unless
                   every option costs d's publishes the same
     ("c", n)      a share in [0, 1], the contention on node n: (N − L)/L when the N processes on it (its actor
-                  processes, the learner's process when learn's device is on n, each replay server process of
-                  its own there) outnumber the L lanes of its host, else 0 (`crowding`)
+                  processes, the learner's process when learn's device is on n — T = problem.learner_threads
+                  of them, one a thread —, each replay server process of its own there) outnumber the L lanes
+                  of its host, else 0 (`crowding`)
 A term counts its seconds × the product of its literals (True = 1); a count stands alone, a share may be
 coupled with a kernel's literal or an actor option's.
 
 Rows (the families of ilp.py's docstring; a row reads Σ its terms ≤ lanes · P)
-    load[r]            busy[r] (kernels, act, env stepping, transfers touching r), lanes(r)
+    load[r]            busy[r] (kernels, act, env stepping, transfers touching r; learn on a host device with T
+                       threads T·its seconds), lanes(r)
     role[name]         its kernels + the transfers of the edges with exactly one end in the role; a sharded
                        replay server one row per device (each shard its own process, ≤ P)
     actor_period       one per actor option (and node of a cluster: each node's actors bind P)
@@ -231,7 +233,7 @@ def busy(problem: Problem) -> dict[str, list[Term]]:
     share = {d.id: d.share for d in problem.devices}
     out: dict[str, list[Term]] = {r.id: [] for r in problem.resources}
     for k in PLACED:
-        for term in kernel_terms(problem, k):
+        for term in _busy_terms(problem, k):
             d = term.when[0][2]
             out[res_of[d]].append(term if share[d] == 1 else Term(term.seconds * share[d], term.when))
     if multi_node(problem):  # each node's actors step their share of the envs on its host
@@ -245,6 +247,16 @@ def busy(problem: Problem) -> dict[str, list[Term]]:
         if res_of[d2] != res_of[d]:
             out[res_of[d2]].append(term)
     return out
+
+
+def _busy_terms(problem: Problem, k: str) -> list[Term]:
+    """k's kernel terms as lane-seconds: learn on a host device with T threads keeps T lanes busy (T·its
+    seconds; its weight publishes stay one thread's)."""
+    if k != LEARN or problem.learner_threads == 1:
+        return kernel_terms(problem, k)
+    hosts = {n.host_device for n in problem.node_list()}
+    return [Term(t * (problem.learner_threads if d in hosts else 1), (kernel_literal(k, d),))
+            for (kk, d), t in problem.cost.items() if kk == k] + publish_terms(problem)
 
 
 def role_crossing(e: Edge, kernels: tuple[str, ...]) -> bool:
@@ -334,7 +346,7 @@ def server_nodes(problem: Problem, where: dict[str, str], shards: tuple[str, ...
 def crowding(problem: Problem, a: ActorOption, node: Node) -> bool:
     """Whether option a's actor processes on the node, with the learner's process and (in a cluster) a replay
     server's, can outnumber its host's lanes."""
-    others = 2 if multi_node(problem) else 1
+    others = problem.learner_threads + (1 if multi_node(problem) else 0)
     return a.n + others > problem.resource(node.host).lanes
 
 
@@ -517,7 +529,7 @@ def contention(problem: Problem, node: str, where: dict[str, str], spread: dict[
     """c[node] of one placement: (N − L)/L when its N processes outnumber its host's L lanes, else 0."""
     lanes = problem.resource(problem.node(node).host).lanes
     processes = sum(n for d, n in spread.items() if problem.device(d).node == node)
-    processes += int(problem.device(where[LEARN]).node == node)
+    processes += problem.learner_threads * int(problem.device(where[LEARN]).node == node)
     processes += sum(n == node for n in server_nodes(problem, where, shards))
     return max(0, processes - lanes) / lanes
 
@@ -540,3 +552,15 @@ def _factor(problem: Problem, when: tuple[Literal, ...], where: dict[str, str], 
     for lit in when:
         factor *= holds(problem, lit, where, actors, spread, shards)
     return factor
+
+
+def learner_threads(lanes: int, others: int, learn_s: dict[int, float]) -> int:
+    """The learner's threads T ∈ {1, …, lanes} that the contention row prices lowest for the learner's own work
+    on a host of `lanes` lanes with `others` other processes on it: learn's T-thread seconds × (others + T)/lanes
+    when the processes outnumber the lanes (× 1 otherwise), T over the counts `learn_s` times (a count it lacks
+    costs its 1-thread figure, so it never wins: ties keep the fewer threads)."""
+    def priced(threads: int) -> float:
+        crowd = max(1.0, (others + threads) / lanes)
+        return learn_s.get(threads, learn_s[1]) * crowd
+
+    return min(range(1, max(1, lanes) + 1), key=lambda t: (priced(t), t))

@@ -105,8 +105,8 @@ class _Inputs:
     def key(self) -> str:
         return self.workload.key
 
-    def t(self, kernel: str, device: str, size: int) -> float:
-        estimate = _estimate(lambda: self.model.kernel_time(kernel, device, self.workload, size))
+    def t(self, kernel: str, device: str, size: int, threads: int = 1) -> float:
+        estimate = _estimate(lambda: self.model.kernel_time(kernel, device, self.workload, size, threads))
         if estimate.scaled_from is not None:
             self.scaled[(kernel, device)] = estimate.scaled_from
         return estimate.seconds
@@ -141,12 +141,13 @@ class _Inputs:
 
 def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
                   envs: int | None = None, config: OffPolicyConfig | None = None,
-                  max_actors: int | None = None) -> tuple[Problem, Facts]:
+                  max_actors: int | None = None, threads: int = 1) -> tuple[Problem, Facts]:
     """The problem for actors stepping `envs` environments each (default: the config's n_envs), and facts the
     plan reports (S, B, the workload key, the weight-sync seconds, the kernels whose times were scaled).
     `config` defaults to the preset. A workload the profile has not measured is costed from the nearest one it
     has, scaled by their work (CostModel.kernel_time). The actor options go from 1 to `max_actors` processes
-    (default: the host's lanes; a cluster offers every node's lanes together, its nodes share them out)."""
+    (default: the host's lanes; a cluster offers every node's lanes together, its nodes share them out).
+    `threads`: the learner's CPU threads, T (Problem.learner_threads): learn on `cpu` at its T-thread figure."""
     config = config if config is not None else preset(algo, spec.env_id)
     if envs is not None:
         config = config.replace(n_envs=envs)
@@ -154,7 +155,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     devices = _devices(profile, inputs, algo)
     resources = _resources(profile, model, devices)
     sync_s: dict[tuple, float] = {}
-    cost = _learner_costs(inputs, devices)
+    cost = _learner_costs(inputs, devices, threads)
     host_lanes = resources[model.resource(inputs.host_device)].lanes if max_actors is None else max_actors
     options = [ActorOption(n, config.n_envs) for n in range(1, host_lanes + 1)]
     publish = _publish_costs(inputs, devices, options, sync_s)
@@ -165,7 +166,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     problem = Problem(list(resources.values()), [_device(profile, model, d) for d in devices],
                       model.resource(inputs.host_device), inputs.host_device, cost, act_cost,
                       inputs.steps * _seconds(lambda: model.env_step_time(spec.env_id)), actor_period, edges,
-                      transfer, memory, prefetch=True, publish=publish)
+                      transfer, memory, prefetch=True, publish=publish, learner_threads=threads)
     return problem, Facts(inputs.key, inputs.steps, config.batch_size, config.n_envs, config, sync_s,
                           inputs.workload, dict(inputs.scaled))
 
@@ -241,9 +242,9 @@ def weight_syncs(config: OffPolicyConfig, spec: EnvSpec, actors: int) -> tuple[f
     return weights.publishes * per, weights.loads / sched.actors * per
 
 
-def _learner_costs(inputs: _Inputs, devices: list[str]) -> dict[tuple[str, str], float]:
+def _learner_costs(inputs: _Inputs, devices: list[str], threads: int = 1) -> dict[tuple[str, str], float]:
     """Seconds per iteration of the replay kernels and learn on each device (the publish is apart: it depends
-    on the actor option, `_publish_costs`)."""
+    on the actor option, `_publish_costs`); learn on the host device at `threads` CPU threads."""
     model, workload, config, can, t = inputs.model, inputs.workload, inputs.config, inputs.can, inputs.t
     steps, batch, envs = inputs.steps, config.batch_size, config.n_envs
     cost: dict[tuple[str, str], float] = {}
@@ -256,7 +257,7 @@ def _learner_costs(inputs: _Inputs, devices: list[str]) -> dict[tuple[str, str],
             cost[("replay_sample", d)] = f * t(model.sample_timing(config.prioritized, d, workload), d, batch)
             cost[("priority_update", d)] = f * t("priority_update", d, batch) if config.prioritized else 0.0
         if can("learn", d):
-            cost[("learn", d)] = f * t("learn", d, batch)
+            cost[("learn", d)] = f * t("learn", d, batch, threads if d == inputs.host_device else 1)
     return cost
 
 
@@ -399,14 +400,14 @@ def qualified(node: str, device: str) -> str:
 
 
 def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int | None = None,
-                          config: OffPolicyConfig | None = None) -> tuple[Problem, Facts]:
+                          config: OffPolicyConfig | None = None, threads: int = 1) -> tuple[Problem, Facts]:
     """The problem over every node of the cluster: each node's own problem (build_problem on its profile) with
     its ids qualified NODE/DEVICE, joined by the data edges that cross nodes, each paying the link's latency and
     bandwidth (plus the devices' legs to and from their hosts). A cluster of one node is build_problem's
     problem, unqualified: it plans exactly as the host profile."""
     if len(cluster.nodes) == 1:
         profile = cluster.nodes[0].profile
-        return build_problem(profile, CostModel(profile), algo, spec, envs, config)
+        return build_problem(profile, CostModel(profile), algo, spec, envs, config, threads=threads)
     parts = []
     models = {node.name: CostModel(node.profile) for node in cluster.nodes}
     # the actor processes may spread over every node: options up to all the hosts' lanes together
@@ -415,7 +416,7 @@ def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int 
     for node in cluster.nodes:
         model = models[node.name]
         problem, facts = _on_node(node.name, partial(build_problem, node.profile, model, algo, spec, envs, config,
-                                                     total))
+                                                     total, threads))
         parts.append((node.name, model, problem, facts))
     for (a, *_), (b, *_) in combinations(parts, 2):
         if cluster.link(a, b) is None:
@@ -464,7 +465,7 @@ def _merge_nodes(parts: list) -> Problem:
     first = nodes[0]
     return Problem(resources, devices, first.host, first.host_device, cost, act_cost, first.env_cost, actor_period,
                    list(parts[0][2].edges), transfer, memory, prefetch=parts[0][2].prefetch, nodes=nodes,
-                   publish=publish)
+                   publish=publish, learner_threads=parts[0][2].learner_threads)
 
 
 def _cross_node_transfers(cluster: Cluster, parts: list, problem: Problem, facts: Facts, spec: EnvSpec,

@@ -52,6 +52,15 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 K = 1, and latency is one row per shard device (the shards answer side by side). The
                 messages every shard adds are in shard_transfer (build.py counts them as the launcher sends
                 them)
+    threads     T = problem.learner_threads, the learner's CPU threads (torch's intra-op threads), a decision
+                taken outside this program: make.py solves one program per T ∈ {1, …, lanes of the host} for
+                which the profile times learn (CostModel.thread_counts; the profiler times it at 1 and at the
+                host's lanes) and keeps the least P (perf-per-watt: E), ties to fewer threads, as it chooses the
+                envs per actor. Within a program T is a constant: learn's cost on a host device (`cpu`) is its
+                T-thread figure, busy[host] counts T × it (T lanes busy while it runs), and the learner's
+                process is T processes in contention's N below (and in `crowding`), so 2 threads beside 1 actor
+                on 2 lanes is charged c = 1/2. evaluate() reads the same rows, so it and the program agree for
+                every T
     contention[learner], contention[actors] (contention[learner@n], contention[actors@n],
                 contention[replay@n] per node of a cluster)   time slicing: when the N processes on a node
                 outnumber the L lanes of its host, each gets L/N of a core, so each process's work on the host
@@ -59,11 +68,11 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 node of learn's device, whatever that device: it runs on the host), each replay server process
                 of its own there. The row of each process again, each term also × c[n] = (N − L)⁺/L:
                 process[learner@n]'s terms (the learner's host work); actor_period[a, d] for an option a that
-                can crowd the node (n + 1 > L, or n + 2 > L in a cluster), all of it when act's device is on
+                can crowd the node (n + T > L, or n + T + 1 > L in a cluster), all of it when act's device is on
                 the host, else its env stepping (env_cost/n; the act device's time is not the host's); a
-                shard's replay kernels on the host. c[n] with one host is Σ_a,d ((n_a + 1 − L)⁺/L)·v[a,d] (the
+                shard's replay kernels on the host. c[n] with one host is Σ_a,d ((n_a + T − L)⁺/L)·v[a,d] (the
                 option fixes N); in a cluster a variable with L·c[n] ≥ Σ_a,d∈n w[a,d] + R[n] − z[n] +
-                Σ_d∈n x[learn,d] − L, exact since c only raises bounds and actors[n] keeps N ≤ L + 1 (c ≤ 1,
+                T·Σ_d∈n x[learn,d] − L, exact since c only raises bounds and actors[n] keeps N ≤ L + T (c ≤ 1,
                 so its products with the placement's binaries are couples). Measured on the 2-core VM: 2 actors
                 ran at 0.76-0.85 × 1 actor (docs/MEASUREMENTS.md), which the load row alone, lanes shared as if
                 time slicing were free, priced as fast
@@ -168,6 +177,10 @@ def _check(problem: Problem) -> None:
     for (_, d) in problem.memory:
         if d not in devices:
             raise PlanError(f"problem: memory need on unknown device {d}")
+    lanes = min(problem.resource(n.host).lanes for n in problem.node_list()) if problem.host in resources else 1
+    if isinstance(problem.learner_threads, bool) or not 1 <= problem.learner_threads <= lanes:
+        raise PlanError(f"problem: the learner's {problem.learner_threads} threads must be 1 to the host's {lanes} "
+                        "lanes")
     for (_, d) in problem.publish:
         if ("learn", d) not in problem.cost:
             raise PlanError(f"problem: weight publishes of learn on {d}, which does not implement learn")
@@ -482,19 +495,22 @@ class _Builder:
         return self.servers[ni]
 
     def crowd(self, name: str) -> pulp.LpAffineExpression | pulp.LpVariable:
-        """c[n]: with one host, Σ_a,d ((n_a + 1 − L)⁺/L)·v[a,d] (the learner's process is always there);
-        in a cluster a variable in [0, 1] with L·c[n] ≥ N[n] − L, N[n] = the node's actor processes + its
-        replay server processes of their own + [learn on n] (exact: c only raises the rows it is in, and
-        actors[n] keeps N[n] ≤ L + 1)."""
+        """c[n]: with one host, Σ_a,d ((n_a + T − L)⁺/L)·v[a,d] (the learner's process, T threads, is always
+        there); in a cluster a variable in [0, 1] with L·c[n] ≥ N[n] − L, N[n] = the node's actor processes + its
+        replay server processes of their own + T·[learn on n] (exact: c only raises the rows it is in, and
+        actors[n] keeps N[n] ≤ L + T ≤ 2L)."""
         if name not in self.crowds:
             nodes = self.problem.node_list()
             ni = next(i for i, n in enumerate(nodes) if n.name == name)
             lanes = self.problem.resource(nodes[ni].host).lanes
             if not self.multi:
-                self.crowds[name] = pulp.lpSum(max(0, a.n + 1 - lanes) / lanes * var for (a, _), var in self.v.items())
+                threads = self.problem.learner_threads  # the learner's process is T processes
+                self.crowds[name] = pulp.lpSum(max(0, a.n + threads - lanes) / lanes * var
+                                               for (a, _), var in self.v.items())
             else:
                 c = _var(self.lp, f"crowd_n{ni}", 0, 1, pulp.LpContinuous)
-                learner = pulp.lpSum(self.on(LEARN, d.id) for d in self.problem.devices if d.node == name)
+                learner = self.problem.learner_threads * pulp.lpSum(self.on(LEARN, d.id) for d in self.problem.devices
+                                                                    if d.node == name)
                 processes = self.actors_on(name) + self.server_processes(ni) + learner
                 self.add(lanes * c - processes >= -lanes, f"crowd_n{ni}", f"crowd[{name}]")
                 self.crowds[name] = c

@@ -10,7 +10,7 @@ from pathlib import Path
 from pearl import __version__
 from pearl.algos import OffPolicyConfig
 from pearl.costmodel import CostModel
-from pearl.device import NodeDevice
+from pearl.device import HOST, NodeDevice
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError
 from pearl.planner.build import Facts, build_cluster_problem
@@ -51,20 +51,33 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
         raise ConfigError(f"envs per actor must be 'auto' or an integer from 1 to {MAX_ENVS}, got {envs!r}")
     candidates = []
     for e in choices:
-        p_e, f_e = (problem, facts) if e == facts.envs_per_actor else \
-            build_cluster_problem(source.cluster, algo, env_spec(env_id), e, config)
-        front = pareto(p_e)
-        best = front[0] if objective == "throughput" else solve(p_e, "perf-per-watt")
-        candidates.append((p_e, f_e, best, front))
+        for threads in thread_choices(source, problem, facts):
+            p_e, f_e = (problem, facts) if (e, threads) == (facts.envs_per_actor, 1) else \
+                build_cluster_problem(source.cluster, algo, env_spec(env_id), e, config, threads)
+            front = pareto(p_e)
+            best = front[0] if objective == "throughput" else solve(p_e, "perf-per-watt")
+            candidates.append((p_e, f_e, best, front))
     first = 0 if objective == "throughput" else 1  # lexicographic, as within one program
 
     def rank(solution: Solution) -> tuple[float, float]:
         figures = (solution.period_s, solution.energy_j)
         return figures[first], figures[1 - first]
 
-    p_e, f_e, best, _ = min(candidates, key=lambda c: rank(c[2]))
+    # ties keep the fewer threads, then the earlier envs choice (min keeps the first of equals)
+    p_e, f_e, best, _ = min(candidates, key=lambda c: (*rank(c[2]), c[0].learner_threads))
     return _plan(source, p_e, f_e, algo, env_id, objective, best,
                  _merged_front([point for c in candidates for point in c[3]]))
+
+
+def thread_choices(source: "Source", problem: Problem, facts: Facts) -> list[int]:
+    """The learner's thread counts T to plan for: 1, and each count up to the hosts' lanes at which every
+    node's profile times learn on its `cpu` (the profiler times it at the host's lanes)."""
+    lanes = min(problem.resource(n.host).lanes for n in problem.node_list())
+    counts = set(range(1, lanes + 1))
+    for node in source.cluster.nodes:
+        model = source.models[node.name]
+        counts &= set(model.thread_counts("learn", HOST, facts.target)) if HOST in model.devices() else {1}
+    return sorted(counts | {1})
 
 
 def _merged_front(points: list[Solution]) -> list[Solution]:
@@ -158,7 +171,7 @@ def _plan(source: Source, problem: Problem, facts: Facts, algo: str, env_id: str
         pearl_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         algo=algo, env=env_id, objective=objective, profile=_profile_summary(source),
         mapping=mapping, actors=best.actors.n, envs_per_actor=best.actors.envs, actor_devices=dict(best.spread),
-        replay_shards=dict.fromkeys(best.shards, 1),
+        replay_shards=dict.fromkeys(best.shards, 1), threads=problem.learner_threads,
         predicted={**_figures(best.period_s, best.energy_j, facts, _sources(source, mapping, facts)),
                    "workload": facts.workload},
         bottleneck=best.binding, lanes=_lanes(problem, best),
@@ -303,7 +316,8 @@ def _lanes(problem: Problem, solution: Solution) -> dict:
     """Lanes of the host CPU the plan keeps busy against accelerator resources used: the CPU/GPU ratio; in a
     cluster, the same per node (under "nodes") and over all nodes. A lane per process on the host's CPU: each
     actor process, the learner's process when learn or the replay it holds runs on the host, and a replay
-    server that is a process of its own there (`accounting.server_nodes`, the processes actors[n] counts)."""
+    server that is a process of its own there (`accounting.server_nodes`, the processes actors[n] counts); the
+    learner's T threads (Problem.learner_threads) count T lanes when learn runs on the host's `cpu`."""
     nodes = {}
     own = server_nodes(problem, solution.placement, tuple(solution.shards))
     for node in problem.node_list():
@@ -314,7 +328,9 @@ def _lanes(problem: Problem, solution: Solution) -> dict:
         on_host = {k for k in ("learn", REPLAY[0]) if k in used and used[k].resource == node.host}
         server = REPLAY[0] in on_host and node.name in own  # else the replay here is the learner's own
         learner = "learn" in on_host or ("learn" in used and REPLAY[0] in on_host and not server)
-        roles_on_host = int(learner) + int(server)
+        # the learner's process holds its T threads' lanes when learn runs on the host's `cpu` device
+        threaded = "learn" in used and used["learn"].id == node.host_device
+        roles_on_host = int(learner) * (problem.learner_threads if threaded else 1) + int(server)
         actors = sum(n for d, n in solution.actor_spread().items() if problem.device(d).node == node.name)
         if actors:
             used["act"] = next(problem.device(d) for d in solution.actor_spread()

@@ -7,6 +7,7 @@ predicts for it and for the all-on-one-device mappings.
       "mapping": {"env_step": "cpu", "act": D, "replay_insert": D, "replay_sample": D, "priority_update": D,
                   "learn": D},
       "actors": n, "envs_per_actor": e,
+      "threads": T,  the learner's CPU threads (torch's intra-op threads on `cpu`); optional, 1 when absent
       "actor_devices": {D: processes},  (cluster plans) act's device on each node that runs actor processes
       "replay_shards": {D: shards},  (cluster plans) the devices holding the replay server's shards
       "predicted": {"env_steps_per_s", "updates_per_s", "learner_samples_per_s", "period_s",
@@ -87,6 +88,8 @@ class Plan:
     actor_devices: dict[str, int] = field(default_factory=dict)
     #: (cluster plans) the devices holding the replay server's shards → shards there; empty: one replay server
     replay_shards: dict[str, int] = field(default_factory=dict)
+    #: the learner's CPU threads the plan chose (Problem.learner_threads); 1 in plans made before the choice
+    threads: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, **asdict(self)}
@@ -148,12 +151,14 @@ def parse_plan(data: Any, where: str) -> Plan:
         fail("power", "an object mapping device ids to their power figures", power)
     actor_devices = _actor_devices(data, fail)
     replay_shards = _replay_shards(data, fail)
+    if "threads" in data:
+        check.integer(data, "threads", minimum=1, maximum=MAX_LANES)
     return Plan(data["pearl_version"], data["created"], data["algo"], data["env"], data["objective"],
                 data["profile"], dict(mapping), data["actors"], data["envs_per_actor"], data["predicted"],
                 data["bottleneck"], data["lanes"], list(data.get("baselines", [])), dict(solver),
                 list(data.get("pareto", [])), {k: float(v) for k, v in kernels.items()}, dict(power),
                 list(data.get("why", [])) if isinstance(data.get("why", []), list) else [], list(slices),
-                actor_devices, replay_shards)
+                actor_devices, replay_shards, data.get("threads", 1))
 
 
 def _actor_devices(data: dict, fail) -> dict[str, int]:

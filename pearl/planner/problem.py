@@ -5,6 +5,8 @@ seconds per iteration; the program chooses a placement and an actor configuratio
 iteration period P (throughput) or the energy per iteration E (perf-per-watt).
 
 Decisions
+    T ∈ {1..lanes}   the learner's threads (`learner_threads`): fixed within one program, chosen by solving one
+                     program per T (make.py: the least P, ties to fewer threads), as the envs per actor
     x[k,d] ∈ {0,1}   kernel k ∈ PLACED on device d (only where allowed: an adapter implements it there)
     v[a,d] ∈ {0,1}   actor option a (n actor processes × e envs each) with `act` on device d; x[act,d] = Σ_a v[a,d]
     w[a,d] ∈ ℕ       (clusters) how many of those processes run on d's node (n·v[a,d] with one host)
@@ -24,9 +26,10 @@ Constraints (the names the code gives them)
                           each actor process with its own copy of the policy (ilp.py)
     (e) actors            n ≤ lanes of the host: one lane per actor process (the roles' threads share lanes;
                           load[r] and role[...] account for their time); actors[n] per node of a cluster
-    (e'') contention[...] when the processes on a node (its actor processes, the learner's process, a replay
-                          server process of its own) outnumber its lanes, time slicing stretches each one's host
-                          work by processes/lanes: the learner process's, each actor's period (ilp.py)
+    (e'') contention[...] when the processes on a node (its actor processes, the learner's process — T of them
+                          with T = learner_threads, a replay server process of its own) outnumber its lanes,
+                          time slicing stretches each one's host work by processes/lanes: the learner
+                          process's, each actor's period (ilp.py)
     (e') actor_period[a]  one actor's share, (S/n)·(env step + act per env) + its weight loads (build.py), ≤ P
                           (per node of a cluster that runs actors)
     (f) latency           without prefetch: sample + learn + priority update (+ their transfers) ≤ P
@@ -164,6 +167,10 @@ class Problem:
     #: learner's thread adds to learn (the schedule publishes once a segment, whose updates grow with the
     #: actors: build.py); empty: none
     publish: dict[tuple[ActorOption, str], float] = field(default_factory=dict)
+    #: T, the learner's CPU threads (torch's intra-op threads): learn's cost on a host device (`cpu`) is its
+    #: T-thread figure (build.py), its busy[host] counts T·cost (T lanes busy), and the learner's process is T
+    #: processes in the contention rows. A plan decision: make.py solves one program per T and keeps the best
+    learner_threads: int = 1
 
     def shard_counts(self) -> list[int]:
         """The shard counts K the replay server may take: 1, and each K that shard_cost offers."""

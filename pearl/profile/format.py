@@ -7,7 +7,8 @@
       "devices": [{"id", "kind" (cpu | gpu | fpga), "adapter", "name", "lanes", "memory_bytes", "shares",
                    "descriptor", "descriptor_matched", "source", "share", "instances", "process_env"}],
       "workloads": [{"key", "algo", "env", "obs_dim", "action_dim", "hidden", "batch_size", "buffer_size"}],
-      "kernels": [{"workload", "kernel", "device", "batch", "median_s", "p10_s", "p90_s", "samples", "source"}],
+      "kernels": [{"workload", "kernel", "device", "batch", "median_s", "p10_s", "p90_s", "samples", "source",
+                   "threads" (optional: 1)}],
                  (kernel: a device kernel, or replay_sample_prioritized, the draw from a prioritized replay)
       "env_step": [{"env", "median_s", "p10_s", "p90_s", "samples", "source"}],
       "transfers": [{"device", "direction", "latency_s", "bandwidth_bytes_per_s", "source"}],
@@ -125,6 +126,8 @@ class KernelTiming:
     p90_s: float
     samples: int
     source: str
+    #: the CPU threads the kernel ran with (torch's intra-op threads on `cpu`); optional in the file, 1 when absent
+    threads: int = 1
 
 
 @dataclass(frozen=True)
@@ -303,7 +306,8 @@ def parse_profile(data: Any, where: str) -> Profile:
     for p, k in v.items(data, "kernels"):
         timing = KernelTiming(v.member(k, "workload", p, workload_keys), v.member(k, "kernel", p, set(TIMING_NAMES)),
                               v.member(k, "device", p, device_ids), v.integer(k, "batch", p, 1),
-                              *v.stats(k, p), v.source(k, p))
+                              *v.stats(k, p), v.source(k, p),
+                              v.integer(k, "threads", p, 1, MAX_LANES) if "threads" in k else 1)
         profile.kernels.append(timing)
     profile.env_step = [EnvStepTiming(v.text(e, "env", p), *v.stats(e, p), v.source(e, p))
                         for p, e in v.items(data, "env_step")]
@@ -367,7 +371,7 @@ def _reject_duplicates(profile: Profile, where: str) -> None:
     keyed = {
         "devices": [d.id for d in profile.devices],
         "workloads": [w.key for w in profile.workloads],
-        "kernels": [(k.workload, k.kernel, k.device, k.batch) for k in profile.kernels],
+        "kernels": [(k.workload, k.kernel, k.device, k.batch, k.threads) for k in profile.kernels],
         "env_step": [e.env for e in profile.env_step],
         "transfers": [(t.device, t.direction) for t in profile.transfers],
         "power": [p.device for p in profile.power],

@@ -7,7 +7,9 @@ What is measured, per workload (algorithm preset with its network shapes) and de
 - replay_insert: m transitions into the preset's buffer, pre-filled so inserts wrap nothing unusual;
 - replay_sample: b transitions from a uniform replay, and again (`replay_sample_prioritized`) from a
   prioritized one, whose sum-tree descent costs more; a plan charges the one its config uses;
-- learn: one update on a batch already resident on the device (sampled, untimed, before the call);
+- learn: one update on a batch already resident on the device (sampled, untimed, before the call); on `cpu`
+  also at the preset's batch with the host's lanes as torch's intra-op threads (`threads` on the timing), the
+  figure the planner's choice of the learner's threads reads (every other figure is at 1 thread);
 - priority_update: b TD errors, resident on the device as a learn call leaves them, into a *prioritized*
   replay at the indices of a fresh sample (uniform replay makes it a no-op, so its cost only exists with
   priorities);
@@ -188,6 +190,7 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
             note(f"env_step {spec.env_id}")
         for target in targets:
             profile.kernels += _kernels(target, workload, config, spec, grid, note)
+            profile.kernels += _threaded_learn(target, workload, config, spec, grid)
             profile.in_situ.append(_in_situ(target, workload, config, spec, grid))
             note(f"in-situ learner iteration {target.info.id}")
             profile.weight_sync.append(_weight_sync(target, workload, config, spec, grid))
@@ -332,6 +335,27 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
            for (kernel, batch), st in zip(labels, stats)]
     assert {k.kernel for k in out} == {*DEVICE_KERNELS, PRIORITIZED_SAMPLE}
     return out
+
+
+def _threaded_learn(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,
+                    grid: Grid) -> list[KernelTiming]:
+    """learn at the preset's batch with the host's lanes as intra-op threads, on `cpu` with more than one lane
+    ([] elsewhere): torch's thread count is the process's, so it is set for this figure and put back to 1."""
+    lanes = target.info.lanes
+    if target.info.device_id != HOST_DEVICE or lanes < 2:
+        return []
+    rng = np.random.default_rng(3)
+    adapter = open_adapter(target.info.id, threads=lanes)
+    try:
+        replay = adapter.make_replay(config, spec, seed=3)
+        prefill(replay, spec, grid.prefill, rng)
+        learner = adapter.make_learn(config, spec, init_params(config, spec, seed=3))
+        stats = measure(partial(learner.learn, replay.sample(config.batch_size, 0.4)), adapter.synchronize,
+                        min_time=grid.min_time, warmup=grid.warmup, min_samples=grid.min_samples)
+    finally:
+        open_adapter(target.info.id, threads=1)
+    return [KernelTiming(workload.key, "learn", target.info.id, config.batch_size, stats.median_s, stats.p10_s,
+                         stats.p90_s, stats.samples, "measured", threads=lanes)]
 
 
 IN_SITU_TIME_FACTOR = 5  # the in-situ loop runs 5 × a grid point's min_time: 0.4 s quick, 1.5 s full
