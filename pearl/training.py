@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from pearl import __version__
+from pearl._version import __version__
 from pearl.algos import OffPolicyConfig, algo_config_class, config_from_dict, has_preset, preset
 from pearl.algos.params import init_params
 from pearl.device import HOST, DeviceId, NodeDevice, check_slice_use

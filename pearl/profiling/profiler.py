@@ -39,7 +39,7 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from pearl import __version__
+from pearl._version import __version__
 from pearl.adapters import Adapter, DeviceInfo, ReplayKernels, discover, open_adapter
 from pearl.algos import OffPolicyConfig, algorithm, algorithm_names, preset
 from pearl.algos.params import ParamLayout, init_params
