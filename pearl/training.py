@@ -33,8 +33,8 @@ from pearl.runtime.checkpoint import Checkpoint, Checkpointer, describe, estimat
 from pearl.runtime.evaluate import confirm, evaluate
 from pearl.runtime.launcher import Job, LauncherCapabilities, LoopStats, Placement, RoleNodes, SegmentLauncher
 from pearl.runtime.record import RunRecord, check_runs_dir
-from pearl.runtime.schedule import DEFAULT_LAG
 from pearl.runtime.seeds import Seeds
+from pearl.schedule import DEFAULT_LAG
 from pearl.types import MAX_ENVS, EnvSpec, Params
 
 if TYPE_CHECKING:

@@ -45,7 +45,7 @@ class OffPolicyConfig:
     """Environments each actor steps in lockstep; `act` runs batched over them."""
     weight_sync_interval: int = 1
     """K: the fewest updates between two weight publishes. The learner publishes once per segment, and the schedule
-    makes every segment hold at least K updates (pearl/runtime/schedule.py)."""
+    makes every segment hold at least K updates (pearl/schedule.py)."""
     prioritized: bool = False
     """Proportional prioritized replay (sum tree) instead of uniform sampling."""
     alpha: float = 0.6
