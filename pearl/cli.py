@@ -299,7 +299,8 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
     from pathlib import Path
 
     from pearl.profile.format import check_same_machine, load_profile, merge_profiles, save_profile
-    from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
+    from pearl.profiling.options import ProfileOptions
+    from pearl.profiling.profiler import count_measurements, run_profile
 
     if from_run is not None:
         _profile_from_run(from_run, base_profile, out, as_json)

@@ -22,7 +22,8 @@ from pearl.costmodel import Work, kernel_work
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, EnvError
 from pearl.profile.format import Workload, workload_key
-from pearl.profiling.profiler import ProfileOptions, workloads
+from pearl.profiling.options import ProfileOptions
+from pearl.profiling.profiler import workloads
 from cli_support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -371,7 +371,7 @@ def child_profile():
     import os
     import uuid
 
-    from pearl.profiling.profiler import ProfileOptions
+    from pearl.profiling.options import ProfileOptions
     from pearl.profiling.slices import profile_in_child
 
     token = uuid.uuid4().hex
@@ -419,7 +419,7 @@ def test_slices_that_exist_are_measured_and_one_that_cannot_be_is_modelled_sayin
     on a machine without that instance fails; the slice of the GPU with a descriptor is then modelled from the
     GPU (labelled so), the other left out, and both reasons are told."""
     from pearl.descriptors import DEVICES_DIR, load_descriptor
-    from pearl.profiling.profiler import ProfileOptions
+    from pearl.profiling.options import ProfileOptions
     from pearl.profiling.slices import add_slices, slices_to_profile
 
     found = []
@@ -459,7 +459,7 @@ def test_a_slice_of_this_gpu_is_measured_in_its_own_process() -> None:
     and a daemon, when one runs, limits the child), the figures stored as a slice, labelled measured."""
     import torch
 
-    from pearl.profiling.profiler import ProfileOptions
+    from pearl.profiling.options import ProfileOptions
     from pearl.profiling.slices import adopt, profile_in_child
 
     if not torch.cuda.is_available():
