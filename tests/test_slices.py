@@ -221,7 +221,7 @@ def test_bad_mig_tables_name_the_field(tmp_path, mig: str, fragment: str) -> Non
 
 
 def test_what_if_gpu_offers_its_slices_modelled_from_the_whole() -> None:
-    from pearl.costmodel.roofline import kernel_work, roofline_time
+    from pearl.roofline import kernel_work, roofline_time
     from pearl.descriptors import DEVICES_DIR, load_descriptor
     from pearl.profile.format import Profile, Workload, parse_profile, workload_key
     from pearl.profiling.whatif import MPS_SHARES, add_what_if
@@ -321,7 +321,7 @@ def test_a_plan_on_slices_is_checked_before_training(capsys, tmp_path) -> None:
 
 
 def test_a_slice_of_a_measured_gpu_is_modelled_from_its_timings() -> None:
-    from pearl.costmodel.roofline import kernel_work
+    from pearl.roofline import kernel_work
     from pearl.profile.format import (DeviceEntry, KernelTiming, Power, Profile, Transfer, WeightSyncTiming,
                                       Workload, workload_key)
     from pearl.profiling.whatif import add_slice_of

@@ -175,7 +175,7 @@ ACTION_KINDS = ("discrete", "continuous")  # pearl.types.EnvSpec.action_kind
 
 @dataclass(frozen=True)
 class LearnWork:
-    """What one `learn` call does, in the roofline's building blocks (pearl/costmodel/roofline.py), so the
+    """What one `learn` call does, in the roofline's building blocks (pearl/roofline.py), so the
     what-if model costs any registered algorithm without knowing its name.
 
     forward_passes: (network, count) in forward-pass equivalents over the batch: a forward pass counts 1, a
