@@ -30,7 +30,8 @@ from pearl.algos.params import init_params
 from pearl.envs import env_spec
 from pearl.errors import PearlError
 from pearl.hostinfo import cpu_name
-from pearl.profiling.profiler import GRIDS, ProfileOptions, prefill, plan_devices
+from pearl.profiling.options import ProfileOptions
+from pearl.profiling.profiler import GRIDS, prefill, plan_devices
 
 BLOCK_S = 0.05
 

@@ -89,7 +89,8 @@ def profile_and_plan(w: Workload, folder: Path):
     from pearl.planner.make import make_plan
     from pearl.planner.plan import save_plan
     from pearl.profile.format import save_profile
-    from pearl.profiling.profiler import ProfileOptions, run_profile
+    from pearl.profiling.options import ProfileOptions
+    from pearl.profiling.profiler import run_profile
 
     profile = save_profile(run_profile(ProfileOptions(quick=True, algos=(w.algo,), env=w.env, hidden=w.hidden,
                                                       batch_size=w.batch, devices=("cpu",))),

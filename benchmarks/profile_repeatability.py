@@ -21,7 +21,8 @@ import time
 
 from pearl.errors import PearlError
 from pearl.profile.format import Profile
-from pearl.profiling.profiler import ProfileOptions, run_profile
+from pearl.profiling.options import ProfileOptions
+from pearl.profiling.profiler import run_profile
 
 
 def main() -> int:

@@ -7,14 +7,39 @@ Public API:
     pearl.algorithm(name), pearl.algorithm_names()                the algorithm registry (pearl/algos/registry.py)
     pearl.KERNELS                                                 the kernel catalogue
 Importing pearl does not import torch; the adapters import it when a device is opened.
+The names are loaded on first use (PEP 562), so importing a lower module (`pearl.device`, `pearl.planner`)
+loads neither training, the runtime nor gymnasium.
 """
 
-__version__ = "0.1.0"
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from pearl.algos import DDPGConfig, DQNConfig, algorithm, algorithm_names, preset  # noqa: E402
-from pearl.errors import PearlError  # noqa: E402
-from pearl.kernels import KERNELS  # noqa: E402
-from pearl.training import RunOptions, TrainResult, train  # noqa: E402
+from pearl._version import __version__
+
+if TYPE_CHECKING:
+    from pearl.algos import DDPGConfig, DQNConfig, algorithm, algorithm_names, preset
+    from pearl.errors import PearlError
+    from pearl.kernels import KERNELS
+    from pearl.training import RunOptions, TrainResult, train
+
+#: each public name → the module that defines it, imported when the name is first read
+_LAZY = {
+    "DDPGConfig": "pearl.algos", "DQNConfig": "pearl.algos", "algorithm": "pearl.algos",
+    "algorithm_names": "pearl.algos", "preset": "pearl.algos", "PearlError": "pearl.errors", "KERNELS": "pearl.kernels",
+    "RunOptions": "pearl.training", "TrainResult": "pearl.training", "train": "pearl.training",
+}
 
 __all__ = ["DDPGConfig", "DQNConfig", "KERNELS", "PearlError", "RunOptions", "TrainResult", "__version__", "algorithm",
            "algorithm_names", "preset", "train"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'pearl' has no attribute {name!r}")
+    value = getattr(import_module(_LAZY[name]), name)
+    globals()[name] = value  # the next read is a plain module attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API, loaded or not; not this module's helpers

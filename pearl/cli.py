@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from pearl import __version__
+from pearl._version import __version__
 from pearl.algos.registry import algorithm_names
 from pearl.device import NodeDevice
 from pearl.errors import ConfigError, PearlError
@@ -301,7 +301,8 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
     from pathlib import Path
 
     from pearl.profile.format import check_same_machine, load_profile, merge_profiles, save_profile
-    from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
+    from pearl.profiling.options import ProfileOptions
+    from pearl.profiling.profiler import count_measurements, run_profile
 
     if from_run is not None:
         _profile_from_run(from_run, base_profile, out, as_json)
@@ -366,7 +367,7 @@ def _profile_cluster(address: str, options: Any, path: str, as_json: bool) -> No
     a time, and the links between every pair measured with Ray object transfers; one cluster profile."""
     import functools
 
-    from pearl import __version__
+    from pearl._version import __version__
     from pearl.profile.cluster import Cluster, Link, Node, save_cluster
     from pearl.profiling.profiler import run_profile
     from pearl.profiling.cluster_nodes import measure_links, run_on_each_node

@@ -33,7 +33,7 @@ from typing import Callable
 
 from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import param_count, policy_net
-from pearl.runtime.schedule import Schedule
+from pearl.schedule import Schedule
 from pearl.types import EnvSpec
 
 FLOAT = 4

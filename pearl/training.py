@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from pearl import __version__
+from pearl._version import __version__
 from pearl.algos import OffPolicyConfig, algo_config_class, config_from_dict, has_preset, preset
 from pearl.algos.params import init_params
 from pearl.device import HOST, DeviceId, NodeDevice, check_slice_use
@@ -33,8 +33,8 @@ from pearl.runtime.checkpoint import Checkpoint, Checkpointer, describe, estimat
 from pearl.runtime.evaluate import confirm, evaluate
 from pearl.runtime.launcher import Job, LauncherCapabilities, LoopStats, Placement, RoleNodes, SegmentLauncher
 from pearl.runtime.record import RunRecord, check_runs_dir
-from pearl.runtime.schedule import DEFAULT_LAG
 from pearl.runtime.seeds import Seeds
+from pearl.schedule import DEFAULT_LAG
 from pearl.types import MAX_ENVS, EnvSpec, Params
 
 if TYPE_CHECKING:

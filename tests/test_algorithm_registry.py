@@ -18,11 +18,12 @@ from pearl.algos import Algorithm, DQNConfig, algorithm, algorithm_names, preset
 from pearl.algos.dqn import DQN
 from pearl.algos.params import init_params, network_sizes, policy_net
 from pearl.cli import cli
-from pearl.costmodel import Work, kernel_work
+from pearl.roofline import Work, kernel_work
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, EnvError
 from pearl.profile.format import Workload, workload_key
-from pearl.profiling.profiler import ProfileOptions, workloads
+from pearl.profiling.options import ProfileOptions
+from pearl.profiling.profiler import workloads
 from cli_support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent

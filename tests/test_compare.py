@@ -13,7 +13,8 @@ from cli_support import run_cli
 @pytest.fixture(scope="module")
 def profile_file(tmp_path_factory) -> Path:
     from pearl.profile.format import save_profile
-    from pearl.profiling.profiler import ProfileOptions, run_profile
+    from pearl.profiling.options import ProfileOptions
+    from pearl.profiling.profiler import run_profile
 
     path = tmp_path_factory.mktemp("cmp") / "profile.json"
     return save_profile(run_profile(ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",))), path)

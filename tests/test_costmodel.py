@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pearl.costmodel import CostModel, Estimate, PowerEstimate, Work, kernel_work, roofline_time
-from pearl.costmodel.roofline import transition_floats, tree_depth
+from pearl.costmodel import CostModel, Estimate, PowerEstimate
+from pearl.roofline import Work, kernel_work, roofline_time, transition_floats, tree_depth
 from pearl.errors import ConfigError
 from pearl.profile.format import (SCHEMA, DeviceEntry, KernelTiming, Profile, ProfileError, Workload, parse_profile,
                                   workload_key)
@@ -312,7 +312,7 @@ def test_roofline_picks_the_binding_term():
 
 # ---------------------------------------------------------------------------------------------- imports, script
 def test_import_loads_no_torch_or_pyopencl():
-    code = ("import sys, pearl.costmodel, pearl.costmodel.roofline; "
+    code = ("import sys, pearl.costmodel, pearl.roofline; "
             "print(sorted(m for m in ('torch', 'pyopencl') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

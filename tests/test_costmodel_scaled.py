@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from cli_support import run_cli
-from pearl.costmodel import CostModel, kernel_work
+from pearl.costmodel import CostModel
+from pearl.roofline import kernel_work
 from pearl.planner.make import make_plan
 from pearl.profile.format import SCHEMA, Profile, Workload, parse_profile, workload_key
 

@@ -208,7 +208,7 @@ def test_weight_sync_is_costed_on_the_learner_and_each_actor() -> None:
     from pearl.planner.ilp import solve
     from pearl.planner.make import _kernel_seconds
     from pearl.profile.format import WeightSyncTiming, load_profile
-    from pearl.runtime.schedule import Schedule
+    from pearl.schedule import Schedule
 
     profile = dataclasses.replace(load_profile(REFERENCE), weight_sync=[])
     spec = env_spec("CartPole-v1")
@@ -252,7 +252,7 @@ def test_weight_syncs_are_priced_once_a_segment_from_the_schedule(algo, env) -> 
     from pearl.envs import env_spec
     from pearl.planner.build import build_problem
     from pearl.profile.format import load_profile
-    from pearl.runtime.schedule import Schedule
+    from pearl.schedule import Schedule
 
     profile = load_profile(REFERENCE)
     model = CostModel(profile)

@@ -541,7 +541,7 @@ def test_crossings_are_a_segments_messages_spread_over_its_updates(algo, env, pr
     from pearl.algos import preset
     from pearl.envs import env_spec
     from pearl.planner.build import crossings, transition_bytes
-    from pearl.runtime.schedule import Schedule
+    from pearl.schedule import Schedule
 
     spec = env_spec(env)
     cfg = preset(algo, env).replace(prioritized=prioritized)

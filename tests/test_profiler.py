@@ -13,7 +13,8 @@ from pearl.device import HOST_RESOURCE, DeviceKind
 from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
 from pearl.profile.format import ProfileError, load_profile, save_profile
 from pearl.profiling.power import rapl_domains
-from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
+from pearl.profiling.options import ProfileOptions
+from pearl.profiling.profiler import count_measurements, run_profile
 
 
 DEVICES = Path(__file__).resolve().parent.parent / "devices"

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from pearl.algos import DDPGConfig, DQNConfig, preset
 from pearl.errors import ConfigError
-from pearl.runtime.schedule import Schedule
+from pearl.schedule import Schedule
 
 
 @settings(max_examples=200, deadline=None)

@@ -221,7 +221,7 @@ def test_bad_mig_tables_name_the_field(tmp_path, mig: str, fragment: str) -> Non
 
 
 def test_what_if_gpu_offers_its_slices_modelled_from_the_whole() -> None:
-    from pearl.costmodel.roofline import kernel_work, roofline_time
+    from pearl.roofline import kernel_work, roofline_time
     from pearl.descriptors import DEVICES_DIR, load_descriptor
     from pearl.profile.format import Profile, Workload, parse_profile, workload_key
     from pearl.profiling.whatif import MPS_SHARES, add_what_if
@@ -321,7 +321,7 @@ def test_a_plan_on_slices_is_checked_before_training(capsys, tmp_path) -> None:
 
 
 def test_a_slice_of_a_measured_gpu_is_modelled_from_its_timings() -> None:
-    from pearl.costmodel.roofline import kernel_work
+    from pearl.roofline import kernel_work
     from pearl.profile.format import (DeviceEntry, KernelTiming, Power, Profile, Transfer, WeightSyncTiming,
                                       Workload, workload_key)
     from pearl.profiling.whatif import add_slice_of
@@ -371,7 +371,7 @@ def child_profile():
     import os
     import uuid
 
-    from pearl.profiling.profiler import ProfileOptions
+    from pearl.profiling.options import ProfileOptions
     from pearl.profiling.slices import profile_in_child
 
     token = uuid.uuid4().hex
@@ -419,7 +419,7 @@ def test_slices_that_exist_are_measured_and_one_that_cannot_be_is_modelled_sayin
     on a machine without that instance fails; the slice of the GPU with a descriptor is then modelled from the
     GPU (labelled so), the other left out, and both reasons are told."""
     from pearl.descriptors import DEVICES_DIR, load_descriptor
-    from pearl.profiling.profiler import ProfileOptions
+    from pearl.profiling.options import ProfileOptions
     from pearl.profiling.slices import add_slices, slices_to_profile
 
     found = []
@@ -459,7 +459,7 @@ def test_a_slice_of_this_gpu_is_measured_in_its_own_process() -> None:
     and a daemon, when one runs, limits the child), the figures stored as a slice, labelled measured."""
     import torch
 
-    from pearl.profiling.profiler import ProfileOptions
+    from pearl.profiling.options import ProfileOptions
     from pearl.profiling.slices import adopt, profile_in_child
 
     if not torch.cuda.is_available():

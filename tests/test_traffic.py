@@ -12,7 +12,7 @@ from pearl.envs import env_spec
 from pearl.planner.build import CLUSTER_LAUNCHER, HOST_LAUNCHER, crossings, weight_syncs
 from pearl.runtime.launcher import Job, Placement
 from pearl.runtime.local import LocalLauncher
-from pearl.runtime.schedule import Schedule
+from pearl.schedule import Schedule
 from pearl.runtime.sequential import SequentialLauncher
 from pearl.training import launcher_capabilities
 

@@ -45,7 +45,7 @@ class OffPolicyConfig:
     """Environments each actor steps in lockstep; `act` runs batched over them."""
     weight_sync_interval: int = 1
     """K: the fewest updates between two weight publishes. The learner publishes once per segment, and the schedule
-    makes every segment hold at least K updates (pearl/runtime/schedule.py)."""
+    makes every segment hold at least K updates (pearl/schedule.py)."""
     prioritized: bool = False
     """Proportional prioritized replay (sum tree) instead of uniform sampling."""
     alpha: float = 0.6
@@ -175,7 +175,7 @@ ACTION_KINDS = ("discrete", "continuous")  # pearl.types.EnvSpec.action_kind
 
 @dataclass(frozen=True)
 class LearnWork:
-    """What one `learn` call does, in the roofline's building blocks (pearl/costmodel/roofline.py), so the
+    """What one `learn` call does, in the roofline's building blocks (pearl/roofline.py), so the
     what-if model costs any registered algorithm without knowing its name.
 
     forward_passes: (network, count) in forward-pass equivalents over the batch: a forward pass counts 1, a

@@ -9,7 +9,7 @@ counts the interval in updates and uses 128, the same schedule. Copying every 10
 literal reading) diverged: Q-values near 1e10, eval return 9.7 on seed 0.
 
 What pearl changes in how the presets run (the hyperparameters above are the zoo's, unchanged):
-- the schedule (pearl/runtime/schedule.py) is the zoo's train_freq/gradient_steps rounds, but by default the
+- the schedule (pearl/schedule.py) is the zoo's train_freq/gradient_steps rounds, but by default the
   actors act with weights one round older (policy lag 1) so that they collect while the learner trains;
 - the run keeps the best policy of ten in-training greedy evaluations (10 episodes each, every tenth of the
   run) and reports it beside the final policy, both scored on the same 20 episodes; the headline is the one of

@@ -1,4 +1,4 @@
-"""The cost model: a profile turned into the times and watts the planner uses, and the roofline what-if model.
+"""The cost model: a profile turned into the times and watts the planner uses.
 
     CostModel(profile).kernel_time(kernel, device, workload, batch) -> Estimate(seconds, extrapolated, source,
                                                                                 scaled_from)
@@ -7,12 +7,12 @@
     CostModel(profile).transfer_time(src, dst, nbytes, arrays=1)   -> Estimate
     CostModel(profile).env_step_time(env)                          -> Estimate
     CostModel(profile).power(device)                               -> PowerEstimate(idle_w, busy_w, source, method)
-    kernel_work(kernel, workload, batch) -> Work(flops, bytes, launches);  roofline_time(work, figures) -> seconds
+It scales between workloads by their roofline work (pearl.roofline, below both this and the profiler's what-if
+devices, which it costs).
 
 Pure Python + numpy: importing it loads no torch and no pyopencl.
 """
 
 from pearl.costmodel.model import CostModel, Estimate, PowerEstimate
-from pearl.costmodel.roofline import Work, kernel_work, roofline_time
 
-__all__ = ["CostModel", "Estimate", "PowerEstimate", "Work", "kernel_work", "roofline_time"]
+__all__ = ["CostModel", "Estimate", "PowerEstimate"]

@@ -26,7 +26,7 @@
 
 Scaled figures. `kernel_time` also takes a `Workload` (its shapes) in place of a key. When the profile holds
 that workload's (kernel, device) series, the series answers (measured). When it does not, the time is the
-nearest measured workload's, scaled by the ratio of their roofline work (pearl/costmodel/roofline.py):
+nearest measured workload's, scaled by the ratio of their roofline work (pearl/roofline.py):
 
     nearest      among the profile's workloads of the same algo with a series of that (kernel, device), the
                  one with the smallest  |ln(F_t/F_c)| + |ln(B_t/B_c)| + |ln(L_t/L_c)|,  where F, B, L are the
@@ -59,10 +59,10 @@ import bisect
 import math
 from dataclasses import dataclass, replace
 
-from pearl.costmodel.roofline import Work, kernel_work
 from pearl.device import HOST_DEVICE
 from pearl.kernels import sample_timing
 from pearl.profile.format import IN_SITU, KernelTiming, Power, Profile, Transfer, Workload
+from pearl.roofline import Work, kernel_work
 
 __all__ = ["HOST", "MEASURED", "MODELLED", "SCALED", "CostModel", "Estimate", "PowerEstimate"]
 
@@ -436,7 +436,7 @@ class CostModel:
 def _policy_copy(workload: Workload) -> Work:
     """A copy of the policy's parameters (what a weight sync moves): one launch, 4 bytes a parameter."""
     from pearl.algos.registry import algorithm
-    from pearl.costmodel.roofline import _param_count, network_sizes
+    from pearl.roofline import _param_count, network_sizes
 
     sizes = network_sizes(workload)[algorithm(workload.algo).policy_net]
     return Work(0.0, 4.0 * _param_count(sizes), 1)

@@ -49,7 +49,7 @@ from pearl.errors import ConfigError, PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Node, Problem, Resource
 from pearl.profile.cluster import Cluster
 from pearl.profile.format import Profile, Workload, workload_key
-from pearl.runtime.schedule import Schedule  # pure segment arithmetic
+from pearl.schedule import Schedule  # pure segment arithmetic
 from pearl.traffic import (BATCH_ARRAYS, FLOAT, INSERTS, PRIORITIES, SAMPLES, TRANSITIONS, WEIGHTS, EdgeTraffic,
                            Traffic, statement, transition_bytes)
 from pearl.types import EnvSpec

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pearl import __version__
+from pearl._version import __version__
 from pearl.algos import OffPolicyConfig
 from pearl.costmodel import CostModel
 from pearl.device import HOST, NodeDevice

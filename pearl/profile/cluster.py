@@ -31,7 +31,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from pearl import __version__
+from pearl._version import __version__
 from pearl.fileio import FieldChecker, finite_number, read_json, write_json_atomic
 from pearl.profile.format import SCHEMA as HOST_SCHEMA
 from pearl.profile.format import SCHEMA_NAME as HOST_SCHEMA_NAME

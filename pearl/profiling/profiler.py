@@ -29,10 +29,11 @@ child's side), or modelled from their GPU's measurements when that fails, saying
 from __future__ import annotations
 
 import os
+import pickle
 import platform
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,18 +42,20 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from pearl import __version__
+from pearl._version import __version__
 from pearl.adapters import Adapter, DeviceInfo, ReplayKernels, discover, open_adapter
 from pearl.algos import OffPolicyConfig, algorithm, algorithm_names, preset
 from pearl.algos.params import ParamLayout, init_params
 from pearl.device import HOST_DEVICE, HOST_RESOURCE, DeviceKind  # noqa: F401 - HOST_RESOURCE read here by callers
-from pearl.descriptors import DEVICES_DIR, DeviceDescriptor, load_descriptor, resolve_descriptor
+from pearl.descriptors import DeviceDescriptor, load_descriptor, resolve_descriptor
 from pearl.envs import check_algo_fits, env_spec
-from pearl.errors import ConfigError, DeviceError
+from pearl.errors import ConfigError, DeviceError, PearlError
 from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
 from pearl.profiling import power
+from pearl.profiling.options import ProfileOptions
 from pearl.profile.format import (DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power, Profile, Transfer,
-                                    WeightSyncTiming, Workload, workload_key)
+                                    WeightSyncTiming, Workload, save_profile, workload_key)
+from pearl.profiling.slices import ChildArgs, add_slices, slices_to_profile
 from pearl.profiling.timing import Point, measure, measure_interleaved
 from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 
@@ -81,19 +84,6 @@ GRIDS = {
                  min_time=0.3, rounds=5, warmup=5, min_samples=10, prefill=20_000, transfer_bytes=1 << 26,
                  power_seconds=2.0),
 }
-
-
-@dataclass
-class ProfileOptions:
-    quick: bool = False
-    algos: tuple[str, ...] = field(default_factory=algorithm_names)  # default: every registered algorithm
-    devices: tuple[str, ...] | None = None  # default: every usable device found
-    what_if: tuple[str, ...] = ()
-    descriptors_dir: Path = DEVICES_DIR
-    env: str | None = None  # a workload of the user's: algos[0] on this env (None: each algo's preset env)
-    hidden: tuple[int, ...] | None = None  # the workload's hidden layers (None: its preset's or defaults)
-    batch_size: int | None = None  # the workload's batch (None: its preset's or defaults)
-    n_envs: int | None = None  # environments per actor (None: its preset's or defaults)
 
 
 def workloads(options: ProfileOptions) -> list[tuple[OffPolicyConfig, EnvSpec]]:
@@ -165,8 +155,6 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
     targets = [_target(info, descriptors) for info in plan_devices(options, found)]
     _measure(profile, targets, measured, grid, note, env_steps=True)
     profile.power = _power(targets, profile, grid)
-    from pearl.profiling.slices import add_slices, slices_to_profile
-
     wholes = {t.info.id: (t.entry, t.descriptor) for t in targets}
     add_slices(profile, wholes, slices_to_profile(found, list(wholes), options.devices), options, note, warn)
     for descriptor in what_if:
@@ -219,14 +207,24 @@ def profile_device_here(options: ProfileOptions, record: tuple[str, ...] = ()) -
     return profile
 
 
+def serve_child() -> None:
+    """The body of the child process pearl.profiling.slices.profile_in_child starts (its CHILD_COMMAND): read
+    ChildArgs from stdin, measure, write the profile; a user error is one `error:` line and exit status 2, as
+    from the CLI."""
+    args: ChildArgs = pickle.loads(sys.stdin.buffer.read())
+    try:
+        save_profile(profile_device_here(args.options, args.record), args.out)
+    except PearlError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
 def count_measurements(options: ProfileOptions) -> int:
     """The calls run_profile makes to progress: per workload its env steps and each device's timings, each
     device's transfers, each GPU slice (measured or modelled) and each what-if device."""
     grid = GRIDS["quick" if options.quick else "full"]
     # + the in-situ iteration and the weight sync
     per_device = (len(grid.act) + len(grid.insert) + 4 * len(grid.batch_factors)) * grid.rounds + 2
-    from pearl.profiling.slices import slices_to_profile
-
     found = discover().devices
     planned = [d.id for d in plan_devices(options, found)]
     devices, slices = len(planned), len(slices_to_profile(found, planned, options.devices))

@@ -6,8 +6,9 @@ CUDA_MPS_PIPE_DIRECTORY (an MPS share) once, when it starts in a process, so the
 has measured the whole GPU, cannot time a slice. `profile_in_child` starts a fresh interpreter with this
 process's environment plus the slice's (`adapters.slices.slice_env`, the one the runtime gives a role on the
 slice), which profiles the device the slice is inside it (`adapters.slices.inner_device`: ``cuda:0`` for a MIG
-instance, the GPU's own id for an MPS share) with `profiler.profile_device_here` and hands the profile back
-through a file. `add_slices` stores those figures under the slice's id, labelled measured, with the
+instance, the GPU's own id for an MPS share) with `profiler.profile_device_here` (the child runs the profiler's
+`serve_child`, which CHILD_COMMAND names: the profiler imports this module, never the other way) and hands the
+profile back through a file. `add_slices` stores those figures under the slice's id, labelled measured, with the
 environment the child saw (`DeviceEntry.process_env`). When the child fails (CUDA cannot start under that
 environment, the MPS daemon refuses the client, ...), the slice is modelled from its GPU's measurements
 (`whatif.add_slice_of`), labelled modelled, and `warn` is told the child's reason; a GPU that matched no
@@ -27,22 +28,20 @@ import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import Callable, Mapping
 
 from pearl.adapters.base import DeviceInfo
 from pearl.adapters.slices import inner_device, slice_env
 from pearl.descriptors import DeviceDescriptor
 from pearl.device import DeviceId, DeviceKind
-from pearl.errors import PearlError
-from pearl.profile.format import DeviceEntry, Power, Profile, load_profile, save_profile
-
-if TYPE_CHECKING:
-    from pearl.profiling.profiler import ProfileOptions
+from pearl.profile.format import DeviceEntry, Power, Profile, load_profile
+from pearl.profiling.options import ProfileOptions
 
 #: a child that has not finished by then is stopped and its slice modelled (a full grid on one GPU takes minutes)
 CHILD_TIMEOUT_S = 3600.0
-#: how a child is started: a fresh interpreter, so that CUDA starts in it under the environment it was given
-CHILD_COMMAND = "from pearl.profiling.slices import serve; serve()"
+#: how a child is started: a fresh interpreter, so that CUDA starts in it under the environment it was given,
+#: running the profiler's side (a process's entry point, named here: this module imports nothing of the profiler)
+CHILD_COMMAND = "from pearl.profiling.profiler import serve_child; serve_child()"
 
 
 class ChildFailed(Exception):
@@ -80,19 +79,6 @@ def _reason(proc: subprocess.CompletedProcess) -> str:
     lines = [line.strip() for line in proc.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
     last = lines[-1] if lines else "it printed nothing"
     return f"its process exited with status {proc.returncode}: {last.removeprefix('error: ')}"
-
-
-def serve() -> None:
-    """The child's body: read ChildArgs from stdin, measure, write the profile; a user error is one `error:`
-    line and exit status 2, as from the CLI."""
-    from pearl.profiling.profiler import profile_device_here
-
-    args: ChildArgs = pickle.loads(sys.stdin.buffer.read())
-    try:
-        save_profile(profile_device_here(args.options, args.record), args.out)
-    except PearlError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
 
 
 def slices_to_profile(found: list[DeviceInfo], measured: list[str],

@@ -11,11 +11,11 @@ by the roofline at the slice's share of the SMs and of the memory bandwidth, lau
 
 from __future__ import annotations
 
-from pearl.costmodel.roofline import kernel_work, roofline_time
 from pearl.descriptors import DeviceDescriptor
 from pearl.device import DeviceKind
 from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
 from pearl.profile.format import DeviceEntry, KernelTiming, Power, Profile, Transfer, WeightSyncTiming
+from pearl.roofline import kernel_work, roofline_time
 
 #: the adapter that would run each kind of absent device
 ADAPTER = {DeviceKind.GPU: "torch", DeviceKind.FPGA: "opencl", DeviceKind.CPU: "torch"}

@@ -29,8 +29,8 @@ import numpy as np
 from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import ParamLayout
 from pearl.runtime import shm
-from pearl.runtime.schedule import Schedule
 from pearl.runtime.seeds import ActorSeeds
+from pearl.schedule import Schedule
 from pearl.types import EnvSpec, WeightSnapshot
 
 PARENT_CHECK_S = 0.5  # how often an actor checks that its learner is still alive

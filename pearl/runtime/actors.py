@@ -14,8 +14,8 @@ from pearl.adapters.base import Adapter
 from pearl.algos.base import OffPolicyConfig
 from pearl.errors import PearlError
 from pearl.runtime.protocol import VectorActor
-from pearl.runtime.schedule import ActorShare, Schedule
 from pearl.runtime.seeds import ActorSeeds
+from pearl.schedule import ActorShare, Schedule
 from pearl.types import EnvSpec, Params
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from pearl import __version__
+from pearl._version import __version__
 from pearl.adapters.base import decode_json, encode_json
 from pearl.errors import CheckpointError
 from pearl.fileio import write_atomic

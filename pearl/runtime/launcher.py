@@ -1,7 +1,7 @@
 """What every launcher shares: the launcher interface, the learner's segment loop, and the types they report.
 
 A launcher runs the roles (actors, replay manager, learner) of one training job to its step budget,
-following the schedule of `pearl.runtime.schedule`; it decides only where the roles run and how messages
+following the schedule of `pearl.schedule`; it decides only where the roles run and how messages
 travel. The interface is small:
 
     launcher.start()                          start the roles (processes, Ray actors); nothing learns yet
@@ -40,8 +40,8 @@ from pearl.runtime.evaluate import BestPolicy, Evaluation
 from pearl.runtime.learner_role import LearnerRole, LearnerStatus
 from pearl.runtime.protocol import Episode, KernelClock, Learner, ReplayManager
 from pearl.runtime.record import RunRecord
-from pearl.runtime.schedule import DEFAULT_LAG, Schedule
 from pearl.runtime.seeds import Seeds
+from pearl.schedule import DEFAULT_LAG, Schedule
 from pearl.traffic import Tally
 from pearl.types import EnvSpec, Params, TransitionBatch
 

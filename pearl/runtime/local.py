@@ -6,7 +6,7 @@
           ▲                                                                      │
           └──────── weight boards (lag + 2 slots, one per recent segment) ◄──────┘
 
-It runs the schedule of `pearl.runtime.schedule`: an actor collects its share of segment k with the weights
+It runs the schedule of `pearl.schedule`: an actor collects its share of segment k with the weights
 of segment k − 1 − lag, which it finds on the board of that segment's slot; the learner waits until each
 actor's share of segment k is in its ring, inserts the shares in actor order, runs the segment's updates
 and publishes W(k). Which rows an update may sample and which weights an env step acts with are fixed by

@@ -49,7 +49,7 @@ Index encoding
 
 No rate limiter
 ---------------
-Reverb's tables hold the sample-to-insert ratio with a rate limiter. Here the schedule (pearl/runtime/schedule.py)
+Reverb's tables hold the sample-to-insert ratio with a rate limiter. Here the schedule (pearl/schedule.py)
 fixes which env steps and which updates make up every segment, so the ratio is exact by construction and the
 server only stores and samples.
 """

@@ -17,7 +17,7 @@ from pearl.runtime.actors import build_actor
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer
 from pearl.runtime.launcher import Job, LauncherCapabilities, SegmentLauncher
 from pearl.runtime.protocol import Episode, merge_clocks
-from pearl.runtime.schedule import ActorShare
+from pearl.schedule import ActorShare
 from pearl.traffic import TRANSITIONS, WEIGHTS
 from pearl.types import Params, TransitionBatch, WeightSnapshot
 

@@ -29,8 +29,8 @@ from pearl.errors import PearlError
 from pearl.runtime.actors import actor_adapter, build_actor
 from pearl.runtime.protocol import Episode
 from pearl.runtime.ray.session import require_ray
-from pearl.runtime.schedule import ActorShare, Schedule
 from pearl.runtime.seeds import ActorSeeds
+from pearl.schedule import ActorShare, Schedule
 from pearl.types import EnvSpec, Params, TransitionBatch, WeightSnapshot
 
 _WORKER_CLASS: Any = None

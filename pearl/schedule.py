@@ -43,14 +43,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pearl.algos.base import OffPolicyConfig
 from pearl.errors import ConfigError
-
-if TYPE_CHECKING:
-    from pearl.runtime.protocol import VectorActor
-    from pearl.types import TransitionBatch, WeightSnapshot
+from pearl.types import TransitionBatch, WeightSnapshot
 
 DEFAULT_LAG = 1
 
@@ -164,13 +161,24 @@ class Schedule:
                 "policy_lag": self.lag, "actors": self.actors, "segments": self.segments}
 
 
+class ScheduledActor(Protocol):
+    """What ActorShare drives: an actor stepping its envs (pearl.runtime.protocol.VectorActor). A protocol, so
+    that the schedule sits below the planner and the runtime, and imports neither."""
+
+    actor_id: int
+
+    def load_weights(self, snapshot: WeightSnapshot) -> None: ...
+
+    def step(self, explore: float, random: bool = False) -> TransitionBatch: ...
+
+
 class ActorShare:
     """One actor's side of the schedule: which weights its next step needs, and its steps cut to its shares.
 
     Both the sequential launcher and an actor process drive their actor through this, so the same seed gives
     the same transitions whichever of them runs it."""
 
-    def __init__(self, actor: "VectorActor", schedule: Schedule, config: OffPolicyConfig, collected: int = 0) -> None:
+    def __init__(self, actor: ScheduledActor, schedule: Schedule, config: OffPolicyConfig, collected: int = 0) -> None:
         self.actor, self.schedule, self.config = actor, schedule, config
         self.id = actor.actor_id
         self.collected = collected  # transitions this actor has handed on so far
@@ -189,11 +197,11 @@ class ActorShare:
         """The segment tag of the weights the next step must act with."""
         return self.schedule.weights_for(self.segment())
 
-    def load(self, tag: int, snapshot: "WeightSnapshot") -> None:
+    def load(self, tag: int, snapshot: WeightSnapshot) -> None:
         self.actor.load_weights(snapshot)
         self.weights = tag
 
-    def step(self) -> "TransitionBatch":
+    def step(self) -> TransitionBatch:
         """One step of the actor's envs, acting with the exploration of its first transition's index; rows
         past the actor's last share are dropped."""
         g = self.schedule.global_step(self.id, self.collected)
