@@ -16,10 +16,12 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ray_cluster_host import HostedCluster, cluster_process
 
 TESTS = Path(__file__).parent
 AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
@@ -37,22 +39,18 @@ def base_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def open_cluster() -> Iterator[str]:
+def open_cluster() -> Iterator[HostedCluster]:
     """A cluster without token authentication (RAY_AUTH_MODE unset: a Cluster's nodes do not turn it on)."""
-    from ray_cluster_host import cluster_process
-
-    with cluster_process(base_env()) as address:
-        yield address
+    with cluster_process(base_env()) as hosted:
+        yield hosted
 
 
 @pytest.fixture(scope="module")
 def token_cluster() -> Iterator[tuple[str, str]]:
-    """A cluster that requires a token, and the token."""
-    from ray_cluster_host import cluster_process
-
+    """A cluster that requires a token (its address), and the token."""
     token = secrets.token_hex(16)
-    with cluster_process(base_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)) as address:
-        yield address, token
+    with cluster_process(base_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)) as hosted:
+        yield hosted.address, token
 
 
 def home_with_token(tmp_path: Path, token: str | None = "left-over-by-an-earlier-local-run") -> Path:
@@ -63,12 +61,16 @@ def home_with_token(tmp_path: Path, token: str | None = "left-over-by-an-earlier
     return home
 
 
+def train_args(tmp_path: Path, address: str, steps: int = 512) -> list[str]:
+    """`pearl train` of a DQN CartPole run on the cluster at `address`, one actor."""
+    return [sys.executable, "-m", "pearl", "train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", str(steps),
+            "--set", "learning_starts=256", "--eval-episodes", "0", "--actors", "1", "--launcher", "ray",
+            "--ray-address", address, "--runs-dir", str(tmp_path / "runs"), "--json"]
+
+
 def train(tmp_path: Path, address: str, home: Path, **env: str) -> subprocess.CompletedProcess:
-    """`pearl train` of a short DQN CartPole run on the cluster at `address`, one actor, as a new process."""
-    return subprocess.run([sys.executable, "-m", "pearl", "train", "--algo", "dqn", "--env", "CartPole-v1",
-                           "--steps", "512", "--set", "learning_starts=256", "--eval-episodes", "0", "--actors", "1",
-                           "--launcher", "ray", "--ray-address", address, "--runs-dir", str(tmp_path / "runs"),
-                           "--json"], capture_output=True, text=True, timeout=600,
+    """A short `train_args` run as a new process."""
+    return subprocess.run(train_args(tmp_path, address), capture_output=True, text=True, timeout=600,
                           env=base_env(HOME=str(home), **env))
 
 
@@ -83,7 +85,7 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
 def test_a_leftover_token_file_does_not_stop_joining_a_cluster_without_authentication(open_cluster, tmp_path) -> None:
     """The issue's case: an earlier local run left ~/.ray/auth_token; a cluster without authentication is joined
     all the same (pearl no longer turns token mode on because a file exists)."""
-    result = train(tmp_path, open_cluster, home_with_token(tmp_path))
+    result = train(tmp_path, open_cluster.address, home_with_token(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout)["steps"] == 512
 
@@ -93,7 +95,7 @@ def test_a_driver_in_token_mode_on_a_cluster_without_authentication_is_one_error
                                                                                        tmp_path) -> None:
     """The user asks for token mode where the cluster has none: Ray joins, then cancels every actor; pearl says so
     before placing any role, and how to fix it."""
-    line = one_error_line(train(tmp_path, open_cluster, home_with_token(tmp_path), RAY_AUTH_MODE="token"))
+    line = one_error_line(train(tmp_path, open_cluster.address, home_with_token(tmp_path), RAY_AUTH_MODE="token"))
     assert "cancelled pearl's first actor" in line and "unset RAY_AUTH_MODE" in line
 
 
@@ -125,3 +127,58 @@ def test_rays_version_mismatch_is_one_line_naming_both_versions_and_the_fix() ->
     assert "\n" not in line and line.startswith("version mismatch: the Ray cluster at 10.0.0.5:6379 runs Ray 2.41.0 "
                                                 "on Python 3.10.12, this driver Ray 2.60.0 on Python 3.11.9")
     assert 'pip install "ray==2.41.0"' in line
+
+
+@needs_ray
+def test_ray_client_joins_through_the_heads_client_server(open_cluster, tmp_path) -> None:
+    result = train(tmp_path, open_cluster.client, home_with_token(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout)["steps"] == 512
+
+
+@needs_ray
+def test_ray_client_at_a_port_without_its_server_is_one_error_line(open_cluster, tmp_path) -> None:
+    """ray:// with the GCS port (something answers there, not a Ray Client server): the reason and the fix."""
+    line = one_error_line(train(tmp_path, "ray://" + open_cluster.address, home_with_token(tmp_path)))
+    assert "no Ray Client server answers" in line and "without ray://" in line
+
+
+RESOURCES = """
+import json, sys
+import ray
+ray.init(address=sys.argv[1], log_to_driver=False, configure_logging=False)
+print(json.dumps([ray.cluster_resources().get("CPU"), ray.available_resources().get("CPU", 0.0)]))
+"""
+
+
+def cpus(address: str) -> tuple[float, float]:
+    """The cluster's CPUs and those no actor holds, asked by a driver of its own (Ray's public API)."""
+    out = subprocess.run([sys.executable, "-c", RESOURCES, address], capture_output=True, text=True, timeout=300,
+                         env=base_env(), check=True).stdout
+    total, free = json.loads(out.strip().splitlines()[-1])
+    return total, free
+
+
+@needs_ray
+def test_a_lost_driver_leaves_no_pearl_actor_on_the_cluster(open_cluster, tmp_path) -> None:
+    """The driver killed outright (SIGKILL: no cleanup of its own runs) while its roles train: Ray ends the actors
+    it owned, so the cluster's CPUs are all free again."""
+    total, free = cpus(open_cluster.address)
+    assert free == total
+    proc = subprocess.Popen(train_args(tmp_path, open_cluster.address, steps=1_000_000), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=base_env(HOME=str(home_with_token(tmp_path))))
+    try:
+        deadline = time.monotonic() + 300
+        while not list((tmp_path / "runs").glob("*/metrics.jsonl")) or \
+                next((tmp_path / "runs").glob("*/metrics.jsonl")).read_text().count("\n") < 2:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "training did not start within 300 s"
+            time.sleep(0.5)
+        assert cpus(open_cluster.address)[1] < total  # the learner and the worker hold CPUs
+    finally:
+        proc.kill()
+        proc.communicate()
+    deadline = time.monotonic() + 60
+    while cpus(open_cluster.address)[1] < total:
+        assert time.monotonic() < deadline, "the killed driver's actors still hold the cluster's CPUs after 60 s"
+        time.sleep(1)

@@ -123,6 +123,10 @@ def join_refused(address: str, exc: BaseException, log: str = "") -> str:
     text = str(exc)
     if "Version mismatch" in text:
         return version_mismatch(address, text)
+    if address.startswith("ray://") and "ray client" in text.lower():
+        return (f"no Ray Client server answers at {address}: give the port of the head's Ray Client server "
+                "(`ray start --head` opens 10001; --ray-client-server-port), or the cluster's GCS address as "
+                "host:port without ray://")
     if "no authentication token was found" in text:  # Ray's AuthenticationError before it tries the cluster
         return (f"cannot join the Ray cluster at {address}: {_AUTH_MODE_ENV}=token asks for token authentication "
                 f"but no token was found; put {_TOKEN_WHERE}")
