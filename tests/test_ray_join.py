@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -82,12 +83,16 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
 
 
 @needs_ray
-def test_a_leftover_token_file_does_not_stop_joining_a_cluster_without_authentication(open_cluster, tmp_path) -> None:
+@pytest.mark.parametrize("leftover", ["left-over-by-an-earlier-local-run", None], ids=["token-file", "no-token-file"])
+def test_a_cluster_without_authentication_is_joined_with_or_without_a_leftover_token_file(
+        open_cluster, tmp_path, leftover) -> None:
     """The issue's case: an earlier local run left ~/.ray/auth_token; a cluster without authentication is joined
-    all the same (pearl no longer turns token mode on because a file exists)."""
-    result = train(tmp_path, open_cluster.address, home_with_token(tmp_path))
+    all the same (pearl no longer turns token mode on because a file exists), as without the file; after the
+    run no actor of it holds any of the cluster's CPUs."""
+    result = train(tmp_path, open_cluster.address, home_with_token(tmp_path, leftover))
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout)["steps"] == 512
+    assert_all_cpus_free(open_cluster.address)
 
 
 @needs_ray
@@ -159,10 +164,24 @@ def cpus(address: str) -> tuple[float, float]:
     return total, free
 
 
+def assert_all_cpus_free(address: str, within: float = 60.0) -> None:
+    """No actor holds any of the cluster's CPUs (pearl's learner and workers hold some while they live), within
+    `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        total, free = cpus(address)
+        if free == total:
+            return
+        assert time.monotonic() < deadline, f"actors still hold {total - free:g} of the cluster's CPUs"
+        time.sleep(1)
+
+
 @needs_ray
-def test_a_lost_driver_leaves_no_pearl_actor_on_the_cluster(open_cluster, tmp_path) -> None:
-    """The driver killed outright (SIGKILL: no cleanup of its own runs) while its roles train: Ray ends the actors
-    it owned, so the cluster's CPUs are all free again."""
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=["lost", "sigterm", "ctrl-c"])
+def test_a_stopped_or_lost_driver_leaves_no_pearl_actor_on_the_cluster(open_cluster, tmp_path, sig) -> None:
+    """The driver ended while its roles train: by SIGTERM or Ctrl-C (pearl stops its roles) or killed outright
+    (SIGKILL, a lost driver: no cleanup of its own runs, Ray ends the actors it owned); the cluster's CPUs are
+    all free again."""
     total, free = cpus(open_cluster.address)
     assert free == total
     proc = subprocess.Popen(train_args(tmp_path, open_cluster.address, steps=1_000_000), stdout=subprocess.PIPE,
@@ -175,10 +194,8 @@ def test_a_lost_driver_leaves_no_pearl_actor_on_the_cluster(open_cluster, tmp_pa
             assert time.monotonic() < deadline, "training did not start within 300 s"
             time.sleep(0.5)
         assert cpus(open_cluster.address)[1] < total  # the learner and the worker hold CPUs
+        proc.send_signal(sig)
+        proc.communicate(timeout=120)
     finally:
         proc.kill()
-        proc.communicate()
-    deadline = time.monotonic() + 60
-    while cpus(open_cluster.address)[1] < total:
-        assert time.monotonic() < deadline, "the killed driver's actors still hold the cluster's CPUs after 60 s"
-        time.sleep(1)
+    assert_all_cpus_free(open_cluster.address)
