@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -199,3 +200,19 @@ def test_a_stopped_or_lost_driver_leaves_no_pearl_actor_on_the_cluster(open_clus
     finally:
         proc.kill()
     assert_all_cpus_free(open_cluster.address)
+
+
+def test_an_address_that_accepts_but_is_no_ray_head_is_one_error_line(capsys, tmp_path) -> None:
+    """A port that accepts connections and says nothing (Ray would wait there for longer than 10 minutes): one
+    error line, before the run folder is made."""
+    from cli_support import run_cli
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        address = "127.0.0.1:%d" % server.getsockname()[1]
+        code, _, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "100",
+                               "--launcher", "ray", "--ray-address", address, "--runs-dir", str(tmp_path))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "not as a Ray head" in lines[0]
+    assert not list(tmp_path.iterdir())

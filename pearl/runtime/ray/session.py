@@ -48,6 +48,7 @@ __all__ = ["INSTALL_HINT", "LOOPBACK", "check_address", "check_cluster", "check_
 LOOPBACK = "127.0.0.1"
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 _AUTH_MODE_ENV = "RAY_AUTH_MODE"
+GRPC_TIMEOUT_S = 10.0  # a Ray head's gRPC handshake takes milliseconds; generous for a loaded machine
 INSTALL_HINT = 'the Ray launcher needs Ray, which is not installed: pip install "pearl[ray]"'
 
 
@@ -236,6 +237,28 @@ def check_address(address: str, timeout: float = 5.0) -> None:
     except OSError as exc:
         raise ConfigError(f"cannot join the Ray cluster at {address}: nothing answers there "
                           f"({exc.strerror or exc}); is its head running (`ray start --head`)?") from None
+    if _speaks_grpc(host, int(port), GRPC_TIMEOUT_S) is False:
+        raise ConfigError(f"cannot join the Ray cluster at {address}: something answers there, but not as a Ray "
+                          f"head (no gRPC within {GRPC_TIMEOUT_S:.0f} s); give the head's GCS address (port 6379 by "
+                          "default, `ray start --head` prints it) or ray://HOST:10001 for its Ray Client server")
+
+
+def _speaks_grpc(host: str, port: int, timeout: float) -> bool | None:
+    """Whether a gRPC connection (HTTP/2, what a Ray head's GCS and Ray Client server speak) comes up at the
+    address within ``timeout``; None where grpcio is not installed. Ray itself waits on a port that accepts but
+    does not speak gRPC for longer than 10 minutes."""
+    if importlib.util.find_spec("grpc") is None:
+        return None
+    import grpc
+
+    channel = grpc.insecure_channel(f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}")
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout)
+        return True
+    except grpc.FutureTimeoutError:
+        return False
+    finally:
+        channel.close()
 
 
 def shutdown() -> None:
