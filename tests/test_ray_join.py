@@ -216,3 +216,26 @@ def test_an_address_that_accepts_but_is_no_ray_head_is_one_error_line(capsys, tm
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "not as a Ray head" in lines[0]
     assert not list(tmp_path.iterdir())
+
+
+LOCAL_THEN_JOIN = """
+import sys
+from pearl.errors import ConfigError
+from pearl.runtime.ray.session import connect, shutdown, start_local_ray
+start_local_ray(num_cpus=1)
+shutdown()
+try:
+    connect(sys.argv[1])
+except ConfigError as exc:
+    print(exc)
+"""
+
+
+@needs_ray
+def test_joining_after_a_local_start_in_the_same_process_says_to_join_from_a_new_one(open_cluster, tmp_path) -> None:
+    """Ray's local start turns token mode on for the whole process (Ray reads it once per process), so a later
+    join of a cluster without authentication has its actors cancelled: pearl says that, not a bare death."""
+    result = subprocess.run([sys.executable, "-c", LOCAL_THEN_JOIN, open_cluster.address], capture_output=True,
+                            text=True, timeout=300, env=base_env(HOME=str(home_with_token(tmp_path, None))))
+    assert "turned token authentication on for the whole process" in result.stdout, result.stderr[-3000:]
+    assert "from a new process" in result.stdout

@@ -48,6 +48,8 @@ __all__ = ["INSTALL_HINT", "LOOPBACK", "check_address", "check_cluster", "check_
 LOOPBACK = "127.0.0.1"
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 _AUTH_MODE_ENV = "RAY_AUTH_MODE"
+#: a local start in this process turned token mode on for it (Ray reads the mode once per process, so it stays on)
+_LOCAL_TURNED_TOKEN_ON = False
 GRPC_TIMEOUT_S = 10.0  # a Ray head's gRPC handshake takes milliseconds; generous for a loaded machine
 INSTALL_HINT = 'the Ray launcher needs Ray, which is not installed: pip install "pearl[ray]"'
 
@@ -77,6 +79,8 @@ def start_local_ray(num_cpus: int | None = None, object_store_memory: int | None
     ray = require_ray()
     if ray.is_initialized():
         raise ConfigError("Ray is already initialised in this process: call pearl's shutdown() first")
+    global _LOCAL_TURNED_TOKEN_ON
+    _LOCAL_TURNED_TOKEN_ON = _LOCAL_TURNED_TOKEN_ON or _AUTH_MODE_ENV not in os.environ  # Ray sets it to token
     ray.init(address="local", num_cpus=num_cpus, object_store_memory=object_store_memory, include_dashboard=False,
              log_to_driver=False, configure_logging=False)
     node_ip = ray.util.get_node_ip_address()
@@ -191,6 +195,11 @@ def check_cluster(address: str, timeout: float = 120.0) -> None:
 
 def _probe_died(address: str, exc: BaseException) -> str:
     why = first_line(exc)
+    if isinstance(exc, require_ray().exceptions.ActorDiedError) and token_mode() and _LOCAL_TURNED_TOKEN_ON:
+        return (f"the Ray cluster at {address} cancelled pearl's first actor ({why}): a local Ray instance started "
+                "earlier in this process turned token authentication on for the whole process (Ray reads the mode "
+                "once per process), and a cluster without it cancels every actor such a driver starts; join it "
+                "from a new process")
     if isinstance(exc, require_ray().exceptions.ActorDiedError) and token_mode():
         return (f"the Ray cluster at {address} cancelled pearl's first actor ({why}): this driver asks for token "
                 f"authentication ({_AUTH_MODE_ENV}=token) and a cluster without it cancels every actor such a driver "
