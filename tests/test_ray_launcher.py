@@ -62,26 +62,6 @@ def test_ray_options_need_the_ray_launcher(capsys, tmp_path, args, fragment) -> 
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0]
 
 
-def test_joining_asks_for_token_authentication_when_a_token_is_at_hand(monkeypatch, tmp_path) -> None:
-    """Ray 2.60's `ray start --head` turns token authentication on and writes ~/.ray/auth_token; a driver joins
-    such a cluster only with RAY_AUTH_MODE=token, which pearl sets as `ray start` does: when a token is there and
-    the mode is unset. Ray is not imported."""
-    from pearl.runtime.ray.session import use_token_if_available
-
-    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    use_token_if_available()
-    assert "RAY_AUTH_MODE" not in os.environ  # no token: Ray's own default
-    (tmp_path / ".ray").mkdir()
-    (tmp_path / ".ray" / "auth_token").write_text("secret")
-    use_token_if_available()
-    assert os.environ["RAY_AUTH_MODE"] == "token"
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the user's choice stands
-    use_token_if_available()
-    assert os.environ["RAY_AUTH_MODE"] == "disabled"
-
-
 # ------------------------------------------------------------------------------------------- cluster
 def descendants(pid: int) -> set[int]:
     children: dict[int, list[int]] = {}

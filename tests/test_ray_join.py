@@ -1,0 +1,241 @@
+"""Joining a Ray cluster as a new user would (`pearl train --launcher ray --ray-address`): with or without a token
+file left in the home folder, a cluster with or without token authentication; what the driver is refused for
+is one error line with its fix.
+
+Each cluster is a two-node `ray.cluster_utils.Cluster` hosted by a process of its own (`ray_cluster_host`), one
+per kind for the module, and each driver a `pearl` process: Ray reads the authentication mode once per process.
+Every driver runs with a home folder of its own (with a leftover ~/.ray/auth_token where the test says so) and
+the user's Ray authentication variables only as the test sets them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ray_cluster_host import HostedCluster, cluster_process
+
+TESTS = Path(__file__).parent
+AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                                reason='Ray is not installed (pip install "pearl[ray]")')
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    """This process's environment without Ray's authentication variables and address, loopback only (as the
+    clusters), the tests folder importable (by the clusters' workers too), with `extra`."""
+    env = {k: v for k, v in os.environ.items() if k not in AUTH_VARS and k != "RAY_ADDRESS"}
+    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS.parent), str(TESTS), env.get("PYTHONPATH")]))
+    return {**env, **extra}
+
+
+@pytest.fixture(scope="module")
+def open_cluster() -> Iterator[HostedCluster]:
+    """A cluster without token authentication (RAY_AUTH_MODE unset: a Cluster's nodes do not turn it on)."""
+    with cluster_process(base_env()) as hosted:
+        yield hosted
+
+
+@pytest.fixture(scope="module")
+def token_cluster() -> Iterator[tuple[str, str]]:
+    """A cluster that requires a token (its address), and the token."""
+    token = secrets.token_hex(16)
+    with cluster_process(base_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)) as hosted:
+        yield hosted.address, token
+
+
+def home_with_token(tmp_path: Path, token: str | None = "left-over-by-an-earlier-local-run") -> Path:
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    if token is not None:
+        (home / ".ray" / "auth_token").write_text(token)
+    return home
+
+
+def train_args(tmp_path: Path, address: str, steps: int = 512) -> list[str]:
+    """`pearl train` of a DQN CartPole run on the cluster at `address`, one actor."""
+    return [sys.executable, "-m", "pearl", "train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", str(steps),
+            "--set", "learning_starts=256", "--eval-episodes", "0", "--actors", "1", "--launcher", "ray",
+            "--ray-address", address, "--runs-dir", str(tmp_path / "runs"), "--json"]
+
+
+def train(tmp_path: Path, address: str, home: Path, **env: str) -> subprocess.CompletedProcess:
+    """A short `train_args` run as a new process."""
+    return subprocess.run(train_args(tmp_path, address), capture_output=True, text=True, timeout=600,
+                          env=base_env(HOME=str(home), **env))
+
+
+def one_error_line(result: subprocess.CompletedProcess) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), \
+        (result.returncode, result.stderr[-3000:])
+    return lines[0]
+
+
+@needs_ray
+@pytest.mark.parametrize("leftover", ["left-over-by-an-earlier-local-run", None], ids=["token-file", "no-token-file"])
+def test_a_cluster_without_authentication_is_joined_with_or_without_a_leftover_token_file(
+        open_cluster, tmp_path, leftover) -> None:
+    """The issue's case: an earlier local run left ~/.ray/auth_token; a cluster without authentication is joined
+    all the same (pearl no longer turns token mode on because a file exists), as without the file; after the
+    run no actor of it holds any of the cluster's CPUs."""
+    result = train(tmp_path, open_cluster.address, home_with_token(tmp_path, leftover))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout)["steps"] == 512
+    assert_all_cpus_free(open_cluster.address)
+
+
+@needs_ray
+def test_a_driver_in_token_mode_on_a_cluster_without_authentication_is_one_error_line(open_cluster,
+                                                                                       tmp_path) -> None:
+    """The user asks for token mode where the cluster has none: Ray joins, then cancels every actor; pearl says so
+    before placing any role, and how to fix it."""
+    line = one_error_line(train(tmp_path, open_cluster.address, home_with_token(tmp_path), RAY_AUTH_MODE="token"))
+    assert "cancelled pearl's first actor" in line and "unset RAY_AUTH_MODE" in line
+
+
+@needs_ray
+def test_a_token_cluster_is_joined_with_the_token_in_the_users_environment(token_cluster, tmp_path) -> None:
+    address, token = token_cluster
+    result = train(tmp_path, address, home_with_token(tmp_path, None), RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout)["steps"] == 512
+
+
+@needs_ray
+def test_a_token_cluster_joined_without_token_mode_is_refused_in_one_line(token_cluster, tmp_path) -> None:
+    """RAY_AUTH_MODE unset (a leftover token file, another cluster's, changes nothing): Ray is refused by the
+    cluster, and pearl's one line says that authentication was refused and what to set."""
+    address, _ = token_cluster
+    line = one_error_line(train(tmp_path, address, home_with_token(tmp_path)))
+    assert "refused authentication" in line and "RAY_AUTH_MODE=token" in line and "RAY_AUTH_TOKEN" in line
+
+
+def test_rays_version_mismatch_is_one_line_naming_both_versions_and_the_fix() -> None:
+    """Ray's own check when it joins (the cluster's versions, then this process's), as `join_refused` gets it
+    (the text of Ray 2.60's `check_version_info`): a cluster of another version cannot be started here."""
+    from pearl.runtime.ray.session import join_refused
+
+    text = ("Version mismatch: The cluster was started with:\n    Ray: 2.41.0\n    Python: 3.10.12\n"
+            "This process on node 10.0.0.2 was started with:\n    Ray: 2.60.0\n    Python: 3.11.9\n")
+    line = join_refused("10.0.0.5:6379", RuntimeError(text))
+    assert "\n" not in line and line.startswith("version mismatch: the Ray cluster at 10.0.0.5:6379 runs Ray 2.41.0 "
+                                                "on Python 3.10.12, this driver Ray 2.60.0 on Python 3.11.9")
+    assert 'pip install "ray==2.41.0"' in line
+
+
+@needs_ray
+def test_ray_client_joins_through_the_heads_client_server(open_cluster, tmp_path) -> None:
+    result = train(tmp_path, open_cluster.client, home_with_token(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout)["steps"] == 512
+
+
+@needs_ray
+def test_ray_client_at_a_port_without_its_server_is_one_error_line(open_cluster, tmp_path) -> None:
+    """ray:// with the GCS port (something answers there, not a Ray Client server): the reason and the fix."""
+    line = one_error_line(train(tmp_path, "ray://" + open_cluster.address, home_with_token(tmp_path)))
+    assert "no Ray Client server answers" in line and "without ray://" in line
+
+
+RESOURCES = """
+import json, sys
+import ray
+ray.init(address=sys.argv[1], log_to_driver=False, configure_logging=False)
+print(json.dumps([ray.cluster_resources().get("CPU"), ray.available_resources().get("CPU", 0.0)]))
+"""
+
+
+def cpus(address: str) -> tuple[float, float]:
+    """The cluster's CPUs and those no actor holds, asked by a driver of its own (Ray's public API)."""
+    out = subprocess.run([sys.executable, "-c", RESOURCES, address], capture_output=True, text=True, timeout=300,
+                         env=base_env(), check=True).stdout
+    total, free = json.loads(out.strip().splitlines()[-1])
+    return total, free
+
+
+def assert_all_cpus_free(address: str, within: float = 60.0) -> None:
+    """No actor holds any of the cluster's CPUs (pearl's learner and workers hold some while they live), within
+    `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        total, free = cpus(address)
+        if free == total:
+            return
+        assert time.monotonic() < deadline, f"actors still hold {total - free:g} of the cluster's CPUs"
+        time.sleep(1)
+
+
+@needs_ray
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=["lost", "sigterm", "ctrl-c"])
+def test_a_stopped_or_lost_driver_leaves_no_pearl_actor_on_the_cluster(open_cluster, tmp_path, sig) -> None:
+    """The driver ended while its roles train: by SIGTERM or Ctrl-C (pearl stops its roles) or killed outright
+    (SIGKILL, a lost driver: no cleanup of its own runs, Ray ends the actors it owned); the cluster's CPUs are
+    all free again."""
+    total, free = cpus(open_cluster.address)
+    assert free == total
+    proc = subprocess.Popen(train_args(tmp_path, open_cluster.address, steps=1_000_000), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=base_env(HOME=str(home_with_token(tmp_path))))
+    try:
+        deadline = time.monotonic() + 300
+        while not list((tmp_path / "runs").glob("*/metrics.jsonl")) or \
+                next((tmp_path / "runs").glob("*/metrics.jsonl")).read_text().count("\n") < 2:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "training did not start within 300 s"
+            time.sleep(0.5)
+        assert cpus(open_cluster.address)[1] < total  # the learner and the worker hold CPUs
+        proc.send_signal(sig)
+        proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert_all_cpus_free(open_cluster.address)
+
+
+def test_an_address_that_accepts_but_is_no_ray_head_is_one_error_line(capsys, tmp_path) -> None:
+    """A port that accepts connections and says nothing (Ray would wait there for longer than 10 minutes): one
+    error line, before the run folder is made."""
+    from cli_support import run_cli
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        address = "127.0.0.1:%d" % server.getsockname()[1]
+        code, _, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "100",
+                               "--launcher", "ray", "--ray-address", address, "--runs-dir", str(tmp_path))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "not as a Ray head" in lines[0]
+    assert not list(tmp_path.iterdir())
+
+
+LOCAL_THEN_JOIN = """
+import sys
+from pearl.errors import ConfigError
+from pearl.runtime.ray.session import connect, shutdown, start_local_ray
+start_local_ray(num_cpus=1)
+shutdown()
+try:
+    connect(sys.argv[1])
+except ConfigError as exc:
+    print(exc)
+"""
+
+
+@needs_ray
+def test_joining_after_a_local_start_in_the_same_process_says_to_join_from_a_new_one(open_cluster, tmp_path) -> None:
+    """Ray's local start turns token mode on for the whole process (Ray reads it once per process), so a later
+    join of a cluster without authentication has its actors cancelled: pearl says that, not a bare death."""
+    result = subprocess.run([sys.executable, "-c", LOCAL_THEN_JOIN, open_cluster.address], capture_output=True,
+                            text=True, timeout=300, env=base_env(HOME=str(home_with_token(tmp_path, None))))
+    assert "turned token authentication on for the whole process" in result.stdout, result.stderr[-3000:]
+    assert "from a new process" in result.stdout
