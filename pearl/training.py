@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 
 from pearl import __version__
-from pearl.algos import OffPolicyConfig, algo_config_class, config_from_dict, has_preset, preset
+from pearl.algos import OffPolicyConfig, algo_config_class, algorithm, config_from_dict, has_preset, preset
 from pearl.algos.params import init_params
 from pearl.device import HOST, DeviceId, NodeDevice, check_slice_use
 from pearl.envs import check_algo_fits, env_spec
@@ -242,6 +242,16 @@ def role_slices(placement: Placement, actors: int) -> dict[str, dict]:
         if _family(device) == "cuda" and DeviceId.parse(device).slice is not None:
             out[role] = {"device": device, "processes": processes, "env": slice_env(device)}
     return out
+
+
+def _check_backends(algo: str, placement: Placement) -> None:
+    """DeviceError, before any work, when act or learn is placed on a backend the algorithm's registry entry names
+    no kernels for (SAC on an OpenCL device)."""
+    entry = algorithm(algo)
+    for device in (placement.act, placement.learn):
+        family = _family(device)
+        if family in ("cpu", "cuda", "opencl"):
+            entry.check_backend("opencl" if family == "opencl" else "torch")
 
 
 def _family(device: str) -> str | None:
@@ -625,6 +635,7 @@ def _setup(o: RunOptions) -> _Setup:
         config = config.replace(learning_starts=0)
     config.validate()
     _check_slices(placement, actors, o.launcher)
+    _check_backends(algo, placement)
     if o.descriptor is not None and not any(_is_opencl(d) for d in placement.devices()):
         raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
                           "(drop --descriptor, or train on an opencl:P:D device)")

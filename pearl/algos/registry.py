@@ -14,10 +14,12 @@ import difflib
 from pearl.algos.base import Algorithm
 from pearl.algos.ddpg import DDPG
 from pearl.algos.dqn import DQN
+from pearl.algos.sac import SAC
+from pearl.algos.td3 import TD3
 from pearl.errors import ConfigError
 
 #: pearl's algorithms, in the order the CLI lists them and `pearl profile` measures them.
-BUILTIN: tuple[Algorithm, ...] = (DQN, DDPG)
+BUILTIN: tuple[Algorithm, ...] = (DQN, DDPG, TD3, SAC)
 
 _REGISTRY: dict[str, Algorithm] = {}
 

@@ -187,6 +187,8 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
             profile.env_step.append(_env_step(spec.env_id, grid))
             note(f"env_step {spec.env_id}")
         for target in targets:
+            if target.adapter.backend not in algorithm(config.algo).kernels:
+                continue  # no kernels of this algorithm on this backend (SAC on OpenCL): nothing to time, nor to plan
             profile.kernels += _kernels(target, workload, config, spec, grid, note)
             profile.in_situ.append(_in_situ(target, workload, config, spec, grid))
             note(f"in-situ learner iteration {target.info.id}")
@@ -225,9 +227,12 @@ def count_measurements(options: ProfileOptions) -> int:
     from pearl.profiling.slices import slices_to_profile
 
     found = discover().devices
-    planned = [d.id for d in plan_devices(options, found)]
+    chosen = plan_devices(options, found)
+    planned = [d.id for d in chosen]
     devices, slices = len(planned), len(slices_to_profile(found, planned, options.devices))
-    return len(workloads(options)) * (1 + devices * per_device) + devices + slices + len(options.what_if)
+    timed = sum(1 + sum(per_device for d in chosen if d.adapter in algorithm(c.algo).kernels)
+                for c, _ in workloads(options))
+    return timed + devices + slices + len(options.what_if)
 
 
 # --------------------------------------------------------------------------- devices and descriptors

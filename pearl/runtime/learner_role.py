@@ -49,7 +49,8 @@ class LearnerRole:
         replay_adapter, learn_adapter = self.adapters[job.placement.replay], self.adapters[job.placement.learn]
         kernels = replay_kernels or replay_adapter.make_replay(job.config, job.spec, job.seed + 2)
         self.replay = ReplayManager(kernels, job.config.batch_size)
-        self.learner = Learner(learn_adapter.make_learn(job.config, job.spec, params), learn_adapter, job.config)
+        self.learner = Learner(learn_adapter.make_learn(job.config, job.spec, params, job.seed), learn_adapter,
+                               job.config)
         if resume is not None:
             self.restore(resume)
         self.best = (BestPolicy(learn_adapter.make_act(job.config, job.spec, self.learner.kernel.policy_params(),
