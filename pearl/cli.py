@@ -549,7 +549,7 @@ def ratio(profile_path: str, algo: str, env_id: str, accelerator: str, lanes: st
 @click.option("--algo", type=click.Choice(ALGO_CHOICES), default="dqn", show_default=True,
               help="Algorithm to run, on CartPole-v1 for dqn, else on the env its preset is for (Pendulum-v1).")
 def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool, algo: str) -> None:
-    """Profile, plan and train DQN CartPole (or --algo on its env) in one go.
+    """Profile, plan and train DQN CartPole (or --algo) in one go.
 
     Profiles this machine quickly (or reuses a fresh profile), plans DQN on CartPole-v1 (or --algo on its
     registry entry's profile env) for throughput, trains it with that plan, and prints the report."""
