@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from cli_support import run_cli
-from learn_support import assert_same_params, make_batches, to_sample_batch
+from learn_support import assert_same_params, final_learn_state, make_batches, to_sample_batch
 from opencl_support import first_opencl_device
 
 from pearl.adapters.torch import TorchAdapter
@@ -252,6 +252,21 @@ def test_sequential_and_local_launchers_give_bit_identical_parameters(config_cla
     assert a.updates == b.updates == 800
     assert_same_params(a.final_params, b.final_params)
     assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
+
+
+def test_a_seed_repeats_bit_for_bit_through_pearl_train(tmp_path) -> None:
+    """Two runs of a seed on the default launcher end with the same learn state in their last checkpoint:
+    networks, targets, every Adam's moments and step, and SAC's log α with its Adam."""
+    import pearl
+
+    config = SACConfig(learning_starts=100, n_envs=2, buffer_size=2_000, hidden=(16, 16), batch_size=16)
+    states = []
+    for name in ("first", "second"):
+        result = pearl.train("sac", "Pendulum-v1", steps=500, seed=2, config=config, eval_episodes=1,
+                             eval_every=0, actors=2, runs_dir=str(tmp_path / name), checkpoint_every=0)
+        states.append(final_learn_state(result.run_dir))
+    assert "log_alpha" in states[0] and float(states[0]["log_alpha"]) != 0.0  # α was tuned
+    assert_same_params(states[0], states[1])
 
 
 # ------------------------------------------------------------------------------------------- refusals
