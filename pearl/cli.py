@@ -36,7 +36,7 @@ _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
 @click.option("--debug", is_flag=True, help="Show the traceback of any error.")
 @click.version_option(__version__, prog_name="pearl")
 def cli(debug: bool) -> None:
-    """pearl: profile a heterogeneous machine, plan where each deep-RL kernel runs, train DQN/DDPG."""
+    """pearl: profile a heterogeneous machine, plan where each deep-RL kernel runs, train DQN/DDPG/TD3/SAC."""
 
 
 @cli.command()

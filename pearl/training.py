@@ -52,8 +52,8 @@ class RunOptions:
     """Everything one training run is given: the CLI, the Python API, config.json and resume all use this."""
 
     algo: str | None = None
-    """Algorithm: a name the registry knows (`pearl.algos.algorithm_names()`: dqn, ddpg). May be left out with a
-    plan, which names it."""
+    """Algorithm: a name the registry knows (`pearl.algos.algorithm_names()`: dqn, ddpg, td3, sac). May be left out
+    with a plan, which names it."""
     env: str | None = None
     """Gymnasium environment id (e.g. CartPole-v1, or module:EnvName-v0). May be left out with a plan."""
     device: str | None = None

@@ -19,7 +19,7 @@ from pearl.errors import ConfigError, DeviceError
 
 @dataclass
 class OffPolicyConfig:
-    """Hyperparameters of the collect → replay → learn loop, common to DQN and DDPG."""
+    """Hyperparameters of the collect → replay → learn loop, common to every algorithm."""
 
     algo: ClassVar[str] = ""
 

@@ -1,5 +1,5 @@
 """`pearl profile`: measure every kernel × every adapter that implements it × a grid of batch sizes, for
-the DQN and DDPG presets (or one workload of the user's: an algorithm on any env, with its own network and
+each algorithm's preset (or one workload of the user's: an algorithm on any env, with its own network and
 batch), plus env stepping, host↔device transfers and power, into a `Profile`.
 
 What is measured, per workload (algorithm preset with its network shapes) and device:
