@@ -290,12 +290,14 @@ def test_a_torch_only_algorithm_on_opencl_is_one_error_line(capsys, tmp_path, mo
 def test_the_profiler_times_nothing_of_sac_on_opencl_and_the_planner_keeps_it_off() -> None:
     from pearl.costmodel import CostModel
     from pearl.planner.build import build_problem
-    from pearl.profiling.profiler import ProfileOptions, run_profile
+    from pearl.profiling.profiler import ProfileOptions, count_measurements, run_profile
     from pearl.profiling.whatif import add_what_if
     from pearl.descriptors import load_descriptor, resolve_descriptor
 
     ocl = first_opencl_device()
-    profile = run_profile(ProfileOptions(quick=True, algos=("sac",), devices=("cpu", ocl)))
+    options, labels = ProfileOptions(quick=True, algos=("sac",), devices=("cpu", ocl)), []
+    profile = run_profile(options, labels.append)
+    assert len(labels) == count_measurements(options)  # the progress bar's total leaves out what is skipped
     timed = {(k.device, k.kernel) for k in profile.kernels}
     assert ("cpu", "learn") in timed and not any(device == ocl for device, _ in timed)
     add_what_if(profile, load_descriptor(resolve_descriptor("intel-agilex-7-fpga")))  # an OpenCL board
