@@ -3,7 +3,7 @@
 Public API:
     pearl.train(algo, env_id, device=..., steps=..., seed=...)  -> TrainResult (any RunOptions field by name)
     pearl.train(options=pearl.RunOptions(...))                    the same, from one options dataclass
-    pearl.DQNConfig, pearl.DDPGConfig, pearl.preset(algo, env_id)
+    pearl.DQNConfig, pearl.DDPGConfig, pearl.TD3Config, pearl.SACConfig, pearl.preset(algo, env_id)
     pearl.algorithm(name), pearl.algorithm_names()                the algorithm registry (pearl/algos/registry.py)
     pearl.KERNELS                                                 the kernel catalogue
 Importing pearl does not import torch; the adapters import it when a device is opened.
@@ -17,20 +17,21 @@ from typing import TYPE_CHECKING, Any
 from pearl._version import __version__
 
 if TYPE_CHECKING:
-    from pearl.algos import DDPGConfig, DQNConfig, algorithm, algorithm_names, preset
+    from pearl.algos import DDPGConfig, DQNConfig, SACConfig, TD3Config, algorithm, algorithm_names, preset
     from pearl.errors import PearlError
     from pearl.kernels import KERNELS
     from pearl.training import RunOptions, TrainResult, train
 
 #: each public name → the module that defines it, imported when the name is first read
 _LAZY = {
-    "DDPGConfig": "pearl.algos", "DQNConfig": "pearl.algos", "algorithm": "pearl.algos",
+    "DDPGConfig": "pearl.algos", "DQNConfig": "pearl.algos", "SACConfig": "pearl.algos", "TD3Config": "pearl.algos",
+    "algorithm": "pearl.algos",
     "algorithm_names": "pearl.algos", "preset": "pearl.algos", "PearlError": "pearl.errors", "KERNELS": "pearl.kernels",
     "RunOptions": "pearl.training", "TrainResult": "pearl.training", "train": "pearl.training",
 }
 
-__all__ = ["DDPGConfig", "DQNConfig", "KERNELS", "PearlError", "RunOptions", "TrainResult", "__version__", "algorithm",
-           "algorithm_names", "preset", "train"]
+__all__ = ["DDPGConfig", "DQNConfig", "KERNELS", "PearlError", "RunOptions", "SACConfig", "TD3Config", "TrainResult",
+           "__version__", "algorithm", "algorithm_names", "preset", "train"]
 
 
 def __getattr__(name: str) -> Any:

@@ -36,7 +36,7 @@ _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
 @click.option("--debug", is_flag=True, help="Show the traceback of any error.")
 @click.version_option(__version__, prog_name="pearl")
 def cli(debug: bool) -> None:
-    """pearl: profile a heterogeneous machine, plan where each deep-RL kernel runs, train DQN/DDPG."""
+    """pearl: profile a heterogeneous machine, plan where each deep-RL kernel runs, train DQN/DDPG/TD3/SAC."""
 
 
 @cli.command()
@@ -552,15 +552,17 @@ def ratio(profile_path: str, algo: str, env_id: str, accelerator: str, lanes: st
 @click.option("--runs-dir", default="runs", show_default=True, help="Where the run record is written.")
 @click.option("--reprofile", is_flag=True, help="Profile again even when a fresh profile of this machine exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the profile, plan and run.")
-def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool) -> None:
-    """Profile, plan and train DQN CartPole in one go.
+@click.option("--algo", type=click.Choice(ALGO_CHOICES), default="dqn", show_default=True,
+              help="Algorithm to run, on CartPole-v1 for dqn, else on the env its preset is for (Pendulum-v1).")
+def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool, algo: str) -> None:
+    """Profile, plan and train DQN CartPole (or --algo) in one go.
 
-    Profiles this machine quickly (or reuses a fresh profile), plans DQN on CartPole-v1 for throughput, trains
-    it with that plan, and prints the report."""
+    Profiles this machine quickly (or reuses a fresh profile), plans DQN on CartPole-v1 (or --algo on its
+    registry entry's profile env) for throughput, trains it with that plan, and prints the report."""
     from pearl.quickstart import run_quickstart
 
     _quiet_solver()
-    report = run_quickstart(seed=seed, runs_dir=runs_dir, reprofile=reprofile,
+    report = run_quickstart(seed=seed, runs_dir=runs_dir, reprofile=reprofile, algo=algo,
                             say=(lambda _m: None) if as_json else click.echo,
                             progress=lambda total, label, unit: _progress(total, not as_json, label, unit))
     if as_json:

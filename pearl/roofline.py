@@ -100,7 +100,7 @@ class Work:
     def __add__(self, other: Work) -> Work:
         return Work(self.flops + other.flops, self.bytes + other.bytes, self.launches + other.launches)
 
-    def __mul__(self, k: int) -> Work:
+    def __mul__(self, k: float) -> Work:  # a fractional k: work done on some updates only, averaged
         return Work(self.flops * k, self.bytes * k, self.launches * k)
 
     __rmul__ = __mul__
@@ -138,12 +138,18 @@ def _polyak(params: int) -> Work:
     return Work(3.0 * params, 3.0 * F32 * params, 1)
 
 
+def _per_update(work: Work, rate: float) -> Work:
+    """work done on `rate` of the updates, per update (left as it is when every update does it)."""
+    return work if rate == 1.0 else work * rate
+
+
 def _learn(work: LearnWork, nets: dict[str, list[int]], n: int) -> Work:
     """Σ count · F(net, n) over the forward-pass equivalents, then one Adam per trained net and one Polyak per
-    averaged target, in the entry's order (so the sum is the same float for float as the formulas above)."""
+    averaged target (times the fraction of updates that do them), in the entry's order (so the sum is the same
+    float for float as the formulas above)."""
     terms = [_forward(nets[net], n) * count for net, count in work.forward_passes]
-    terms += [_adam(_param_count(nets[net])) for net in work.adam]
-    terms += [_polyak(_param_count(nets[net])) for net in work.polyak]
+    terms += [_per_update(_adam(_param_count(nets[net])), rate) for net, rate in work.adam_steps()]
+    terms += [_per_update(_polyak(_param_count(nets[net])), rate) for net, rate in work.polyak_steps()]
     total = terms[0]
     for term in terms[1:]:
         total = total + term

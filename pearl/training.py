@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 
 from pearl._version import __version__
-from pearl.algos import OffPolicyConfig, algo_config_class, config_from_dict, has_preset, preset
+from pearl.algos import OffPolicyConfig, algo_config_class, algorithm, config_from_dict, has_preset, preset
 from pearl.algos.params import init_params
 from pearl.device import HOST, DeviceId, NodeDevice, check_slice_use
 from pearl.envs import check_algo_fits, env_spec
@@ -56,8 +56,8 @@ class RunOptions:
     """Everything one training run is given: the CLI, the Python API, config.json and resume all use this."""
 
     algo: str | None = None
-    """Algorithm: a name the registry knows (`pearl.algos.algorithm_names()`: dqn, ddpg). May be left out with a
-    plan, which names it."""
+    """Algorithm: a name the registry knows (`pearl.algos.algorithm_names()`: dqn, ddpg, td3, sac). May be left out
+    with a plan, which names it."""
     env: str | None = None
     """Gymnasium environment id (e.g. CartPole-v1, or module:EnvName-v0). May be left out with a plan."""
     device: str | None = None
@@ -257,6 +257,16 @@ def role_slices(placement: Placement, actors: int) -> dict[str, dict]:
         if _family(device) == "cuda" and DeviceId.parse(device).slice is not None:
             out[role] = {"device": device, "processes": processes, "env": slice_env(device)}
     return out
+
+
+def _check_backends(algo: str, placement: Placement) -> None:
+    """DeviceError, before any work, when act or learn is placed on a backend the algorithm's registry entry names
+    no kernels for (SAC on an OpenCL device)."""
+    entry = algorithm(algo)
+    for device in (placement.act, placement.learn):
+        family = _family(device)
+        if family in ("cpu", "cuda", "opencl"):
+            entry.check_backend("opencl" if family == "opencl" else "torch")
 
 
 def _family(device: str) -> str | None:
@@ -648,6 +658,7 @@ def _setup(o: RunOptions) -> _Setup:
         config = config.replace(learning_starts=0)
     config.validate()
     _check_slices(placement, actors, o.launcher)
+    _check_backends(algo, placement)
     if o.descriptor is not None and not any(_is_opencl(d) for d in placement.devices()):
         raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
                           "(drop --descriptor, or train on an opencl:P:D device)")

@@ -127,7 +127,8 @@ def test_a_registered_algorithm_builds_its_config_and_checks_its_env(toy) -> Non
     assert type(preset("toy", "CartPole-v1")) is ToyConfig  # no preset: the entry's config class, at its defaults
     [(config, spec)] = workloads(ProfileOptions(quick=True, algos=("toy",)))  # pearl profile: the entry's env
     assert type(config) is ToyConfig and spec.env_id == "CartPole-v1"
-    assert [c.algo for c, _ in workloads(ProfileOptions(quick=True))] == ["dqn", "ddpg", "toy"]  # every entry
+    every_entry = ["dqn", "ddpg", "td3", "sac", "toy"]
+    assert [c.algo for c, _ in workloads(ProfileOptions(quick=True))] == every_entry
     check_algo_fits("toy", env_spec("CartPole-v1"))
     with pytest.raises(EnvError, match="Toy needs a discrete action space but Pendulum-v1 has continuous"):
         check_algo_fits("toy", env_spec("Pendulum-v1"))

@@ -42,6 +42,13 @@ def test_fresh_profile_of_this_machine_is_reused(in_tmp, quick_profile) -> None:
     assert reusable(path)
 
 
+def test_another_algorithm_gets_a_profile_of_its_own(in_tmp, quick_profile) -> None:
+    """`pearl quickstart --algo sac` keeps its own quick profile: DQN's is not one of SAC's preset."""
+    assert profile_path(algo="sac").name.endswith("-quick-sac.json") and profile_path(algo="dqn") == profile_path()
+    path = save_profile(quick_profile, in_tmp / profile_path(algo="sac"))
+    assert reusable(path, "dqn") and not reusable(path, "sac")
+
+
 @pytest.mark.parametrize("change", [
     lambda p: setattr(p, "created", (datetime.now(timezone.utc) - timedelta(days=8)).isoformat()),
     lambda p: p.host.update(cpu="Another CPU"),

@@ -26,7 +26,7 @@ import pytest
 from counter_env import episode_length
 from learn_support import assert_same_params
 
-from pearl.algos import DDPGConfig, DQNConfig
+from pearl.algos import DDPGConfig, DQNConfig, SACConfig, TD3Config
 from pearl.envs import env_spec
 from pearl.errors import ConfigError
 from pearl.runtime.launcher import Job, Placement
@@ -174,6 +174,22 @@ def test_ray_gives_the_sequential_launchers_bits_with_ornstein_uhlenbeck_noise(c
     a = SequentialLauncher(job).run()
     b = RayLauncher(job, actor_placement=on_actors_node(), learner_placement=on_head()).run()
     assert a.updates == b.updates > 0 and len(b.episodes) == 4
+    assert_same_params(a.final_params, b.final_params)
+    assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
+
+
+@needs_ray
+@pytest.mark.parametrize("config_class", [TD3Config, SACConfig], ids=["td3", "sac"])
+def test_ray_gives_the_sequential_launchers_bits_for_stochastic_targets(cluster, config_class) -> None:
+    """TD3's smoothing noise and SAC's sampled actions are drawn at (seed, update index) in the learner, and SAC's
+    exploration in each worker's act kernel: the same bits as the sequential launcher."""
+    from pearl.runtime.ray.launcher import RayLauncher
+
+    cfg = config_class(total_steps=1000, learning_starts=200, n_envs=2, buffer_size=5_000, **SMALL)
+    job = Job(cfg, env_spec("Pendulum-v1"), Placement.single("cpu"), seed=3, actors=2, policy_lag=1, threads=1)
+    a = SequentialLauncher(job).run()
+    b = RayLauncher(job, actor_placement=on_actors_node(), learner_placement=on_head()).run()
+    assert a.updates == b.updates == 800
     assert_same_params(a.final_params, b.final_params)
     assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
 

@@ -222,8 +222,11 @@ class AlgoKernels:
 
     act: Callable[[Any, OffPolicyConfig, Networks, Params, int], ActKernel]
     """(handle, config, nets, params, seed) → an act kernel holding the policy network."""
-    learn: Callable[[Any, OffPolicyConfig, Networks, Params], LearnKernel]
-    """(handle, config, nets, params) → a learn kernel holding every network, its target and optimiser."""
+    learn: Callable[[Any, OffPolicyConfig, Networks, Params, int], LearnKernel]
+    """(handle, config, nets, params, seed) → a learn kernel holding every network, its target and optimiser.
+    A learn with a stochastic target (TD3's smoothing noise, SAC's sampled actions) draws it from the counter-based
+    key (seed, update index) (pearl/rng.py), so it repeats bit for bit on every launcher and after a resume;
+    a deterministic learn ignores the seed."""
 
 
 class Adapter(ABC):
@@ -247,8 +250,9 @@ class Adapter(ABC):
         """An `act` kernel holding the policy network, with its own seeded exploration randomness."""
 
     @abstractmethod
-    def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params) -> LearnKernel:
-        """A `learn` kernel holding every network, its target and its optimizer state."""
+    def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int = 0) -> LearnKernel:
+        """A `learn` kernel holding every network, its target and its optimizer state; seed keys the random draws
+        of a stochastic target (the run's seed: see `AlgoKernels.learn`)."""
 
     @abstractmethod
     def make_replay(self, config: OffPolicyConfig, spec: EnvSpec, seed: int) -> ReplayKernels:

@@ -19,7 +19,7 @@ from pearl.errors import ConfigError, DeviceError
 
 @dataclass
 class OffPolicyConfig:
-    """Hyperparameters of the collect → replay → learn loop, common to DQN and DDPG."""
+    """Hyperparameters of the collect → replay → learn loop, common to every algorithm."""
 
     algo: ClassVar[str] = ""
 
@@ -171,6 +171,8 @@ def config_from_dict(cls: type[OffPolicyConfig], data: dict[str, Any]) -> OffPol
 
 
 ACTION_KINDS = ("discrete", "continuous")  # pearl.types.EnvSpec.action_kind
+#: the device ids each backend runs on, as messages name them
+BACKEND_DEVICES = {"torch": "--device cpu or cuda:N", "opencl": "--device opencl:P:D"}
 
 
 @dataclass(frozen=True)
@@ -181,11 +183,45 @@ class LearnWork:
     forward_passes: (network, count) in forward-pass equivalents over the batch: a forward pass counts 1, a
     backward pass 2 (weight and input gradients), an input-only backward 1; a target network counts under the
     network it copies (same shape). adam: networks with one Adam step each. polyak: networks whose target is
-    Polyak-averaged each update (a hard copy every so many updates is not counted)."""
+    Polyak-averaged each update (a hard copy every so many updates is not counted).
 
-    forward_passes: tuple[tuple[str, int], ...]
-    adam: tuple[str, ...]
-    polyak: tuple[str, ...] = ()
+    Counts are per update on average, so they may be fractional: work done every k-th update counts 1/k of it
+    (TD3's actor step every second update is 0.5 of its passes). `adam` and `polyak` entries are a network's
+    name (every update) or (name, fraction of updates)."""
+
+    forward_passes: tuple[tuple[str, float], ...]
+    adam: tuple[str | tuple[str, float], ...]
+    polyak: tuple[str | tuple[str, float], ...] = ()
+
+    def names(self) -> set[str]:
+        """Every network this work names."""
+        return {n for n, _ in self.forward_passes} | {n for n, _ in _rated(self.adam)} | \
+            {n for n, _ in _rated(self.polyak)}
+
+    def adam_steps(self) -> tuple[tuple[str, float], ...]:
+        """(network, Adam steps per update) of each optimised network."""
+        return _rated(self.adam)
+
+    def polyak_steps(self) -> tuple[tuple[str, float], ...]:
+        """(network, Polyak updates per update) of each averaged target."""
+        return _rated(self.polyak)
+
+
+def _rated(entries: tuple[str | tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
+    return tuple((e, 1.0) if isinstance(e, str) else (e[0], float(e[1])) for e in entries)
+
+
+@dataclass(frozen=True)
+class LearnState:
+    """What a learn kernel's state holds beyond its networks, as the registry entry declares it: what the
+    checkpoint writes (`LearnKernel.state_dict`, names in `Algorithm.state_shapes`).
+
+    targets: the networks that have a target copy (None: every network). extras: learned arrays that are no
+    network, by name and shape (SAC's log α, shape ()); each has its own Adam. Every network is trained by one
+    Adam of its own (a joint optimiser over several networks is the same maths: Adam is elementwise)."""
+
+    targets: tuple[str, ...] | None = None
+    extras: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -218,6 +254,9 @@ class Algorithm:
     """Backend ("torch", "opencl") → "module:attribute" of that backend's kernel factories for this algorithm
     (a pearl.adapters.base.AlgoKernels). Named as text and imported only when an adapter builds a kernel, so
     the registry imports no adapter and no hardware library, and adapters stay below it in the flow."""
+    state: LearnState = field(default_factory=LearnState)
+    """Target networks and extra learned arrays: with `networks`, what its learn kernel's state (and so a
+    checkpoint) holds."""
 
     def __post_init__(self) -> None:
         if self.config_class.algo != self.name:
@@ -225,8 +264,7 @@ class Algorithm:
         if self.action_kind not in ACTION_KINDS:
             raise ValueError(f"algorithm {self.name!r}: action_kind must be one of {ACTION_KINDS}")
         nets = self.networks(1, 1, (1,))
-        used = {self.policy_net, *(n for n, _ in self.learn_work.forward_passes), *self.learn_work.adam,
-                *self.learn_work.polyak}
+        used = {self.policy_net, *self.learn_work.names(), *(self.state.targets or ())}
         if not used <= set(nets):
             raise ValueError(f"algorithm {self.name!r} names networks it lacks: {sorted(used - set(nets))}")
 
@@ -237,12 +275,50 @@ class Algorithm:
         """Floats one stored action takes: one index for discrete actions, action_dim for continuous ones."""
         return 1 if self.action_kind == "discrete" else action_dim
 
+    def target_nets(self, nets: Mapping[str, Any]) -> list[str]:
+        """The networks of `nets` that have a target copy, in `nets`' order."""
+        declared = self.state.targets
+        return [n for n in nets if declared is None or n in declared]
+
+    def state_shapes(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> dict[str, tuple[int, ...]]:
+        """Every array of the learn kernel's state (what a checkpoint's ``learn/`` holds), name → shape: each
+        network and target's layers, each Adam's moments and step (one Adam per network and per extra), the
+        extras, and the update count. The same on every adapter."""
+        nets = self.network_sizes(obs_dim, action_dim, hidden)
+        layers: dict[str, dict[str, tuple[int, ...]]] = {}
+        for net, sizes in nets.items():
+            layers[net] = {}
+            for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+                layers[net][f"{net}.{i}.weight"], layers[net][f"{net}.{i}.bias"] = (fan_out, fan_in), (fan_out,)
+        out: dict[str, tuple[int, ...]] = {"updates": ()}
+        for net in nets:
+            out.update(layers[net])
+        for net in self.target_nets(nets):
+            out.update({name.replace(f"{net}.", f"{net}_target.", 1): shape for name, shape in layers[net].items()})
+        for net in nets:
+            out[f"adam.step.{net}"] = ()
+            for key in ("exp_avg", "exp_avg_sq"):
+                out.update({f"adam.{key}.{name}": shape for name, shape in layers[net].items()})
+        for name, shape in self.state.extras:
+            out[name] = tuple(shape)
+            out[f"adam.step.{name}"] = ()
+            out.update({f"adam.{key}.{name}": tuple(shape) for key in ("exp_avg", "exp_avg_sq")})
+        return out
+
+    def backends(self) -> tuple[str, ...]:
+        """The backends it has kernels for ("torch", "opencl")."""
+        return tuple(sorted(self.kernels))
+
+    def check_backend(self, backend: str) -> None:
+        """DeviceError when the entry names no kernels for backend, saying which backends it has."""
+        if backend not in self.kernels:
+            have = ", ".join(self.backends()) or "none"
+            devices = " or ".join(BACKEND_DEVICES.get(b, b) for b in self.backends())
+            raise DeviceError(f"{self.title} has no {backend} kernels (its registry entry names kernels for: "
+                              f"{have}); run it on a device of those backends ({devices})")
+
     def kernel_factories(self, backend: str) -> Any:
         """The backend's kernel factories for this algorithm; DeviceError when the entry names none."""
-        where = self.kernels.get(backend)
-        if where is None:
-            have = ", ".join(sorted(self.kernels)) or "none"
-            raise DeviceError(f"{self.title} has no {backend} kernels (its registry entry names kernels for: "
-                              f"{have}); run it on a device of those backends")
-        module, _, attribute = where.partition(":")
+        self.check_backend(backend)
+        module, _, attribute = self.kernels[backend].partition(":")
         return getattr(importlib.import_module(module), attribute)

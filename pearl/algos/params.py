@@ -46,14 +46,18 @@ def init_mlp(rng: np.random.Generator, net: str, sizes: list[int]) -> Params:
 
 
 def init_params(config: OffPolicyConfig, spec: EnvSpec, seed: int) -> Params:
-    """Seeded parameters of every network and of its target (a copy), in a fixed order."""
+    """Seeded parameters of every network and of its target (a copy, for the networks the registry entry
+    declares targets of: `Algorithm.state`), in a fixed order."""
     rng = np.random.default_rng(seed)
     params: Params = {}
-    for net, sizes in network_sizes(config, spec).items():
+    nets = network_sizes(config, spec)
+    targets = set(algorithm(config.algo).target_nets(nets))
+    for net, sizes in nets.items():
         online = init_mlp(rng, net, sizes)
         params.update(online)
-        params.update({name.replace(f"{net}.", f"{target_name(net)}.", 1): value.copy()
-                       for name, value in online.items()})
+        if net in targets:
+            params.update({name.replace(f"{net}.", f"{target_name(net)}.", 1): value.copy()
+                           for name, value in online.items()})
     return params
 
 

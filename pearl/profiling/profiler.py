@@ -1,5 +1,5 @@
 """`pearl profile`: measure every kernel × every adapter that implements it × a grid of batch sizes, for
-the DQN and DDPG presets (or one workload of the user's: an algorithm on any env, with its own network and
+each algorithm's preset (or one workload of the user's: an algorithm on any env, with its own network and
 batch), plus env stepping, host↔device transfers and power, into a `Profile`.
 
 What is measured, per workload (algorithm preset with its network shapes) and device:
@@ -177,6 +177,8 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
             profile.env_step.append(_env_step(spec.env_id, grid))
             note(f"env_step {spec.env_id}")
         for target in targets:
+            if target.adapter.backend not in algorithm(config.algo).kernels:
+                continue  # no kernels of this algorithm on this backend (SAC on OpenCL): nothing to time, nor to plan
             profile.kernels += _kernels(target, workload, config, spec, grid, note)
             profile.kernels += _threaded_learn(target, workload, config, spec, grid)
             profile.in_situ.append(_in_situ(target, workload, config, spec, grid))
@@ -226,9 +228,12 @@ def count_measurements(options: ProfileOptions) -> int:
     # + the in-situ iteration and the weight sync
     per_device = (len(grid.act) + len(grid.insert) + 4 * len(grid.batch_factors)) * grid.rounds + 2
     found = discover().devices
-    planned = [d.id for d in plan_devices(options, found)]
+    chosen = plan_devices(options, found)
+    planned = [d.id for d in chosen]
     devices, slices = len(planned), len(slices_to_profile(found, planned, options.devices))
-    return len(workloads(options)) * (1 + devices * per_device) + devices + slices + len(options.what_if)
+    timed = sum(1 + sum(per_device for d in chosen if d.adapter in algorithm(c.algo).kernels)
+                for c, _ in workloads(options))
+    return timed + devices + slices + len(options.what_if)
 
 
 # --------------------------------------------------------------------------- devices and descriptors

@@ -11,6 +11,7 @@ by the roofline at the slice's share of the SMs and of the memory bandwidth, lau
 
 from __future__ import annotations
 
+from pearl.algos import algorithm
 from pearl.descriptors import DeviceDescriptor
 from pearl.device import DeviceKind
 from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
@@ -107,6 +108,8 @@ def _add(profile: Profile, descriptor: DeviceDescriptor, entry: DeviceEntry, fig
     is charged by the planner through its resource, which all of them share)."""
     profile.devices.append(entry)
     for workload in profile.workloads:
+        if entry.adapter not in algorithm(workload.algo).kernels:
+            continue  # the algorithm has no kernels on this device's backend: the planner must not place it there
         for kernel in (*DEVICE_KERNELS, PRIORITIZED_SAMPLE):
             batches = sorted({k.batch for k in profile.kernels if k.workload == workload.key and k.kernel == kernel}
                              or {workload.batch_size})

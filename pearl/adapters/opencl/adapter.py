@@ -45,9 +45,9 @@ class OpenCLAdapter(Adapter):
         self._need("act")
         return self.algo_kernels(config).act(self.rt, config, network_sizes(config, spec), params, seed)
 
-    def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params) -> LearnKernel:
+    def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int = 0) -> LearnKernel:
         self._need("learn")
-        return self.algo_kernels(config).learn(self.rt, config, network_sizes(config, spec), params)
+        return self.algo_kernels(config).learn(self.rt, config, network_sizes(config, spec), params, seed)
 
     def make_replay(self, config: OffPolicyConfig, spec: EnvSpec, seed: int) -> ReplayKernels:
         for kernel in ("replay_insert", "replay_sample", "priority_update"):

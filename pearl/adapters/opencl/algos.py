@@ -202,7 +202,7 @@ class CLDDPGLearn(LearnKernel):
 #: What the DQN and DDPG registry entries name for the OpenCL backend (pearl.algos.dqn.DQN.kernels, ...).
 DQN_KERNELS = AlgoKernels(
     act=lambda rt, config, nets, params, seed: CLDQNAct(rt, nets["q"], params, seed),
-    learn=lambda rt, config, nets, params: CLDQNLearn(rt, config, nets["q"], params))
+    learn=lambda rt, config, nets, params, seed: CLDQNLearn(rt, config, nets["q"], params))
 DDPG_KERNELS = AlgoKernels(
     act=lambda rt, config, nets, params, seed: CLDDPGAct(rt, nets["actor"], params, seed, config.noise_type),
-    learn=lambda rt, config, nets, params: CLDDPGLearn(rt, config, nets["actor"], nets["critic"], params))
+    learn=lambda rt, config, nets, params, seed: CLDDPGLearn(rt, config, nets["actor"], nets["critic"], params))

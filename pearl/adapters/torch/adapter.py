@@ -33,8 +33,8 @@ class TorchAdapter(Adapter):
     def make_act(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int) -> ActKernel:
         return self.algo_kernels(config).act(self.device, config, network_sizes(config, spec), params, seed)
 
-    def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params) -> LearnKernel:
-        return self.algo_kernels(config).learn(self.device, config, network_sizes(config, spec), params)
+    def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int = 0) -> LearnKernel:
+        return self.algo_kernels(config).learn(self.device, config, network_sizes(config, spec), params, seed)
 
     def make_replay(self, config: OffPolicyConfig, spec: EnvSpec, seed: int) -> ReplayKernels:
         return TorchReplay(config, spec, self.device, self.device_id, seed)

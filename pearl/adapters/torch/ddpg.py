@@ -127,4 +127,4 @@ class DDPGLearn(LearnKernel):
 KERNELS = AlgoKernels(
     act=lambda device, config, nets, params, seed: DDPGAct(nets["actor"], params, device, seed,
                                                            config.noise_type),
-    learn=lambda device, config, nets, params: DDPGLearn(config, nets["actor"], nets["critic"], params, device))
+    learn=lambda device, config, nets, params, seed: DDPGLearn(config, nets["actor"], nets["critic"], params, device))

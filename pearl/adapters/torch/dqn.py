@@ -96,4 +96,4 @@ class DQNLearn(LearnKernel):
 #: What the DQN registry entry names for the torch backend (pearl.algos.dqn.DQN.kernels).
 KERNELS = AlgoKernels(
     act=lambda device, config, nets, params, seed: DQNAct(nets["q"], params, device, seed),
-    learn=lambda device, config, nets, params: DQNLearn(config, nets["q"], params, device))
+    learn=lambda device, config, nets, params, seed: DQNLearn(config, nets["q"], params, device))

@@ -1,0 +1,125 @@
+"""Networks and optimisers for learn kernels written as autograd losses (TD3, SAC), CleanRL-style: the loss reads
+as the paper's, and torch derives every gradient.
+
+A network keeps its parameters as ONE flat leaf tensor (as nets.MLP does), so Adam, Polyak averaging and the
+checkpoint's names work on one tensor per network; the forward pass takes weight and bias views of it each call,
+and autograd sums their gradients into the flat tensor's. Names and state layout are those of nets.py and
+`LearnKernel.state_dict` (``<net>.<i>.weight``, ``adam.exp_avg.<param>``, ``adam.step.<net>``), so a checkpoint
+reads the same whichever way a kernel computes its gradients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from pearl.adapters.torch.nets import _layer_views, _param_count, named_views
+from pearl.rng import CounterDraws, normal
+from pearl.types import Params
+
+#: XORed into the run's seed to key the learn kernel's draws, so they are not the act kernels' (keyed by seed)
+LEARN_STREAM = 0x4C45524E
+
+
+class Net:
+    """An MLP (ReLU between layers, optionally tanh on the output) whose parameters are one flat leaf tensor."""
+
+    def __init__(self, sizes: list[int], params: Params, net: str, device: torch.device, tanh_out: bool = False,
+                 trained: bool = True) -> None:
+        self.sizes, self.tanh_out = list(sizes), tanh_out
+        self.flat = torch.zeros(_param_count(self.sizes), dtype=torch.float32, device=device)
+        self.load(params, net)
+        self.flat.requires_grad_(trained)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        weights, biases = _layer_views(self.flat, self.sizes)
+        for i, (w, b) in enumerate(zip(weights, biases)):
+            x = F.linear(x, w, b)
+            if i < len(weights) - 1:
+                x = torch.relu(x)
+        return torch.tanh(x) if self.tanh_out else x
+
+    def dump(self, net: str) -> Params:
+        return {name: view.cpu().numpy().copy() for name, view in named_views(self.flat.detach(), self.sizes,
+                                                                                   net).items()}
+
+    @torch.no_grad()
+    def load(self, params: Params, net: str) -> None:
+        for name, view in named_views(self.flat.detach(), self.sizes, net).items():
+            if name not in params:
+                raise ValueError(f"parameters lack {name!r}")
+            value = np.asarray(params[name], dtype=np.float32)
+            if tuple(value.shape) != tuple(view.shape):
+                raise ValueError(f"{name} has shape {value.shape}, the network expects {tuple(view.shape)}")
+            view.copy_(torch.from_numpy(value))
+
+    @torch.no_grad()
+    def lerp_to(self, other: "Net", weight: float) -> None:
+        """self ← self + weight · (other − self): Polyak averaging of a target network."""
+        self.flat.lerp_(other.flat, weight)
+
+    def write(self, out: Params, net: str) -> None:
+        """Copy the parameters straight into the host arrays out[`<net>.<i>.weight/bias`]."""
+        for name, view in named_views(self.flat.detach(), self.sizes, net).items():
+            torch.from_numpy(out[name]).copy_(view)
+
+
+class Adam:
+    """torch.optim.Adam on one leaf tensor, its state named as `LearnKernel.state_dict` names it: both moments per
+    named part (`views` splits a tensor laid out like the parameter into its named parts) and the step count."""
+
+    def __init__(self, param: torch.Tensor, lr: float, views: Callable[[torch.Tensor], dict[str, torch.Tensor]]
+                 ) -> None:
+        self.param, self.views = param, views
+        self.optimizer = torch.optim.Adam([param], lr=lr)
+
+    def step(self, grad: torch.Tensor) -> None:
+        """param ← Adam(param, grad)."""
+        self.param.grad = grad
+        self.optimizer.step()
+        self.param.grad = None
+
+    def state(self, _net: object, name: str) -> Params:
+        kept = self.optimizer.state.get(self.param, {})
+        step = int(kept["step"].item()) if kept else 0
+        out: Params = {f"adam.step.{name}": np.asarray(step, dtype=np.int64)}
+        for key in ("exp_avg", "exp_avg_sq"):
+            moment = kept[key] if kept else torch.zeros_like(self.param)
+            out.update({f"adam.{key}.{part}": view.cpu().numpy().copy()
+                        for part, view in self.views(moment.detach()).items()})
+        return out
+
+    def load_state(self, state: Params, _net: object, name: str) -> None:
+        step = int(state[f"adam.step.{name}"])
+        if step == 0:
+            self.optimizer.state.clear()  # a fresh Adam: torch makes its state at the first step
+            return
+        moments = {}
+        for key in ("exp_avg", "exp_avg_sq"):
+            moment = torch.zeros_like(self.param, memory_format=torch.preserve_format).detach()
+            for part, view in self.views(moment).items():
+                view.copy_(torch.from_numpy(np.asarray(state[f"adam.{key}.{part}"], dtype=np.float32)))
+            moments[key] = moment
+        self.optimizer.state[self.param] = {"step": torch.tensor(float(step), dtype=torch.float32), **moments}
+
+
+def net_adam(net: Net, name: str, lr: float) -> Adam:
+    return Adam(net.flat, lr, lambda t: named_views(t, net.sizes, name))
+
+
+class LearnDraws:
+    """Standard normals for update k of a learn kernel: Philox at key (seed ^ LEARN_STREAM), counters (element,
+    k), computed on the host (so CPU and CUDA draw the same bits) and moved to the device. A function of the seed
+    and the update index alone: every launcher, and a resumed run, draws the same."""
+
+    def __init__(self, seed: int, device: torch.device) -> None:
+        self.draws = CounterDraws((seed ^ LEARN_STREAM) & 0xFFFFFFFF)
+        self.device = device
+
+    def normals(self, update: int, n: int) -> torch.Tensor:
+        self.draws.call = update
+        r0, r1 = self.draws.next(n)
+        return torch.from_numpy(normal(r0, r1)).to(self.device)

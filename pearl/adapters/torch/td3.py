@@ -1,0 +1,78 @@
+"""TD3's `act` and `learn` in torch (maths in pearl/algos/td3.py). `learn` is one autograd loss per optimiser,
+CleanRL-style; `act` is DDPG's (μ(s) plus Gaussian Philox noise)."""
+
+from __future__ import annotations
+
+import torch
+
+from pearl.adapters.base import AlgoKernels, LearnKernel
+from pearl.adapters.torch.autograd import LearnDraws, Net, net_adam
+from pearl.adapters.torch.ddpg import DDPGAct
+from pearl.algos.td3 import TD3Config
+from pearl.types import LearnResult, Params, SampleBatch
+
+CRITICS = ("qf1", "qf2")
+
+
+class TD3Learn(LearnKernel):
+    def __init__(self, config: TD3Config, nets: dict[str, list[int]], params: Params, device: torch.device,
+                 seed: int) -> None:
+        self.config = config
+        self.action_dim = nets["actor"][-1]
+        self.actor = Net(nets["actor"], params, "actor", device, tanh_out=True)
+        self.actor_target = Net(nets["actor"], params, "actor_target", device, tanh_out=True, trained=False)
+        self.critics = {q: Net(nets[q], params, q, device) for q in CRITICS}
+        self.targets = {q: Net(nets[q], params, f"{q}_target", device, trained=False) for q in CRITICS}
+        self.optimizers = {"actor": net_adam(self.actor, "actor", config.learning_rate),
+                           **{q: net_adam(self.critics[q], q, config.learning_rate) for q in CRITICS}}
+        self.draws = LearnDraws(seed, device)
+        self.updates = 0
+
+    def learn(self, batch: SampleBatch) -> LearnResult:
+        cfg = self.config
+        n = batch.reward.shape[0]
+        z = self.draws.normals(self.updates, n * self.action_dim).view(n, self.action_dim)
+        with torch.no_grad():
+            smoothing = (z * cfg.target_policy_noise).clamp(-cfg.target_noise_clip, cfg.target_noise_clip)
+            next_action = (self.actor_target(batch.next_obs) + smoothing).clamp(-1.0, 1.0)
+            next_sa = torch.cat([batch.next_obs, next_action], dim=1)
+            next_q = torch.minimum(self.targets["qf1"](next_sa), self.targets["qf2"](next_sa)).squeeze(1)
+            y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
+
+        sa = torch.cat([batch.obs, batch.action], dim=1)
+        q1, q2 = self.critics["qf1"](sa).squeeze(1), self.critics["qf2"](sa).squeeze(1)
+        critic_loss = (batch.weights * ((y - q1).square() + (y - q2).square())).mean()
+        grads = torch.autograd.grad(critic_loss, [self.critics[q].flat for q in CRITICS])
+        for q, grad in zip(CRITICS, grads):
+            self.optimizers[q].step(grad)
+
+        metrics = {"losses/td_loss": critic_loss.detach(), "losses/q_values": q1.detach().mean()}
+        if (self.updates + 1) % cfg.policy_delay == 0:
+            actor_loss = -self.critics["qf1"](torch.cat([batch.obs, self.actor(batch.obs)], dim=1)).mean()
+            (grad,) = torch.autograd.grad(actor_loss, [self.actor.flat])
+            self.optimizers["actor"].step(grad)
+            self.actor_target.lerp_to(self.actor, cfg.tau)
+            for q in CRITICS:
+                self.targets[q].lerp_to(self.critics[q], cfg.tau)
+            metrics["losses/actor_loss"] = actor_loss.detach()
+        self.updates += 1
+        return LearnResult((y - q1).detach(), metrics)
+
+    def policy_params(self) -> Params:
+        return self.actor.dump("actor")
+
+    def write_policy(self, out: Params) -> None:
+        self.actor.write(out, "actor")
+
+    def _nets(self) -> dict:
+        return {"actor": self.actor, "actor_target": self.actor_target, **self.critics,
+                **{f"{q}_target": t for q, t in self.targets.items()}}
+
+    def _optimizers(self) -> dict:
+        return dict(self.optimizers)
+
+
+#: What the TD3 registry entry names for the torch backend (pearl.algos.td3.TD3.kernels).
+KERNELS = AlgoKernels(
+    act=lambda device, config, nets, params, seed: DDPGAct(nets["actor"], params, device, seed),
+    learn=lambda device, config, nets, params, seed: TD3Learn(config, nets, params, device, seed))

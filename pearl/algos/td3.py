@@ -1,0 +1,90 @@
+"""TD3 (Fujimoto et al., 2018): DDPG with twin critics, clipped double-Q, target policy smoothing and delayed
+actor and target updates.
+
+Maths of one `learn` call, update number k (counted from 0), on a batch (s, a, r, s', d, w), actions in the
+policy's [-1, 1] space:
+    ε          = clip(σ̃ · z, −c, c)                    z ~ N(0, 1): the Philox draw (key, counter) = (learn key
+                                                        of the seed, (element, k)), pearl/rng.py
+    a'         = clip(μ_target(s') + ε, −1, 1)          (target policy smoothing)
+    y          = r + γ (1 − d) min(Q1_target(s', a'), Q2_target(s', a'))      (clipped double-Q)
+    δ_j        = y − Q_j(s, a)                          j = 1, 2
+    critics    : minimise mean_i w_i (δ1_i² + δ2_i²)    (one Adam step of each critic)
+    when (k + 1) mod policy_delay = 0:
+        actor  : minimise −mean_i Q1(s_i, μ(s_i))      (one Adam step; the gradient reaches μ through Q1's
+                                                        action input)
+        targets ← τ · online + (1 − τ) · target         (actor and both critics)
+and returns δ1 (the priorities' input). σ̃ is target_policy_noise, c target_noise_clip. `act` is DDPG's: μ(s)
+plus Gaussian noise σ · ε_t (ε_t the act kernel's own Philox draws), clipped to [-1, 1].
+
+The noise of the target is keyed by (seed, update index), not drawn from a stream: a run repeats bit for bit on
+every launcher, and a resumed run draws what the uninterrupted one would have. This is Stable-Baselines3's TD3
+(stable_baselines3/td3/td3.py: the same target, loss, delay counted in updates, and Polyak step of all three
+targets with the actor's) with its defaults; SB3 does not weight by w (it has no prioritized replay).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pearl.algos.base import Algorithm, LearnState, LearnWork, OffPolicyConfig
+from pearl.errors import ConfigError
+
+
+@dataclass
+class TD3Config(OffPolicyConfig):
+    """TD3 hyperparameters. Defaults are Stable-Baselines3's TD3 defaults; presets hold tuned values."""
+
+    algo = "td3"
+
+    total_steps: int = 100_000
+    """Environment steps to train for."""
+    learning_rate: float = 1e-3
+    """Adam step size of the actor and of both critics."""
+    batch_size: int = 256
+    """Transitions per gradient update."""
+    buffer_size: int = 1_000_000
+    """Replay capacity in transitions."""
+    learning_starts: int = 100
+    """Env steps of uniformly random actions before the first update."""
+    hidden: tuple[int, ...] = (400, 300)
+    """Hidden layer widths of the actor and of each critic."""
+    tau: float = 0.005
+    """Polyak coefficient of the target networks (1 would copy them outright)."""
+    action_noise: float = 0.1
+    """σ of the Gaussian exploration noise, in the policy's [-1, 1] action space."""
+    policy_delay: int = 2
+    """Updates per actor update: the actor and the targets move on every policy_delay-th update."""
+    target_policy_noise: float = 0.2
+    """σ̃ of the smoothing noise added to the target policy's action."""
+    target_noise_clip: float = 0.5
+    """c: the smoothing noise is clipped to [-c, c]."""
+
+    def exploration(self, step: int) -> float:
+        return self.action_noise  # constant σ
+
+    def validate(self) -> None:
+        super().validate()
+        if not 0.0 < self.tau <= 1.0:
+            raise ConfigError(f"tau must be in (0, 1], got {self.tau}")
+        if self.action_noise < 0 or self.target_policy_noise < 0 or self.target_noise_clip < 0:
+            raise ConfigError("action_noise, target_policy_noise and target_noise_clip must be >= 0")
+        if self.policy_delay < 1:
+            raise ConfigError(f"policy_delay must be a positive integer, got {self.policy_delay}")
+
+
+def networks(obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> dict[str, list[int]]:
+    """An actor (observation → action) and two critics (observation and action → one value)."""
+    critic = [obs_dim + action_dim, *hidden, 1]
+    return {"actor": [obs_dim, *hidden, action_dim], "qf1": critic, "qf2": list(critic)}
+
+
+TD3 = Algorithm(
+    name="td3", title="TD3", config_class=TD3Config, action_kind="continuous", networks=networks,
+    policy_net="actor",
+    # every update: actor target F, both critic targets F, both critics F + B (2 each); every second update (the
+    # default policy_delay): actor F + B (2) and Q1 F + input-backward (1), Adam on the actor, Polyak on all three
+    learn_work=LearnWork(forward_passes=(("actor", 2.0), ("qf1", 5.5), ("qf2", 4.0)),
+                         adam=(("actor", 0.5), "qf1", "qf2"), polyak=(("actor", 0.5), ("qf1", 0.5), ("qf2", 0.5))),
+    profile_env="Pendulum-v1",
+    kernels={"torch": "pearl.adapters.torch.td3:KERNELS"},
+    state=LearnState(targets=("actor", "qf1", "qf2")))
