@@ -16,7 +16,7 @@ from pearl.adapters.torch import TorchAdapter
 from pearl.adapters.torch.autograd import LEARN_STREAM
 from pearl.algos import SACConfig, TD3Config, algorithm
 from pearl.algos.params import init_params
-from pearl.costmodel import kernel_work
+from pearl.roofline import kernel_work
 from pearl.envs import env_spec
 from pearl.profile.format import Workload, workload_key
 from pearl.rng import philox2x32, normal
