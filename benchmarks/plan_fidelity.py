@@ -1,6 +1,7 @@
 """The planner's scoreboard: on workloads no preset has, is the plan's prediction true and its layout the fastest?
 
     python benchmarks/plan_fidelity.py [--passes 2] [--seconds 8] [--only N ...] [--out FILE]
+    python benchmarks/plan_fidelity.py --rescore FILE [--root DIR]
 
 For each workload of WORKLOADS (DQN and DDPG; CartPole, Acrobot, MountainCar, Pendulum, MountainCarContinuous
 and two envs of a module of the benchmark's own, benchmarks/fidelity_envs.py; hidden 64-64 to 400-300;
@@ -9,8 +10,8 @@ batches 32 to 256; envs per actor fixed at 1 or left to the planner, `auto`):
 1. a quick profile of this machine's `cpu` device for that workload (`pearl profile --quick --env ...`);
 2. the plan from it (throughput), and a stated sample of other layouts of the same mapping: 1 and 2 actor
    processes, the plan's envs per actor and one other (1, or 8 when the plan has 1), and the learner's torch
-   threads at 1 (pearl's default) and 2. Each layout's prediction is the planner's own `evaluate` of it; the
-   model does not plan threads, so both thread counts share a prediction;
+   threads at 1 and 2 (the plan's own count first). Each layout's prediction is the planner's own `evaluate`
+   of it, on the problem built for its thread count (learn at its T-thread figure, contention counting T);
 3. every layout trained `--passes` times, the passes alternating the order of the layouts (this machine's speed
    drifts 10-25 % over minutes), for learning_starts plus `--seconds` of learning at the predicted speed;
    measured is the learning phase's env steps/s (what a plan predicts), the mean over passes.
@@ -18,6 +19,9 @@ batches 32 to 256; envs per actor fixed at 1 or left to the planner, `auto`):
 Printed per workload: each layout's predicted and measured env steps/s and |predicted − measured| / measured;
 then over every (workload, layout), and over the plans alone, the median and worst of that error; and per
 workload the plan's measured speed ÷ the best measured layout's. `--out` keeps every figure as JSON.
+`--rescore FILE` trains nothing: it takes a run's JSON, predicts every layout again from the profile and plan
+that run saved (in its workload folders, or under `--root`), and prints the tables and summary anew, so the
+model can be judged again on the same measurements after it changes.
 Only the `cpu` device is profiled (PoCL would multiply the layouts; the planner's device choice is tested
 elsewhere). A bad option prints one `error:` line and exits 2.
 """
@@ -76,7 +80,7 @@ class Layout:
     threads: int
     predicted: float  # env steps/s, the planner's evaluate of this layout
     binding: str
-    plan: bool  # the plan's own layout (at pearl's default threads)
+    plan: bool  # the plan's own layout (its actors, envs per actor and threads)
 
 
 def config_of(w: Workload):
@@ -106,22 +110,20 @@ def layouts(w: Workload, profile: Path, plan) -> list[Layout]:
     from pearl.planner.ilp import evaluate
     from pearl.planner.problem import PLACED, ActorOption
     from pearl.profile.cluster import load_cluster
-    from pearl.training import DEFAULT_THREADS
-
     cfg, cluster, spec = config_of(w), load_cluster(profile), env_spec(w.env)
     other_envs = 8 if plan.envs_per_actor == 1 else 1
-    wanted = [(plan.actors, plan.envs_per_actor, DEFAULT_THREADS)]
+    wanted = [(plan.actors, plan.envs_per_actor, plan.threads)]
     for a in (1, 2):
         for e in (plan.envs_per_actor, other_envs):
             for t in (1, 2):
-                if (a, e, t) not in wanted and (t == 1 or (a, e) == (plan.actors, plan.envs_per_actor)):
+                if (a, e, t) not in wanted and (t == plan.threads or (a, e) == (plan.actors, plan.envs_per_actor)):
                     wanted.append((a, e, t))
     placement = {k: plan.mapping[k] for k in PLACED}
     out, problems = [], {}
     for a, e, t in wanted:
-        if e not in problems:
-            problems[e] = build_cluster_problem(cluster, w.algo, spec, e, cfg)
-        problem, facts = problems[e]
+        if (e, t) not in problems:
+            problems[(e, t)] = build_cluster_problem(cluster, w.algo, spec, e, cfg, threads=t)
+        problem, facts = problems[(e, t)]
         result = evaluate(problem, placement, ActorOption(a, e))
         if result is None:
             continue  # infeasible on this machine (more actor processes than lanes)
@@ -135,11 +137,11 @@ def layout_plan(plan_file: Path, layout: Layout) -> Path:
     run follows the layout and its record compares with the layout's prediction."""
     data = json.loads(plan_file.read_text())
     scale = layout.predicted / data["predicted"]["env_steps_per_s"]
-    data.update(actors=layout.actors, envs_per_actor=layout.envs)
+    data.update(actors=layout.actors, envs_per_actor=layout.envs, threads=layout.threads)
     for key in ("env_steps_per_s", "updates_per_s", "learner_samples_per_s"):
         data["predicted"][key] *= scale
     data["predicted"]["period_s"] /= scale
-    out = plan_file.with_name(f"plan-{layout.actors}x{layout.envs}.json")
+    out = plan_file.with_name(f"plan-{layout.actors}x{layout.envs}-t{layout.threads}.json")
     out.write_text(json.dumps(data, indent=1))
     return out
 
@@ -175,15 +177,15 @@ def run_workload(w: Workload, passes: int, seconds: float, folder: Path) -> dict
                      "error": abs(lay.predicted - mean) / mean})
     best = max(r["measured"] for r in rows)
     mine = next(r for r in rows if r["plan"])
-    return {"workload": w.name, "plan": {"actors": plan.actors, "envs": plan.envs_per_actor,
-                                         "predicted": plan.predicted["env_steps_per_s"],
-                                         "bottleneck": plan.bottleneck},
+    return {"workload": w.name, "folder": str(folder),
+            "plan": {"actors": plan.actors, "envs": plan.envs_per_actor, "threads": plan.threads,
+                     "predicted": plan.predicted["env_steps_per_s"], "bottleneck": plan.bottleneck},
             "rows": rows, "plan_vs_best": mine["measured"] / best}
 
 
 def print_table(result: dict) -> None:
     print(f"\n{result['workload']}: plan {result['plan']['actors']} actor(s) × {result['plan']['envs']} env(s), "
-          f"bound by {result['plan']['bottleneck']}")
+          f"{result['plan'].get('threads', 1)} learner thread(s), bound by {result['plan']['bottleneck']}")
     print(f"  {'layout':28} {'predicted':>10} {'measured':>10} {'error':>7}  binding")
     for r in result["rows"]:
         tag = f"{r['actors']}×{r['envs']}, {r['threads']} thr" + ("  (plan)" if r["plan"] else "")
@@ -200,13 +202,47 @@ def summary(results: list[dict]) -> dict:
             "plan_vs_best_min": min(ratios)}
 
 
+def rescore(path: Path, root: str | None) -> None:
+    """The run in `path` predicted again by today's model from the profiles and plans it saved."""
+    from pearl.planner.plan import load_plan
+
+    data = json.loads(path.read_text())
+    for result in data["results"]:
+        folder = Path(root) / str(_number(result["workload"])) if root else Path(result["folder"])
+        w = WORKLOADS[_number(result["workload"]) - 1]
+        plan = load_plan(folder / "plan.json")
+        again = {(x.actors, x.envs, x.threads): x for x in layouts(w, folder / "profile.json", plan)}
+        for r in result["rows"]:
+            x = again[(r["actors"], r["envs"], r["threads"])]
+            r.update(predicted=x.predicted, binding=x.binding, error=abs(x.predicted - r["measured"]) / r["measured"])
+        print_table(result)
+    s = summary(data["results"])
+    print_summary(s, len(data["results"]))
+
+
+def _number(name: str) -> int:
+    return next(i for i, w in enumerate(WORKLOADS, 1) if w.name == name)
+
+
+def print_summary(s: dict, workloads: int) -> None:
+    print(f"\nover {s['layouts']} layouts of {workloads} workloads: |predicted − measured| / measured median "
+          f"{s['median_error']:.1%}, worst {s['worst_error']:.1%}; the plans alone: median "
+          f"{s['plan_median_error']:.1%}, worst {s['plan_worst_error']:.1%}; the plan's measured speed is at least "
+          f"{s['plan_vs_best_min']:.2f}× the best measured layout's")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passes", type=int, default=2, help="runs of every layout, alternating order")
     parser.add_argument("--seconds", type=float, default=8.0, help="learning phase per run, at predicted speed")
     parser.add_argument("--only", type=int, nargs="+", help="workload numbers (1-based) to run")
     parser.add_argument("--out", default=None, help="JSON of every figure [default: runs/plan_fidelity-<host>.json]")
+    parser.add_argument("--rescore", default=None, metavar="FILE", help="predict a finished run's layouts anew")
+    parser.add_argument("--root", default=None, help="with --rescore: the run's folder of workload folders")
     args = parser.parse_args()
+    if args.rescore:
+        rescore(Path(args.rescore), args.root)
+        return
     chosen = args.only or list(range(1, len(WORKLOADS) + 1))
     if args.passes < 1 or args.seconds <= 0 or any(not 1 <= n <= len(WORKLOADS) for n in chosen):
         print(f"error: --passes ≥ 1, --seconds > 0 and --only between 1 and {len(WORKLOADS)}", file=sys.stderr)
@@ -226,10 +262,7 @@ def main() -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     s = summary(results)
-    print(f"\nover {s['layouts']} layouts of {len(results)} workloads: |predicted − measured| / measured median "
-          f"{s['median_error']:.1%}, worst {s['worst_error']:.1%}; the plans alone: median "
-          f"{s['plan_median_error']:.1%}, worst {s['plan_worst_error']:.1%}; the plan's measured speed is at least "
-          f"{s['plan_vs_best_min']:.2f}× the best measured layout's")
+    print_summary(s, len(results))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"host": platform.node(), "cores": os.cpu_count(), "passes": args.passes,
                                "seconds": args.seconds, "results": results, "summary": s}, indent=1))
