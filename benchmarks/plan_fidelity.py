@@ -105,12 +105,6 @@ def profile_and_plan(w: Workload, folder: Path):
 
 def layouts(w: Workload, profile: Path, plan) -> list[Layout]:
     """The plan's layout and the stated sample (module docstring), each with the planner's prediction."""
-    from pearl.envs import env_spec
-    from pearl.planner.build import build_cluster_problem
-    from pearl.planner.ilp import evaluate
-    from pearl.planner.problem import PLACED, ActorOption
-    from pearl.profile.cluster import load_cluster
-    cfg, cluster, spec = config_of(w), load_cluster(profile), env_spec(w.env)
     other_envs = 8 if plan.envs_per_actor == 1 else 1
     wanted = [(plan.actors, plan.envs_per_actor, plan.threads)]
     for a in (1, 2):
@@ -118,18 +112,35 @@ def layouts(w: Workload, profile: Path, plan) -> list[Layout]:
             for t in (1, 2):
                 if (a, e, t) not in wanted and (t == plan.threads or (a, e) == (plan.actors, plan.envs_per_actor)):
                     wanted.append((a, e, t))
+    predict = predictor(w, profile, plan)
+    return [x for x in (predict(*layout) for layout in wanted) if x is not None]
+
+
+def predictor(w: Workload, profile: Path, plan):
+    """(actors, envs, threads) → the Layout with the planner's `evaluate` of it on the plan's mapping, on the
+    problem built for that envs and thread count; None where it is infeasible (more processes than lanes)."""
+    from pearl.envs import env_spec
+    from pearl.planner.build import build_cluster_problem
+    from pearl.planner.ilp import evaluate
+    from pearl.planner.problem import PLACED, ActorOption
+    from pearl.profile.cluster import load_cluster
+
+    cfg, cluster, spec = config_of(w), load_cluster(profile), env_spec(w.env)
     placement = {k: plan.mapping[k] for k in PLACED}
-    out, problems = [], {}
-    for a, e, t in wanted:
+    problems: dict[tuple[int, int], tuple] = {}
+
+    def predict(a: int, e: int, t: int) -> Layout | None:
         if (e, t) not in problems:
             problems[(e, t)] = build_cluster_problem(cluster, w.algo, spec, e, cfg, threads=t)
         problem, facts = problems[(e, t)]
         result = evaluate(problem, placement, ActorOption(a, e))
         if result is None:
-            continue  # infeasible on this machine (more actor processes than lanes)
+            return None
         period, _, binding = result
-        out.append(Layout(a, e, t, facts.steps_per_iteration / period, binding, (a, e, t) == wanted[0]))
-    return out
+        return Layout(a, e, t, facts.steps_per_iteration / period, binding,
+                      (a, e, t) == (plan.actors, plan.envs_per_actor, plan.threads))
+
+    return predict
 
 
 def layout_plan(plan_file: Path, layout: Layout) -> Path:
@@ -211,9 +222,12 @@ def rescore(path: Path, root: str | None) -> None:
         folder = Path(root) / str(_number(result["workload"])) if root else Path(result["folder"])
         w = WORKLOADS[_number(result["workload"]) - 1]
         plan = load_plan(folder / "plan.json")
-        again = {(x.actors, x.envs, x.threads): x for x in layouts(w, folder / "profile.json", plan)}
+        predict = predictor(w, folder / "profile.json", plan)
         for r in result["rows"]:
-            x = again[(r["actors"], r["envs"], r["threads"])]
+            x = predict(r["actors"], r["envs"], r["threads"])
+            if x is None:
+                r.update(predicted=0.0, binding="infeasible", error=1.0)
+                continue
             r.update(predicted=x.predicted, binding=x.binding, error=abs(x.predicted - r["measured"]) / r["measured"])
         print_table(result)
     s = summary(data["results"])
