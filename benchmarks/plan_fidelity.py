@@ -226,9 +226,16 @@ def rescore(path: Path, root: str | None) -> None:
         for r in result["rows"]:
             x = predict(r["actors"], r["envs"], r["threads"])
             if x is None:
-                r.update(predicted=0.0, binding="infeasible", error=1.0)
+                r.update(predicted=0.0, binding="infeasible", error=1.0, plan=False)
                 continue
-            r.update(predicted=x.predicted, binding=x.binding, error=abs(x.predicted - r["measured"]) / r["measured"])
+            r.update(predicted=x.predicted, binding=x.binding, error=abs(x.predicted - r["measured"]) / r["measured"],
+                     plan=x.plan)
+        result["plan"].update(threads=plan.threads, predicted=plan.predicted["env_steps_per_s"],
+                              bottleneck=plan.bottleneck)
+        mine = [r for r in result["rows"] if r["plan"]]
+        if not mine:
+            raise SystemExit(f"error: {folder / 'plan.json'}'s own layout was not trained in this run")
+        result["plan_vs_best"] = mine[0]["measured"] / max(r["measured"] for r in result["rows"])
         print_table(result)
     s = summary(data["results"])
     print_summary(s, len(data["results"]))
