@@ -20,6 +20,9 @@ from pearl.adapters.torch.nets import _layer_views, _param_count, named_views
 from pearl.rng import CounterDraws, normal
 from pearl.types import Params
 
+#: TD3's and SAC's twin critics (clipped double-Q)
+CRITICS = ("qf1", "qf2")
+
 #: XORed into the run's seed to key the learn kernel's draws, so they are not the act kernels' (keyed by seed)
 LEARN_STREAM = 0x4C45524E
 
@@ -123,3 +126,22 @@ class LearnDraws:
         self.draws.call = update
         r0, r1 = self.draws.next(n)
         return torch.from_numpy(normal(r0, r1)).to(self.device)
+
+
+def min_q(critics: dict[str, "Net"], obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """min(Q1, Q2)(obs, action), one value per row: clipped double-Q."""
+    sa = torch.cat([obs, action], dim=1)
+    return torch.minimum(critics["qf1"](sa), critics["qf2"](sa)).squeeze(1)
+
+
+def twin_critic_step(critics: dict[str, "Net"], optimizers: dict, batch, y: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both critics' importance-weighted squared errors against the target y, one Adam step each; returns the
+    loss and Q1 at the batch's actions (TD errors are y − Q1)."""
+    sa = torch.cat([batch.obs, batch.action], dim=1)
+    q1, q2 = critics["qf1"](sa).squeeze(1), critics["qf2"](sa).squeeze(1)
+    loss = (batch.weights * ((y - q1).square() + (y - q2).square())).mean()
+    grads = torch.autograd.grad(loss, [critics[q].flat for q in CRITICS])
+    for q, grad in zip(CRITICS, grads):
+        optimizers[q].step(grad)
+    return loss, q1

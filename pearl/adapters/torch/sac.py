@@ -9,13 +9,12 @@ import numpy as np
 import torch
 
 from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel
-from pearl.adapters.torch.autograd import Adam, LearnDraws, Net, net_adam
+from pearl.adapters.torch.autograd import CRITICS, Adam, LearnDraws, Net, min_q, net_adam, twin_critic_step
 from pearl.adapters.torch.nets import build, load_net
 from pearl.algos.sac import LOG_STD_MAX, LOG_STD_MIN, SACConfig
 from pearl.rng import CounterDraws, normal
 from pearl.types import LearnResult, Params, SampleBatch
 
-CRITICS = ("qf1", "qf2")
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
@@ -84,19 +83,12 @@ class SACLearn(LearnKernel):
 
         with torch.no_grad():
             next_action, next_log_pi = squashed_sample(self.actor(batch.next_obs), z[1])
-            next_sa = torch.cat([batch.next_obs, next_action], dim=1)
-            next_q = torch.minimum(self.targets["qf1"](next_sa), self.targets["qf2"](next_sa)).squeeze(1)
+            next_q = min_q(self.targets, batch.next_obs, next_action)
             y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * (next_q - alpha * next_log_pi)
 
-        sa = torch.cat([batch.obs, batch.action], dim=1)
-        q1, q2 = self.critics["qf1"](sa).squeeze(1), self.critics["qf2"](sa).squeeze(1)
-        critic_loss = (batch.weights * ((y - q1).square() + (y - q2).square())).mean()
-        grads = torch.autograd.grad(critic_loss, [self.critics[q].flat for q in CRITICS])
-        for q, grad in zip(CRITICS, grads):
-            self.optimizers[q].step(grad)
+        critic_loss, q1 = twin_critic_step(self.critics, self.optimizers, batch, y)
 
-        sa_pi = torch.cat([batch.obs, action_pi], dim=1)
-        q_pi = torch.minimum(self.critics["qf1"](sa_pi), self.critics["qf2"](sa_pi)).squeeze(1)
+        q_pi = min_q(self.critics, batch.obs, action_pi)
         actor_loss = (alpha * log_pi - q_pi).mean()
         (grad,) = torch.autograd.grad(actor_loss, [self.actor.flat])
         self.optimizers["actor"].step(grad)

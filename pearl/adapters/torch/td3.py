@@ -6,12 +6,11 @@ from __future__ import annotations
 import torch
 
 from pearl.adapters.base import AlgoKernels, LearnKernel
-from pearl.adapters.torch.autograd import LearnDraws, Net, net_adam
+from pearl.adapters.torch.autograd import CRITICS, LearnDraws, Net, min_q, net_adam, twin_critic_step
 from pearl.adapters.torch.ddpg import DDPGAct
 from pearl.algos.td3 import TD3Config
 from pearl.types import LearnResult, Params, SampleBatch
 
-CRITICS = ("qf1", "qf2")
 
 
 class TD3Learn(LearnKernel):
@@ -35,16 +34,10 @@ class TD3Learn(LearnKernel):
         with torch.no_grad():
             smoothing = (z * cfg.target_policy_noise).clamp(-cfg.target_noise_clip, cfg.target_noise_clip)
             next_action = (self.actor_target(batch.next_obs) + smoothing).clamp(-1.0, 1.0)
-            next_sa = torch.cat([batch.next_obs, next_action], dim=1)
-            next_q = torch.minimum(self.targets["qf1"](next_sa), self.targets["qf2"](next_sa)).squeeze(1)
+            next_q = min_q(self.targets, batch.next_obs, next_action)
             y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
 
-        sa = torch.cat([batch.obs, batch.action], dim=1)
-        q1, q2 = self.critics["qf1"](sa).squeeze(1), self.critics["qf2"](sa).squeeze(1)
-        critic_loss = (batch.weights * ((y - q1).square() + (y - q2).square())).mean()
-        grads = torch.autograd.grad(critic_loss, [self.critics[q].flat for q in CRITICS])
-        for q, grad in zip(CRITICS, grads):
-            self.optimizers[q].step(grad)
+        critic_loss, q1 = twin_critic_step(self.critics, self.optimizers, batch, y)
 
         metrics = {"losses/td_loss": critic_loss.detach(), "losses/q_values": q1.detach().mean()}
         if (self.updates + 1) % cfg.policy_delay == 0:
