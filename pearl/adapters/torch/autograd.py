@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pearl.adapters.torch.nets import _layer_views, _param_count, named_views
+from pearl.adapters.torch.nets import _layer_views, _param_count, copy_param, named_views
 from pearl.rng import CounterDraws, normal
 from pearl.types import Params
 
@@ -52,12 +52,7 @@ class Net:
     @torch.no_grad()
     def load(self, params: Params, net: str) -> None:
         for name, view in named_views(self.flat.detach(), self.sizes, net).items():
-            if name not in params:
-                raise ValueError(f"parameters lack {name!r}")
-            value = np.asarray(params[name], dtype=np.float32)
-            if tuple(value.shape) != tuple(view.shape):
-                raise ValueError(f"{name} has shape {value.shape}, the network expects {tuple(view.shape)}")
-            view.copy_(torch.from_numpy(value))
+            copy_param(params, name, view)
 
     @torch.no_grad()
     def lerp_to(self, other: "Net", weight: float) -> None:

@@ -210,13 +210,17 @@ def load_net(module: MLP, params: Params, net: str) -> None:
     """Copy `<net>.<i>.weight/bias` from params into module (shapes must match exactly)."""
     for i, layer in enumerate(zip(module.weights, module.biases)):
         for attr, target in zip(("weight", "bias"), layer):
-            name = f"{net}.{i}.{attr}"
-            if name not in params:
-                raise ValueError(f"parameters lack {name!r}")
-            value = np.asarray(params[name], dtype=np.float32)
-            if tuple(value.shape) != tuple(target.shape):
-                raise ValueError(f"{name} has shape {value.shape}, the network expects {tuple(target.shape)}")
-            target.copy_(torch.from_numpy(value))
+            copy_param(params, f"{net}.{i}.{attr}", target)
+
+
+def copy_param(params: Params, name: str, target: torch.Tensor) -> None:
+    """params[name] copied into target: ValueError when it is missing or its shape is not target's."""
+    if name not in params:
+        raise ValueError(f"parameters lack {name!r}")
+    value = np.asarray(params[name], dtype=np.float32)
+    if tuple(value.shape) != tuple(target.shape):
+        raise ValueError(f"{name} has shape {value.shape}, the network expects {tuple(target.shape)}")
+    target.copy_(torch.from_numpy(value))
 
 
 def dump_net(module: MLP, net: str) -> Params:
