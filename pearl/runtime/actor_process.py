@@ -35,9 +35,9 @@ from pearl.types import EnvSpec, WeightSnapshot
 
 PARENT_CHECK_S = 0.5  # how often an actor checks that its learner is still alive
 RING_POLL_S = 50e-6  # a full ring empties within one segment of the learner
-# An actor waiting for weights has a whole segment collected ahead of the learner, so polling once a millisecond
-# costs it nothing, while each wake-up takes a core from the learner: with 100 µs polls, DDPG Pendulum's learn
-# (2 threads) ran at 8.4 ms an update against 4.95 ms bare on the 2-core EPYC (learner efficiency 0.54).
+# Where the OS has no eventfd (shm.await_wake), an actor waiting for weights polls for them once a millisecond:
+# each wake-up takes a core from the learner (with 100 µs polls, DDPG Pendulum's 2-thread learn ran at 8.4 ms an
+# update against 4.95 ms bare on the 2-core EPYC).
 WEIGHTS_POLL_S = 1e-3
 
 
@@ -56,6 +56,8 @@ class ActorArgs:
     slots: int  # weight boards, one per recent segment: W(k) is on board k mod slots
     collected: int  # transitions this actor had handed on before (its share so far)
     parent_pid: int
+    wake_actor: int | None = None  # the learner writes it when it publishes weights (shm.await_wake)
+    wake_learner: int | None = None  # this actor writes it when it has handed on its share of a segment
 
 
 def process_env(device: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -70,8 +72,10 @@ def process_env(device: str, base: Mapping[str, str] | None = None) -> dict[str,
 def start(args: ActorArgs) -> subprocess.Popen:
     """Start an actor in a fresh interpreter; its stderr goes to a temporary file (see `stderr_tail`)."""
     err = tempfile.TemporaryFile()
+    fds = tuple(fd for fd in (args.wake_actor, args.wake_learner) if fd is not None)
     proc = subprocess.Popen([sys.executable, "-c", "from pearl.runtime.actor_process import serve; serve()"],
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, env=process_env(args.device))
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, env=process_env(args.device),
+                            pass_fds=fds)
     proc.stderr_file = err  # type: ignore[attr-defined]
     assert proc.stdin is not None
     proc.stdin.write(pickle.dumps(args))
@@ -136,10 +140,14 @@ def _run(args: ActorArgs, segment: shm.Segment) -> None:
     mine[col["status"]] = shm.RUNNING
     last_parent_check = time.monotonic()
 
-    def keep_waiting(seconds: float = RING_POLL_S) -> bool:
-        """Between two polls of a full ring or an empty board: False once the run is over."""
+    def keep_waiting(seconds: float = RING_POLL_S, wake: int | None = None) -> bool:
+        """Between two polls of a full ring, or until the learner wakes it for new weights: False once the run
+        is over."""
         nonlocal last_parent_check
-        shm.wait_briefly(seconds)
+        if wake is None:
+            shm.wait_briefly(seconds)
+        else:
+            shm.await_wake(wake, PARENT_CHECK_S, seconds)
         now = time.monotonic()
         if now - last_parent_check > PARENT_CHECK_S:
             last_parent_check = now
@@ -156,16 +164,19 @@ def _run(args: ActorArgs, segment: shm.Segment) -> None:
         if share.weights != need:
             t0 = time.perf_counter()
             while (got := boards[need % args.slots].read_tag(need)) is None:
-                if not keep_waiting(WEIGHTS_POLL_S):
+                if not keep_waiting(WEIGHTS_POLL_S, args.wake_actor):
                     return
             myf[fcol["weights_wait"]] += time.perf_counter() - t0
             share.load(need, WeightSnapshot(need, got))
             mine[col["syncs"]] += 1
             _count_load(mine, got)
+        segment_before = share.segment()
         batch = share.step()
         t0 = time.perf_counter()
         if len(batch) and not ring.push({f: getattr(batch, f) for f in shm.RING_FIELDS}, keep_waiting):
             return
+        if share.done or share.segment() != segment_before:  # a share is whole in the ring: the learner may take it
+            shm.wake(args.wake_learner)
         for episode in share.actor.drain_episodes():
             episodes.push({"ret": np.array([episode.ret]), "length": np.array([float(episode.length)])},
                           keep_waiting)

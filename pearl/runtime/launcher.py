@@ -69,6 +69,7 @@ class Placement:
 #: a Ray node is plan node NAME when it carries this custom resource (``ray start --resources
 #: '{"pearl_node_NAME": 1}'``): the name the plan gives the node, set by whoever starts the node
 NODE_RESOURCE = "pearl_node_{}"
+SHARES_POLL_S = 50e-6  # how often a learner that no actor can wake looks at its actors' transitions
 
 
 @dataclass(frozen=True)
@@ -400,9 +401,15 @@ class SegmentLauncher(ABC):
     def _wait(self) -> None:
         """Called while the learner waits for transitions: a short sleep, health checks, metrics lines."""
         t0 = time.perf_counter()
-        time.sleep(50e-6)
+        self._sleep()
         self.waited += time.perf_counter() - t0
         self._tick()
+
+    def _sleep(self) -> None:
+        """One wait for the actors' transitions (a launcher whose actors can wake it overrides this)."""
+        time.sleep(SHARES_POLL_S)
+
+
 
     def _tick(self, force: bool = False) -> None:
         now = time.perf_counter()

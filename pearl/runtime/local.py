@@ -21,6 +21,10 @@ trains on segment k − 1.
 - Boards: W(k) goes to slot k mod (lag + 2). An actor waiting for W(k − 1 − lag) can find it there: the
   learner overwrites that slot only after every actor has finished segment k + 1.
 - Rings hold (lag + 2) shares plus one step: an actor runs at most lag + 1 segments ahead of the learner.
+- Wake-ups (`shm.await_wake`): an actor waiting for its weights sleeps until the learner publishes them, and
+  the learner waiting for the shares sleeps until an actor has handed on a whole share, so neither side's
+  wait costs a core or a poll interval of latency (with one-step segments, DDPG's, 1 ms polls of the
+  weights had made the actor the bottleneck).
 
 Shutdown (end of run, Ctrl-C, SIGTERM, an actor failure): the stop flag is raised, actors are joined (and
 terminated after a grace period), and the segment is unlinked from /dev/shm; metrics lines already written
@@ -47,13 +51,14 @@ from pearl.errors import PearlError
 from pearl.runtime import actor_process, shm
 from pearl.runtime.actors import ActorFailed, RestartPolicy
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer
-from pearl.runtime.launcher import Job, LauncherCapabilities, LoopStats, SegmentLauncher
+from pearl.runtime.launcher import SHARES_POLL_S, Job, LauncherCapabilities, LoopStats, SegmentLauncher
 from pearl.runtime.protocol import Episode, merge_clocks
 from pearl.traffic import TRANSITIONS, WEIGHTS
 from pearl.types import TransitionBatch
 
 STARTUP_TIMEOUT_S = 300.0  # an OpenCL actor may compile its program first
 JOIN_GRACE_S = 5.0  # how long finished actors get to exit before they are terminated
+WAKE_TIMEOUT_S = 0.05  # a learner waiting for the actors' shares wakes at least this often for health checks
 EPISODE_RING = 4096
 
 
@@ -80,6 +85,8 @@ class LocalLauncher(SegmentLauncher):
         self.episodes: deque[Episode] = deque()
         self._segment: shm.Segment | None = None
         self._previous_sigterm: Any = None
+        self.wake_learner: int | None = None  # the actors wake the learner with their shares (shm.await_wake)
+        self.wake_actors: list[int | None] = []  # the learner wakes each actor with new weights
 
     def _learner_devices(self) -> list[str]:
         return sorted({self.placement.replay, self.placement.learn})  # actors open the act device themselves
@@ -100,6 +107,8 @@ class LocalLauncher(SegmentLauncher):
         self.boards = [shm.WeightBoard(segment, params, f"weights{s}") for s in range(self.slots)]
         for tag in range(self.first_segment - 1 - self.schedule.lag, self.first_segment):
             self.boards[tag % self.slots].publish(self.policy, tag)
+        self.wake_learner = shm.make_wake()
+        self.wake_actors = [shm.make_wake() for _ in range(self.job.actors)]
         self.rings = [shm.Ring(segment, f"ring{i}") for i in range(self.job.actors)]
         self.episode_rings = [shm.Ring(segment, f"episodes{i}", actor_process.EPISODE_FIELDS)
                               for i in range(self.job.actors)]
@@ -108,7 +117,8 @@ class LocalLauncher(SegmentLauncher):
                 actor_id=i, segment=segment.name, layout=layout, params=params, config=self.config, spec=self.spec,
                 device=self.placement.act, descriptor=self.job.descriptor_for(self.placement.act),
                 seeds=self.seeds.actor(i), schedule=self.schedule, slots=self.slots,
-                collected=self.schedule.steps_before(self.first_segment, i), parent_pid=os.getpid())
+                collected=self.schedule.steps_before(self.first_segment, i), parent_pid=os.getpid(),
+                wake_actor=self.wake_actors[i], wake_learner=self.wake_learner)
             self._actor_args.append(args)
             self.actors.append(actor_process.start(args))
         self._wait_until_ready(segment)
@@ -119,9 +129,14 @@ class LocalLauncher(SegmentLauncher):
             return
         self._segment = None
         segment["run"][shm.RUN_INTS.index("stop")] = 1
+        for fd in self.wake_actors:  # an actor waiting for weights sees the stop at once
+            shm.wake(fd)
         try:
             self._stop_actors()
         finally:
+            for fd in (self.wake_learner, *self.wake_actors):
+                if fd is not None:
+                    os.close(fd)
             if self._previous_sigterm is not None:
                 signal.signal(signal.SIGTERM, self._previous_sigterm)
             segment.close()
@@ -150,6 +165,11 @@ class LocalLauncher(SegmentLauncher):
     def _publish(self, tag: int) -> None:
         self.learner.publish(lambda write, _version: self.boards[tag % self.slots].publish(write, tag))
         self.sent.add(WEIGHTS, messages=0, publishes=1)
+        for fd in self.wake_actors:
+            shm.wake(fd)
+
+    def _sleep(self) -> None:
+        shm.await_wake(self.wake_learner, WAKE_TIMEOUT_S, SHARES_POLL_S)
 
     def _episodes(self) -> list[Episode]:
         if self._segment is not None:

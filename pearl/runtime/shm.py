@@ -13,6 +13,11 @@ x86-64 makes stores visible to other cores in program order, so a reader that se
 rows before it. (A weakly ordered CPU would need fences that Python does not expose; pearl's runtime is
 built and tested on x86-64.)
 
+Wake-ups. A role that waits for the other (an actor for a segment's weights, the learner for the actors'
+shares) sleeps in `await_wake` on a Linux eventfd that the other side writes once it has published: it wakes
+at once, and costs no core while it waits. Where os.eventfd is missing (not Linux), it sleeps for the poll
+interval it is given instead.
+
 A weight board is a seqlock: the learner makes the sequence number odd, writes, then makes it even; an
 actor copies only when the number is even, the board's version is the one it wants, and neither changed
 across its copy. The learner never waits for readers; the schedule (see `pearl.runtime.local`) makes sure
@@ -24,6 +29,7 @@ from __future__ import annotations
 import mmap
 import os
 import secrets
+import select
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,6 +218,31 @@ def sweep_stale(directory: Path = SHM_DIR) -> list[str]:
             path.unlink(missing_ok=True)
             removed.append(path.name)
     return removed
+
+
+def make_wake() -> int | None:
+    """A wake-up channel (an eventfd, non-blocking), or None where the OS has none."""
+    if not hasattr(os, "eventfd"):
+        return None
+    return os.eventfd(0, os.EFD_NONBLOCK)
+
+
+def wake(fd: int | None) -> None:
+    """Wake whoever waits on fd (a no-op for None)."""
+    if fd is not None:
+        os.eventfd_write(fd, 1)
+
+
+def await_wake(fd: int | None, timeout: float, poll: float) -> None:
+    """Sleep until fd is woken or `timeout` seconds pass, and clear it; without a channel, sleep `poll` seconds."""
+    if fd is None:
+        time.sleep(poll)
+        return
+    if select.select([fd], [], [], timeout)[0]:
+        try:
+            os.eventfd_read(fd)
+        except BlockingIOError:  # another reader cleared it first
+            pass
 
 
 def wait_briefly(seconds: float = 50e-6) -> None:
