@@ -35,7 +35,7 @@ def _timing(workload: str, kernel: str, device: str, batch: int, median: float, 
 
 def make_profile(kernels: list[dict] = (), *, devices: list[dict] | None = None, transfers: list[dict] = (),
                  power: list[dict] = (), env_step: list[dict] = (), in_situ: list[dict] | None = None,
-                 weight_sync: list[dict] | None = None) -> Profile:
+                 weight_sync: list[dict] | None = None, actor_step: list[dict] | None = None) -> Profile:
     """A synthetic profile, through the real parser (so it is a valid pearl.profile/1)."""
     if devices is None:
         devices = [_device("cpu", "cpu", "host-cpu"), _device("opencl:0:0", "opencl", "host-cpu"),
@@ -52,6 +52,8 @@ def make_profile(kernels: list[dict] = (), *, devices: list[dict] | None = None,
         data["in_situ"] = in_situ
     if weight_sync is not None:
         data["weight_sync"] = weight_sync
+    if actor_step is not None:
+        data["actor_step"] = actor_step
     return parse_profile(json.loads(json.dumps(data)), "<synthetic>")
 
 
@@ -391,6 +393,54 @@ def test_weight_sync_entries_are_validated() -> None:
         make_profile(weight_sync=[_weight_sync(1e-5, 1e-5), _weight_sync(2e-5, 1e-5)])
     with pytest.raises(ProfileError, match=r"'weight_sync' must be a list"):
         make_profile(weight_sync={"cpu": 1})
+
+
+# ---------------------------------------------------------------------------------------------- actor step
+def _actor_step(envs: int, step_s: float, workload: str = DQN, device: str = "cpu") -> dict:
+    return {"workload": workload, "device": device, "envs": envs, "step_s": step_s, "samples": 100,
+            "source": "measured"}
+
+
+def test_actor_env_time_is_the_actor_step_less_act_between_and_beyond_the_measured_counts() -> None:
+    """act at 1, 8 and 32 envs: 40, 50 and 60 µs; the actor's step at those counts 100, 170 and 380 µs: its
+    env side 60, 120 and 320 µs. Between counts linear in e, above them proportional to e, below them the
+    smallest count's; a workload on another env, or an older profile, has none."""
+    from pearl.profile.format import Workload
+
+    acts = series([1, 8, 32], [40e-6, 50e-6, 60e-6], kernel="act")
+    steps = [_actor_step(1, 100e-6), _actor_step(8, 170e-6), _actor_step(32, 380e-6)]
+    model = CostModel(make_profile(acts, actor_step=steps))
+    w = next(w for w in model.profile.workloads if w.key == DQN)
+    assert model.actor_env_time(w, 1).seconds == pytest.approx(60e-6)
+    assert model.actor_env_time(w, 4).seconds == pytest.approx(60e-6 + 60e-6 * 3 / 7)
+    assert model.actor_env_time(w, 16).seconds == pytest.approx(120e-6 + 200e-6 * 8 / 24)
+    assert model.actor_env_time(w, 64).seconds == pytest.approx(640e-6)
+    assert model.actor_env_time(w, 1).source == "measured"
+    other = Workload("dqn-CartPole-v1-o4-a2-h128x128", "dqn", "CartPole-v1", 4, 2, (128, 128), 128, 50_000)
+    assert model.actor_env_time(other, 8).seconds == pytest.approx(120e-6)  # the same env's actor
+    ddpg = next(w for w in model.profile.workloads if w.key == DDPG)
+    assert model.actor_env_time(ddpg, 8) is None  # no actor step on Pendulum
+    assert CostModel(make_profile(acts)).actor_env_time(w, 8) is None  # older profiles
+    with pytest.raises(ValueError, match="envs"):
+        model.actor_env_time(w, 0)
+
+
+def test_actor_env_time_is_at_least_a_tenth_of_the_actor_step() -> None:
+    """act timed apart slower than the whole step (noise): the env side is not taken as nothing."""
+    model = CostModel(make_profile(series([1], [90e-6], kernel="act"), actor_step=[_actor_step(1, 80e-6)]))
+    w = next(w for w in model.profile.workloads if w.key == DQN)
+    assert model.actor_env_time(w, 1).seconds == pytest.approx(8e-6)
+
+
+def test_actor_step_entries_are_validated() -> None:
+    with pytest.raises(ProfileError, match=r"actor_step\[0\]\.envs"):
+        make_profile(actor_step=[_actor_step(0, 1e-4)])
+    with pytest.raises(ProfileError, match=r"actor_step\[0\]\.step_s"):
+        make_profile(actor_step=[_actor_step(1, 0.0)])
+    with pytest.raises(ProfileError, match=r"actor_step\[0\]\.device"):
+        make_profile(actor_step=[_actor_step(1, 1e-4, device="cuda:9")])
+    with pytest.raises(ProfileError, match="repeats"):
+        make_profile(actor_step=[_actor_step(1, 1e-4), _actor_step(1, 2e-4)])
 
 
 # ---------------------------------------------------------------------------------------------- threads

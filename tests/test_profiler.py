@@ -71,6 +71,18 @@ def test_the_weight_sync_is_timed_on_each_device(cpu_profile) -> None:
     assert 0 < t.publish_s < float("inf") and 0 < t.load_s < float("inf") and t.samples >= 5
 
 
+def test_the_actor_step_is_timed_at_each_env_count_of_the_act_grid(cpu_profile) -> None:
+    """On `cpu`, as an actor process runs it; the cost model reads an env side from it for every env count."""
+    from pearl.costmodel import CostModel
+
+    steps = cpu_profile.actor_step
+    assert [(t.device, t.workload, t.envs) for t in steps] == [("cpu", "dqn-CartPole-v1-o4-a2-h256x256", e)
+                                                               for e in (1, 8, 32)]
+    assert all(0 < t.step_s < float("inf") and t.samples >= 5 and t.source == "measured" for t in steps)
+    model = CostModel(cpu_profile)
+    assert all(model.actor_env_time(cpu_profile.workloads[0], e).seconds > 0 for e in (1, 2, 16, 64))
+
+
 def test_profile_file_round_trips(cpu_profile, tmp_path) -> None:
     path = save_profile(cpu_profile, tmp_path / "p.json")
     assert load_profile(path) == cpu_profile

@@ -22,6 +22,12 @@
   latency 53 µs, h2d 98 µs), which is what a batch moved from PoCL replay to a `cpu` learner costs.
 - `weight_sync_time(d, w)`: the two halves of a weight sync through host memory on device d, (publish by the
   learn kernel, load into the act kernel), as the profile timed them; None where it has no such figure.
+- `actor_env_time(w, e)`: seconds of an actor's env side per iteration of e environments, as an actor runs
+  it: the profile's actor step of w (one act call, one vector-env step with its resets and bookkeeping, the
+  transitions written; or of another workload on w's env when w has none) less its act kernel at e, so the
+  act device stays a choice. Between the measured env counts linear in e, above them proportional to e (the
+  largest count's seconds per env), below them the smallest count's; at least a tenth of the actor step.
+  None when the profile has no actor step on w's env (the planner then charges e bare env steps).
 - `power(d)`: idle and busy watts, with their source and method.
 
 Scaled figures. `kernel_time` also takes a `Workload` (its shapes) in place of a key. When the profile holds
@@ -61,7 +67,7 @@ from dataclasses import dataclass, replace
 
 from pearl.device import HOST_DEVICE
 from pearl.kernels import sample_timing
-from pearl.profile.format import IN_SITU, KernelTiming, Power, Profile, Transfer, Workload
+from pearl.profile.format import IN_SITU, ActorStepTiming, KernelTiming, Power, Profile, Transfer, Workload
 from pearl.roofline import Work, kernel_work
 
 __all__ = ["HOST", "MEASURED", "MODELLED", "SCALED", "CostModel", "Estimate", "PowerEstimate"]
@@ -184,6 +190,10 @@ class CostModel:
             self._transfers[(tr.device, tr.direction)] = tr
 
         self._in_situ = {(t.workload, t.device): t for t in profile.in_situ}
+        env_of = {w.key: w.env for w in profile.workloads}
+        self._actor_steps: dict[str, dict[str, list[ActorStepTiming]]] = {}  # env -> workload -> timings
+        for t in profile.actor_step:
+            self._actor_steps.setdefault(env_of[t.workload], {}).setdefault(t.workload, []).append(t)
         self._weight_sync = {(t.workload, t.device): t for t in profile.weight_sync}
 
         self._power: dict[str, Power] = {}
@@ -393,6 +403,21 @@ class CostModel:
             raise KeyError(f"the profile has no env_step timing of {env!r}; it has "
                            f"{', '.join(sorted(self._env)) or 'none'}") from None
 
+    def actor_env_time(self, workload: Workload, envs: int) -> Estimate | None:
+        """Seconds of an actor's env side per iteration of `envs` environments (the module docstring)."""
+        if envs < 1:
+            raise ValueError(f"envs must be >= 1, got {envs!r}")
+        timed = self._actor_steps.get(workload.env)
+        if not timed:
+            return None
+        key = workload.key if workload.key in timed else next(iter(timed))
+        points, sources = [], []
+        for t in sorted(timed[key], key=lambda t: t.envs):
+            act = self.kernel_time("act", t.device, key, t.envs)
+            points.append((t.envs, max(t.step_s - act.seconds, 0.1 * t.step_s)))
+            sources += [t.source, act.source]
+        return Estimate(_piecewise(points, envs), False, _combine(*sources))
+
     def transfer_time(self, src: str, dst: str, nbytes: int, arrays: int = 1) -> Estimate:
         """Seconds to move `nbytes`, in `arrays` separate arrays, from device `src` to device `dst` (see the
         module docstring)."""
@@ -451,3 +476,14 @@ def _distance(a: Work, b: Work) -> float:
             continue
         total += abs(math.log(x / y)) if x > 0 and y > 0 else math.inf
     return total
+
+
+def _piecewise(points: list[tuple[int, float]], x: int) -> float:
+    """Linear between the points (sorted by x), proportional to x above the last, the first's below it."""
+    if x <= points[0][0]:
+        return points[0][1]
+    if x >= points[-1][0]:
+        return points[-1][1] * x / points[-1][0]
+    i = bisect.bisect_right([p[0] for p in points], x)
+    (x0, y0), (x1, y1) = points[i - 1], points[i]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)

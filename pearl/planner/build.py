@@ -6,7 +6,10 @@ n_envs) and B the batch size:
     env_step      S steps on the host
     replay_insert (S/e) calls of e transitions
     replay_sample 1 call at batch B;  learn 1 call at B;  priority_update 1 call at B (0 for uniform replay)
-    actor period  (S/(n·e)) · (e · env step + act at batch e)       for n actor processes
+    env side      (S/e) actor iterations' env side on the host: e envs stepped with their resets and bookkeeping
+                  and the transitions written, the profile's actor step less act at e (CostModel.actor_env_time;
+                  e bare env steps for a profile without actor steps)
+    actor period  (S/(n·e)) · (env side + act at batch e)       for n actor processes
 The replay and learn kernels of a device are scaled by its in-situ factor (CostModel.in_situ_factor): the
 profile's learner iteration timed as the runtime runs it ÷ the sum of those kernels timed one at a time.
 Traffic is the launchers' own statement (pearl.traffic): what the launcher a plan is for sends on each edge in
@@ -165,7 +168,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     _check_finite(cost=cost, act=act_cost, actor_period=actor_period, transfer=transfer)
     problem = Problem(list(resources.values()), [_device(profile, model, d) for d in devices],
                       model.resource(inputs.host_device), inputs.host_device, cost, act_cost,
-                      inputs.steps * _seconds(lambda: model.env_step_time(spec.env_id)), actor_period, edges,
+                      inputs.steps / config.n_envs * env_side(inputs), actor_period, edges,
                       transfer, memory, prefetch=True, publish=publish, learner_threads=threads)
     return problem, Facts(inputs.key, inputs.steps, config.batch_size, config.n_envs, config, sync_s,
                           inputs.workload, dict(inputs.scaled))
@@ -273,11 +276,21 @@ def _publish_costs(inputs: _Inputs, devices: list[str], options: list[ActorOptio
     return publish
 
 
+def env_side(inputs: _Inputs) -> float:
+    """Seconds of one actor iteration's env side (e envs stepped, reset, bookkept and written): the profile's
+    actor step less act (CostModel.actor_env_time), else e bare env steps (a profile without actor steps)."""
+    envs = inputs.config.n_envs
+    timed = _profiled(partial(inputs.model.actor_env_time, inputs.workload, envs))
+    if timed is not None:
+        return timed.seconds
+    return envs * _seconds(lambda: inputs.model.env_step_time(inputs.spec.env_id))
+
+
 def _actor_costs(inputs: _Inputs, devices: list[str], options: list[ActorOption], sync_s: dict[tuple, float]
                  ) -> tuple[dict[tuple[ActorOption, str], float], dict[tuple[ActorOption, str], float]]:
     """act's seconds per iteration (all actors, with their weight loads) and one actor's period, per option."""
     steps, envs = inputs.steps, inputs.config.n_envs
-    step_s = _seconds(lambda: inputs.model.env_step_time(inputs.spec.env_id))
+    side = env_side(inputs)
     act_cost, actor_period = {}, {}
     for d in devices:
         if inputs.can("act", d):
@@ -286,7 +299,7 @@ def _actor_costs(inputs: _Inputs, devices: list[str], options: list[ActorOption]
                 loads = weight_syncs(inputs.config, inputs.spec, a.n)[1]  # one actor's, per iteration
                 sync_s[("act", a, d)] = a.n * loads * load
                 act_cost[(a, d)] = (steps / envs) * per_call + sync_s[("act", a, d)]
-                actor_period[(a, d)] = steps / (a.n * envs) * (envs * step_s + per_call) + loads * load
+                actor_period[(a, d)] = steps / (a.n * envs) * (side + per_call) + loads * load
     return act_cost, actor_period
 
 

@@ -16,6 +16,7 @@
       "in_situ": [{"workload", "device", "iteration_s", "iterations", "inserts", "insert_rows", "batch",
                    "prioritized", "source"}],
       "weight_sync": [{"workload", "device", "publish_s", "load_s", "samples", "source"}],
+      "actor_step": [{"workload", "device", "envs", "step_s", "samples", "source"}],
       "calibrations": [{"run", "folded", "workload", "entries"}]
     }
 
@@ -49,6 +50,11 @@
   an actor process through host memory, on one device: `publish_s`, the learn kernel writing its policy
   weights into host arrays (as into the runtime's shared board), and `load_s`, a copy of those arrays (the
   actor's read of the board) loaded into the act kernel; medians of `samples` calls each.
+- `actor_step` (optional; older profiles lack it): an actor's whole iteration as its process runs it, acting
+  on `device`: one act call for `envs` observations, one step of a vector env of `envs` copies with its
+  next-step resets and episode bookkeeping, the transitions written into a ring of host arrays; `step_s` the
+  median over `samples` iterations. Less the env's bare steps and the act kernel, what is left is the actor's
+  own per-step work, which the cost model adds to the actor's period (CostModel.actor_overhead).
 
 Loading validates every field and names the file and the field that is wrong. This module imports no
 hardware library.
@@ -183,6 +189,16 @@ class WeightSyncTiming:
     source: str
 
 
+@dataclass(frozen=True)
+class ActorStepTiming:
+    workload: str
+    device: str
+    envs: int
+    step_s: float
+    samples: int
+    source: str
+
+
 @dataclass
 class Profile:
     pearl_version: str
@@ -197,6 +213,7 @@ class Profile:
     power: list[Power] = field(default_factory=list)
     in_situ: list[InSituTiming] = field(default_factory=list)
     weight_sync: list[WeightSyncTiming] = field(default_factory=list)
+    actor_step: list[ActorStepTiming] = field(default_factory=list)
     calibrations: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -332,6 +349,13 @@ def parse_profile(data: Any, where: str) -> Profile:
                                                 v.number(t, "load_s", p), v.integer(t, "samples", p, 1),
                                                 v.source(t, p))
                                for p, t in v.items(data, "weight_sync")]
+    if "actor_step" in data:
+        profile.actor_step = [ActorStepTiming(v.member(t, "workload", p, workload_keys),
+                                              v.member(t, "device", p, device_ids),
+                                              v.integer(t, "envs", p, 1, MAX_INT),
+                                              v.number(t, "step_s", p, positive=True),
+                                              v.integer(t, "samples", p, 1), v.source(t, p))
+                              for p, t in v.items(data, "actor_step")]
     if "calibrations" in data:
         profile.calibrations = [dict(c) for _, c in v.items(data, "calibrations")]
     _reject_duplicates(profile, where)
@@ -360,7 +384,7 @@ def merge_profiles(kept: Profile, new: Profile, where: str) -> Profile:
                   env_step=new.env_step + [e for e in kept.env_step if e.env not in {n.env for n in new.env_step}],
                   transfers=new.transfers + [t for t in kept.transfers if t.device not in devices],
                   power=new.power + [p for p in kept.power if p.device not in devices])
-    for name in ("kernels", "in_situ", "weight_sync"):
+    for name in ("kernels", "in_situ", "weight_sync", "actor_step"):
         setattr(out, name, getattr(new, name) + [t for t in getattr(kept, name) if t.workload not in keys])
     _reject_duplicates(out, where)
     return out
@@ -377,6 +401,7 @@ def _reject_duplicates(profile: Profile, where: str) -> None:
         "power": [p.device for p in profile.power],
         "in_situ": [(t.workload, t.device) for t in profile.in_situ],
         "weight_sync": [(t.workload, t.device) for t in profile.weight_sync],
+        "actor_step": [(t.workload, t.device, t.envs) for t in profile.actor_step],
     }
     for name, keys in keyed.items():
         seen: set = set()

@@ -16,7 +16,11 @@ What is measured, per workload (algorithm preset with its network shapes) and de
 - in situ: the learner's whole iteration (inserts, sample, learn, priority update) as the runtime runs it,
   on fresh samples: what the kernels cost interleaved, which the cost model scales the kernels to;
 - weight sync: the learn kernel writing its policy into one flat host array (the runtime's shared weight
-  board), and the actor's side, a copy of that array loaded into the act kernel.
+  board), and the actor's side, a copy of that array loaded into the act kernel;
+- the actor's step: an actor's whole iteration at each of the act grid's env counts (one act call, one step
+  of a vector env with its resets and bookkeeping, the transitions copied into a ring of host arrays), acting
+  on the host's `cpu` (or the first device profiled when `cpu` is not): what an actor does per step beyond
+  the bare env step and the act kernel is host work, whatever device it acts on.
 Kernel figures follow pearl.profiling.timing.measure_interleaved (rounds over a device's grid points, so
 every figure samples the whole sweep), the others timing.measure. Transfers: a 4-byte copy gives the
 latency, a large one the bandwidth. Power: NVML, RAPL, else the device's descriptor (modelled). Devices that
@@ -48,13 +52,13 @@ from pearl.algos import OffPolicyConfig, algorithm, algorithm_names, preset
 from pearl.algos.params import ParamLayout, init_params
 from pearl.device import HOST_DEVICE, HOST_RESOURCE, DeviceKind  # noqa: F401 - HOST_RESOURCE read here by callers
 from pearl.descriptors import DeviceDescriptor, load_descriptor, resolve_descriptor
-from pearl.envs import check_algo_fits, env_spec
+from pearl.envs import EnvStepper, check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PearlError
 from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
 from pearl.profiling import power
 from pearl.profiling.options import ProfileOptions
-from pearl.profile.format import (DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power, Profile, Transfer,
-                                    WeightSyncTiming, Workload, save_profile, workload_key)
+from pearl.profile.format import (ActorStepTiming, DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power,
+                                  Profile, Transfer, WeightSyncTiming, Workload, save_profile, workload_key)
 from pearl.profiling.slices import ChildArgs, add_slices, slices_to_profile
 from pearl.profiling.timing import Point, measure, measure_interleaved
 from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
@@ -176,6 +180,10 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
         if env_steps:
             profile.env_step.append(_env_step(spec.env_id, grid))
             note(f"env_step {spec.env_id}")
+            actor = _actor_target(targets, config)
+            if actor is not None:
+                profile.actor_step += _actor_steps(actor, workload, config, spec, grid)
+                note(f"actor step {actor.info.id}")
         for target in targets:
             if target.adapter.backend not in algorithm(config.algo).kernels:
                 continue  # no kernels of this algorithm on this backend (SAC on OpenCL): nothing to time, nor to plan
@@ -222,8 +230,8 @@ def serve_child() -> None:
 
 
 def count_measurements(options: ProfileOptions) -> int:
-    """The calls run_profile makes to progress: per workload its env steps and each device's timings, each
-    device's transfers, each GPU slice (measured or modelled) and each what-if device."""
+    """The calls run_profile makes to progress: per workload its env steps, the actor's step and each device's
+    timings, each device's transfers, each GPU slice (measured or modelled) and each what-if device."""
     grid = GRIDS["quick" if options.quick else "full"]
     # + the in-situ iteration and the weight sync
     per_device = (len(grid.act) + len(grid.insert) + 4 * len(grid.batch_factors)) * grid.rounds + 2
@@ -231,8 +239,8 @@ def count_measurements(options: ProfileOptions) -> int:
     chosen = plan_devices(options, found)
     planned = [d.id for d in chosen]
     devices, slices = len(planned), len(slices_to_profile(found, planned, options.devices))
-    timed = sum(1 + sum(per_device for d in chosen if d.adapter in algorithm(c.algo).kernels)
-                for c, _ in workloads(options))
+    able = [[d for d in chosen if d.adapter in algorithm(c.algo).kernels] for c, _ in workloads(options)]
+    timed = sum(1 + (1 if on else 0) + per_device * len(on) for on in able)  # env_step, actor step, devices
     return timed + devices + slices + len(options.what_if)
 
 
@@ -418,6 +426,67 @@ def _weight_sync(target: _Target, workload: Workload, config: OffPolicyConfig, s
     loading = measure(load, sync, **timing)
     return WeightSyncTiming(workload.key, target.info.id, publish.median_s, loading.median_s,
                             min(publish.samples, loading.samples), "measured")
+
+
+def _actor_target(targets: list[_Target], config: OffPolicyConfig) -> _Target | None:
+    """The device the actor's iteration is timed on: `cpu` when profiled, else the first that runs the
+    algorithm's kernels."""
+    able = [t for t in targets if t.adapter.backend in algorithm(config.algo).kernels]
+    return next((t for t in able if t.info.id == HOST_DEVICE), able[0] if able else None)
+
+
+#: rows of the ring the timed actor writes its transitions into (as the local launcher's smallest ring)
+ACTOR_RING_ROWS = 4096
+
+
+def _actor_steps(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,
+                 grid: Grid) -> list[ActorStepTiming]:
+    """An actor's iteration at each env count of the act grid, as an actor process runs it (module docstring)."""
+    out = []
+    for envs in grid.act:
+        loop = _ActorLoop(target.adapter, config, spec, envs)
+        stats = measure(loop, target.adapter.synchronize, min_time=IN_SITU_TIME_FACTOR * grid.min_time,
+                        warmup=grid.warmup, min_samples=grid.min_samples)
+        loop.stepper.close()
+        out.append(ActorStepTiming(workload.key, target.info.id, envs, stats.median_s, stats.samples, "measured"))
+    return out
+
+
+class _ActorLoop:
+    """One actor iteration a call: act on the observations, step the vector env, write the transitions."""
+
+    def __init__(self, adapter: Adapter, config: OffPolicyConfig, spec: EnvSpec, envs: int) -> None:
+        self.act = adapter.make_act(config, spec, init_params(config, spec, seed=0), seed=0)
+        self.stepper = EnvStepper(spec.env_id, spec, envs, seed=0)
+        self.ring = _HostRing(spec, max(ACTOR_RING_ROWS, envs))
+        self.explore = config.exploration(config.total_steps)
+
+    def __call__(self) -> None:
+        batch, restart = self.stepper.step(self.act.act(self.stepper.obs, self.explore))
+        if restart.any():
+            self.act.new_episodes(restart)
+        self.stepper.finished.clear()
+        self.ring.push(batch)
+
+
+class _HostRing:
+    """Transitions copied row by row into preallocated host arrays, wrapping around: an actor's ring write
+    without the shared memory's reader."""
+
+    def __init__(self, spec: EnvSpec, rows: int) -> None:
+        self.rows, self.head = rows, 0
+        self.arrays = {"obs": np.zeros((rows, spec.obs_dim), np.float32),
+                       "action": np.zeros((rows, *spec.action_shape), spec.action_dtype),
+                       "reward": np.zeros(rows, np.float32), "next_obs": np.zeros((rows, spec.obs_dim), np.float32),
+                       "terminated": np.zeros(rows, np.float32)}
+
+    def push(self, batch: TransitionBatch) -> None:
+        n = len(batch)
+        if self.head + n > self.rows:
+            self.head = 0
+        for name, rows in self.arrays.items():
+            rows[self.head:self.head + n] = getattr(batch, name)
+        self.head += n
 
 
 def _fresh_update(adapter: Adapter, replay: ReplayKernels, batch_size: int,
