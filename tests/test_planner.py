@@ -242,6 +242,34 @@ def test_weight_sync_is_costed_on_the_learner_and_each_actor() -> None:
     assert kernels["learn"] == pytest.approx(synced.cost[("learn", solution.placement["learn"])])
 
 
+def test_the_actors_env_side_is_the_profiles_actor_step_less_act() -> None:
+    """With actor steps in the profile, the env stepping the host carries (env_cost) and each actor's period
+    charge the actor's env side as its process runs it (the actor step less act), not bare env steps; without
+    them, the bare env steps."""
+    import dataclasses
+
+    from pearl.costmodel import CostModel
+    from pearl.envs import env_spec
+    from pearl.planner.build import build_problem
+    from pearl.profile.format import ActorStepTiming, load_profile
+
+    profile = dataclasses.replace(load_profile(REFERENCE), actor_step=[])
+    spec = env_spec("CartPole-v1")
+    bare, facts = build_problem(profile, CostModel(profile), "dqn", spec)
+    model = CostModel(profile)
+    env_s = model.env_step_time("CartPole-v1").seconds
+    steps, envs = facts.steps_per_iteration, facts.envs_per_actor
+    assert bare.env_cost == pytest.approx(steps * env_s)
+    act = model.kernel_time("act", "cpu", facts.workload, envs).seconds
+    timed = dataclasses.replace(profile, actor_step=[ActorStepTiming(facts.workload, "cpu", envs, act + 70e-6, 50,
+                                                                     "measured")])
+    sided, _ = build_problem(timed, CostModel(timed), "dqn", spec)
+    assert sided.env_cost == pytest.approx(steps / envs * 70e-6)
+    for a in sided.actor_options():
+        extra = steps / (a.n * envs) * (70e-6 - envs * env_s)
+        assert sided.actor_period[(a, "cpu")] == pytest.approx(bare.actor_period[(a, "cpu")] + extra)
+
+
 @pytest.mark.parametrize(("algo", "env"), [("dqn", "CartPole-v1"), ("ddpg", "Pendulum-v1")])
 def test_weight_syncs_are_priced_once_a_segment_from_the_schedule(algo, env) -> None:
     """The weight-sync seconds an iteration is charged: the learn device's publish time × 1 publish a segment ÷
@@ -350,11 +378,11 @@ def test_plan_records_where_each_power_figure_came_from(tmp_path) -> None:
 @pytest.mark.parametrize("hidden", [None, (128, 128)])
 def test_two_actors_on_two_lanes_are_slower_than_one(hidden) -> None:
     """The 2-core VM's own profile: 2 actor processes and the learner's are three processes on two lanes, and
-    time slicing stretches each one's work by 3/2 (contention[...]), so a plan of 2 actors predicts fewer env
-    steps/s than 1, and the planner picks 1. Measured on that VM (docs/MEASUREMENTS.md, `pearl train --algo dqn
-    --env CartPole-v0 --set hidden=128,128 --actors A`): 6,107 and 6,000 env steps/s with 1 actor, 4,643 and
-    5,100 with 2. DQN CartPole-v1 as the preset, and the defaults with hidden=128,128 as in that run (the
-    profile times CartPole-v1, whose dynamics are CartPole-v0's)."""
+    each loses a quarter of the others' host work to time slicing (contention[...]), so a plan of 2 actors
+    predicts fewer env steps/s than 1, and the planner picks 1. Measured on that VM (docs/MEASUREMENTS.md,
+    `pearl train --algo dqn --env CartPole-v0 --set hidden=128,128 --actors A`): 6,107 and 6,000 env steps/s
+    with 1 actor, 4,643 and 5,100 with 2. DQN CartPole-v1 as the preset, and the defaults with hidden=128,128
+    as in that run (the profile times CartPole-v1, whose dynamics are CartPole-v0's)."""
     from pearl.algos.registry import algorithm
     from pearl.costmodel import CostModel
     from pearl.envs import env_spec

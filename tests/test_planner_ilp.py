@@ -9,11 +9,13 @@ the accounting again on its own (it does not call pearl.planner.ilp.evaluate):
     the host resource + the sample→learn and learn→priority transfers; P = the largest;
     E = Σ idle·P + (busy_w − idle_w)·busy/lanes
     learn's cost includes the learner's weight publishes for the option, publish[a, d]
-    contention: the n actor processes and the learner's process on L host lanes, when n + 1 > L, take
-    (n + 1)/L as long over their host work: process[learner] × (n + 1)/L, and one actor's period with its host
-    part × (n + 1)/L (all of it when act is on the host resource, else the env stepping, env_cost/n)
-    the learner's T threads (p.learner_threads): the learner's process counts T in n + T above, and learn on the
-    host device keeps T lanes busy, T × its cost in busy[host]
+    contention: the n actor processes and the learner's T threads, N = n + T, on L host lanes, when N > L:
+    an actor's host work h is its period (all of it when act is on the host resource, else the env stepping,
+    env_cost/n); a one-thread process loses (N − L)/((N − 1)·L) of the others' lane-seconds, a learner of
+    T > 1 threads all of them: process[learner] + κ_T·n·h, and one actor's period + κ_1·(T·process[learner]
+    + (n − 1)·h)
+    the learner's T threads (p.learner_threads): learn on the host device keeps T lanes busy, T × its cost in
+    busy[host]
     infeasible: replay kernels apart, memory over capacity, n > host lanes (one lane per actor process; the
     roles share lanes through the load rows).
 """
@@ -167,10 +169,14 @@ def account(p: Problem, where: dict[str, str], a: ActorOption):
     process = sum(c(k) for k in (*REPLAY, "learn") if res[where[k]] == p.host) \
         + sum(t(e) for e in p.edges if (e.src, e.dst) in chain_edges)
     lower.append(process)
-    # the actor processes and the learner's (its T threads) on the host's lanes
-    stretch = max(1.0, (a.n + p.learner_threads) / lanes[p.host])
-    on_host = period_a if res[where["act"]] == p.host else min(period_a, p.env_cost / a.n)
-    lower += [process * stretch, period_a + (stretch - 1) * on_host]
+    # the actor processes and the learner's (its T threads) sharing the host's lanes
+    crowd, lanes_h = a.n + p.learner_threads, lanes[p.host]
+    if crowd > lanes_h:
+        on_host = period_a if res[where["act"]] == p.host else min(period_a, p.env_cost / a.n)
+        one = (crowd - lanes_h) / ((crowd - 1) * lanes_h)  # one thread's loss per lane-second of the others
+        threaded = one if p.learner_threads == 1 else 1.0  # T > 1 threads wait out all of the others' work
+        lower += [process + threaded * a.n * on_host,
+                  period_a + one * (p.learner_threads * process + (a.n - 1) * on_host)]
     if not p.prefetch:
         chain = sum(c(k) for k in ("replay_sample", "learn", "priority_update"))
         chain += sum(
@@ -305,8 +311,8 @@ def test_learner_threads_match_brute_force(seed):
 
 
 def test_two_threads_beside_one_actor_on_two_lanes_are_charged():
-    """2 learner threads and 1 actor process on 2 lanes: 3 processes, c = 1/2, so the learner's host work
-    takes 1.5 × as long (contention[learner])."""
+    """2 learner threads and 1 actor process on 2 lanes: 3 threads on 2 lanes, so the learner waits out the
+    actor's host work (its period here, act on cpu): contention[learner] = its own work + the actor's."""
     p = tiny_problem()
     p = dataclasses.replace(p, resources=[dataclasses.replace(p.resources[0], lanes=2), p.resources[1]])
     where = {k: "cpu" for k in PLACED}
@@ -314,7 +320,8 @@ def test_two_threads_beside_one_actor_on_two_lanes_are_charged():
     process = sum(p.cost[(k, "cpu")] for k in (*REPLAY, "learn"))  # the chain's transfers are 0 within cpu
     two = dataclasses.replace(p, learner_threads=2)
     alone, crowded = evaluate(p, where, one), evaluate(two, where, one)
-    assert alone[0] < 1.5 * process and crowded[0] == pytest.approx(1.5 * process)
+    actor = p.actor_period[(one, "cpu")]
+    assert alone[0] < process + actor and crowded[0] == pytest.approx(process + actor)
     assert crowded[2] == "contention[learner]"
     assert crowded[0] == pytest.approx(account(two, where, one)[0])
     assert crowded[1] == pytest.approx(account(two, where, one)[1])

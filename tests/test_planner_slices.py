@@ -9,9 +9,10 @@ The oracle states the slice rules again on its own (it does not call pearl.plann
               device of a sliced GPU; the slices in use all MIG or all MPS
     busy[r]   each kernel's seconds × share(d) on its device's resource
     instance  for a slice in use: its learner-process kernels, + act when all actors share its one instance
-    contention  the n actor processes and the learner's on L host lanes, when n + 1 > L: the learner process's
-              host work × (n + 1)/L, and an actor's period with its host part × (n + 1)/L (all of it when act
-              is on the host, else its env stepping, env_cost/n)
+    contention  the n actor processes and the learner's on L host lanes, when N = n + 1 > L: each process
+              loses κ = (N − L)/((N − 1)·L) of the others' host work (an actor's: its period when act is on the
+              host, else its env stepping, env_cost/n): the learner process's host work + κ·n·that, and an
+              actor's period + κ·(the learner's host work + (n − 1)·that)
     memory    per device, the memory of the kernels on it; and on a GPU with MPS shares, the learner process's
               kernels on its MPS shares or on the whole GPU plus n × act's memory for the n actor processes there,
               all against the largest memory of those devices (the GPU's: they share one memory)
@@ -122,9 +123,11 @@ def account(p: Problem, where: dict[str, str], a: ActorOption):
     process = sum(p.cost[(k, where[k])] for k in LEARNER if devs[where[k]].resource == p.host) \
         + sum(t(e) for e in p.edges)
     lower.append(process)
-    stretch = max(1.0, (a.n + 1) / lanes[p.host])
-    on_host = period_a if devs[where["act"]].resource == p.host else min(period_a, p.env_cost / a.n)
-    lower += [process * stretch, period_a + (stretch - 1) * on_host]
+    crowd = a.n + 1  # the actor processes and the learner's one thread
+    if crowd > lanes[p.host]:
+        on_host = period_a if devs[where["act"]].resource == p.host else min(period_a, p.env_cost / a.n)
+        lost = (crowd - lanes[p.host]) / ((crowd - 1) * lanes[p.host])
+        lower += [process + lost * a.n * on_host, period_a + lost * (process + (a.n - 1) * on_host)]
     for d in p.devices:
         if (d.share < 1 or d.instances > 1) and d.id in where.values():
             work = sum(p.cost[(k, d.id)] for k in LEARNER if where[k] == d.id)

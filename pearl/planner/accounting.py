@@ -18,10 +18,10 @@ Literals
     ("o", a)      actor option a is the plan's (whatever devices its processes act on): the learner's weight
                   publishes (problem.publish[a, d]) come with learn's ("x", "learn", d) coupled with it, unless
                   every option costs d's publishes the same
-    ("c", n)      a share in [0, 1], the contention on node n: (N − L)/L when the N processes on it (its actor
-                  processes, the learner's process when learn's device is on n — T = problem.learner_threads
-                  of them, one a thread —, each replay server process of its own there) outnumber the L lanes
-                  of its host, else 0 (`crowding`)
+    ("c", n)      (a cluster) a share in [0, 1], the contention on node n: (N − L)/L when the N processes on
+                  it (its actor processes, the learner's process when learn's device is on n — T =
+                  problem.learner_threads of them, one a thread —, each replay server process of its own there)
+                  outnumber the L lanes of its host, else 0 (`crowding`)
 A term counts its seconds × the product of its literals (True = 1); a count stands alone, a share may be
 coupled with a kernel's literal or an actor option's.
 
@@ -38,11 +38,15 @@ Rows (the families of ilp.py's docstring; a row reads Σ its terms ≤ lanes · 
     instance[d]        a GPU slice in use: its learner-process kernels, + act when the actors share its one
                        instance (each actor holding an instance of its own is bound by actor_period)
     network[n,out|in]  bytes / bandwidth of the edges leaving (entering) node n, on its network interface
-    contention[...]    per node n whose processes can outnumber its lanes: time slicing gives each process L/N
-                       of a core, so each one's work on the host takes N/L as long: its row again, each term also
-                       × c[n] (contention[learner]: process[learner]'s terms; contention[actors]: one actor's
-                       period per option, only the env stepping of it when act is on another resource than the
-                       host; contention[replay]: a replay shard's kernels on the host)
+    contention[...]    processes that can outnumber the host's lanes. One host (`sharing`): with option a's
+                       N = n + T processes on L lanes, a one-thread process loses κ₁ = (N − L)/((N − 1)·L) of the
+                       others' lane-seconds, the learner's T > 1 threads all of them; contention[learner] =
+                       process[learner]'s terms + κ_T·n·h (h: one actor's host work, its period, or only its env
+                       stepping when act is on another resource), contention[actors] per option = one actor's
+                       period + κ₁·(T·process[learner]'s terms + (n − 1)·h). A cluster (c[n]): each process's
+                       work on the host takes N/L as long, its row again with each term also × c[n]
+                       (contention[learner@n]: process[learner@n]'s terms; contention[actors@n]: one actor's
+                       period, or its env stepping; contention[replay@n]: a replay shard's kernels on the host)
 Memory rows (feasibility, not bounds on P; a row reads Σ its needs ≤ capacity, in bytes)
     memory[d]          the memory of the kernels placed on d ≤ memory(d) (a shard: 1/K of the replay storage)
     mps_memory[r]      on a GPU r offered as MPS shares: every process on its MPS shares or on the whole GPU
@@ -128,7 +132,7 @@ def contention_literal(node: str) -> Literal:
 
 #: literals whose value is a share, not a truth value: the program couples them last
 SHARES = ("f", "c")
-#: the label of the contention rows, which lean on actors[n] (N ≤ L + 1 there, so c[n] ≤ 1/L)
+#: the label of the contention rows, which lean on actors[n] (N ≤ L + T there)
 CONTENTION = "contention"
 
 
@@ -350,9 +354,23 @@ def crowding(problem: Problem, a: ActorOption, node: Node) -> bool:
     return a.n + others > problem.resource(node.host).lanes
 
 
+def sharing(problem: Problem, a: ActorOption, width: int = 1) -> float:
+    """κ on one host with option a: the part of the other processes' lane-seconds that a process of `width`
+    threads loses (the module docstring). N = a's actor processes + the learner's T, L the host's lanes; 0 when
+    N ≤ L; else (N − L)/((N − 1)·L) for one thread, and 1 for several (the learner's T threads)."""
+    lanes = problem.resource(problem.host).lanes
+    n = a.n + problem.learner_threads
+    if n <= lanes:
+        return 0.0
+    return (n - lanes) / ((n - 1) * lanes) if width == 1 else 1.0
+
+
 def contention_rows(problem: Problem) -> list[Row]:
     """contention[learner], contention[actors], contention[replay] (per node of a cluster): the rows of the
-    processes on a node that may be crowded, each term again × c[n] (the module docstring)."""
+    processes on a node that may be crowded (the module docstring): on one host each process's own work and
+    κ[a] of the others' lane-seconds; in a cluster each process's own work again × c[n]."""
+    if not multi_node(problem):
+        return _shared_host_rows(problem)
     rows = []
     options = problem.actor_options()
     for node in problem.node_list():
@@ -383,6 +401,36 @@ def contention_rows(problem: Problem) -> list[Row]:
                 _, replay = _node_tag(problem, node.name, "replay")
                 rows.append(Row(f"contention_replay{tag}", f"{CONTENTION}[{replay}]", _stretched(shard, c)))
     return rows
+
+
+def _shared_host_rows(problem: Problem) -> list[Row]:
+    """One host: contention[learner] = process[learner]'s terms + κ[a] × the actors' host work (their env
+    side, and act where it runs on the host); contention[actors] per crowded option = one actor's period +
+    κ[a] × (T × the learner's host work + the n − 1 other actors' host work)."""
+    node = problem.node_list()[0]
+    crowded = [a for a in problem.actor_options() if sharing(problem, a) > 0]
+    if not crowded:
+        return []
+    own = _process_terms(problem, node)
+    others: list[Term] = []
+    rows = []
+    for ai, a in enumerate(problem.actor_options()):
+        kappa, lost = sharing(problem, a), sharing(problem, a, problem.learner_threads)
+        if kappa == 0:
+            continue
+        actor_terms = []
+        for (aa, d), t in problem.actor_period.items():
+            if aa != a:
+                continue
+            v = ("v", a, d)
+            on_host = problem.device(d).resource == node.host
+            host_work = t if on_host else min(t, node.env_cost / a.n)  # one actor's, per iteration
+            others.append(Term(lost * a.n * host_work, (v,)))
+            learner = [Term(kappa * problem.learner_threads * x.seconds, (*x.when, v)) for x in own]
+            actor_terms += [Term(t, (v,)), Term(kappa * (a.n - 1) * host_work, (v,)), *learner]
+        if actor_terms:
+            rows.append(Row(f"contention_actors_a{ai}", f"{CONTENTION}[actors]", actor_terms))
+    return [Row("contention_learner", f"{CONTENTION}[learner]", own + others)] + rows
 
 
 def _stretched(terms: list[Term], c: Literal) -> list[Term]:
@@ -554,13 +602,8 @@ def _factor(problem: Problem, when: tuple[Literal, ...], where: dict[str, str], 
     return factor
 
 
-def learner_threads(lanes: int, others: int, learn_s: dict[int, float]) -> int:
-    """The learner's threads T ∈ {1, …, lanes} that the contention row prices lowest for the learner's own work
-    on a host of `lanes` lanes with `others` other processes on it: learn's T-thread seconds × (others + T)/lanes
-    when the processes outnumber the lanes (× 1 otherwise), T over the counts `learn_s` times (a count it lacks
-    costs its 1-thread figure, so it never wins: ties keep the fewer threads)."""
-    def priced(threads: int) -> float:
-        crowd = max(1.0, (others + threads) / lanes)
-        return learn_s.get(threads, learn_s[1]) * crowd
-
-    return min(range(1, max(1, lanes) + 1), key=lambda t: (priced(t), t))
+def fastest_threads(lanes: int, learn_s: dict[int, float]) -> int:
+    """The learner's threads T ∈ {1, …, lanes} whose learn is fastest when it has the host to itself (the
+    sequential launcher's roles run in turn), over the counts `learn_s` times (a count it lacks costs its 1-thread
+    figure, so it never wins: ties keep the fewer threads)."""
+    return min(range(1, max(1, lanes) + 1), key=lambda t: (learn_s.get(t, learn_s[1]), t))

@@ -59,23 +59,30 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 envs per actor. Within a program T is a constant: learn's cost on a host device (`cpu`) is its
                 T-thread figure, busy[host] counts T × it (T lanes busy while it runs), and the learner's
                 process is T processes in contention's N below (and in `crowding`), so 2 threads beside 1 actor
-                on 2 lanes is charged c = 1/2. evaluate() reads the same rows, so it and the program agree for
-                every T
-    contention[learner], contention[actors] (contention[learner@n], contention[actors@n],
-                contention[replay@n] per node of a cluster)   time slicing: when the N processes on a node
-                outnumber the L lanes of its host, each gets L/N of a core, so each process's work on the host
-                takes N/L as long. The processes: the actor processes on it, the learner's process (on the
-                node of learn's device, whatever that device: it runs on the host), each replay server process
-                of its own there. The row of each process again, each term also × c[n] = (N − L)⁺/L:
-                process[learner@n]'s terms (the learner's host work); actor_period[a, d] for an option a that
-                can crowd the node (n + T > L, or n + T + 1 > L in a cluster), all of it when act's device is on
-                the host, else its env stepping (env_cost/n; the act device's time is not the host's); a
-                shard's replay kernels on the host. c[n] with one host is Σ_a,d ((n_a + T − L)⁺/L)·v[a,d] (the
-                option fixes N); in a cluster a variable with L·c[n] ≥ Σ_a,d∈n w[a,d] + R[n] − z[n] +
-                T·Σ_d∈n x[learn,d] − L, exact since c only raises bounds and actors[n] keeps N ≤ L + T (c ≤ 1,
-                so its products with the placement's binaries are couples). Measured on the 2-core VM: 2 actors
-                ran at 0.76-0.85 × 1 actor (docs/MEASUREMENTS.md), which the load row alone, lanes shared as if
-                time slicing were free, priced as fast
+                on 2 lanes are crowded. evaluate() reads the same rows, so it and the program agree for every T
+    contention[learner], contention[actors]   (one host) processor sharing: the N = n + T processes of an
+                option (its n actor processes, the learner's T threads) on the host's L lanes; when N > L each
+                runs at L/N of a core while they all run. A one-thread process whose others do W lane-seconds
+                an iteration is overlapped by them for W·N/((N − 1)·L) and runs at L/N meanwhile, so it loses
+                κ₁·W, κ₁ = (N − L)/((N − 1)·L); a learner of T > 1 threads loses all of W (κ_T = 1): a parallel
+                region ends only when each of its threads has run, and the thread another process displaced
+                waits for it. With h[a, d] an actor's host work (actor_period[a, d] when act's device is on
+                the host, else its env stepping, env_cost/n): contention[learner] = process[learner]'s terms +
+                Σ_a,d κ_T[a]·n_a·h[a, d]·v[a, d]; contention[actors] per option that can crowd = actor_period[a,
+                d] + κ₁[a]·(T·process[learner]'s terms + (n_a − 1)·h[a, d]), each coupled with v[a, d]. The
+                option fixes N, so κ is a constant of it (accounting.sharing). Measured on the 2-core VM:
+                2 actors ran at 0.96-1.03 × 1 actor on 11 of 16 layouts (docs/MEASUREMENTS.md), where the
+                time-slicing charge of a whole process's work (N/L as long) had predicted 0.67-0.78 ×
+    contention[learner@n], contention[actors@n], contention[replay@n]   (a cluster, where N is a decision)
+                time slicing, bounded: each process's work on the host takes N/L as long. The processes: the
+                actor processes on the node, the learner's process (on the node of learn's device, whatever
+                that device: it runs on the host), each replay server process of its own there. The row of
+                each process again, each term also × c[n] = (N − L)⁺/L: process[learner@n]'s terms;
+                actor_period[a, d] for an option a that can crowd the node (n + T + 1 > L), all of it when
+                act's device is on the host, else its env stepping; a shard's replay kernels on the host. c[n]
+                is a variable with L·c[n] ≥ Σ_a,d∈n w[a,d] + R[n] − z[n] + T·Σ_d∈n x[learn,d] − L, exact since
+                c only raises bounds and actors[n] keeps N ≤ L + T (c ≤ 1, so its products with the
+                placement's binaries are couples)
     network[n,out], network[n,in]   (clusters) the seconds node n's network interface spends sending
                 (receiving) the bytes of the edges that leave (enter) it, problem.nic, ≤ P: one interface
                 per node, full duplex, shared by every edge that crosses it
@@ -494,26 +501,20 @@ class _Builder:
             self.servers[ni] = server - joined
         return self.servers[ni]
 
-    def crowd(self, name: str) -> pulp.LpAffineExpression | pulp.LpVariable:
-        """c[n]: with one host, Σ_a,d ((n_a + T − L)⁺/L)·v[a,d] (the learner's process, T threads, is always
-        there); in a cluster a variable in [0, 1] with L·c[n] ≥ N[n] − L, N[n] = the node's actor processes + its
+    def crowd(self, name: str) -> pulp.LpVariable:
+        """c[n] (clusters): a variable in [0, 1] with L·c[n] ≥ N[n] − L, N[n] = the node's actor processes + its
         replay server processes of their own + T·[learn on n] (exact: c only raises the rows it is in, and
-        actors[n] keeps N[n] ≤ L + T ≤ 2L)."""
+        actors[n] keeps N[n] ≤ L + T ≤ 2L). One host's contention rows need no c (accounting.sharing)."""
         if name not in self.crowds:
             nodes = self.problem.node_list()
             ni = next(i for i, n in enumerate(nodes) if n.name == name)
             lanes = self.problem.resource(nodes[ni].host).lanes
-            if not self.multi:
-                threads = self.problem.learner_threads  # the learner's process is T processes
-                self.crowds[name] = pulp.lpSum(max(0, a.n + threads - lanes) / lanes * var
-                                               for (a, _), var in self.v.items())
-            else:
-                c = _var(self.lp, f"crowd_n{ni}", 0, 1, pulp.LpContinuous)
-                learner = self.problem.learner_threads * pulp.lpSum(self.on(LEARN, d.id) for d in self.problem.devices
-                                                                    if d.node == name)
-                processes = self.actors_on(name) + self.server_processes(ni) + learner
-                self.add(lanes * c - processes >= -lanes, f"crowd_n{ni}", f"crowd[{name}]")
-                self.crowds[name] = c
+            c = _var(self.lp, f"crowd_n{ni}", 0, 1, pulp.LpContinuous)
+            learner = self.problem.learner_threads * pulp.lpSum(self.on(LEARN, d.id) for d in self.problem.devices
+                                                                if d.node == name)
+            processes = self.actors_on(name) + self.server_processes(ni) + learner
+            self.add(lanes * c - processes >= -lanes, f"crowd_n{ni}", f"crowd[{name}]")
+            self.crowds[name] = c
         return self.crowds[name]
 
     def literal(self, lit: Literal) -> pulp.LpAffineExpression | int:
