@@ -99,11 +99,12 @@ class RunOptions:
     them as a plan would on this machine: a plan's `threads`; else, with the learner on `cpu` and a profile of
     this machine at hand (`profile_at_hand`: <runs_dir>/profiles/<host>-quick.json, which `pearl quickstart`
     keeps, or profiles/<host>-full.json / -quick.json, which `pearl profile` writes; same CPU and cores) that
-    times this workload's learn at more than one thread, the T ∈ {1, …, lanes} the planner's contention row
-    prices lowest: learn's T-thread seconds × (others + T)/lanes once the processes outnumber the lanes,
-    others = the actor processes beside the learner (0 with the sequential launcher), ties to fewer threads
-    (pearl.planner.accounting.learner_threads); else 1 (DEFAULT_THREADS). On the 2-core EPYC the presets' learn
-    gave the same bits at 1 and 2 threads; the thread count changes speed only there."""
+    times this workload's learn at more than one thread, the T ∈ {1, …, lanes} a plan would take for this
+    layout: the planner's own prediction of it at each T, contention beside the actor processes included
+    (pearl.planner.make.layout_threads), or with the sequential launcher, whose roles run in turn, the T whose
+    learn is fastest (pearl.planner.accounting.fastest_threads); ties to fewer threads; else 1
+    (DEFAULT_THREADS). On the 2-core EPYC the presets' learn gave the same bits at 1 and 2 threads; the thread
+    count changes speed only there."""
     descriptor: str | None = None
     """Device descriptor (TOML) whose precompiled kernel binary an OpenCL device loads."""
     emulate: dict[str, str] = field(default_factory=dict)
@@ -703,17 +704,21 @@ def default_threads(config: OffPolicyConfig, spec: EnvSpec, placement: Placement
     if profile is None:
         return DEFAULT_THREADS
     from pearl.costmodel import CostModel
-    from pearl.planner.accounting import learner_threads
+    from pearl.planner.accounting import fastest_threads
     from pearl.planner.build import config_workload
+    from pearl.planner.make import layout_threads
+    from pearl.planner.problem import PLACED, REPLAY
 
     model, workload = CostModel(profile), config_workload(config, spec)
     try:
+        if launcher_capabilities(launcher).concurrent_roles:  # priced beside the actors, as a plan prices it
+            where = {k: placement.replay if k in REPLAY else getattr(placement, k) for k in PLACED}
+            return layout_threads(profile, config, spec, where, actors)
         counts = [t for t in model.thread_counts("learn", HOST, workload) if t <= lanes]
-        learn_s = {t: model.kernel_time("learn", HOST, workload, config.batch_size, t).seconds for t in counts}
-    except (KeyError, ValueError):  # the profile does not time this workload's learn on cpu
+        return fastest_threads(lanes, {t: model.kernel_time("learn", HOST, workload, config.batch_size, t).seconds
+                                       for t in counts})
+    except (KeyError, ValueError, PearlError):  # the profile does not time this workload, or its devices
         return DEFAULT_THREADS
-    others = actors if launcher_capabilities(launcher).concurrent_roles else 0
-    return learner_threads(lanes, others, learn_s)
 
 
 def resume(run_dir: str, *, eval_episodes: int = 10, progress: Callable[[int], None] | None = None,

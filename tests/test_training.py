@@ -90,16 +90,13 @@ def test_progress_is_called_as_the_loop_starts_and_as_it_ends(tmp_path) -> None:
     assert calls[0] == 0 and calls[-1] == result.steps == 300 and calls == sorted(calls)
 
 
-def test_learner_threads_rule_prices_crowding_as_the_planner_does():
-    from pearl.planner.accounting import learner_threads
+def test_fastest_threads_rule_for_roles_in_turn():
+    from pearl.planner.accounting import fastest_threads
 
-    # 2 lanes, 1 actor: 2 threads make 3 processes (× 1.5), worth it only below 2/3 of the 1-thread time
-    assert learner_threads(2, 1, {1: 1.0, 2: 0.6}) == 2
-    assert learner_threads(2, 1, {1: 1.0, 2: 0.7}) == 1
-    assert learner_threads(2, 0, {1: 1.0, 2: 0.9}) == 2  # alone on the host: any gain counts
-    assert learner_threads(2, 0, {1: 1.0, 2: 1.0}) == 1  # a tie keeps fewer threads
-    assert learner_threads(4, 1, {1: 1.0}) == 1  # no multi-thread figure: 1
-    assert learner_threads(1, 0, {1: 1.0, 2: 0.1}) == 1  # never more threads than lanes
+    assert fastest_threads(2, {1: 1.0, 2: 0.9}) == 2  # alone on the host: any gain counts
+    assert fastest_threads(2, {1: 1.0, 2: 1.0}) == 1  # a tie keeps fewer threads
+    assert fastest_threads(4, {1: 1.0}) == 1  # no multi-thread figure: 1
+    assert fastest_threads(1, {1: 1.0, 2: 0.1}) == 1  # never more threads than lanes
 
 
 def _profile_here(runs_dir, factor: float) -> None:
@@ -123,9 +120,9 @@ def _profile_here(runs_dir, factor: float) -> None:
 
 
 def test_default_threads_are_what_a_plan_would_choose_from_this_machines_profile(tmp_path):
-    """No --threads, no plan: 1 without a profile of this machine at hand; with one, the planner's pricing
-    (learner_threads) over its learn figures, the actor processes beside the learner counted (none with the
-    sequential launcher); 1 when the learner is not on cpu."""
+    """No --threads, no plan: 1 without a profile of this machine at hand; with one, the count the planner's
+    prediction of the layout favours (layout_threads: contention beside the actors priced), or with the
+    sequential launcher the fastest learn; 1 when the learner is not on cpu."""
     from pearl.envs import env_spec
     from pearl.hostinfo import cpu_lanes
     from pearl.runtime.launcher import Placement

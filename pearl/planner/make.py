@@ -13,14 +13,14 @@ from pearl.costmodel import CostModel
 from pearl.device import HOST, NodeDevice
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError
-from pearl.planner.build import Facts, build_cluster_problem
+from pearl.planner.build import Facts, build_cluster_problem, build_problem, config_workload
 from pearl.planner.accounting import server_nodes
-from pearl.planner.ilp import TIES, evaluator, pareto, solve
+from pearl.planner.ilp import TIES, evaluate, evaluator, pareto, solve
 from pearl.planner.plan import Plan
 from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
 from pearl.profile.cluster import Cluster, load_cluster
 from pearl.profile.format import Profile
-from pearl.types import MAX_ENVS
+from pearl.types import MAX_ENVS, EnvSpec
 
 OBJECTIVES = ("throughput", "perf-per-watt")
 
@@ -67,6 +67,26 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
     p_e, f_e, best, _ = min(candidates, key=lambda c: (*rank(c[2]), c[0].learner_threads))
     return _plan(source, p_e, f_e, algo, env_id, objective, best,
                  _merged_front([point for c in candidates for point in c[3]]))
+
+
+def layout_threads(profile: Profile, config: OffPolicyConfig, spec: EnvSpec, where: dict[str, str],
+                   actors: int) -> int:
+    """The learner's threads a plan would take for one layout of a host profile (the local launcher's roles,
+    side by side): each count T the profile times learn at on `cpu`, up to the host's lanes, priced as the
+    planner prices it (the problem for T, `evaluate` of the layout: contention included); the least period,
+    ties to fewer threads; 1 where no count's layout is feasible. `where`: the device of each kernel of PLACED."""
+    model = CostModel(profile)
+    problem, _ = build_problem(profile, model, config.algo, spec, config=config)
+    lanes = problem.resource(problem.host).lanes
+    counts = sorted({1, *(t for t in model.thread_counts("learn", HOST, config_workload(config, spec)) if t <= lanes)})
+    best = (math.inf, 1)
+    for threads in counts:
+        p_t = problem if threads == 1 else build_problem(profile, model, config.algo, spec, config=config,
+                                                           threads=threads)[0]
+        got = evaluate(p_t, where, ActorOption(actors, config.n_envs))
+        if got is not None:
+            best = min(best, (got[0], threads))
+    return best[1]
 
 
 def thread_choices(source: "Source", problem: Problem, facts: Facts) -> list[int]:
