@@ -137,7 +137,7 @@ class LearnKernel(ABC):
     where that is faster, but gives the same bits as `apply(grads(batch))`.
 
     An actor-critic's actor gradient is taken through the critic as its Adam step in this update leaves it
-    (DDPG's, TD3's and SAC's order since Fujimoto et al. and Haarnoja et al.: critic step, then actor). `grads`
+    (DDPG's, TD3's and SAC's order, as Stable-Baselines3 and CleanRL have it: critic step, then actor). `grads`
     gets it without moving the critic by stepping a scratch copy of the critic and its Adam moments with the
     critic gradient it just computed; `apply` then steps the critic itself with the gradient it is given. So
     when those gradients are changed between the halves (averaged across learners), the actor's gradient

@@ -1,8 +1,9 @@
 """DQN and DDPG `act` and `learn` on an OpenCL device: the maths of pearl/algos/{dqn,ddpg}.py, step for step
 as the torch adapter does it, on buffers that stay on the device.
 
-A `learn` call enqueues its kernels and returns without waiting: the TD errors it returns are a device buffer
-valid until the next `learn` call (the in-order queue runs the priority update that reads them first).
+A `learn` call (or `grads`, `apply`) enqueues its kernels and returns without waiting: the TD errors it returns
+are a device buffer valid until the next `learn` or `grads` call (the in-order queue runs the priority update
+that reads them first); a `grads`' gradients are device copies of its own.
 """
 
 from __future__ import annotations
