@@ -106,7 +106,7 @@ class Adam:
         the state stay as they are."""
         if self._ahead is None:
             scratch = self.param.detach().clone().requires_grad_(self.param.requires_grad)
-            self._ahead = scratch, torch.optim.Adam([scratch], **{k: v for k, v in self.optimizer.defaults.items()})
+            self._ahead = scratch, torch.optim.Adam([scratch], **self.optimizer.defaults)
         scratch, optimizer = self._ahead
         scratch.copy_(self.param)
         kept = self.optimizer.state.get(self.param, {})

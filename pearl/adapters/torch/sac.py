@@ -111,7 +111,7 @@ class SACLearn(LearnKernel):
         self._step_actor_and_targets(self.actor.flat_of(gradients.arrays, "actor"))
         return gradients.result()
 
-    def _sample_and_alpha_grad(self, batch: SampleBatch) -> tuple["_Sample", torch.Tensor]:
+    def _sample_and_alpha_grad(self, batch: SampleBatch) -> tuple[_Sample, torch.Tensor]:
         """The policy's sample at obs and next_obs (draws keyed by (seed, update)), α as it is before this update,
         and the temperature's gradient."""
         n, d = batch.reward.shape[0], self.action_dim
@@ -122,14 +122,14 @@ class SACLearn(LearnKernel):
         (grad,) = torch.autograd.grad(alpha_loss, [self.log_alpha])
         return _Sample(batch, z, action_pi, log_pi, alpha), grad
 
-    def _target(self, batch: SampleBatch, sample: "_Sample") -> torch.Tensor:
+    def _target(self, batch: SampleBatch, sample: _Sample) -> torch.Tensor:
         """y = r + γ (1 − d) (min_i Q'_i(s', a') − α log π(a'|s')), a' the policy's sample at s'."""
         with torch.no_grad():
             next_action, next_log_pi = squashed_sample(self.actor(batch.next_obs), sample.z[1])
             next_q = min_q(self.targets, batch.next_obs, next_action)
             return batch.reward + self.config.gamma * (1.0 - batch.terminated) * (next_q - sample.alpha * next_log_pi)
 
-    def _actor_grad(self, sample: "_Sample", critics: dict[str, Net]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _actor_grad(self, sample: _Sample, critics: dict[str, Net]) -> tuple[torch.Tensor, torch.Tensor]:
         """mean(α log π(a|s) − min_i Q_i(s, a)) through `critics`, and its gradient in the actor's parameters."""
         q_pi = min_q(critics, sample.batch.obs, sample.action)
         actor_loss = (sample.alpha * sample.log_pi - q_pi).mean()
@@ -143,7 +143,7 @@ class SACLearn(LearnKernel):
         self.updates += 1
 
     @staticmethod
-    def _metrics(sample: "_Sample", critic_loss: torch.Tensor, actor_loss: torch.Tensor, q1: torch.Tensor) -> dict:
+    def _metrics(sample: _Sample, critic_loss: torch.Tensor, actor_loss: torch.Tensor, q1: torch.Tensor) -> dict:
         return {"losses/td_loss": critic_loss.detach(), "losses/actor_loss": actor_loss.detach(),
                 "losses/alpha": sample.alpha, "losses/q_values": q1.detach().mean()}
 
