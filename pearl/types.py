@@ -115,3 +115,23 @@ class LearnResult:
 
     td_errors: Any  # (B,) on the learner's device
     metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Gradients:
+    """What a learn kernel's `grads` computed on one batch and its `apply` consumes: every gradient the update's
+    optimiser steps need, before any parameter moves.
+
+    arrays: gradient by parameter name, named as the parameters are (``critic.0.weight``, ``log_alpha``), each
+    an array native to the learner's device (a torch tensor, a pyopencl array) shaped like its parameter. Only
+    the parameters this update steps are present (TD3's actor every `policy_delay` updates). Between the two
+    halves the arrays may be replaced or changed in place (an all-reduce averaging them across learners);
+    `apply` reads them as they are then. td_errors and metrics are those `learn` would return for the batch."""
+
+    arrays: dict[str, Any]
+    td_errors: Any  # (B,) on the learner's device
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def result(self) -> LearnResult:
+        """The `LearnResult` of the update these gradients belong to."""
+        return LearnResult(self.td_errors, self.metrics)

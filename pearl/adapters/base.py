@@ -6,7 +6,9 @@ algorithm and its shapes, one per role:
 - `ActKernel`      — ``act``: policy forward + exploration on a batch of observations;
 - `ReplayKernels`  — ``replay_insert``, ``replay_sample``, ``priority_update`` on storage that lives on the
                      device;
-- `LearnKernel`    — ``learn``: one gradient update, target update included, returning TD errors.
+- `LearnKernel`    — ``learn``: one gradient update, target update included, returning TD errors; in two
+                     halves, ``grads`` (every gradient, no parameter moves) then ``apply`` (the optimiser
+                     steps and target updates), so something (an all-reduce) can stand between them.
 
 Numpy arrays are the boundary: parameters move in and out as ``dict[str, np.ndarray]`` (so every adapter
 can start from the same seeded weights), observations enter and actions leave as numpy. Within a role,
@@ -27,7 +29,7 @@ import numpy as np
 from pearl.algos.base import OffPolicyConfig
 from pearl.device import HOST_RESOURCE, DeviceId, DeviceKind
 from pearl.algos.registry import algorithm
-from pearl.types import EnvSpec, LearnResult, Params, PriorityUpdate, SampleBatch, TransitionBatch
+from pearl.types import EnvSpec, Gradients, LearnResult, Params, PriorityUpdate, SampleBatch, TransitionBatch
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,16 @@ def check_state(state: Params, expected: dict[str, tuple[int, ...]], what: str) 
             raise ValueError(f"{what} state has {name} of shape {got}, expected {tuple(shape)}")
 
 
+def check_gradients(gradients: Gradients, expected: dict[str, tuple[int, ...]]) -> None:
+    """ValueError naming the first gradient an `apply` needs that `gradients` lacks or has in another shape."""
+    for name, shape in expected.items():
+        if name not in gradients.arrays:
+            raise ValueError(f"gradients lack {name!r}, which this update steps")
+        got = tuple(gradients.arrays[name].shape)
+        if got != tuple(shape):
+            raise ValueError(f"gradient {name} has shape {got}, its parameter {tuple(shape)}")
+
+
 def encode_json(obj: Any) -> np.ndarray:
     """A JSON-able object (a random generator's state) as a uint8 array, so a state dict holds arrays only."""
     return np.frombuffer(json.dumps(obj).encode("utf-8"), dtype=np.uint8).copy()
@@ -117,13 +129,35 @@ class ActKernel(ABC):
 
 
 class LearnKernel(ABC):
-    """``learn``: one gradient update on a sampled batch."""
+    """``learn``: one gradient update on a sampled batch, which is ``grads`` then ``apply``.
+
+    `grads` computes every gradient the update's optimisers need (each network's, an extra's such as SAC's
+    log α) and the TD errors, changing no parameter, optimiser state or update count; `apply` runs the optimiser
+    steps (gradient clipping included) and the target updates, and counts the update. `learn` may fuse the two
+    where that is faster, but gives the same bits as `apply(grads(batch))`.
+
+    An actor-critic's actor gradient is taken through the critic as its Adam step in this update leaves it
+    (DDPG's, TD3's and SAC's order, as Stable-Baselines3 and CleanRL have it: critic step, then actor). `grads`
+    gets it without moving the critic by stepping a scratch copy of the critic and its Adam moments with the
+    critic gradient it just computed; `apply` then steps the critic itself with the gradient it is given. So
+    when those gradients are changed between the halves (averaged across learners), the actor's gradient
+    is still through the critic this learner's own gradient would give."""
 
     updates: int
 
-    @abstractmethod
     def learn(self, batch: SampleBatch) -> LearnResult:
         """Update the networks on batch (arrays native to this device) and return the TD errors."""
+        return self.apply(self.grads(batch))
+
+    @abstractmethod
+    def grads(self, batch: SampleBatch) -> Gradients:
+        """Every gradient of one update on batch, and its TD errors and metrics; no parameter changes."""
+
+    @abstractmethod
+    def apply(self, gradients: Gradients) -> LearnResult:
+        """The optimiser steps and target updates of the update `grads` computed (in the same order of updates:
+        each `grads` is followed by its `apply` before the next `grads`); ValueError when a gradient the
+        update steps is missing or has another shape than its parameter."""
 
     def get_params(self) -> Params:
         """Every network's parameters, targets included, as host arrays."""

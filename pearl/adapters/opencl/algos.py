@@ -1,8 +1,9 @@
 """DQN and DDPG `act` and `learn` on an OpenCL device: the maths of pearl/algos/{dqn,ddpg}.py, step for step
 as the torch adapter does it, on buffers that stay on the device.
 
-A `learn` call enqueues its kernels and returns without waiting: the TD errors it returns are a device buffer
-valid until the next `learn` call (the in-order queue runs the priority update that reads them first).
+A `learn` call (or `grads`, `apply`) enqueues its kernels and returns without waiting: the TD errors it returns
+are a device buffer valid until the next `learn` or `grads` call (the in-order queue runs the priority update
+that reads them first); a `grads`' gradients are device copies of its own.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel
+from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel, check_gradients
 from pearl.adapters.opencl.nets import DeviceAdam, DeviceMean, DeviceMLP, polyak
 from pearl.adapters.opencl.runtime import CLRuntime
 from pearl.algos.ddpg import DDPGConfig, ou_coefficients
 from pearl.algos.dqn import DQNConfig
-from pearl.types import LearnResult, Params, SampleBatch
+from pearl.types import Gradients, LearnResult, Params, SampleBatch
 
 
 class _Buffers:
@@ -66,6 +67,22 @@ class CLDQNLearn(LearnKernel):
         self.updates = 0
 
     def learn(self, batch: SampleBatch) -> LearnResult:
+        result = self._backward(batch)
+        self._step()
+        return result
+
+    def grads(self, batch: SampleBatch) -> Gradients:
+        result = self._backward(batch)
+        return Gradients(self.q.named_grads(), result.td_errors, result.metrics)
+
+    def apply(self, gradients: Gradients) -> LearnResult:
+        check_gradients(gradients, self.q.grad_shapes())
+        self.q.take_grads(gradients.arrays)
+        self._step()
+        return gradients.result()
+
+    def _backward(self, batch: SampleBatch) -> LearnResult:
+        """The Q-network's gradient into its dw/db buffers; the TD errors and metrics."""
         cfg, b, a = self.config, len(batch), self.n_actions
         grad, td = self.bufs.get("grad", (b, a)), self.bufs.get("td", (b,))
         loss, q_taken = self.bufs.get("loss", (b,)), self.bufs.get("q_taken", (b,))
@@ -74,12 +91,15 @@ class CLDQNLearn(LearnKernel):
         self.rt.launch("dqn_td", b, acts[-1], next_q, batch.action, batch.reward, batch.terminated, batch.weights,
                        cfg.gamma, a, b, int(cfg.huber), grad, td, loss, q_taken)
         self.q.backward(acts, grad, b)
-        self.opt.step()
-        self.updates += 1
-        if self.updates % cfg.target_update_interval == 0:
-            self.q_target.copy_from(self.q)
         return LearnResult(td, {"losses/td_loss": DeviceMean(self.rt, loss),
                                 "losses/q_values": DeviceMean(self.rt, q_taken)})
+
+    def _step(self) -> None:
+        """Clipping and one Adam step (DeviceAdam), and the hard target copy every target_update_interval."""
+        self.opt.step()
+        self.updates += 1
+        if self.updates % self.config.target_update_interval == 0:
+            self.q_target.copy_from(self.q)
 
     def policy_params(self) -> Params:
         return self.q.dump()
@@ -148,6 +168,7 @@ class CLDDPGLearn(LearnKernel):
         self.critic_target = DeviceMLP(rt, critic_sizes, params, "critic_target")
         self.actor_opt = DeviceAdam(rt, self.actor.buffers(), self.actor.gradients(), config.learning_rate)
         self.critic_opt = DeviceAdam(rt, self.critic.buffers(), self.critic.gradients(), config.learning_rate)
+        self.critic_ahead = DeviceMLP(rt, critic_sizes, params, "critic")  # `grads`' scratch: the stepped critic
         self.bufs = _Buffers(rt)
         self.updates = 0
 
@@ -157,36 +178,63 @@ class CLDDPGLearn(LearnKernel):
         return out
 
     def learn(self, batch: SampleBatch) -> LearnResult:
+        td, metrics = self._critic_grad(batch)
+        self.critic_opt.step()
+        metrics["losses/actor_loss"] = self._actor_grad(batch, self.critic)  # through the critic just updated
+        self._step_actor_and_targets()
+        return LearnResult(td, metrics)
+
+    def grads(self, batch: SampleBatch) -> Gradients:
+        td, metrics = self._critic_grad(batch)
+        self.critic_opt.step_ahead(self.critic_ahead.buffers())  # the critic as `apply` will step it, a copy
+        metrics["losses/actor_loss"] = self._actor_grad(batch, self.critic_ahead)
+        return Gradients({**self.critic.named_grads(), **self.actor.named_grads()}, td, metrics)
+
+    def apply(self, gradients: Gradients) -> LearnResult:
+        check_gradients(gradients, {**self.critic.grad_shapes(), **self.actor.grad_shapes()})
+        self.critic.take_grads(gradients.arrays)
+        self.critic_opt.step()
+        self.actor.take_grads(gradients.arrays)
+        self._step_actor_and_targets()
+        return gradients.result()
+
+    def _critic_grad(self, batch: SampleBatch) -> tuple[cla.Array, dict[str, DeviceMean]]:
+        """y = r + γ(1−d) Q'(s', μ'(s')) and the gradient of mean w·δ² into the critic's dw/db; the TD errors and
+        the critic's metrics."""
         cfg, b, rt = self.config, len(batch), self.rt
         g_q, td, loss = self.bufs.get("g_q", (b, 1)), self.bufs.get("td", (b,)), self.bufs.get("loss", (b,))
-        q_taken, actor_q = self.bufs.get("q_taken", (b,)), self.bufs.get("actor_q", (b, 1))
-        # critic: y = r + γ(1−d) Q'(s', μ'(s')), one Adam step on mean w·δ²
+        q_taken = self.bufs.get("q_taken", (b,))
         next_action = self.actor_target.forward(batch.next_obs, b)[-1]
         next_q = self.critic_target.forward(self._concat("x_next", batch.next_obs, next_action, b), b)[-1]
         critic_acts = self.critic.forward(self._concat("x", batch.obs, batch.action, b), b)
         rt.launch("ddpg_critic_td", b, critic_acts[-1], next_q, batch.reward, batch.terminated, batch.weights,
                   cfg.gamma, b, g_q, td, loss, q_taken)
         self.critic.backward(critic_acts, g_q, b)
-        self.critic_opt.step()
-        # actor: minimise −mean Q(s, μ(s)); the gradient reaches μ through the (updated) critic's action input.
-        # The critic's activation buffers are reused here: the in-order queue has finished with them above.
+        return td, {"losses/td_loss": DeviceMean(rt, loss), "losses/q_values": DeviceMean(rt, q_taken)}
+
+    def _actor_grad(self, batch: SampleBatch, critic: DeviceMLP) -> DeviceMean:
+        """The gradient of −mean Q(s, μ(s)) through `critic` into the actor's dw/db (it reaches μ through the
+        critic's action input); the loss. `critic`'s own dw/db are overwritten on the way. The critic's activation
+        buffers are reused here: the in-order queue has finished with them in `_critic_grad`."""
+        b, rt = len(batch), self.rt
+        actor_q = self.bufs.get("actor_q", (b, 1))
         actor_acts = self.actor.forward(batch.obs, b)
-        critic_pi = self.critic.forward(self._concat("x_pi", batch.obs, actor_acts[-1], b), b)
+        critic_pi = critic.forward(self._concat("x_pi", batch.obs, actor_acts[-1], b), b)
         cl.enqueue_copy(rt.queue, actor_q.data, critic_pi[-1].data)
         g_pi = self.bufs.get("g_pi", (b, 1))
         rt.launch("fill", b, g_pi, -1.0 / b)
-        d_input = self.critic.backward(critic_pi, g_pi, b, input_grad=True)
+        d_input = critic.backward(critic_pi, g_pi, b, input_grad=True)
         g_action = self.bufs.get("g_action", (b, self.act_dim))
         rt.launch("slice_cols", g_action.size, d_input, g_action, self.obs_dim + self.act_dim, self.obs_dim,
                   self.act_dim)
         self.actor.backward(actor_acts, g_action, b)
+        return DeviceMean(rt, actor_q, sign=-1.0)
+
+    def _step_actor_and_targets(self) -> None:
         self.actor_opt.step()
-        polyak(rt, self.actor_target, self.actor, cfg.tau)
-        polyak(rt, self.critic_target, self.critic, cfg.tau)
+        polyak(self.rt, self.actor_target, self.actor, self.config.tau)
+        polyak(self.rt, self.critic_target, self.critic, self.config.tau)
         self.updates += 1
-        return LearnResult(td, {"losses/td_loss": DeviceMean(rt, loss),
-                                "losses/actor_loss": DeviceMean(rt, actor_q, sign=-1.0),
-                                "losses/q_values": DeviceMean(rt, q_taken)})
 
     def policy_params(self) -> Params:
         return self.actor.dump()

@@ -79,6 +79,23 @@ class DeviceMLP:
     def gradients(self) -> list[cla.Array]:
         return [buf for layer in self.layers for buf in (layer.dw, layer.db)]
 
+    def named_grads(self) -> dict[str, cla.Array]:
+        """Copies of the gradients `backward` last wrote, by parameter name (a `Gradients`' arrays)."""
+        return {name: g.copy(queue=self.rt.queue) for name, g in zip(self.names(), self.gradients())}
+
+    def take_grads(self, arrays: dict) -> None:
+        """The gradients the optimiser steps with ← arrays[name] (device arrays, or host arrays uploaded)."""
+        for name, g in zip(self.names(), self.gradients()):
+            src = arrays[name]
+            if isinstance(src, cla.Array):
+                if src is not g:
+                    cl.enqueue_copy(self.rt.queue, g.data, src.data)
+            else:
+                g.set(np.ascontiguousarray(src, dtype=np.float32), queue=self.rt.queue)
+
+    def grad_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {name: tuple(buf.shape) for name, buf in zip(self.names(), self.buffers())}
+
     def copy_from(self, other: "DeviceMLP") -> None:
         """Hard target update: device-to-device copies, no host round trip."""
         for dst, src in zip(self.buffers(), other.buffers()):
@@ -152,6 +169,7 @@ class DeviceAdam:
         self.scale = rt.to_device(np.ones(1, dtype=np.float32))
         self.partial = rt.zeros(SUMSQ_WORK_ITEMS * len(grads))
         self.t = 0
+        self._scratch: tuple[list[cla.Array], list[cla.Array]] | None = None  # `step_ahead`'s moments
 
     def state(self, net: DeviceMLP, name: str) -> Params:
         """Both moments per parameter and the step, named as `LearnKernel.state_dict` says."""
@@ -168,15 +186,30 @@ class DeviceAdam:
             v.set(np.ascontiguousarray(state["adam.exp_avg_sq." + param], dtype=np.float32), queue=self.rt.queue)
 
     def step(self) -> None:
+        """θ ← Adam(θ, grad), clipping first when max_grad_norm is set."""
         self.t += 1
+        self._launch(self.params, self.m, self.v, self.t)
+
+    def step_ahead(self, out: list[cla.Array]) -> None:
+        """out (buffers shaped like the parameters) ← the parameters `step` would give now, bit for bit; the
+        parameters, the moments and the step count stay as they are (a split learn's actor gradient is taken
+        through the critic so stepped: LearnKernel)."""
+        if self._scratch is None:
+            self._scratch = [self.rt.zeros(p.shape) for p in self.params], [self.rt.zeros(p.shape) for p in self.params]
+        m, v = self._scratch
+        for dst, src in zip([*out, *m, *v], [*self.params, *self.m, *self.v]):
+            cl.enqueue_copy(self.rt.queue, dst.data, src.data)
+        self._launch(out, m, v, self.t + 1)
+
+    def _launch(self, params: list[cla.Array], m: list[cla.Array], v: list[cla.Array], t: int) -> None:
         if self.max_grad_norm > 0:
             for k, g in enumerate(self.grads):
                 self.rt.launch("sumsq_partial", SUMSQ_WORK_ITEMS, g, g.size, self.partial, k * SUMSQ_WORK_ITEMS)
             self.rt.launch("clip_scale", 1, self.partial, self.partial.size, self.max_grad_norm, self.scale)
-        step_size = self.lr / (1.0 - self.b1**self.t)
-        inv_sqrt_bc2 = 1.0 / np.sqrt(1.0 - self.b2**self.t)
-        for p, g, m, v in zip(self.params, self.grads, self.m, self.v):
-            self.rt.launch("adam_step", p.size, p, g, m, v, self.scale, step_size, inv_sqrt_bc2, self.b1, self.b2,
+        step_size = self.lr / (1.0 - self.b1**t)
+        inv_sqrt_bc2 = 1.0 / np.sqrt(1.0 - self.b2**t)
+        for p, g, mi, vi in zip(params, self.grads, m, v):
+            self.rt.launch("adam_step", p.size, p, g, mi, vi, self.scale, step_size, inv_sqrt_bc2, self.b1, self.b2,
                            self.eps)
 
 

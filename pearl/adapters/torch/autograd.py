@@ -10,6 +10,7 @@ reads the same whichever way a kernel computes its gradients.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 import numpy as np
@@ -59,6 +60,23 @@ class Net:
         """self ← self + weight · (other − self): Polyak averaging of a target network."""
         self.flat.lerp_(other.flat, weight)
 
+    def at(self, flat: torch.Tensor) -> "Net":
+        """This network with the parameters `flat` (laid out as `self.flat`) instead of its own."""
+        other = copy.copy(self)
+        other.flat = flat
+        return other
+
+    def named(self, flat: torch.Tensor, net: str) -> dict[str, torch.Tensor]:
+        """`<net>.<i>.weight/bias` → its view into flat, a tensor laid out like the parameters (a gradient)."""
+        return named_views(flat, self.sizes, net)
+
+    def flat_of(self, arrays: dict[str, torch.Tensor], net: str) -> torch.Tensor:
+        """The named arrays `<net>.<i>.weight/bias` laid out as `self.flat` (a `Gradients`' arrays to step with)."""
+        return torch.cat([arrays[name].reshape(-1) for name in self.named(self.flat, net)])
+
+    def shapes(self, net: str) -> dict[str, tuple[int, ...]]:
+        return {name: tuple(view.shape) for name, view in self.named(self.flat, net).items()}
+
     def write(self, out: Params, net: str) -> None:
         """Copy the parameters straight into the host arrays out[`<net>.<i>.weight/bias`]."""
         for name, view in named_views(self.flat.detach(), self.sizes, net).items():
@@ -73,12 +91,32 @@ class Adam:
                  ) -> None:
         self.param, self.views = param, views
         self.optimizer = torch.optim.Adam([param], lr=lr)
+        self._ahead: tuple[torch.Tensor, torch.optim.Adam] | None = None  # `ahead`'s scratch parameters and Adam
 
     def step(self, grad: torch.Tensor) -> None:
         """param ← Adam(param, grad)."""
         self.param.grad = grad
         self.optimizer.step()
         self.param.grad = None
+
+    @torch.no_grad()
+    def ahead(self, grad: torch.Tensor) -> torch.Tensor:
+        """The parameters `step(grad)` would give now, bit for bit (the same torch.optim.Adam step on copies of
+        the parameters and the state), in a scratch tensor that the next call overwrites; the parameters and
+        the state stay as they are."""
+        if self._ahead is None:
+            scratch = self.param.detach().clone().requires_grad_(self.param.requires_grad)
+            self._ahead = scratch, torch.optim.Adam([scratch], **self.optimizer.defaults)
+        scratch, optimizer = self._ahead
+        scratch.copy_(self.param)
+        kept = self.optimizer.state.get(self.param, {})
+        optimizer.state.clear()
+        if kept:
+            optimizer.state[scratch] = {k: v.clone() for k, v in kept.items()}
+        scratch.grad = grad
+        optimizer.step()
+        scratch.grad = None
+        return scratch
 
     def state(self, _net: object, name: str) -> Params:
         kept = self.optimizer.state.get(self.param, {})
@@ -129,14 +167,37 @@ def min_q(critics: dict[str, "Net"], obs: torch.Tensor, action: torch.Tensor) ->
     return torch.minimum(critics["qf1"](sa), critics["qf2"](sa)).squeeze(1)
 
 
-def twin_critic_step(critics: dict[str, "Net"], optimizers: dict, batch, y: torch.Tensor
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Both critics' importance-weighted squared errors against the target y, one Adam step each; returns the
-    loss and Q1 at the batch's actions (TD errors are y − Q1)."""
+def twin_critic_grads(critics: dict[str, "Net"], batch, y: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+    """Both critics' importance-weighted squared errors against the target y: the loss, Q1 at the batch's actions
+    (TD errors are y − Q1) and each critic's gradient (flat, in CRITICS order)."""
     sa = torch.cat([batch.obs, batch.action], dim=1)
     q1, q2 = critics["qf1"](sa).squeeze(1), critics["qf2"](sa).squeeze(1)
     loss = (batch.weights * ((y - q1).square() + (y - q2).square())).mean()
     grads = torch.autograd.grad(loss, [critics[q].flat for q in CRITICS])
+    return loss, q1, grads
+
+
+def twin_critic_step(critics: dict[str, "Net"], optimizers: dict, batch, y: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+    """`twin_critic_grads`, then one Adam step of each critic with its gradient; returns what it returns."""
+    loss, q1, grads = twin_critic_grads(critics, batch, y)
     for q, grad in zip(CRITICS, grads):
         optimizers[q].step(grad)
-    return loss, q1
+    return loss, q1, grads
+
+
+def critics_ahead(critics: dict[str, "Net"], optimizers: dict, grads: tuple[torch.Tensor, ...],
+                  which: tuple[str, ...] = CRITICS) -> dict[str, "Net"]:
+    """The critics named in `which` as their Adam steps with `grads` (in CRITICS order) would leave them, as
+    scratch networks: what a split learn takes the actor's gradient through (LearnKernel)."""
+    by_name = dict(zip(CRITICS, grads))
+    return {q: critics[q].at(optimizers[q].ahead(by_name[q])) for q in which}
+
+
+def critic_grad_arrays(critics: dict[str, "Net"], grads: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:
+    """The critics' flat gradients as a `Gradients`' named arrays."""
+    out: dict[str, torch.Tensor] = {}
+    for q, grad in zip(CRITICS, grads):
+        out.update(critics[q].named(grad, q))
+    return out

@@ -10,11 +10,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel
-from pearl.adapters.torch.nets import FlatAdam, build, dump_net, load_net, write_net
+from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel, check_gradients
+from pearl.adapters.torch.nets import (MLP, FlatAdam, build, dump_net, grad_shapes, load_net, named_grads, take_grads,
+                                      write_net)
 from pearl.algos.ddpg import DDPGConfig, ou_step
 from pearl.rng import CounterDraws, normal
-from pearl.types import LearnResult, Params, SampleBatch
+from pearl.types import Gradients, LearnResult, Params, SampleBatch
 
 
 class DDPGAct(ActKernel):
@@ -75,39 +76,68 @@ class DDPGLearn(LearnKernel):
         self.actor_opt = FlatAdam(self.actor, config.learning_rate)
         self.critic_opt = FlatAdam(self.critic, config.learning_rate)
         self.action_cols = slice(actor_sizes[0], None)  # the critic's input is [obs, action]
+        self.critic_ahead = MLP(critic_sizes, device)  # `grads`' scratch: the critic after its coming step
+        self._grad_shapes = {**grad_shapes(self.critic, "critic"), **grad_shapes(self.actor, "actor")}
         self.updates = 0
 
     @torch.no_grad()
     def learn(self, batch: SampleBatch) -> LearnResult:
+        td, metrics = self._critic_grad(batch)
+        self.critic_opt.step()
+        metrics["losses/actor_loss"] = self._actor_grad(batch, self.critic)  # through the critic just updated
+        self._step_actor_and_targets()
+        return LearnResult(td, metrics)
+
+    @torch.no_grad()
+    def grads(self, batch: SampleBatch) -> Gradients:
+        td, metrics = self._critic_grad(batch)
+        self.critic_opt.step_ahead(self.critic_ahead.flat)  # the critic as `apply` will step it, in a scratch copy
+        metrics["losses/actor_loss"] = self._actor_grad(batch, self.critic_ahead)
+        return Gradients({**named_grads(self.critic, "critic"), **named_grads(self.actor, "actor")}, td, metrics)
+
+    @torch.no_grad()
+    def apply(self, gradients: Gradients) -> LearnResult:
+        check_gradients(gradients, self._grad_shapes)
+        take_grads(self.critic, gradients.arrays, "critic")
+        self.critic_opt.step()
+        take_grads(self.actor, gradients.arrays, "actor")
+        self._step_actor_and_targets()
+        return gradients.result()
+
+    def _critic_grad(self, batch: SampleBatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The critic's gradient into `critic.grad`; the TD errors and the critic's metrics."""
         cfg = self.config
         n = batch.reward.shape[0]
         next_action = self.actor_target(batch.next_obs, slot="learn")
         next_q = self.critic_target(torch.cat([batch.next_obs, next_action], dim=1), slot="learn").squeeze(1)
         y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
 
-        # Critic: loss = mean_i w_i δ_i², so ∂loss/∂q_i = −2 w_i δ_i / B.
+        # loss = mean_i w_i δ_i², so ∂loss/∂q_i = −2 w_i δ_i / B.
         outs = self.critic.forward(torch.cat([batch.obs, batch.action], dim=1), slot="critic step")
         q = outs[-1].squeeze(1)
         td = y - q
         critic_loss = (batch.weights * td.square()).mean()
         self.critic.backward(outs, (batch.weights * td).mul_(-2.0 / n).unsqueeze(1))
-        self.critic_opt.step()
+        return td, {"losses/td_loss": critic_loss, "losses/q_values": q.mean()}
 
-        # Actor: loss = −mean_i Q(s_i, μ(s_i)) through the critic just updated. Its gradient reaches μ through
-        # the critic's action input, so the critic returns only its input gradient (no weight gradients).
+    def _actor_grad(self, batch: SampleBatch, critic: MLP) -> torch.Tensor:
+        """The actor's gradient into `actor.grad`, of loss = −mean_i Q(s_i, μ(s_i)) through `critic`; the loss.
+        Its gradient reaches μ through the critic's action input, so the critic returns only its input gradient
+        (no weight gradients)."""
+        n = batch.reward.shape[0]
         actor_outs = self.actor.forward(batch.obs, slot="actor step")
-        critic_outs = self.critic.forward(torch.cat([batch.obs, actor_outs[-1]], dim=1), slot="actor step")
+        critic_outs = critic.forward(torch.cat([batch.obs, actor_outs[-1]], dim=1), slot="actor step")
         actor_loss = -critic_outs[-1].mean()
-        d_action = self.critic.backward(critic_outs, torch.full_like(critic_outs[-1], -1.0 / n), param_grads=False,
-                                        input_grad=self.action_cols)
+        d_action = critic.backward(critic_outs, torch.full_like(critic_outs[-1], -1.0 / n), param_grads=False,
+                                   input_grad=self.action_cols)
         self.actor.backward(actor_outs, d_action)
-        self.actor_opt.step()
+        return actor_loss
 
-        self.actor_target.lerp_to(self.actor, cfg.tau)  # target += τ (online − target)
-        self.critic_target.lerp_to(self.critic, cfg.tau)
+    def _step_actor_and_targets(self) -> None:
+        self.actor_opt.step()
+        self.actor_target.lerp_to(self.actor, self.config.tau)  # target += τ (online − target)
+        self.critic_target.lerp_to(self.critic, self.config.tau)
         self.updates += 1
-        return LearnResult(td, {"losses/td_loss": critic_loss, "losses/actor_loss": actor_loss,
-                                "losses/q_values": q.mean()})
 
     def policy_params(self) -> Params:
         return dump_net(self.actor, "actor")

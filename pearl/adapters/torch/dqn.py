@@ -10,11 +10,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel
-from pearl.adapters.torch.nets import FlatAdam, build, clip_grad_norm_, dump_net, load_net, write_net
+from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel, check_gradients
+from pearl.adapters.torch.nets import (FlatAdam, build, clip_grad_norm_, dump_net, grad_shapes, load_net, named_grads,
+                                      take_grads, write_net)
 from pearl.algos.dqn import DQNConfig
 from pearl.rng import CounterDraws, below, uniform
-from pearl.types import LearnResult, Params, SampleBatch
+from pearl.types import Gradients, LearnResult, Params, SampleBatch
 
 
 class DQNAct(ActKernel):
@@ -49,10 +50,30 @@ class DQNLearn(LearnKernel):
         self.q = build(sizes, params, "q", device)
         self.q_target = build(sizes, params, "q_target", device)
         self.optimizer = FlatAdam(self.q, config.learning_rate)
+        self._grad_shapes = grad_shapes(self.q, "q")
         self.updates = 0
 
     @torch.no_grad()
     def learn(self, batch: SampleBatch) -> LearnResult:
+        td, metrics = self._backward(batch)
+        self._step()
+        # Metrics stay tensors: reading them would synchronise the device; the caller reads them rarely.
+        return LearnResult(td, metrics)
+
+    @torch.no_grad()
+    def grads(self, batch: SampleBatch) -> Gradients:
+        td, metrics = self._backward(batch)
+        return Gradients(named_grads(self.q, "q"), td, metrics)
+
+    @torch.no_grad()
+    def apply(self, gradients: Gradients) -> LearnResult:
+        check_gradients(gradients, self._grad_shapes)
+        take_grads(self.q, gradients.arrays, "q")
+        self._step()
+        return gradients.result()
+
+    def _backward(self, batch: SampleBatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The Q-network's gradient into `q.grad`; the TD errors and the loss metrics."""
         cfg = self.config
         next_q = self.q_target(batch.next_obs, slot="learn").amax(dim=1)
         y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
@@ -63,14 +84,18 @@ class DQNLearn(LearnKernel):
         per_item = F.smooth_l1_loss(q, y, reduction="none") if cfg.huber else td.square()
         loss = (batch.weights * per_item).mean()
         self.q.backward(outs, self._grad_out(outs[-1], taken, td, batch.weights))
+        return td, {"losses/td_loss": loss, "losses/q_values": q.mean()}
+
+    def _step(self) -> None:
+        """Clip `q.grad` (the optimiser's part: after any averaging of gradients), one Adam step, and the hard
+        target copy every target_update_interval updates."""
+        cfg = self.config
         if cfg.max_grad_norm > 0:
             clip_grad_norm_(self.q.grad, cfg.max_grad_norm)
         self.optimizer.step()
         self.updates += 1
         if self.updates % cfg.target_update_interval == 0:
             self.q_target.copy_from(self.q)
-        # Metrics stay tensors: reading them would synchronise the device; the caller reads them rarely.
-        return LearnResult(td, {"losses/td_loss": loss, "losses/q_values": q.mean()})
 
     def _grad_out(self, out: torch.Tensor, taken: torch.Tensor, td: torch.Tensor,
                   weights: torch.Tensor) -> torch.Tensor:

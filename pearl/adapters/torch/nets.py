@@ -192,9 +192,19 @@ class FlatAdam:
     def step(self) -> None:
         """θ ← Adam(θ, grad): the gradient `backward` last wrote."""
         self.step_count.add_(1)
-        torch._fused_adam_(self._params, self._grads, self._exp_avgs, self._exp_avg_sqs, [], self._steps,
-                           lr=self.lr, beta1=self.betas[0], beta2=self.betas[1], weight_decay=0.0, eps=self.eps,
-                           amsgrad=False, maximize=False)
+        self._fused(self._params, self._exp_avgs, self._exp_avg_sqs, self._steps)
+
+    def step_ahead(self, out: torch.Tensor) -> None:
+        """out ← the parameters `step` would give now, bit for bit; the parameters and the moments stay as
+        they are (a split learn's actor gradient is taken through the critic so stepped: LearnKernel)."""
+        out.copy_(self._params[0])
+        moments = [self._exp_avgs[0].clone()], [self._exp_avg_sqs[0].clone()]
+        self._fused([out], *moments, [self.step_count + 1])
+
+    def _fused(self, params: list[torch.Tensor], exp_avgs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor],
+               steps: list[torch.Tensor]) -> None:
+        torch._fused_adam_(params, self._grads, exp_avgs, exp_avg_sqs, [], steps, lr=self.lr, beta1=self.betas[0],
+                           beta2=self.betas[1], weight_decay=0.0, eps=self.eps, amsgrad=False, maximize=False)
 
 
 def named_views(flat: torch.Tensor, sizes: list[int], net: str) -> dict[str, torch.Tensor]:
@@ -204,6 +214,24 @@ def named_views(flat: torch.Tensor, sizes: list[int], net: str) -> dict[str, tor
     for i, (weight, bias) in enumerate(zip(weights, biases)):
         out[f"{net}.{i}.weight"], out[f"{net}.{i}.bias"] = weight, bias
     return out
+
+
+def named_grads(module: MLP, net: str) -> dict[str, torch.Tensor]:
+    """A copy of the gradient `backward` last wrote, as `<net>.<i>.weight/bias` views (a `Gradients`' arrays)."""
+    assert module.grad is not None, "named_grads needs a trainable network"
+    return named_views(module.grad.clone(), module.sizes, net)
+
+
+def take_grads(module: MLP, arrays: dict[str, torch.Tensor], net: str) -> None:
+    """Copy `<net>.<i>.weight/bias` from a `Gradients`' arrays into the gradient the optimiser steps with."""
+    assert module.grad is not None, "take_grads needs a trainable network"
+    for name, view in named_views(module.grad, module.sizes, net).items():
+        view.copy_(arrays[name])
+
+
+def grad_shapes(module: MLP, net: str) -> dict[str, tuple[int, ...]]:
+    """Each parameter's name and shape: what a `Gradients` must hold for this network."""
+    return {name: tuple(view.shape) for name, view in named_views(module.flat, module.sizes, net).items()}
 
 
 def load_net(module: MLP, params: Params, net: str) -> None:

@@ -4,16 +4,18 @@ CleanRL-style, in Stable-Baselines3's order; `act` samples the squashed Gaussian
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel
-from pearl.adapters.torch.autograd import CRITICS, Adam, LearnDraws, Net, min_q, net_adam, twin_critic_step
+from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel, check_gradients
+from pearl.adapters.torch.autograd import (CRITICS, Adam, LearnDraws, Net, critic_grad_arrays, critics_ahead, min_q,
+                                          net_adam, twin_critic_grads, twin_critic_step)
 from pearl.adapters.torch.nets import build, load_net
 from pearl.algos.sac import LOG_STD_MAX, LOG_STD_MIN, SACConfig
 from pearl.rng import CounterDraws, normal
-from pearl.types import LearnResult, Params, SampleBatch
+from pearl.types import Gradients, LearnResult, Params, SampleBatch
 
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -52,6 +54,17 @@ class SACAct(ActKernel):
         return np.tanh(mean).astype(np.float32)
 
 
+@dataclass
+class _Sample:
+    """One update's policy sample at the batch's observations, and α before the update."""
+
+    batch: SampleBatch
+    z: torch.Tensor  # (2, B, d): the normals at obs and at next_obs
+    action: torch.Tensor
+    log_pi: torch.Tensor
+    alpha: torch.Tensor
+
+
 class SACLearn(LearnKernel):
     def __init__(self, config: SACConfig, nets: dict[str, list[int]], params: Params, device: torch.device,
                  seed: int) -> None:
@@ -67,38 +80,72 @@ class SACLearn(LearnKernel):
                                       requires_grad=True)
         self.alpha_optimizer = Adam(self.log_alpha, config.learning_rate, lambda t: {"log_alpha": t})
         self.draws = LearnDraws(seed, device)
+        self._grad_shapes = {"log_alpha": (), **{k: v for q in CRITICS for k, v in self.critics[q].shapes(q).items()},
+                             **self.actor.shapes("actor")}
         self.updates = 0
 
     def learn(self, batch: SampleBatch) -> LearnResult:
-        cfg = self.config
+        # SB3's order: temperature, critics, then the actor through the critics just updated
+        sample, alpha_grad = self._sample_and_alpha_grad(batch)
+        self.alpha_optimizer.step(alpha_grad)
+        y = self._target(batch, sample)
+        critic_loss, q1, _ = twin_critic_step(self.critics, self.optimizers, batch, y)
+        actor_loss, actor_grad = self._actor_grad(sample, self.critics)
+        self._step_actor_and_targets(actor_grad)
+        return LearnResult((y - q1).detach(), self._metrics(sample, critic_loss, actor_loss, q1))
+
+    def grads(self, batch: SampleBatch) -> Gradients:
+        sample, alpha_grad = self._sample_and_alpha_grad(batch)
+        y = self._target(batch, sample)
+        critic_loss, q1, critic_grads = twin_critic_grads(self.critics, batch, y)
+        actor_loss, actor_grad = self._actor_grad(sample, critics_ahead(self.critics, self.optimizers, critic_grads))
+        arrays = {"log_alpha": alpha_grad, **critic_grad_arrays(self.critics, critic_grads),
+                  **self.actor.named(actor_grad, "actor")}
+        return Gradients(arrays, (y - q1).detach(), self._metrics(sample, critic_loss, actor_loss, q1))
+
+    def apply(self, gradients: Gradients) -> LearnResult:
+        check_gradients(gradients, self._grad_shapes)
+        self.alpha_optimizer.step(gradients.arrays["log_alpha"])
+        for q in CRITICS:
+            self.optimizers[q].step(self.critics[q].flat_of(gradients.arrays, q))
+        self._step_actor_and_targets(self.actor.flat_of(gradients.arrays, "actor"))
+        return gradients.result()
+
+    def _sample_and_alpha_grad(self, batch: SampleBatch) -> tuple[_Sample, torch.Tensor]:
+        """The policy's sample at obs and next_obs (draws keyed by (seed, update)), α as it is before this update,
+        and the temperature's gradient."""
         n, d = batch.reward.shape[0], self.action_dim
         z = self.draws.normals(self.updates, 2 * n * d).view(2, n, d)
         action_pi, log_pi = squashed_sample(self.actor(batch.obs), z[0])
-
-        # temperature first, with α as it was (SB3's order)
         alpha = self.log_alpha.detach().exp()
         alpha_loss = -(self.log_alpha * (log_pi.detach() + self.target_entropy)).mean()
         (grad,) = torch.autograd.grad(alpha_loss, [self.log_alpha])
-        self.alpha_optimizer.step(grad)
+        return _Sample(batch, z, action_pi, log_pi, alpha), grad
 
+    def _target(self, batch: SampleBatch, sample: _Sample) -> torch.Tensor:
+        """y = r + γ (1 − d) (min_i Q'_i(s', a') − α log π(a'|s')), a' the policy's sample at s'."""
         with torch.no_grad():
-            next_action, next_log_pi = squashed_sample(self.actor(batch.next_obs), z[1])
+            next_action, next_log_pi = squashed_sample(self.actor(batch.next_obs), sample.z[1])
             next_q = min_q(self.targets, batch.next_obs, next_action)
-            y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * (next_q - alpha * next_log_pi)
+            return batch.reward + self.config.gamma * (1.0 - batch.terminated) * (next_q - sample.alpha * next_log_pi)
 
-        critic_loss, q1 = twin_critic_step(self.critics, self.optimizers, batch, y)
-
-        q_pi = min_q(self.critics, batch.obs, action_pi)
-        actor_loss = (alpha * log_pi - q_pi).mean()
+    def _actor_grad(self, sample: _Sample, critics: dict[str, Net]) -> tuple[torch.Tensor, torch.Tensor]:
+        """mean(α log π(a|s) − min_i Q_i(s, a)) through `critics`, and its gradient in the actor's parameters."""
+        q_pi = min_q(critics, sample.batch.obs, sample.action)
+        actor_loss = (sample.alpha * sample.log_pi - q_pi).mean()
         (grad,) = torch.autograd.grad(actor_loss, [self.actor.flat])
-        self.optimizers["actor"].step(grad)
+        return actor_loss, grad
 
+    def _step_actor_and_targets(self, actor_grad: torch.Tensor) -> None:
+        self.optimizers["actor"].step(actor_grad)
         for q in CRITICS:
-            self.targets[q].lerp_to(self.critics[q], cfg.tau)
+            self.targets[q].lerp_to(self.critics[q], self.config.tau)
         self.updates += 1
-        return LearnResult((y - q1).detach(), {"losses/td_loss": critic_loss.detach(),
-                                                "losses/actor_loss": actor_loss.detach(),
-                                                "losses/alpha": alpha, "losses/q_values": q1.detach().mean()})
+
+    @staticmethod
+    def _metrics(sample: _Sample, critic_loss: torch.Tensor, actor_loss: torch.Tensor, q1: torch.Tensor) -> dict:
+        return {"losses/td_loss": critic_loss.detach(), "losses/actor_loss": actor_loss.detach(),
+                "losses/alpha": sample.alpha, "losses/q_values": q1.detach().mean()}
 
     def policy_params(self) -> Params:
         return self.actor.dump("actor")

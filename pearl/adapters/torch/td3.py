@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import torch
 
-from pearl.adapters.base import AlgoKernels, LearnKernel
-from pearl.adapters.torch.autograd import CRITICS, LearnDraws, Net, min_q, net_adam, twin_critic_step
+from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
+from pearl.adapters.torch.autograd import (CRITICS, LearnDraws, Net, critic_grad_arrays, critics_ahead, min_q, net_adam,
+                                          twin_critic_grads, twin_critic_step)
 from pearl.adapters.torch.ddpg import DDPGAct
 from pearl.algos.td3 import TD3Config
-from pearl.types import LearnResult, Params, SampleBatch
-
+from pearl.types import Gradients, LearnResult, Params, SampleBatch
 
 
 class TD3Learn(LearnKernel):
@@ -25,9 +25,44 @@ class TD3Learn(LearnKernel):
         self.optimizers = {"actor": net_adam(self.actor, "actor", config.learning_rate),
                            **{q: net_adam(self.critics[q], q, config.learning_rate) for q in CRITICS}}
         self.draws = LearnDraws(seed, device)
+        self._critic_shapes = {k: v for q in CRITICS for k, v in self.critics[q].shapes(q).items()}
         self.updates = 0
 
     def learn(self, batch: SampleBatch) -> LearnResult:
+        y = self._target(batch)
+        critic_loss, q1, _ = twin_critic_step(self.critics, self.optimizers, batch, y)
+        metrics = {"losses/td_loss": critic_loss.detach(), "losses/q_values": q1.detach().mean()}
+        if self._actor_update():
+            actor_loss, grad = self._actor_grad(batch, self.critics["qf1"])  # through the critic just updated
+            self._step_actor_and_targets(grad)
+            metrics["losses/actor_loss"] = actor_loss.detach()
+        self.updates += 1
+        return LearnResult((y - q1).detach(), metrics)
+
+    def grads(self, batch: SampleBatch) -> Gradients:
+        y = self._target(batch)
+        critic_loss, q1, critic_grads = twin_critic_grads(self.critics, batch, y)
+        arrays = critic_grad_arrays(self.critics, critic_grads)
+        metrics = {"losses/td_loss": critic_loss.detach(), "losses/q_values": q1.detach().mean()}
+        if self._actor_update():
+            ahead = critics_ahead(self.critics, self.optimizers, critic_grads, which=("qf1",))
+            actor_loss, grad = self._actor_grad(batch, ahead["qf1"])
+            arrays.update(self.actor.named(grad, "actor"))
+            metrics["losses/actor_loss"] = actor_loss.detach()
+        return Gradients(arrays, (y - q1).detach(), metrics)
+
+    def apply(self, gradients: Gradients) -> LearnResult:
+        actor = self._actor_update()
+        check_gradients(gradients, {**self._critic_shapes, **(self.actor.shapes("actor") if actor else {})})
+        for q in CRITICS:
+            self.optimizers[q].step(self.critics[q].flat_of(gradients.arrays, q))
+        if actor:
+            self._step_actor_and_targets(self.actor.flat_of(gradients.arrays, "actor"))
+        self.updates += 1
+        return gradients.result()
+
+    def _target(self, batch: SampleBatch) -> torch.Tensor:
+        """y = r + γ (1 − d) min_i Q'_i(s', clip(μ'(s') + clip(σ z, ±c), ±1)), z keyed by (seed, update)."""
         cfg = self.config
         n = batch.reward.shape[0]
         z = self.draws.normals(self.updates, n * self.action_dim).view(n, self.action_dim)
@@ -35,21 +70,23 @@ class TD3Learn(LearnKernel):
             smoothing = (z * cfg.target_policy_noise).clamp(-cfg.target_noise_clip, cfg.target_noise_clip)
             next_action = (self.actor_target(batch.next_obs) + smoothing).clamp(-1.0, 1.0)
             next_q = min_q(self.targets, batch.next_obs, next_action)
-            y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
+            return batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
 
-        critic_loss, q1 = twin_critic_step(self.critics, self.optimizers, batch, y)
+    def _actor_update(self) -> bool:
+        """Whether this update steps the actor and the targets (every policy_delay-th)."""
+        return (self.updates + 1) % self.config.policy_delay == 0
 
-        metrics = {"losses/td_loss": critic_loss.detach(), "losses/q_values": q1.detach().mean()}
-        if (self.updates + 1) % cfg.policy_delay == 0:
-            actor_loss = -self.critics["qf1"](torch.cat([batch.obs, self.actor(batch.obs)], dim=1)).mean()
-            (grad,) = torch.autograd.grad(actor_loss, [self.actor.flat])
-            self.optimizers["actor"].step(grad)
-            self.actor_target.lerp_to(self.actor, cfg.tau)
-            for q in CRITICS:
-                self.targets[q].lerp_to(self.critics[q], cfg.tau)
-            metrics["losses/actor_loss"] = actor_loss.detach()
-        self.updates += 1
-        return LearnResult((y - q1).detach(), metrics)
+    def _actor_grad(self, batch: SampleBatch, qf1: Net) -> tuple[torch.Tensor, torch.Tensor]:
+        """−mean Q1(s, μ(s)) through qf1, and its gradient in the actor's parameters."""
+        actor_loss = -qf1(torch.cat([batch.obs, self.actor(batch.obs)], dim=1)).mean()
+        (grad,) = torch.autograd.grad(actor_loss, [self.actor.flat])
+        return actor_loss, grad
+
+    def _step_actor_and_targets(self, grad: torch.Tensor) -> None:
+        self.optimizers["actor"].step(grad)
+        self.actor_target.lerp_to(self.actor, self.config.tau)
+        for q in CRITICS:
+            self.targets[q].lerp_to(self.critics[q], self.config.tau)
 
     def policy_params(self) -> Params:
         return self.actor.dump("actor")
