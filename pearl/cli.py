@@ -133,9 +133,12 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
     """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/ (or go on with one: --resume)."""
     from click.core import ParameterSource
 
-    from pearl.training import RunOptions, launcher_name, parse_emulation, parse_settings, plan_departure, planned_work
     from pearl.training import resume as resume_training
     from pearl.training import train as run_training
+    from pearl.training.configure import planned_work
+    from pearl.training.launchers import launcher_name
+    from pearl.training.options import RunOptions, parse_emulation, parse_settings
+    from pearl.training.plan_checks import plan_departure
 
     if resume_dir is not None:
         result = _resume(ctx, resume_dir, eval_episodes, max_restarts, as_json, resume_training)
@@ -458,7 +461,8 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
     profile has not measured is planned from the nearest measured one, scaled by its work (labelled scaled)."""
     from pearl.planner.make import make_plan
     from pearl.planner.plan import save_plan
-    from pearl.training import configured, parse_settings
+    from pearl.training.configure import configured
+    from pearl.training.options import parse_settings
 
     _quiet_solver()
     if envs is not None and envs != "auto":
