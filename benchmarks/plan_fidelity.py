@@ -86,7 +86,7 @@ class Layout:
 
 
 def config_of(w: Workload):
-    from pearl.training import configured
+    from pearl.training.configure import configured
 
     return configured(w.algo, w.env, settings={"hidden": ",".join(map(str, w.hidden)), "batch_size": str(w.batch)})
 

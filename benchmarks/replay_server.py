@@ -40,7 +40,8 @@ from pearl.profiling.timing import durations
 from pearl.runtime.ray import session
 from pearl.runtime.ray.placement import ShardPlacement
 from pearl.runtime.ray.replay_client import RemoteShardedReplay
-from pearl.runtime.replay_server import ShardedReplay, encode_indices
+from pearl.runtime.replay_server import ShardedReplay
+from pearl.runtime.replay_shard import encode_indices
 from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 
 INSERT_ROWS = 64

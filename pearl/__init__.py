@@ -20,14 +20,16 @@ if TYPE_CHECKING:
     from pearl.algos import DDPGConfig, DQNConfig, SACConfig, TD3Config, algorithm, algorithm_names, preset
     from pearl.errors import PearlError
     from pearl.kernels import KERNELS
-    from pearl.training import RunOptions, TrainResult, train
+    from pearl.training import train
+    from pearl.training.options import RunOptions
+    from pearl.training.result import TrainResult
 
 #: each public name → the module that defines it, imported when the name is first read
 _LAZY = {
     "DDPGConfig": "pearl.algos", "DQNConfig": "pearl.algos", "SACConfig": "pearl.algos", "TD3Config": "pearl.algos",
     "algorithm": "pearl.algos",
     "algorithm_names": "pearl.algos", "preset": "pearl.algos", "PearlError": "pearl.errors", "KERNELS": "pearl.kernels",
-    "RunOptions": "pearl.training", "TrainResult": "pearl.training", "train": "pearl.training",
+    "RunOptions": "pearl.training.options", "TrainResult": "pearl.training.result", "train": "pearl.training",
 }
 
 __all__ = ["DDPGConfig", "DQNConfig", "KERNELS", "PearlError", "RunOptions", "SACConfig", "TD3Config", "TrainResult",

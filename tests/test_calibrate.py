@@ -10,7 +10,7 @@ import pytest
 
 from cli_support import run_cli
 from pearl.profile.format import IN_SITU, load_profile
-from pearl.training import DEPARTURE, plan_departure
+from pearl.training.plan_checks import DEPARTURE, plan_departure
 
 
 @pytest.fixture(scope="module")

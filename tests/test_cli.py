@@ -183,7 +183,7 @@ def test_what_if_takes_a_shipped_descriptor_name() -> None:
 
 
 def test_compare_table_shows_whole_mapping_names() -> None:
-    from pearl.cli import compare_table
+    from pearl.cli.compare import compare_table
 
     label = "throughput plan = perf-per-watt plan = pareto low-energy end = all on cpu"
     row = {"label": label, "predicted_env_steps_per_s": 2217.0, "measured_env_steps_per_s": 1744.0,
@@ -198,7 +198,7 @@ def test_compare_table_shows_whole_mapping_names() -> None:
 
 
 def test_progress_when_piped_prints_a_line_now_and_then(capsys) -> None:
-    from pearl.cli import _progress
+    from pearl.progress import Progress as _progress
 
     with _progress(157, enabled=True, label="profile", unit="timing", every=0.0) as bar:
         bar(40)
@@ -230,7 +230,7 @@ def test_progress_rate_is_the_average_from_the_first_call_to_the_last(capsys) ->
 
 
 def test_progress_stays_quiet_for_short_work_and_for_json(capsys) -> None:
-    from pearl.cli import _progress
+    from pearl.progress import Progress as _progress
 
     with _progress(100, enabled=True, label="train", every=60.0) as bar:
         for done in range(1, 101):

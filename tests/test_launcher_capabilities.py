@@ -13,7 +13,9 @@ from pearl.runtime.actors import ActorFailed, RestartPolicy
 from pearl.runtime.launcher import LauncherCapabilities, LearnerHandle
 from pearl.runtime.learner_role import LearnerRole
 from pearl.runtime.sequential import SequentialLauncher
-from pearl.training import LAUNCHERS, RunOptions, _setup, launcher_capabilities
+from pearl.training.configure import setup_run
+from pearl.training.launchers import LAUNCHERS, launcher_capabilities
+from pearl.training.options import RunOptions
 
 
 def test_each_launcher_declares_what_it_can_do() -> None:
@@ -31,7 +33,7 @@ def test_an_unknown_launcher_has_no_capabilities_but_the_usual_error() -> None:
 
 
 def test_asking_the_ray_launcher_what_it_can_do_does_not_import_ray() -> None:
-    code = ("import sys; from pearl.training import launcher_capabilities; "
+    code = ("import sys; from pearl.training.launchers import launcher_capabilities; "
             "assert launcher_capabilities('ray').cluster_plans; assert 'ray' not in sys.modules, 'ray imported'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -41,9 +43,9 @@ def test_the_options_follow_the_declaration_not_the_name(monkeypatch: pytest.Mon
     options = RunOptions(algo="dqn", env="CartPole-v1", launcher="sequential", replay_shards=2, steps=1000)
     with pytest.raises(ConfigError, match="--replay-shards places replay-server actors on Ray; it needs --launcher "
                                           "ray, not sequential"):
-        _setup(options)
+        setup_run(options)
     monkeypatch.setattr(SequentialLauncher, "capabilities", LauncherCapabilities(replay_shards=True))
-    assert _setup(options).options.replay_shards == 2
+    assert setup_run(options).options.replay_shards == 2
 
 
 def test_the_restart_policy_counts_restarts_up_to_its_limit() -> None:

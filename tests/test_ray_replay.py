@@ -23,7 +23,8 @@ from pearl.errors import ConfigError  # noqa: E402
 from pearl.runtime.ray import replay_client, session  # noqa: E402
 from pearl.runtime.ray.placement import ShardPlacement  # noqa: E402
 from pearl.runtime.ray.replay_client import RemoteShardedReplay  # noqa: E402
-from pearl.runtime.replay_server import FIELDS, ShardedReplay, encode_indices  # noqa: E402
+from pearl.runtime.replay_server import ShardedReplay  # noqa: E402
+from pearl.runtime.replay_shard import FIELDS, encode_indices  # noqa: E402
 from pearl.types import EnvSpec, TransitionBatch  # noqa: E402
 
 SPEC = EnvSpec("Counter-v0", obs_dim=3, action_kind="discrete", action_dim=2)

@@ -9,15 +9,8 @@ from scipy.stats import chisquare
 from pearl.algos import DQNConfig
 from pearl.errors import ConfigError
 from pearl.replay import ReplayIndex
-from pearl.runtime.replay_server import (
-    FIELDS,
-    ReplayShard,
-    ShardedReplay,
-    decode_indices,
-    encode_indices,
-    sampler_rng,
-    shard_for,
-)
+from pearl.runtime.replay_server import ShardedReplay, sampler_rng, shard_for
+from pearl.runtime.replay_shard import FIELDS, ReplayShard, decode_indices, encode_indices
 from pearl.types import EnvSpec, TransitionBatch
 
 SPEC = EnvSpec("Counter-v0", obs_dim=3, action_kind="discrete", action_dim=2)

@@ -264,7 +264,7 @@ def test_actor_processes_start_with_their_slice_environment() -> None:
 
 def test_the_run_record_names_each_roles_slice() -> None:
     from pearl.runtime.launcher import Placement
-    from pearl.training import role_slices
+    from pearl.training.plan_checks import role_slices
 
     assert role_slices(Placement.single("cpu"), 4) == {}
     record = role_slices(Placement("cuda:0/mps:10", "cuda:0/mps:50", "cuda:0/mps:50"), 4)

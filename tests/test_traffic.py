@@ -14,7 +14,7 @@ from pearl.runtime.launcher import Job, Placement
 from pearl.runtime.local import LocalLauncher
 from pearl.schedule import Schedule
 from pearl.runtime.sequential import SequentialLauncher
-from pearl.training import launcher_capabilities
+from pearl.training.launchers import launcher_capabilities
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

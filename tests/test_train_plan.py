@@ -95,7 +95,7 @@ A100 = "whatif:nvidia-a100-sxm4-80gb"
 
 def test_an_absent_device_runs_emulated_on_an_opencl_device(capsys, plan_file, tmp_path) -> None:
     from opencl_support import first_opencl_device
-    from pearl.training import _recorded_setup
+    from pearl.training.recorded import recorded_setup
 
     device = first_opencl_device()
     planned = edited(plan_file, tmp_path, lambda d: d["mapping"].update(learn=A100))
@@ -113,7 +113,7 @@ def test_an_absent_device_runs_emulated_on_an_opencl_device(capsys, plan_file, t
     assert result["plan_check"]["note"].startswith("the local launcher runs actors, replay and learner concurrently")
     run_dir = Path(result["run_dir"])
     assert json.loads((run_dir / "config.json").read_text())["emulate"] == {A100: device}
-    setup = _recorded_setup(run_dir)  # what --resume rebuilds: the same emulated placement
+    setup = recorded_setup(run_dir)  # what --resume rebuilds: the same emulated placement
     assert setup.options.emulate == {A100: device} and setup.placement.learn == device
 
 

@@ -126,7 +126,7 @@ def test_default_threads_are_what_a_plan_would_choose_from_this_machines_profile
     from pearl.envs import env_spec
     from pearl.hostinfo import cpu_lanes
     from pearl.runtime.launcher import Placement
-    from pearl.training import default_threads
+    from pearl.training.configure import default_threads
 
     config, spec = preset("ddpg", "Pendulum-v1"), env_spec("Pendulum-v1")
     cpu = Placement.single("cpu")

@@ -18,7 +18,7 @@ them). So the launchers differ only in where the roles run and how transitions a
 gives the same learning on each: every launcher takes each role's seed from one `Seeds`.
 
 Each launcher class declares what it can do in its `capabilities` (`LauncherCapabilities`); the rest of pearl
-asks that declaration (through `pearl.training.launcher_capabilities`), never the launcher's name.
+asks that declaration (through `pearl.training.launchers.launcher_capabilities`), never the launcher's name.
 """
 
 from __future__ import annotations

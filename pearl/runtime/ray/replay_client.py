@@ -23,7 +23,8 @@ from pearl.algos.base import OffPolicyConfig
 from pearl.errors import ConfigError, PearlError
 from pearl.runtime.ray.placement import ShardPlacement, check_placements
 from pearl.runtime.ray.session import require_ray
-from pearl.runtime.replay_server import ReplayShard, ShardedReplay, ShardSample, ShardStats
+from pearl.runtime.replay_server import ShardedReplay
+from pearl.runtime.replay_shard import ReplayShard, ShardSample, ShardStats
 from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch
 
 __all__ = ["RemoteShardedReplay", "ShardedReplayKernels", "remote_shards"]

@@ -1,0 +1,47 @@
+"""`pearl compare`: plans and one-device mappings trained, measured against their predictions."""
+
+from __future__ import annotations
+
+import click
+
+from pearl.cli.base import ALGO_CHOICES, cli, print_json, quiet_solver
+
+
+@cli.command()
+@click.option("--profile", "profile_path", required=True, help="Profile file written by `pearl profile`.")
+@click.option("--algo", type=click.Choice(ALGO_CHOICES), required=True, help="Algorithm to compare.")
+@click.option("--env", "env_id", required=True, help="Gymnasium environment id (the preset's shapes).")
+@click.option("--seconds", type=float, default=20.0, show_default=True, help="Wall time each mapping trains for.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every run.")
+@click.option("--runs-dir", default="runs", show_default=True, help="Where runs/compare-<time>/ is written.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as one JSON object.")
+def compare(profile_path: str, algo: str, env_id: str, seconds: float, seed: int, runs_dir: str,
+            as_json: bool) -> None:
+    """Measure plans and one-device mappings against predictions.
+
+    Runs both objectives' plans, the Pareto ends and the all-on-one-device mappings; shows predicted against
+    measured throughput and energy per step, with a plot and a markdown report."""
+    from pearl.compare import run_compare
+
+    quiet_solver()
+    report = run_compare(profile_path, algo, env_id, seconds=seconds, runs_dir=runs_dir, seed=seed,
+                         say=(lambda _m: None) if as_json else click.echo)
+    if as_json:
+        print_json(report)
+        return
+    for line in compare_table(report):
+        click.echo(line)
+
+
+def compare_table(report: dict) -> list[str]:
+    """`pearl compare`'s table: the mapping column as wide as the longest name, so no name is cut."""
+    width = max([len("mapping"), *(len(r["label"]) for r in report["rows"])])
+    lines = [f"{'mapping':{width}} {'predicted/s':>11} {'measured/s':>10} {'error':>6} {'J/step pred':>11} "
+             f"{'J/step meas':>11}"]
+    for r in report["rows"]:
+        predicted = f"{r['predicted_j_per_step']:.3g}" if r["predicted_j_per_step"] else "n/a"
+        measured = f"{r['measured_j_per_step']:.3g}" if r["measured_j_per_step"] else "n/a"
+        lines.append(f"{r['label']:{width}} {r['predicted_env_steps_per_s']:11,.0f} "
+                     f"{r['measured_env_steps_per_s']:10,.0f} {r['error']:+6.0%} {predicted:>11} {measured:>11}")
+    lines.append(f"power: {report['rows'][0]['power_source']}; report, plot and runs in {report['dir']}")
+    return lines

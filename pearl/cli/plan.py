@@ -1,0 +1,152 @@
+"""`pearl plan` (a placement by integer program, with a cluster plan's nodes explained) and `pearl ratio`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from pearl.cli.base import ALGO_CHOICES, cli, print_json, quiet_solver
+from pearl.device import NodeDevice
+from pearl.errors import ConfigError
+
+
+@cli.command()
+@click.option("--profile", "profile_path", required=True, help="Profile file written by `pearl profile`.")
+@click.option("--algo", type=click.Choice(ALGO_CHOICES), required=True, help="Algorithm to plan for.")
+@click.option("--env", "env_id", required=True, help="Gymnasium environment id (the preset's shapes).")
+@click.option("--objective", type=click.Choice(["throughput", "perf-per-watt"]), default="throughput",
+              show_default=True, help="Maximise env steps per second, or env steps per joule.")
+@click.option("--envs-per-actor", "envs", default=None, metavar="N|auto",
+              help="Environments each actor steps: N, or auto (the planner chooses) [default: the preset's].")
+@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
+              help="Plan with this hyperparameter changed, as `pearl train --set` (repeatable).")
+@click.option("--config", "config_file", default=None, metavar="FILE",
+              help="Plan with the hyperparameters of this JSON or TOML file, as `pearl train --config`.")
+@click.option("--out", default="plan.json", show_default=True, help="Plan file to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
+def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | None,
+         settings: tuple[str, ...], config_file: str | None, out: str, as_json: bool) -> None:
+    """Place every kernel by integer program: write a plan.
+
+    Solves the placement integer program on a profile and writes a deployment plan. A workload shape the
+    profile has not measured is planned from the nearest measured one, scaled by its work (labelled scaled)."""
+    from pearl.planner.make import make_plan
+    from pearl.planner.plan import save_plan
+    from pearl.training.configure import configured
+    from pearl.training.options import parse_settings
+
+    quiet_solver()
+    if envs is not None and envs != "auto":
+        try:
+            envs = int(envs)
+        except ValueError:
+            raise ConfigError(f"--envs-per-actor takes a number of environments or auto, got {envs!r}") from None
+    config = configured(algo, env_id, config_file, parse_settings(settings)) if settings or config_file else None
+    result = make_plan(profile_path, algo, env_id, objective, envs=envs, config=config)
+    written = save_plan(result, out)
+    if as_json:
+        print_json({"plan": str(written), **result.to_dict()})
+        return
+    p = result.predicted
+    joules = f"{p['env_steps_per_joule']:.1f} env steps/J" if p.get("env_steps_per_joule") else "energy unknown"
+    click.echo(f"{algo} on {env_id}, objective {objective}: plan written to {written}")
+    spread = ""
+    if len(result.actor_devices) > 1:  # a cluster plan's actors on several nodes
+        spread = " (" + ", ".join(f"{n} on {d}" for d, n in result.actor_devices.items()) + ")"
+    click.echo("  " + ", ".join(f"{k} → {v}" for k, v in result.mapping.items()) +
+               f"; {result.actors} actor(s){spread} × {result.envs_per_actor} env(s); "
+               f"{result.threads} learner thread(s)")
+    if result.replay_shards:  # a cluster plan's replay server sharded over nodes
+        click.echo(f"  replay server: {sum(result.replay_shards.values())} shards, "
+                   + ", ".join(f"{n} on {d}" for d, n in result.replay_shards.items())
+                   + " (each an equal part of the buffer, the inserts and the samples)")
+    click.echo(f"  predicted {p['env_steps_per_s']:,.0f} env steps/s, {p['updates_per_s']:,.0f} updates/s, "
+               f"{p['power_w']:.0f} W, {joules} (timings {p['source']}, power {p['power_source']})")
+    if p.get("scaled"):
+        sources: dict[str, list[str]] = {}
+        for kernel, source in p["scaled"].items():
+            sources.setdefault(source, []).append(kernel)
+        click.echo(f"  scaled: the profile has not measured {p['workload']}; "
+                   + "; ".join(f"{', '.join(ks)} from {w}" for w, ks in sources.items())
+                   + ", scaled by their work (roofline flops and bytes)")
+    ties = " (ties go to the fewest actor processes, then replay shards, then devices)" \
+        if result.solver.get("ties") else ""
+    click.echo(f"  bottleneck: {result.bottleneck}{ties}")
+    for line in _cluster_lines(result):
+        click.echo(line)
+    for s in result.slices:
+        click.echo(f"  {s['gpu']} split: {' and '.join(s['roles'])} on {s['device']}, {s['processes']} process(es) "
+                   f"× {s['share']:.0%} of its SMs")
+    for b in result.baselines:
+        if b["feasible"]:
+            click.echo(f"  all on {b['device']}: {b['env_steps_per_s']:,.0f} env steps/s "
+                       f"(the plan is {b['speedup']:.2f}× that)")
+        else:
+            click.echo(f"  all on {b['device']}: not feasible")
+
+
+def _cluster_lines(result: Any) -> list[str]:
+    """A cluster plan's nodes (actors, kernels, CPU/accelerator lanes) and why each role sits where it does."""
+    nodes = result.lanes.get("nodes")
+    if not nodes:
+        return []
+    lines = []
+    spread = result.actor_devices or {result.mapping["act"]: result.actors}
+    for name, n in nodes.items():
+        ratio = f", {n['ratio']:.3g} CPU lanes per accelerator" if n.get("ratio") else ""
+        acting = next((f" acting on {d}" for d in spread if NodeDevice.parse(d).node == name), "")
+        acting += next((f", {k} replay shard(s) on {d}" for d, k in result.replay_shards.items()
+                        if NodeDevice.parse(d).node == name), "")
+        lines.append(f"  node {name}: {n['actors']} actor process(es){acting}, kernels "
+                     f"{', '.join(n['kernels']) or 'none'}; {n['cpu']} CPU lane(s) busy, {n['accelerator']} "
+                     f"accelerator(s){ratio}")
+    if len(spread) > 1:
+        lines.append(f"  the {result.actors} actor processes spread over {len(spread)} nodes, each stepping an equal "
+                     "share of the env steps")
+    period = result.predicted["period_s"]
+    for move in result.why:
+        if move["period_s"] is None:
+            lines.append(f"  {move['role']} on node {move['node']} instead: not feasible")
+        else:
+            lines.append(f"  {move['role']} on node {move['node']} instead: {move['period_s'] * 1e3:.4g} ms an "
+                         f"update against {period * 1e3:.4g} ms ({move['period_s'] / period:.3g}×), bound by "
+                         f"{move['bottleneck']}")
+    return lines
+
+
+@cli.command()
+@click.option("--profile", "profile_path", required=True, help="Host profile file written by `pearl profile`.")
+@click.option("--algo", type=click.Choice(["dqn", "ddpg"]), required=True, help="Algorithm to plan for.")
+@click.option("--env", "env_id", required=True, help="Gymnasium environment id (the preset's shapes).")
+@click.option("--accelerator", required=True, metavar="DESCRIPTOR",
+              help="The accelerator, a device descriptor (devices/nvidia-a100-sxm4-80gb.toml or its name).")
+@click.option("--lanes", default=None, metavar="N,N,...", help="CPU lane counts to sweep [default: 1-32].")
+@click.option("--out", default="ratio.png", show_default=True, help="The plot to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print the sweep as one JSON object.")
+def ratio(profile_path: str, algo: str, env_id: str, accelerator: str, lanes: str | None, out: str,
+          as_json: bool) -> None:
+    """Sweep the CPU lanes per accelerator (what-if) and plan each.
+
+    Prints and plots throughput and env steps per joule against the CPU/GPU ratio, marking the knee (fewest
+    lanes within 5 % of the best throughput) and the perf-per-watt optimum."""
+    from pearl.fileio import check_writable
+    from pearl.planner.ratio import DEFAULT_LANES, plot, sweep, table
+
+    quiet_solver()
+    check_writable(out)
+    counts = DEFAULT_LANES
+    if lanes is not None:
+        try:
+            counts = tuple(int(x) for x in lanes.split(","))
+        except ValueError:
+            raise ConfigError(f"--lanes takes comma-separated positive lane counts, e.g. 1,2,4,8; got {lanes!r}") \
+                from None
+    result = sweep(profile_path, algo, env_id, accelerator, counts)
+    written = plot(result, out, f"{algo} {env_id}: CPU lanes per {result.accelerator}")
+    if as_json:
+        print_json({"plot": str(written), **result.to_dict()})
+        return
+    for line in table(result):
+        click.echo(line)
+    click.echo(f"plot written to {written}")

@@ -1,0 +1,273 @@
+"""A run's options checked (one error naming the first bad one) and what follows from them: the algorithm and
+environment, the hyperparameters (preset, --config, --set), the placement, the actors and the learner's threads."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pearl._version import __version__
+from pearl.algos import OffPolicyConfig, algo_config_class, has_preset, preset
+from pearl.device import HOST
+from pearl.envs import check_algo_fits, env_spec
+from pearl.errors import ConfigError, DeviceError, PearlError
+from pearl.fileio import read_json
+from pearl.runtime.launcher import Job, Placement
+from pearl.training.launchers import launcher_capabilities, launcher_name
+from pearl.training.options import (
+    DEFAULT_THREADS,
+    EVALUATIONS_PER_RUN,
+    MAX_THREADS,
+    RunOptions,
+    check_positive_int,
+    max_actors,
+)
+from pearl.training.plan_checks import (
+    check_backends,
+    check_planned_workload,
+    check_slices,
+    checked_plan,
+    is_opencl,
+    local_devices,
+    role_slices,
+)
+from pearl.types import MAX_ENVS, EnvSpec
+
+if TYPE_CHECKING:
+    from pearl.planner.plan import Plan
+    from pearl.profile.format import Profile
+
+
+@dataclass
+class RunSetup:
+    """A run's options, checked, and what follows from them: what `train` builds from RunOptions and `resume`
+    from config.json."""
+
+    options: RunOptions
+    algo: str
+    env_id: str
+    config: OffPolicyConfig
+    spec: EnvSpec
+    placement: Placement
+    device: str  # the label of the run: the device of every kernel, or "plan"
+    actors: int
+    eval_every: int
+    plan: "Plan | None"
+
+    @property
+    def job(self) -> Job:
+        o = self.options
+        return Job(self.config, self.spec, self.placement, o.seed, self.actors, o.threads, o.descriptor, o.learn,
+                   o.policy_lag, o.segment_steps, self.eval_every, o.eval_every_episodes)
+
+    def config_record(self) -> dict:
+        o = self.options
+        return {
+            "kind": "config", "algo": self.algo, "env": self.env_id, "seed": o.seed, "device": self.device,
+            "placement": self.placement.to_dict(), "threads": o.threads, "descriptor": o.descriptor,
+            "launcher": o.launcher, "actors": self.actors, "envs_per_actor": self.config.n_envs,
+            "learn": o.learn, "max_restarts": o.max_restarts, "checkpoint_every": o.checkpoint_every,
+            "checkpoint_replay": o.checkpoint_replay, "emulate": dict(o.emulate), "policy_lag": o.policy_lag,
+            "segment_steps": o.segment_steps, "eval_every": self.eval_every, "ray_address": o.ray_address,
+            "replay_shards": o.replay_shards, "slices": role_slices(self.placement, self.actors),
+            "eval_every_episodes": o.eval_every_episodes, "schedule": self.job.schedule().to_dict(),
+            "preset": has_preset(self.algo, self.env_id),
+            "hyperparameters": self.config.to_dict(), "env_spec": asdict(self.spec), "pearl_version": __version__,
+            "host": {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0]},
+        }
+
+
+def setup_run(o: RunOptions) -> RunSetup:
+    """Check every option (one ConfigError naming the first bad one) and derive the run's configuration."""
+    o = o.replace(launcher=launcher_name(o.launcher), emulate=dict(o.emulate))
+    for name, value, minimum in (("--seed", o.seed, 0), ("--eval-episodes", o.eval_episodes, 0),
+                                 ("--checkpoint-every", o.checkpoint_every, 0),
+                                 ("--eval-every-episodes", o.eval_every_episodes, 1)):
+        check_positive_int(name, value, minimum)
+    for name, value in (("--steps", o.steps), ("--eval-every", o.eval_every), ("--threads", o.threads)):
+        if value is not None:
+            check_positive_int(name, value, minimum=0 if name == "--eval-every" else 1)
+    if o.threads is not None and o.threads > MAX_THREADS:
+        raise ConfigError(f"--threads must be at most {MAX_THREADS}, got {o.threads}")
+    if isinstance(o.policy_lag, bool) or not isinstance(o.policy_lag, int) or o.policy_lag < 0:
+        raise ConfigError(f"--policy-lag must be an integer >= 0, got {o.policy_lag!r}")
+    capabilities = launcher_capabilities(o.launcher)
+    if o.ray_address is not None:
+        if not capabilities.cluster_plans:
+            raise ConfigError(f"--ray-address joins a Ray cluster; it needs --launcher ray, not {o.launcher}")
+        if not isinstance(o.ray_address, str) or not o.ray_address.strip():
+            raise ConfigError(f"--ray-address must be a cluster address such as 10.0.0.5:6379, got {o.ray_address!r}")
+        from pearl.runtime.ray.session import check_address
+        check_address(o.ray_address)  # before the run folder is made: Ray would retry a dead address for minutes
+    check_positive_int("--replay-shards", o.replay_shards, minimum=0)
+    if o.replay_shards and not capabilities.replay_shards:
+        raise ConfigError(f"--replay-shards places replay-server actors on Ray; it needs --launcher ray, "
+                          f"not {o.launcher}")
+    if o.emulate and o.plan is None:
+        raise ConfigError("--emulate stands in for an absent device of a plan; it needs --plan")
+    if o.plan is not None and (o.actors is not None or o.envs_per_actor is not None):
+        raise ConfigError("--plan sets the actors and envs per actor; drop --actors/--envs-per-actor "
+                          "(or drop --plan)")
+    loaded = checked_plan(o.plan, o.algo, o.env, o.device, o.emulate, o.launcher) if o.plan is not None else None
+    check_positive_int("--max-restarts", o.max_restarts, minimum=0)
+    algo, env_id = (loaded.algo, loaded.env) if loaded is not None else (o.algo, o.env)
+    if algo is None or env_id is None:
+        raise ConfigError("--algo and --env are required (or --plan PLAN, which names them, or --resume RUN_DIR)")
+    algo_config_class(algo)  # an algorithm the registry does not know → ConfigError naming the known ones
+    spec = env_spec(env_id)
+    check_algo_fits(algo, spec)
+    config = o.config if o.config is not None else preset(algo, env_id)
+    if config.algo != algo:
+        raise ConfigError(f"a {config.algo} config cannot train {algo}")
+    if o.config_file is not None:
+        config = _hyperparameters_file(o.config_file, config)
+    if o.settings:
+        config = config.with_text(o.settings)
+    if o.steps is not None:
+        config = config.replace(total_steps=o.steps)
+    for name, value, most in (("--actors", o.actors, max_actors()), ("--envs-per-actor", o.envs_per_actor, MAX_ENVS)):
+        if value is not None:
+            check_positive_int(name, value)
+            if value > most:  # each actor is a process, each env an env object: a typo must not fork thousands
+                raise ConfigError(f"{name} must be at most {most} on this machine, got {value}")
+    if loaded is not None:
+        check_planned_workload(o.plan, loaded, config, spec)
+        where = {k: o.emulate.get(d, d) for k, d in local_devices(loaded).items()}
+        placement = Placement(where["act"], where["replay_insert"], where["learn"])
+        actors, envs, device = loaded.actors, loaded.envs_per_actor, "plan"
+    else:
+        device = o.device or HOST
+        placement, actors, envs = Placement.single(device), o.actors or 1, o.envs_per_actor
+    if envs is not None:
+        config = config.replace(n_envs=envs)
+    if not o.learn:  # collection only: the actors act with the policy from the first step
+        config = config.replace(learning_starts=0)
+    config.validate()
+    check_slices(placement, actors, o.launcher)
+    check_backends(algo, placement)
+    if o.descriptor is not None and not any(is_opencl(d) for d in placement.devices()):
+        raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
+                          "(drop --descriptor, or train on an opencl:P:D device)")
+    eval_every = o.eval_every if o.eval_every is not None else max(1, config.total_steps // EVALUATIONS_PER_RUN)
+    if o.threads is None:
+        o = o.replace(threads=loaded.threads if loaded is not None else
+                      default_threads(config, spec, placement, actors, o.launcher, o.runs_dir))
+    setup = RunSetup(o, algo, env_id, config, spec, placement, device, actors, eval_every if o.learn else 0, loaded)
+    setup.job.schedule()  # a lag or segment layout that cannot work → ConfigError, before any work
+    return setup
+
+
+def configured(algo: str, env_id: str, config_file: str | None = None,
+               settings: dict[str, str] | None = None) -> OffPolicyConfig:
+    """The preset of (algo, env) (or the algorithm's defaults) with a --config file's fields and then --set's,
+    each validated: the hyperparameters `pearl train` and `pearl plan` use."""
+    config = preset(algo, env_id)
+    if config_file is not None:
+        config = _hyperparameters_file(config_file, config)
+    return config.with_text(settings) if settings else config
+
+
+def _hyperparameters_file(path: str, config: OffPolicyConfig) -> OffPolicyConfig:
+    """config with the fields a JSON or TOML file sets (validated field by field); ConfigError naming the file."""
+    if path.endswith(".toml"):
+        from pearl.descriptors import tomllib
+        from pearl.fileio import read_text
+
+        try:
+            data = tomllib.loads(read_text(path, ConfigError, "pass --config with a TOML or JSON file"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    else:
+        data = read_json(path, ConfigError, "pass --config with a JSON or TOML file of hyperparameters")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must hold a table of hyperparameters (name = value)")
+    data.pop("algo", None)
+    if isinstance(data.get("hidden"), list):
+        data["hidden"] = tuple(data["hidden"])
+    try:
+        changed = config.replace(**data)
+        changed.validate()
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return changed
+
+
+def hyperparameters_note(setup: RunSetup) -> str:
+    """Where the run's hyperparameters came from, in a sentence (a run without a preset says how to tune it)."""
+    o = setup.options
+    changed = [f"--config {o.config_file}"] if o.config_file else []
+    changed += [f"--set {k}={v}" for k, v in o.settings.items()]
+    extra = f", changed by {' '.join(changed)}" if changed else ""
+    if o.config is not None:
+        return f"hyperparameters given by the caller{extra}"
+    if has_preset(setup.algo, setup.env_id):
+        return f"pearl's preset for {setup.algo} on {setup.env_id}{extra}"
+    return (f"no preset for {setup.algo} on {setup.env_id}: the algorithm's defaults{extra}; pass hyperparameters "
+            "with --set name=value (repeatable) or --config FILE (JSON or TOML)")
+
+
+def planned_work(o: RunOptions) -> tuple[str, int | None]:
+    """A label and the env steps of the run the options describe, for a progress bar (None when unknown:
+    the options are checked when training starts, with their proper errors)."""
+    try:
+        algo, env_id = o.algo, o.env
+        if o.plan is not None and (algo is None or env_id is None):
+            from pearl.planner.plan import load_plan
+            planned = load_plan(o.plan)
+            algo, env_id = algo or planned.algo, env_id or planned.env
+        total = o.steps or (o.config.total_steps if o.config is not None else preset(algo, env_id).total_steps)
+        return f"{algo} {env_id}", total
+    except (PearlError, TypeError):
+        return "train", None
+
+
+def profile_at_hand(runs_dir: str) -> "Profile | None":
+    """This machine's profile where pearl keeps one (RunOptions.threads names the files), the first that reads
+    and was measured on this CPU with these cores; None when there is none."""
+    from pearl.hostinfo import cpu_lanes, cpu_name
+    from pearl.profile.format import load_profile
+
+    node = platform.node() or "host"
+    for path in (Path(runs_dir) / "profiles" / f"{node}-quick.json", Path("profiles") / f"{node}-full.json",
+                 Path("profiles") / f"{node}-quick.json"):
+        if not path.is_file():
+            continue
+        try:
+            profile = load_profile(path)
+        except PearlError:
+            continue  # a damaged or older file: `pearl profile` says why when it is asked to read it
+        if profile.host.get("cpu") == cpu_name() and profile.host.get("cores") == cpu_lanes():
+            return profile
+    return None
+
+
+def default_threads(config: OffPolicyConfig, spec: EnvSpec, placement: Placement, actors: int, launcher: str,
+                    runs_dir: str) -> int:
+    """The learner's threads when the run names none and has no plan (RunOptions.threads says the rule)."""
+    from pearl.hostinfo import cpu_lanes
+
+    lanes = cpu_lanes()
+    if placement.learn != HOST or lanes < 2:
+        return DEFAULT_THREADS
+    profile = profile_at_hand(runs_dir)
+    if profile is None:
+        return DEFAULT_THREADS
+    from pearl.costmodel import CostModel
+    from pearl.planner.accounting import fastest_threads
+    from pearl.planner.build import config_workload
+    from pearl.planner.make import layout_threads
+    from pearl.planner.problem import PLACED, REPLAY
+
+    model, workload = CostModel(profile), config_workload(config, spec)
+    try:
+        if launcher_capabilities(launcher).concurrent_roles:  # priced beside the actors, as a plan prices it
+            where = {k: placement.replay if k in REPLAY else getattr(placement, k) for k in PLACED}
+            return layout_threads(profile, config, spec, where, actors)
+        counts = [t for t in model.thread_counts("learn", HOST, workload) if t <= lanes]
+        return fastest_threads(lanes, {t: model.kernel_time("learn", HOST, workload, config.batch_size, t).seconds
+                                       for t in counts})
+    except (KeyError, ValueError, PearlError):  # the profile does not time this workload, or its devices
+        return DEFAULT_THREADS

@@ -1,0 +1,238 @@
+"""Checks of a run's placement before any work (a plan for this work and this machine, its emulated and cluster
+devices, GPU slices, backends the algorithm has kernels for) and, after the run, the plan's prediction against
+what was measured."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pearl.algos import OffPolicyConfig, algorithm
+from pearl.device import DeviceId, NodeDevice, check_slice_use
+from pearl.errors import ConfigError, DeviceError, PlanError
+from pearl.runtime.launcher import Placement, RoleNodes
+from pearl.training.launchers import launcher_capabilities
+from pearl.training.result import TrainResult
+from pearl.types import EnvSpec
+
+if TYPE_CHECKING:
+    from pearl.planner.plan import Plan
+
+def checked_plan(path: str, algo: str | None, env_id: str | None, device: str | None,
+                  emulate: dict[str, str] | None = None, launcher: str = "sequential") -> "Plan":
+    """The plan, refused with the reason when it is for other work than algo/env (when given), another
+    machine, or absent devices that `emulate` does not map to an OpenCL device of this machine."""
+    from pearl.hostinfo import cpu_lanes, cpu_name
+    from pearl.planner.plan import load_plan
+
+    if device is not None:
+        raise ConfigError("--plan places every kernel itself; drop --device (or drop --plan)")
+    plan = load_plan(path)
+    for name, given, planned in (("--algo", algo, plan.algo), ("--env", env_id, plan.env)):
+        if given is not None and given != planned:
+            raise ConfigError(f"{path} is a plan for {plan.algo} on {plan.env}, but {name} says {given}; drop "
+                              f"{name} (the plan names it) or make a plan with `pearl plan --algo "
+                              f"{algo or plan.algo} --env {env_id or plan.env}`")
+    if is_cluster_plan(plan):  # a plan of a cluster profile: its nodes are checked when Ray runs (plan_node_ids)
+        _check_cluster_plan(path, plan, launcher, emulate or {})
+        return plan
+    here = (cpu_name(), cpu_lanes())
+    there = (plan.profile.get("cpu"), plan.profile.get("cores"))
+    if here != there:
+        raise PlanError(f"{path} was planned from a profile of another machine ({there[0]}, {there[1]} cores); "
+                        f"this one is {here[0]}, {here[1]} cores: run `pearl profile` here and plan again")
+    emulate = emulate or {}
+    _check_emulation(path, plan, emulate)
+    absent = sorted(d for d in set(plan.mapping.values()) if _is_what_if(d) and d not in emulate)
+    if absent:
+        raise PlanError(f"{path} places kernels on {', '.join(absent)}, a device modelled from its descriptor "
+                        "that this machine does not have; plan without --what-if devices to train, or run those "
+                        f"kernels on an OpenCL device of this machine with --emulate {absent[0]}=opencl:0:0")
+    return plan
+
+
+def _check_emulation(path: str, plan: "Plan", emulate: dict[str, str]) -> None:
+    planned = set(plan.mapping.values())
+    for absent, emulator in sorted(emulate.items()):
+        if absent not in planned:
+            raise ConfigError(f"--emulate names {absent}, which {path} places no kernel on (it uses "
+                              f"{', '.join(sorted(planned))})")
+        if not _is_what_if(absent):
+            raise ConfigError(f"--emulate stands in for a device this machine lacks (a whatif: device of the plan); "
+                              f"{absent} is one of this machine's own")
+        if not is_opencl(emulator):
+            raise ConfigError(f"--emulate runs {absent}'s kernels on an OpenCL device (opencl:P:D, see `pearl "
+                              f"devices`); {emulator} is not one")
+
+
+def _check_cluster_plan(path: str, plan: "Plan", launcher: str, emulate: dict[str, str]) -> None:
+    nodes = ", ".join(plan.profile["nodes"])
+    if not launcher_capabilities(launcher).cluster_plans:
+        raise PlanError(f"{path} places roles on the nodes {nodes} of a cluster; run it with --launcher ray "
+                        "(and --ray-address of a cluster whose nodes carry pearl_node_NAME resources), not "
+                        f"--launcher {launcher}")
+    if emulate:
+        raise ConfigError(f"--emulate stands in for a device of this machine; {path} is a cluster plan, whose "
+                          "devices are its nodes' own")
+    for name, ids in (("mapping", plan.mapping.values()), ("actor_devices", plan.actor_devices),
+                      ("replay_shards", plan.replay_shards)):
+        bad = sorted(d for d in ids if not NodeDevice.valid(d))
+        if bad:
+            raise PlanError(f"{path}: field '{name}' names {bad[0]}, not a NODE/DEVICE id of its nodes ({nodes})")
+    devices = {k: NodeDevice.parse(d) for k, d in plan.mapping.items()}
+    acting = [NodeDevice.parse(d) for d in plan.actor_devices]
+    absent = sorted({str(nd) for nd in [*devices.values(), *acting] if _is_what_if(nd.device)})
+    if absent:
+        raise PlanError(f"{path} places kernels on {', '.join(absent)}, a device modelled from its descriptor; a "
+                        "cluster plan runs on its nodes' own devices: plan without --what-if devices to train")
+    if devices["replay_insert"].node != devices["learn"].node and devices["replay_insert"].device != "cpu":
+        raise PlanError(f"{path} places the replay server on {devices['replay_insert']}, away from the "
+                        "learner; a replay server of its own node keeps replay on that node's cpu in this pearl")
+    shard_devices = sorted(d for d in plan.replay_shards if NodeDevice.parse(d).device != "cpu")
+    if shard_devices:
+        raise PlanError(f"{path}: field 'replay_shards' puts a shard on {shard_devices[0]}; a replay shard keeps its "
+                        "table in its node's host memory (cpu) in this pearl")
+
+
+def is_cluster_plan(plan: "Plan") -> bool:
+    """A plan of a cluster profile (`pearl profile merge`): its device ids are NODE/DEVICE."""
+    return isinstance(plan.profile.get("nodes"), dict)
+
+
+def role_nodes(plan: "Plan") -> RoleNodes:
+    """The plan node of each role of a cluster plan, and each actor worker's node and act device: the plan's
+    `actor_devices` dealt out in order of device id (workers 0 .. m−1 on the first, and so on). The schedule
+    gives worker i its share and seed whatever its node, so where the workers run changes no learned bit as
+    long as their act devices compute alike (cpu on every node)."""
+    node = {k: NodeDevice.parse(d).node for k, d in plan.mapping.items()}
+    spread = plan.actor_devices or {plan.mapping["act"]: plan.actors}
+    placed = [(NodeDevice.parse(d), n) for d, n in sorted(spread.items())]
+    workers = tuple((at.node, at.device) for at, n in placed for _ in range(n))
+    shards = tuple(NodeDevice.parse(d).node for d, n in sorted(plan.replay_shards.items()) for _ in range(n))
+    return RoleNodes(actors=node["act"], replay=node["replay_insert"], learner=node["learn"],
+                     workers=workers if len(spread) > 1 else (), shards=shards)
+
+
+def local_devices(plan: "Plan") -> dict[str, str]:
+    """A plan's mapping with each cluster device id NODE/DEVICE as the DEVICE its node opens."""
+    return {k: NodeDevice.parse(d).device if is_cluster_plan(plan) else d for k, d in plan.mapping.items()}
+
+
+def check_planned_workload(path: str, plan: "Plan", config: OffPolicyConfig, spec: EnvSpec) -> None:
+    """A plan costs one network shape: training another one with it would compare its predictions with a
+    different workload. Plans older than the "workload" field are not checked."""
+    from pearl.profile.format import workload_key
+
+    planned = plan.predicted.get("workload")
+    key = workload_key(config.algo, spec.env_id, spec.obs_dim, spec.action_dim, tuple(config.hidden))
+    if planned is not None and planned != key:
+        raise ConfigError(f"{path} was planned for workload {planned}, but these hyperparameters train {key}; "
+                          "give `pearl train` the --set/--config you gave `pearl plan`, or plan again")
+
+
+def check_slices(placement: Placement, actors: int, launcher: str) -> None:
+    """DeviceError when the placement's GPU slices cannot be held at once (pearl.device.check_slice_use), or
+    name a slice this machine lacks (a MIG instance, an MPS share without a daemon): before any process starts."""
+    devices = [d for d in placement.devices() if _family(d) == "cuda" and DeviceId.parse(d).slice is not None]
+    if not devices:
+        return
+    # a launcher that runs the roles in turn runs act in the learner's process too
+    check_slice_use(placement.act, (placement.replay, placement.learn), actors,
+                    not launcher_capabilities(launcher).concurrent_roles)
+    from pearl.adapters.registry import check_slice_exists
+
+    for d in devices:
+        check_slice_exists(d)
+
+
+def role_slices(placement: Placement, actors: int) -> dict[str, dict]:
+    """Which slice each role's processes run on, with the environment they start with (config.json)."""
+    from pearl.adapters.slices import slice_env
+
+    out = {}
+    for role, device, processes in (("actors", placement.act, actors), ("learner", placement.learn, 1)):
+        if _family(device) == "cuda" and DeviceId.parse(device).slice is not None:
+            out[role] = {"device": device, "processes": processes, "env": slice_env(device)}
+    return out
+
+
+def check_backends(algo: str, placement: Placement) -> None:
+    """DeviceError, before any work, when act or learn is placed on a backend the algorithm's registry entry names
+    no kernels for (SAC on an OpenCL device)."""
+    entry = algorithm(algo)
+    for device in (placement.act, placement.learn):
+        family = _family(device)
+        if family in ("cpu", "cuda", "opencl"):
+            entry.check_backend("opencl" if family == "opencl" else "torch")
+
+
+def _family(device: str) -> str | None:
+    """The device id's family (cpu, cuda, opencl, whatif); None for text that is no device id (the adapter
+    that is asked to open it says what ids look like)."""
+    try:
+        return DeviceId.parse(device).family
+    except DeviceError:
+        return None
+
+
+def is_opencl(device: str) -> bool:
+    return _family(device) == "opencl"
+
+
+def _is_what_if(device: str) -> bool:
+    return _family(device) == "whatif"
+
+
+def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult,
+               emulate: dict[str, str] | None = None) -> dict:
+    """Predicted against measured, overall and per kernel (seconds per iteration = one update). Kernels of an
+    emulated device carry `emulated_on`: their measured time is the emulator's, not the planned device's."""
+    emulate = emulate or {}
+    steps_per_iteration = 1.0 / config.replay_ratio
+    measured: dict[str, dict] = {}
+    for kernel, predicted in plan.kernels.items():
+        seconds = stats.kernel_seconds.get(kernel, 0.0)
+        actor_side = kernel in ("env_step", "act", "replay_insert")
+        per_iteration = (seconds / max(stats.steps, 1) * steps_per_iteration if actor_side
+                         else seconds / max(stats.updates, 1))
+        device = plan.mapping.get(kernel) or f"{plan.mapping['learn']}>{plan.mapping['act']}"  # weight_sync
+        measured[kernel] = {"device": device, "predicted_s": predicted, "measured_s": per_iteration,
+                            "ratio": per_iteration / predicted if predicted > 0 else None}
+        if device in emulate:
+            measured[kernel]["emulated_on"] = emulate[device]
+    figures = ("env_steps_per_s", "updates_per_s", "learner_samples_per_s")
+    return {"predicted": {k: plan.predicted[k] for k in figures},
+            "measured": learning_phase_rates(result, config.batch_size),
+            "kernels": measured,
+            "note": (f"the {result.launcher} launcher runs actors, replay and learner concurrently, as the plan "
+                     "assumes" if launcher_capabilities(result.launcher).concurrent_roles else
+                     "the sequential launcher runs the roles in turn; the plan predicts them running concurrently")
+            + "".join(f"; {a}'s kernels ran on {e} (emulated: measured is {e}, predicted is {a})"
+                      for a, e in sorted(emulate.items()) if a in plan.mapping.values())}
+
+
+#: how far measured env steps/s may depart from the plan's prediction before `pearl train` warns
+DEPARTURE = 0.25
+
+
+def plan_departure(check: dict, run_dir: str) -> str | None:
+    """One warning line when the measured speed departs from the plan's by more than DEPARTURE, naming the
+    kernel whose seconds per iteration departed most and how to fold the run into the profile; else None."""
+    predicted, measured = check["predicted"]["env_steps_per_s"], check["measured"]["env_steps_per_s"]
+    if measured <= 0 or abs(predicted - measured) / measured <= DEPARTURE:
+        return None
+    kernel, k = max(check["kernels"].items(), key=lambda item: abs(item[1]["measured_s"] - item[1]["predicted_s"]))
+    return (f"measured {measured:,.0f} env steps/s, the plan predicted {predicted:,.0f} "
+            f"({(measured - predicted) / predicted:+.0%}); {kernel} on {k['device']} departed most "
+            f"({k['measured_s'] * 1e6:,.1f} µs per iteration against {k['predicted_s'] * 1e6:,.1f}); "
+            f"`pearl profile --from-run {run_dir} --out FILE` folds this run into a profile for the next plan")
+
+
+def learning_phase_rates(result: TrainResult, batch_size: int) -> dict[str, float]:
+    """The measured rates a plan's prediction compares with: over the learning phase (after learning_starts,
+    when actors and learner both run, as the plan models), or over the whole run when it never learnt."""
+    steps = result.learning_env_steps_per_s
+    updates = result.learning_updates_per_s
+    if steps is None or updates is None:
+        steps, updates = result.env_steps_per_s, result.updates_per_s
+    return {"env_steps_per_s": steps, "updates_per_s": updates, "learner_samples_per_s": updates * batch_size,
+            "phase": "learning" if result.learning_env_steps_per_s is not None else "whole run"}

@@ -1,0 +1,63 @@
+"""`TrainResult`: what `pearl.train` returns and summary.json holds of a finished run."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pearl.training.options import DEFAULT_THREADS
+
+
+@dataclass
+class TrainResult:
+    algo: str
+    env: str
+    steps: int
+    seed: int
+    device: str
+    env_steps_per_s: float
+    updates_per_s: float
+    learner_samples_per_s: float
+    replay_ratio: float
+    eval_return_mean: float  # the headline policy's (see `headline`)
+    eval_return_std: float
+    eval_episodes: int
+    wall_s: float
+    run_dir: str
+    updates: int = 0
+    train_wall_s: float = 0.0
+    preset: bool = False
+    placement: dict[str, str] = field(default_factory=dict)
+    actors: int = 1
+    plan_check: dict = field(default_factory=dict)
+    learning_env_steps_per_s: float | None = None  # over the learning phase only (after learning_starts)
+    learning_updates_per_s: float | None = None
+    launcher: str = "local"
+    envs_per_actor: int = 1
+    learn: bool = True
+    threads: int = DEFAULT_THREADS  # the learner's threads the run used (RunOptions.threads, resolved)
+    dropped_steps: int = 0
+    actor_restarts: int = 0
+    lost_steps_max: int = 0
+    waits: dict[str, float] = field(default_factory=dict)
+    eval_returns: list[float] = field(default_factory=list)  # the headline policy's
+    kernel_seconds: dict[str, float] = field(default_factory=dict)
+    start_steps: int = 0  # env steps a resumed run started from (rates count this run's share only)
+    resumed_from: str | None = None  # the checkpoint it went on from
+    skipped_checkpoints: list[str] = field(default_factory=list)  # newer ones that were damaged, and why
+    checkpoints: list[str] = field(default_factory=list)  # files written by this run, oldest first
+    checkpoint_s: float = 0.0  # seconds spent writing them (inside train_wall_s)
+    schedule: dict[str, int] = field(default_factory=dict)  # segment steps, updates per segment, policy lag
+    headline: str = "final"  # which policy eval_return_* describe: "best" (kept by in-training evaluations) or "final"
+    confirmation: dict[str, Any] = field(default_factory=dict)  # best and final on fresh episodes: the headline's pick
+    final: dict[str, Any] = field(default_factory=dict)  # the final policy: return_mean, return_std, returns
+    best: dict[str, Any] = field(default_factory=dict)  # the best policy: the same, and when it was found
+    evaluations: list[dict[str, Any]] = field(default_factory=list)  # every in-training evaluation
+    eval_s: float = 0.0  # seconds of in-training evaluation (inside train_wall_s)
+    hyperparameters_note: str = ""  # where the hyperparameters came from (preset, defaults, --set, --config)
+    roles: dict[str, str] = field(default_factory=dict)  # where each role ran (the Ray launcher's nodes)
+    #: what the run sent on each edge, as its launcher counted it (`pearl.traffic`: its statement's figures)
+    traffic: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
