@@ -17,7 +17,7 @@ Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --round
   starts 10,000, one update per step).
 - defaults: DDPG Pendulum-v1 with each side's defaults, as a user runs it with no flags: pearl's
   `pearl.train("ddpg", "Pendulum-v1")` (no threads, actors or launcher given: the learner's threads are
-  pearl's choice, RunOptions.threads; in-training evaluations as by default) against SB3's `DDPG` built from
+  pearl's choice, PlacementOptions.threads; in-training evaluations as by default) against SB3's `DDPG` built from
   the same preset (as the ddpg case builds it) with torch's default threads. Env steps/s of each over its
   training loop, pearl's also without its in-training evaluations (SB3 runs none), and pearl ÷ SB3 of both.
   --defaults-steps N trains N steps a side instead of the preset's 20,000 (a check that the case runs).

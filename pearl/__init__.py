@@ -1,8 +1,8 @@
 """pearl: place deep-RL kernels on the devices of a heterogeneous machine by measured cost, and train.
 
 Public API:
-    pearl.train(algo, env_id, device=..., steps=..., seed=...)  -> TrainResult (any RunOptions field by name)
-    pearl.train(options=pearl.RunOptions(...))                    the same, from one options dataclass
+    pearl.train(algo, env_id, device=..., steps=..., seed=...)  -> TrainResult (any run option by its name)
+    pearl.train(options=pearl.RunOptions.of(...))                 the same, from one options dataclass
     pearl.DQNConfig, pearl.DDPGConfig, pearl.TD3Config, pearl.SACConfig, pearl.preset(algo, env_id)
     pearl.algorithm(name), pearl.algorithm_names()                the algorithm registry (pearl/algos/registry.py)
     pearl.KERNELS                                                 the kernel catalogue
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from pearl.algos import DDPGConfig, DQNConfig, SACConfig, TD3Config, algorithm, algorithm_names, preset
     from pearl.errors import PearlError
     from pearl.kernels import KERNELS
+    from pearl.run_options import RunOptions
     from pearl.training import train
-    from pearl.training.options import RunOptions
     from pearl.training.result import TrainResult
 
 #: each public name → the module that defines it, imported when the name is first read
@@ -29,7 +29,7 @@ _LAZY = {
     "DDPGConfig": "pearl.algos", "DQNConfig": "pearl.algos", "SACConfig": "pearl.algos", "TD3Config": "pearl.algos",
     "algorithm": "pearl.algos",
     "algorithm_names": "pearl.algos", "preset": "pearl.algos", "PearlError": "pearl.errors", "KERNELS": "pearl.kernels",
-    "RunOptions": "pearl.training.options", "TrainResult": "pearl.training.result", "train": "pearl.training",
+    "RunOptions": "pearl.run_options", "TrainResult": "pearl.training.result", "train": "pearl.training",
 }
 
 __all__ = ["DDPGConfig", "DQNConfig", "KERNELS", "PearlError", "RunOptions", "SACConfig", "TD3Config", "TrainResult",

@@ -21,8 +21,8 @@ from pearl.errors import ConfigError, RunDirError
 from pearl.fileio import write_atomic, write_json_atomic
 from pearl.planner.make import fixed_plans, make_plan
 from pearl.planner.plan import Plan, save_plan
+from pearl.run_options import check_positive_int
 from pearl.training import train
-from pearl.training.options import check_positive_int
 
 
 def candidates(profile_path: str, algo: str, env_id: str) -> list[tuple[str, Plan]]:

@@ -74,7 +74,7 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
     from pearl.runtime.record import check_runs_dir
     from pearl.algos import algorithm, preset
     from pearl.training import train
-    from pearl.training.options import check_positive_int
+    from pearl.run_options import check_positive_int
 
     check_positive_int("--seed", seed, minimum=0)  # here, not after the profile has run for a while
     env = algorithm(algo).profile_env  # DQN's is CartPole-v1; an unknown algo: ConfigError naming the known ones

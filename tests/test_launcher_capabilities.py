@@ -9,13 +9,13 @@ import sys
 import pytest
 
 from pearl.errors import ConfigError, PearlError
+from pearl.run_options import RunOptions
 from pearl.runtime.actors import ActorFailed, RestartPolicy
 from pearl.runtime.launcher import LauncherCapabilities, LearnerHandle
 from pearl.runtime.learner_role import LearnerRole
 from pearl.runtime.sequential import SequentialLauncher
 from pearl.training.configure import setup_run
 from pearl.training.launchers import LAUNCHERS, launcher_capabilities
-from pearl.training.options import RunOptions
 
 
 def test_each_launcher_declares_what_it_can_do() -> None:
@@ -40,12 +40,12 @@ def test_asking_the_ray_launcher_what_it_can_do_does_not_import_ray() -> None:
 
 
 def test_the_options_follow_the_declaration_not_the_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    options = RunOptions(algo="dqn", env="CartPole-v1", launcher="sequential", replay_shards=2, steps=1000)
+    options = RunOptions.of(algo="dqn", env="CartPole-v1", launcher="sequential", replay_shards=2, steps=1000)
     with pytest.raises(ConfigError, match="--replay-shards places replay-server actors on Ray; it needs --launcher "
                                           "ray, not sequential"):
         setup_run(options)
     monkeypatch.setattr(SequentialLauncher, "capabilities", LauncherCapabilities(replay_shards=True))
-    assert setup_run(options).options.replay_shards == 2
+    assert setup_run(options).options.launcher.replay_shards == 2
 
 
 def test_the_restart_policy_counts_restarts_up_to_its_limit() -> None:

@@ -114,7 +114,7 @@ def test_an_absent_device_runs_emulated_on_an_opencl_device(capsys, plan_file, t
     run_dir = Path(result["run_dir"])
     assert json.loads((run_dir / "config.json").read_text())["emulate"] == {A100: device}
     setup = recorded_setup(run_dir)  # what --resume rebuilds: the same emulated placement
-    assert setup.options.emulate == {A100: device} and setup.placement.learn == device
+    assert setup.options.placement.emulate == {A100: device} and setup.placement.learn == device
 
 
 @pytest.mark.parametrize(("emulate", "fragment"), [

@@ -33,8 +33,8 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
     profile has not measured is planned from the nearest measured one, scaled by its work (labelled scaled)."""
     from pearl.planner.make import make_plan
     from pearl.planner.plan import save_plan
+    from pearl.run_options import parse_settings
     from pearl.training.configure import configured
-    from pearl.training.options import parse_settings
 
     quiet_solver()
     if envs is not None and envs != "auto":

@@ -2,76 +2,48 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import click
 
 from pearl.cli.base import ALGO_CHOICES, cli, print_json, quiet_solver
 from pearl.progress import Progress
+from pearl.run_options import RunOptions, cli_values, option_fields
+
+
+def run_options(command: Callable) -> Callable:
+    """The run options' flags (pearl/run_options.py: each option's flag, default and help, declared once), in the
+    order of their declaration; each flag's destination is the option's flat name."""
+    for o in reversed(list(option_fields())):
+        meta = o.meta
+        if meta["flag"] is None:
+            continue
+        settings: dict[str, Any] = {"help": meta["help"]}
+        if meta["flag"].startswith("--no-"):  # a true-by-default option the flag turns off
+            settings.update(is_flag=True, flag_value=False, default=True)
+        elif meta.get("multiple"):
+            settings.update(multiple=True)
+        else:
+            shown = o.default is not None and not isinstance(o.default, bool)
+            settings.update(default=o.default, show_default=shown)
+            if meta.get("choices"):
+                settings["type"] = click.Choice(meta["choices"]())
+            elif meta.get("type"):
+                settings["type"] = meta["type"]
+        if meta.get("metavar"):
+            settings["metavar"] = meta["metavar"]
+        command = click.option(meta["flag"], o.name, **settings)(command)
+    return command
 
 
 @cli.command()
-@click.option("--algo", type=click.Choice(ALGO_CHOICES), default=None,
-              help="Algorithm to train (required unless --plan names it).")
-@click.option("--env", "env_id", default=None,
-              help="Gymnasium environment id, e.g. CartPole-v1 (required unless --plan names it).")
-@click.option("--device", default=None, help="Device of every kernel: cpu (the default), cuda:N or opencl:P:D.")
-@click.option("--plan", "plan_path", default=None, help="Plan file from `pearl plan`: run its placement and actors.")
-@click.option("--descriptor", default=None, help="Device descriptor (TOML) whose kernel binary an OpenCL device loads.")
-@click.option("--emulate", "emulate", multiple=True, metavar="ABSENT=opencl:P:D",
-              help="Run the kernels a plan places on an absent (what-if) device on this OpenCL device instead.")
-@click.option("--steps", type=int, default=None, help="Env steps to train (default: the preset's).")
-@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
-              help="Change one hyperparameter, e.g. --set learning_rate=1e-3 --set hidden=64,64 (repeatable).")
-@click.option("--config", "config_file", default=None, metavar="FILE",
-              help="A JSON or TOML file of hyperparameters to change (name = value).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of weights, envs and sampling.")
-@click.option("--eval-episodes", type=int, default=10, show_default=True,
-              help="Greedy episodes the final and the best policy are scored on.")
-@click.option("--eval-every", type=int, default=None,
-              help="Env steps between in-training evaluations that keep the best policy (0: none) "
-                   "[default: ten per run].")
-@click.option("--eval-every-episodes", type=int, default=10, show_default=True,
-              help="Greedy episodes of each in-training evaluation.")
-@click.option("--runs-dir", default="runs", show_default=True, help="Where runs/<id>/ records are written.")
-@click.option("--threads", type=int, default=None,
-              help="CPU threads the learner's kernels may use [default: the plan's; else as a plan would choose "
-                   "from this machine's profile, when one is at hand; else 1].")
-@click.option("--actors", type=int, default=None, help="Actor processes (default: the plan's, else 1).")
-@click.option("--envs-per-actor", type=int, default=None,
-              help="Environments each actor steps, batched into one act call (default: the plan's or preset's).")
-@click.option("--launcher", default="local", show_default=True, metavar="local|sequential|ray",
-              help="How the roles run: actor processes beside the learner, in turn in one process, or on Ray. "
-                   "The learning is the same for a seed; only the speed differs.")
-@click.option("--ray-address", default=None, metavar="ADDR",
-              help="With --launcher ray: the Ray cluster to join (host:port of its head) [default: start a local "
-                   "Ray instance on this machine, loopback only].")
-@click.option("--replay-shards", type=int, default=0, show_default=True,
-              help="With --launcher ray: replay as S replay-server actors (0: in the learner's process, which keeps "
-                   "the other launchers' parameters bit for bit).")
+@run_options
 @click.option("--sequential", is_flag=True, help="The same as --launcher sequential.")
-@click.option("--policy-lag", type=int, default=1, show_default=True,
-              help="Segments the actors' weights trail the learner (0: the presets' strictly sequential schedule).")
-@click.option("--segment-steps", type=int, default=None,
-              help="Env steps per schedule segment [default: the algorithm's round, grown to fit the actors].")
-@click.option("--no-learn", is_flag=True, help="Collect only (act, env step, replay insert): the actor side's speed.")
-@click.option("--max-restarts", type=int, default=3, show_default=True,
-              help="Times a dead actor process is started again before the run ends with its error.")
-@click.option("--checkpoint-every", type=int, default=5_000, show_default=True,
-              help="Write a checkpoint every N updates (0: only at the end) into runs/<id>/checkpoints/.")
-@click.option("--no-checkpoint-replay", is_flag=True,
-              help="Leave the replay contents out of checkpoints (smaller; a resume refills replay first).")
 @click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR",
               help="Go on with runs/<id> from its newest checkpoint, as it was configured.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the results.")
 @click.pass_context
-def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str | None, plan_path: str | None,
-          descriptor: str | None, emulate: tuple[str, ...], steps: int | None, settings: tuple[str, ...],
-          config_file: str | None, seed: int, eval_episodes: int,
-          eval_every: int | None, eval_every_episodes: int, runs_dir: str, threads: int | None, actors: int | None,
-          envs_per_actor: int | None, launcher: str, ray_address: str | None, replay_shards: int,
-          sequential: bool, policy_lag: int, segment_steps: int | None, no_learn: bool, max_restarts: int,
-          checkpoint_every: int, no_checkpoint_replay: bool, resume_dir: str | None, as_json: bool) -> None:
+def train(ctx: click.Context, sequential: bool, resume_dir: str | None, as_json: bool, **flags: Any) -> None:
     """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/ (or go on with one: --resume)."""
     from click.core import ParameterSource
 
@@ -79,25 +51,18 @@ def train(ctx: click.Context, algo: str | None, env_id: str | None, device: str 
     from pearl.training import train as run_training
     from pearl.training.configure import planned_work
     from pearl.training.launchers import launcher_name
-    from pearl.training.options import RunOptions, parse_emulation, parse_settings
     from pearl.training.plan_checks import plan_departure
 
     if resume_dir is not None:
-        result = _resume(ctx, resume_dir, eval_episodes, max_restarts, as_json, resume_training)
+        result = _resume(ctx, resume_dir, flags["eval_episodes"], flags["max_restarts"], as_json, resume_training)
     else:
         if sequential:
+            launcher = flags["launcher"]
             if ctx.get_parameter_source("launcher") != ParameterSource.DEFAULT and launcher_name(launcher) != \
                     "sequential":
                 raise click.UsageError(f"--sequential and --launcher {launcher} disagree; give one of them", ctx)
-            launcher = "sequential"
-        options = RunOptions(algo=algo, env=env_id, device=device, plan=plan_path, steps=steps, seed=seed,
-                             eval_episodes=eval_episodes, eval_every=eval_every,
-                             eval_every_episodes=eval_every_episodes, runs_dir=runs_dir, threads=threads,
-                             descriptor=descriptor, launcher=launcher, actors=actors, envs_per_actor=envs_per_actor,
-                             learn=not no_learn, max_restarts=max_restarts, checkpoint_every=checkpoint_every,
-                             checkpoint_replay=not no_checkpoint_replay, emulate=parse_emulation(emulate),
-                             policy_lag=policy_lag, segment_steps=segment_steps, config_file=config_file,
-                             settings=parse_settings(settings), ray_address=ray_address, replay_shards=replay_shards)
+            flags["launcher"] = "sequential"
+        options = RunOptions.of(**cli_values(flags))
         label, total = planned_work(options)
         with Progress(total, enabled=not as_json, label=label, unit="env step") as bar:
             result = run_training(options=options, progress=bar)
@@ -170,8 +135,8 @@ def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restart
             resume_training: Any) -> Any:
     from click.core import ParameterSource
 
-    given = sorted(f"--{name.replace('_', '-')}" for name in ctx.params
-                   if name not in _RESUME_OPTIONS and ctx.get_parameter_source(name) != ParameterSource.DEFAULT)
+    given = sorted(param.opts[0] for param in ctx.command.params if param.name not in _RESUME_OPTIONS
+                   and ctx.get_parameter_source(param.name) != ParameterSource.DEFAULT)
     if given:
         raise click.UsageError(f"--resume goes on with the run as it was configured; drop {', '.join(given)}", ctx)
     restarts = max_restarts if ctx.get_parameter_source("max_restarts") != ParameterSource.DEFAULT else None

@@ -120,8 +120,8 @@ them, so the solver's absolute tolerances (1e-7) stay small against the numbers.
 maps constraint names back to the human labels (``load[cpu]``). `_build` calls one small function per
 constraint family (`_assign`, `_memory`, `_actors`, and `_rows` for the bounds accounting.py lists, one
 function there per family), each named after its row above; with `actors` relaxed (a diagnosis) the
-contention rows, which lean on it, are left out. This module writes
-nothing to the process's standard output of its own accord; the CLI silences HiGHS's banner (cli._quiet_solver).
+contention rows, which lean on it, are left out. This module writes nothing to the process's standard output of
+its own accord; the CLI silences HiGHS's banner (pearl.cli.base.quiet_solver).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Rates are measured over the training loop only (evaluation excluded):
     learner_samples_per_s  = updates_per_s × batch size
     replay_ratio           = updates / env steps collected after learning_starts
 
-The package's modules: `options` (RunOptions), `launchers` (the launcher registry), `configure` (the options
+The package's modules: `launchers` (the launcher registry), `configure` (the options, pearl/run_options.py,
 checked and the run derived from them), `plan_checks` (placement checks; predicted against measured),
 `recorded` (config.json read back for resume), `scoring` (final and best policy), `result` (TrainResult).
 """
@@ -21,44 +21,47 @@ from typing import Any, Callable
 from pearl.algos import has_preset
 from pearl.algos.params import init_params
 from pearl.errors import CheckpointError, ConfigError, PearlError
+from pearl.run_options import RunOptions, check_positive_int
 from pearl.runtime.checkpoint import FOLDER as CHECKPOINTS
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, describe, estimate_bytes, latest
 from pearl.runtime.launcher import SegmentLauncher
 from pearl.runtime.record import RunRecord, check_runs_dir
 from pearl.training.configure import RunSetup, hyperparameters_note, setup_run
 from pearl.training.launchers import launcher_class
-from pearl.training.options import RunOptions, check_positive_int
 from pearl.training.plan_checks import is_cluster_plan, plan_check, role_nodes
 from pearl.training.recorded import check_same_run, recorded_setup
 from pearl.training.result import TrainResult
 from pearl.training.scoring import score_run
 
+
 def train(algo: str | None = None, env_id: str | None = None, *, options: RunOptions | None = None,
           progress: Callable[[int], None] | None = None, **fields: Any) -> TrainResult:
-    """Train `algo` on `env_id` as `options` say (or the RunOptions fields given as keywords), evaluate the
-    final policy and the best one the in-training evaluations kept, and write runs/<id>/.
+    """Train `algo` on `env_id` as `options` say, changed by the run options given as keywords (their flat names:
+    `steps=`, `launcher=`, `eval_every=`, ...), evaluate the final policy and the best one the in-training
+    evaluations kept, and write runs/<id>/.
 
-    See `RunOptions` for every option. The runs folder is checked first (creatable, writable, room for the
-    checkpoints), and so is everything else a user can get wrong, before any work is done.
+    See pearl/run_options.py for every option. The runs folder is checked first (creatable, writable, room for
+    the checkpoints), and so is everything else a user can get wrong, before any work is done.
     """
     base = options if options is not None else RunOptions()
     if algo is not None or env_id is not None:
-        fields = {"algo": algo if algo is not None else base.algo, "env": env_id if env_id is not None
-                  else base.env, **fields}
+        fields = {"algo": algo if algo is not None else base.algorithm.algo,
+                  "env": env_id if env_id is not None else base.algorithm.env, **fields}
     return _train(base.replace(**fields), progress)
 
 
 def _train(o: RunOptions, progress: Callable[[int], None] | None) -> TrainResult:
     wall0 = time.perf_counter()
     setup = setup_run(o)
-    check_runs_dir(o.runs_dir, _disk_needed(setup))
+    check_runs_dir(o.checkpoints.runs_dir, _disk_needed(setup))
     checkpointer = _checkpointer(setup)
     runner = _runner(setup, None, checkpointer)  # a bad or absent device fails here, before runs/<id>/ exists
-    record = RunRecord(o.runs_dir, setup.algo, setup.env_id, o.seed)
+    record = RunRecord(o.checkpoints.runs_dir, setup.algo, setup.env_id, o.algorithm.seed)
     if setup.plan is not None:
         record.write("plan.json", setup.plan.to_dict())
     record.write("config.json", setup.config_record())
-    return _execute(setup, runner, record, checkpointer, None, o.eval_episodes, progress, o.max_seconds, wall0)
+    return _execute(setup, runner, record, checkpointer, None, o.evaluation.eval_episodes, progress,
+                    o.launcher.max_seconds, wall0)
 
 
 def resume(run_dir: str, *, eval_episodes: int = 10, progress: Callable[[int], None] | None = None,
@@ -90,21 +93,21 @@ def resume(run_dir: str, *, eval_episodes: int = 10, progress: Callable[[int], N
 
 
 def _runner(setup: RunSetup, checkpoint: "Checkpoint | None", checkpointer: Checkpointer) -> SegmentLauncher:
-    cls = launcher_class(setup.options.launcher)
-    o, capabilities = setup.options, cls.capabilities
-    extra: dict[str, Any] = {"max_restarts": o.max_restarts} if capabilities.actor_restarts else {}
+    cls = launcher_class(setup.options.launcher.name)
+    launch, capabilities = setup.options.launcher, cls.capabilities
+    extra: dict[str, Any] = {"max_restarts": launch.max_restarts} if capabilities.actor_restarts else {}
     if capabilities.replay_shards:
-        extra.update(replay_shards=o.replay_shards)
+        extra.update(replay_shards=launch.replay_shards)
     if capabilities.cluster_plans:
-        extra.update(address=o.ray_address)
+        extra.update(address=launch.ray_address)
         if setup.plan is not None and is_cluster_plan(setup.plan):
             nodes = role_nodes(setup.plan)
             # a replay server on a node of its own is a shard actor there (the learner keeps replay otherwise);
             # a sharded one is the plan's shards, each on its node
-            shards = max(o.replay_shards, 1) if nodes.replay != nodes.learner else o.replay_shards
+            shards = max(launch.replay_shards, 1) if nodes.replay != nodes.learner else launch.replay_shards
             if nodes.shards:
-                if o.replay_shards not in (0, len(nodes.shards)):
-                    raise ConfigError(f"--replay-shards {o.replay_shards}: the plan shards the replay server over "
+                if launch.replay_shards not in (0, len(nodes.shards)):
+                    raise ConfigError(f"--replay-shards {launch.replay_shards}: the plan shards the replay server over "
                                       f"{len(nodes.shards)} nodes; leave --replay-shards out")
                 shards = len(nodes.shards)
             extra.update(role_nodes=nodes, replay_shards=shards)
@@ -116,10 +119,11 @@ def _runner(setup: RunSetup, checkpoint: "Checkpoint | None", checkpointer: Chec
 
 
 def _checkpointer(setup: RunSetup) -> Checkpointer:
-    meta = {"algo": setup.algo, "env": setup.env_id, "seed": setup.options.seed,
+    meta = {"algo": setup.algo, "env": setup.env_id, "seed": setup.options.algorithm.seed,
             "hyperparameters": setup.config.to_dict()}
     # the folder is set once runs/<id>/ exists (see _execute)
-    return Checkpointer(Path(CHECKPOINTS), setup.options.checkpoint_every, meta, setup.options.checkpoint_replay)
+    kept = setup.options.checkpoints
+    return Checkpointer(Path(CHECKPOINTS), kept.checkpoint_every, meta, kept.checkpoint_replay)
 
 
 def _execute(setup: RunSetup, runner: SegmentLauncher, record: RunRecord, checkpointer: Checkpointer,
@@ -133,7 +137,8 @@ def _execute(setup: RunSetup, runner: SegmentLauncher, record: RunRecord, checkp
     except BaseException as exc:  # Ctrl-C, SIGTERM, a failed actor: say so in the summary, keep the metrics
         last = _checkpoint_on_interrupt(runner, exc)
         record.write("summary.json", {"kind": "summary", "status": "interrupted", "algo": setup.algo,
-                                      "env": setup.env_id, "seed": o.seed, "reason": f"{type(exc).__name__}: {exc}",
+                                      "env": setup.env_id, "seed": o.algorithm.seed,
+                                      "reason": f"{type(exc).__name__}: {exc}",
                                       "checkpoints": [str(p) for p in checkpointer.written],
                                       "resume": f"pearl train --resume {record.dir}" if last else None})
         raise
@@ -143,7 +148,7 @@ def _execute(setup: RunSetup, runner: SegmentLauncher, record: RunRecord, checkp
     learning_steps = max(1, stats.steps - config.learning_starts)
     steps_here, updates_here = stats.steps - stats.start_steps, stats.updates - stats.start_updates
     result = TrainResult(
-        algo=setup.algo, env=setup.env_id, steps=stats.steps, seed=o.seed, device=setup.device,
+        algo=setup.algo, env=setup.env_id, steps=stats.steps, seed=o.algorithm.seed, device=setup.device,
         env_steps_per_s=steps_here / stats.wall_s,
         updates_per_s=updates_here / stats.wall_s,
         learner_samples_per_s=updates_here * config.batch_size / stats.wall_s,
@@ -151,8 +156,8 @@ def _execute(setup: RunSetup, runner: SegmentLauncher, record: RunRecord, checkp
         eval_episodes=eval_episodes, wall_s=time.perf_counter() - wall0, run_dir=str(record.dir),
         updates=stats.updates, train_wall_s=stats.wall_s, preset=has_preset(setup.algo, setup.env_id),
         placement=setup.placement.to_dict(), kernel_seconds=dict(stats.kernel_seconds),
-        actors=setup.actors, envs_per_actor=config.n_envs, launcher=o.launcher, learn=o.learn,
-        threads=o.threads, dropped_steps=stats.dropped_steps, waits=dict(stats.waits),
+        actors=setup.actors, envs_per_actor=config.n_envs, launcher=o.launcher.name, learn=o.launcher.learn,
+        threads=o.placement.threads, dropped_steps=stats.dropped_steps, waits=dict(stats.waits),
         actor_restarts=stats.restarts, lost_steps_max=stats.lost_steps_max, start_steps=stats.start_steps,
         checkpoints=list(stats.checkpoints), checkpoint_s=stats.checkpoint_s,
         resumed_from=str(checkpoint.path) if checkpoint is not None else None,
@@ -164,7 +169,7 @@ def _execute(setup: RunSetup, runner: SegmentLauncher, record: RunRecord, checkp
         result.learning_env_steps_per_s = (stats.steps - stats.learn_start_steps) / learning_s
         result.learning_updates_per_s = (stats.updates - stats.start_updates) / learning_s
     if setup.plan is not None:
-        result.plan_check = plan_check(setup.plan, stats, config, result, o.emulate)
+        result.plan_check = plan_check(setup.plan, stats, config, result, o.placement.emulate)
     record.write("summary.json", {"kind": "summary", "status": "finished", **result.to_dict()})
     return result
 
@@ -184,11 +189,12 @@ def _checkpoint_on_interrupt(runner: SegmentLauncher, exc: BaseException) -> str
 def _disk_needed(setup: RunSetup) -> int:
     """Bytes the run may write: its checkpoints (KEEP of them plus one being written) and a metrics margin."""
     cfg, spec = setup.config, setup.spec
-    params = init_params(cfg, spec, setup.options.seed)
+    params = init_params(cfg, spec, setup.options.algorithm.seed)
     learn_bytes = 3 * sum(v.nbytes for v in params.values())  # parameters and two Adam moments (an upper bound)
     action_bytes = 8 if spec.discrete else 4 * spec.action_dim
     row = 4 * (2 * spec.obs_dim + 2) + action_bytes + (8 if cfg.prioritized else 0)
-    return estimate_bytes(learn_bytes, cfg.buffer_size * row, setup.options.checkpoint_replay) + METRICS_MARGIN
+    replay = setup.options.checkpoints.checkpoint_replay
+    return estimate_bytes(learn_bytes, cfg.buffer_size * row, replay) + METRICS_MARGIN
 
 
 METRICS_MARGIN = 16 * 2**20  # metrics lines, config and summary: a few MB even for long runs

@@ -15,16 +15,17 @@ from pearl.device import HOST
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PearlError
 from pearl.fileio import read_json
-from pearl.runtime.launcher import Job, Placement
-from pearl.training.launchers import launcher_capabilities, launcher_name
-from pearl.training.options import (
+from pearl.run_options import (
     DEFAULT_THREADS,
     EVALUATIONS_PER_RUN,
     MAX_THREADS,
     RunOptions,
     check_positive_int,
     max_actors,
+    record_values,
 )
+from pearl.runtime.launcher import Job, Placement
+from pearl.training.launchers import launcher_capabilities, launcher_name
 from pearl.training.plan_checks import (
     check_backends,
     check_planned_workload,
@@ -59,103 +60,128 @@ class RunSetup:
 
     @property
     def job(self) -> Job:
-        o = self.options
-        return Job(self.config, self.spec, self.placement, o.seed, self.actors, o.threads, o.descriptor, o.learn,
-                   o.policy_lag, o.segment_steps, self.eval_every, o.eval_every_episodes)
+        o, place, launch = self.options, self.options.placement, self.options.launcher
+        return Job(self.config, self.spec, self.placement, o.algorithm.seed, self.actors, place.threads,
+                   place.descriptor, launch.learn, launch.policy_lag, launch.segment_steps, self.eval_every,
+                   o.evaluation.eval_every_episodes)
 
     def config_record(self) -> dict:
-        o = self.options
+        """config.json: the options as `record_values` writes them (with what the run resolved: the algorithm and
+        env a plan names, its device label, actors and in-training evaluations), and what followed from them."""
+        resolved = self.options.replace(algo=self.algo, env=self.env_id, device=self.device, actors=self.actors,
+                                        eval_every=self.eval_every)
         return {
-            "kind": "config", "algo": self.algo, "env": self.env_id, "seed": o.seed, "device": self.device,
-            "placement": self.placement.to_dict(), "threads": o.threads, "descriptor": o.descriptor,
-            "launcher": o.launcher, "actors": self.actors, "envs_per_actor": self.config.n_envs,
-            "learn": o.learn, "max_restarts": o.max_restarts, "checkpoint_every": o.checkpoint_every,
-            "checkpoint_replay": o.checkpoint_replay, "emulate": dict(o.emulate), "policy_lag": o.policy_lag,
-            "segment_steps": o.segment_steps, "eval_every": self.eval_every, "ray_address": o.ray_address,
-            "replay_shards": o.replay_shards, "slices": role_slices(self.placement, self.actors),
-            "eval_every_episodes": o.eval_every_episodes, "schedule": self.job.schedule().to_dict(),
-            "preset": has_preset(self.algo, self.env_id),
+            "kind": "config", **record_values(resolved), "placement": self.placement.to_dict(),
+            "envs_per_actor": self.config.n_envs, "slices": role_slices(self.placement, self.actors),
+            "schedule": self.job.schedule().to_dict(), "preset": has_preset(self.algo, self.env_id),
             "hyperparameters": self.config.to_dict(), "env_spec": asdict(self.spec), "pearl_version": __version__,
             "host": {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0]},
         }
 
 
-def setup_run(o: RunOptions) -> RunSetup:
-    """Check every option (one ConfigError naming the first bad one) and derive the run's configuration."""
-    o = o.replace(launcher=launcher_name(o.launcher), emulate=dict(o.emulate))
-    for name, value, minimum in (("--seed", o.seed, 0), ("--eval-episodes", o.eval_episodes, 0),
-                                 ("--checkpoint-every", o.checkpoint_every, 0),
-                                 ("--eval-every-episodes", o.eval_every_episodes, 1)):
+def _check_counts(o: RunOptions) -> None:
+    """ConfigError for a count that is no integer or out of range, naming its flag."""
+    algorithm, place, launch = o.algorithm, o.placement, o.launcher
+    for name, value, minimum in (("--seed", algorithm.seed, 0), ("--eval-episodes", o.evaluation.eval_episodes, 0),
+                                 ("--checkpoint-every", o.checkpoints.checkpoint_every, 0),
+                                 ("--eval-every-episodes", o.evaluation.eval_every_episodes, 1)):
         check_positive_int(name, value, minimum)
-    for name, value in (("--steps", o.steps), ("--eval-every", o.eval_every), ("--threads", o.threads)):
+    for name, value in (("--steps", algorithm.steps), ("--eval-every", o.evaluation.eval_every),
+                        ("--threads", place.threads)):
         if value is not None:
             check_positive_int(name, value, minimum=0 if name == "--eval-every" else 1)
-    if o.threads is not None and o.threads > MAX_THREADS:
-        raise ConfigError(f"--threads must be at most {MAX_THREADS}, got {o.threads}")
-    if isinstance(o.policy_lag, bool) or not isinstance(o.policy_lag, int) or o.policy_lag < 0:
-        raise ConfigError(f"--policy-lag must be an integer >= 0, got {o.policy_lag!r}")
-    capabilities = launcher_capabilities(o.launcher)
-    if o.ray_address is not None:
+    if place.threads is not None and place.threads > MAX_THREADS:
+        raise ConfigError(f"--threads must be at most {MAX_THREADS}, got {place.threads}")
+    if isinstance(launch.policy_lag, bool) or not isinstance(launch.policy_lag, int) or launch.policy_lag < 0:
+        raise ConfigError(f"--policy-lag must be an integer >= 0, got {launch.policy_lag!r}")
+
+
+def _check_launcher(o: RunOptions) -> None:
+    """ConfigError for launcher options the launcher cannot take (its declared capabilities)."""
+    launch = o.launcher
+    capabilities = launcher_capabilities(launch.name)
+    if launch.ray_address is not None:
         if not capabilities.cluster_plans:
-            raise ConfigError(f"--ray-address joins a Ray cluster; it needs --launcher ray, not {o.launcher}")
-        if not isinstance(o.ray_address, str) or not o.ray_address.strip():
-            raise ConfigError(f"--ray-address must be a cluster address such as 10.0.0.5:6379, got {o.ray_address!r}")
+            raise ConfigError(f"--ray-address joins a Ray cluster; it needs --launcher ray, not {launch.name}")
+        if not isinstance(launch.ray_address, str) or not launch.ray_address.strip():
+            raise ConfigError(f"--ray-address must be a cluster address such as 10.0.0.5:6379, got "
+                              f"{launch.ray_address!r}")
         from pearl.runtime.ray.session import check_address
-        check_address(o.ray_address)  # before the run folder is made: Ray would retry a dead address for minutes
-    check_positive_int("--replay-shards", o.replay_shards, minimum=0)
-    if o.replay_shards and not capabilities.replay_shards:
+        check_address(launch.ray_address)  # before the run folder is made: Ray would retry a dead address for minutes
+    check_positive_int("--replay-shards", launch.replay_shards, minimum=0)
+    if launch.replay_shards and not capabilities.replay_shards:
         raise ConfigError(f"--replay-shards places replay-server actors on Ray; it needs --launcher ray, "
-                          f"not {o.launcher}")
-    if o.emulate and o.plan is None:
+                          f"not {launch.name}")
+
+
+def _hyperparameters(o: RunOptions, algo: str, env_id: str) -> OffPolicyConfig:
+    """The caller's config or the preset, changed by --config, --set and --steps in that order."""
+    algorithm = o.algorithm
+    config = algorithm.config if algorithm.config is not None else preset(algo, env_id)
+    if config.algo != algo:
+        raise ConfigError(f"a {config.algo} config cannot train {algo}")
+    if algorithm.config_file is not None:
+        config = _hyperparameters_file(algorithm.config_file, config)
+    if algorithm.settings:
+        config = config.with_text(algorithm.settings)
+    if algorithm.steps is not None:
+        config = config.replace(total_steps=algorithm.steps)
+    return config
+
+
+def setup_run(o: RunOptions) -> RunSetup:
+    """Check every option (one ConfigError naming the first bad one) and derive the run's configuration."""
+    o = o.replace(launcher=launcher_name(o.launcher.name), emulate=dict(o.placement.emulate))
+    place, launch = o.placement, o.launcher
+    _check_counts(o)
+    _check_launcher(o)
+    if place.emulate and place.plan is None:
         raise ConfigError("--emulate stands in for an absent device of a plan; it needs --plan")
-    if o.plan is not None and (o.actors is not None or o.envs_per_actor is not None):
+    if place.plan is not None and (place.actors is not None or place.envs_per_actor is not None):
         raise ConfigError("--plan sets the actors and envs per actor; drop --actors/--envs-per-actor "
                           "(or drop --plan)")
-    loaded = checked_plan(o.plan, o.algo, o.env, o.device, o.emulate, o.launcher) if o.plan is not None else None
-    check_positive_int("--max-restarts", o.max_restarts, minimum=0)
-    algo, env_id = (loaded.algo, loaded.env) if loaded is not None else (o.algo, o.env)
+    loaded = (checked_plan(place.plan, o.algorithm.algo, o.algorithm.env, place.device, place.emulate, launch.name)
+              if place.plan is not None else None)
+    check_positive_int("--max-restarts", launch.max_restarts, minimum=0)
+    algo, env_id = (loaded.algo, loaded.env) if loaded is not None else (o.algorithm.algo, o.algorithm.env)
     if algo is None or env_id is None:
         raise ConfigError("--algo and --env are required (or --plan PLAN, which names them, or --resume RUN_DIR)")
     algo_config_class(algo)  # an algorithm the registry does not know → ConfigError naming the known ones
     spec = env_spec(env_id)
     check_algo_fits(algo, spec)
-    config = o.config if o.config is not None else preset(algo, env_id)
-    if config.algo != algo:
-        raise ConfigError(f"a {config.algo} config cannot train {algo}")
-    if o.config_file is not None:
-        config = _hyperparameters_file(o.config_file, config)
-    if o.settings:
-        config = config.with_text(o.settings)
-    if o.steps is not None:
-        config = config.replace(total_steps=o.steps)
-    for name, value, most in (("--actors", o.actors, max_actors()), ("--envs-per-actor", o.envs_per_actor, MAX_ENVS)):
+    config = _hyperparameters(o, algo, env_id)
+    for name, value, most in (("--actors", place.actors, max_actors()),
+                              ("--envs-per-actor", place.envs_per_actor, MAX_ENVS)):
         if value is not None:
             check_positive_int(name, value)
             if value > most:  # each actor is a process, each env an env object: a typo must not fork thousands
                 raise ConfigError(f"{name} must be at most {most} on this machine, got {value}")
     if loaded is not None:
-        check_planned_workload(o.plan, loaded, config, spec)
-        where = {k: o.emulate.get(d, d) for k, d in local_devices(loaded).items()}
+        check_planned_workload(place.plan, loaded, config, spec)
+        where = {k: place.emulate.get(d, d) for k, d in local_devices(loaded).items()}
         placement = Placement(where["act"], where["replay_insert"], where["learn"])
         actors, envs, device = loaded.actors, loaded.envs_per_actor, "plan"
     else:
-        device = o.device or HOST
-        placement, actors, envs = Placement.single(device), o.actors or 1, o.envs_per_actor
+        device = place.device or HOST
+        placement, actors, envs = Placement.single(device), place.actors or 1, place.envs_per_actor
     if envs is not None:
         config = config.replace(n_envs=envs)
-    if not o.learn:  # collection only: the actors act with the policy from the first step
+    if not launch.learn:  # collection only: the actors act with the policy from the first step
         config = config.replace(learning_starts=0)
     config.validate()
-    check_slices(placement, actors, o.launcher)
+    check_slices(placement, actors, launch.name)
     check_backends(algo, placement)
-    if o.descriptor is not None and not any(is_opencl(d) for d in placement.devices()):
+    if place.descriptor is not None and not any(is_opencl(d) for d in placement.devices()):
         raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
                           "(drop --descriptor, or train on an opencl:P:D device)")
-    eval_every = o.eval_every if o.eval_every is not None else max(1, config.total_steps // EVALUATIONS_PER_RUN)
-    if o.threads is None:
+    eval_every = o.evaluation.eval_every
+    if eval_every is None:
+        eval_every = max(1, config.total_steps // EVALUATIONS_PER_RUN)
+    if place.threads is None:
         o = o.replace(threads=loaded.threads if loaded is not None else
-                      default_threads(config, spec, placement, actors, o.launcher, o.runs_dir))
-    setup = RunSetup(o, algo, env_id, config, spec, placement, device, actors, eval_every if o.learn else 0, loaded)
+                      default_threads(config, spec, placement, actors, launch.name, o.checkpoints.runs_dir))
+    setup = RunSetup(o, algo, env_id, config, spec, placement, device, actors, eval_every if launch.learn else 0,
+                     loaded)
     setup.job.schedule()  # a lag or segment layout that cannot work → ConfigError, before any work
     return setup
 
@@ -198,10 +224,10 @@ def _hyperparameters_file(path: str, config: OffPolicyConfig) -> OffPolicyConfig
 def hyperparameters_note(setup: RunSetup) -> str:
     """Where the run's hyperparameters came from, in a sentence (a run without a preset says how to tune it)."""
     o = setup.options
-    changed = [f"--config {o.config_file}"] if o.config_file else []
-    changed += [f"--set {k}={v}" for k, v in o.settings.items()]
+    changed = [f"--config {o.algorithm.config_file}"] if o.algorithm.config_file else []
+    changed += [f"--set {k}={v}" for k, v in o.algorithm.settings.items()]
     extra = f", changed by {' '.join(changed)}" if changed else ""
-    if o.config is not None:
+    if o.algorithm.config is not None:
         return f"hyperparameters given by the caller{extra}"
     if has_preset(setup.algo, setup.env_id):
         return f"pearl's preset for {setup.algo} on {setup.env_id}{extra}"
@@ -213,19 +239,20 @@ def planned_work(o: RunOptions) -> tuple[str, int | None]:
     """A label and the env steps of the run the options describe, for a progress bar (None when unknown:
     the options are checked when training starts, with their proper errors)."""
     try:
-        algo, env_id = o.algo, o.env
-        if o.plan is not None and (algo is None or env_id is None):
+        algo, env_id = o.algorithm.algo, o.algorithm.env
+        if o.placement.plan is not None and (algo is None or env_id is None):
             from pearl.planner.plan import load_plan
-            planned = load_plan(o.plan)
+            planned = load_plan(o.placement.plan)
             algo, env_id = algo or planned.algo, env_id or planned.env
-        total = o.steps or (o.config.total_steps if o.config is not None else preset(algo, env_id).total_steps)
+        given = o.algorithm.config
+        total = o.algorithm.steps or (given.total_steps if given is not None else preset(algo, env_id).total_steps)
         return f"{algo} {env_id}", total
     except (PearlError, TypeError):
         return "train", None
 
 
 def profile_at_hand(runs_dir: str) -> "Profile | None":
-    """This machine's profile where pearl keeps one (RunOptions.threads names the files), the first that reads
+    """This machine's profile where pearl keeps one (PlacementOptions.threads names the files), the first that reads
     and was measured on this CPU with these cores; None when there is none."""
     from pearl.hostinfo import cpu_lanes, cpu_name
     from pearl.profile.format import load_profile
@@ -246,7 +273,7 @@ def profile_at_hand(runs_dir: str) -> "Profile | None":
 
 def default_threads(config: OffPolicyConfig, spec: EnvSpec, placement: Placement, actors: int, launcher: str,
                     runs_dir: str) -> int:
-    """The learner's threads when the run names none and has no plan (RunOptions.threads says the rule)."""
+    """The learner's threads when the run names none and has no plan (PlacementOptions.threads says the rule)."""
     from pearl.hostinfo import cpu_lanes
 
     lanes = cpu_lanes()

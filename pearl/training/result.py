@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pearl.training.options import DEFAULT_THREADS
+from pearl.run_options import DEFAULT_THREADS
 
 
 @dataclass
@@ -35,7 +35,7 @@ class TrainResult:
     launcher: str = "local"
     envs_per_actor: int = 1
     learn: bool = True
-    threads: int = DEFAULT_THREADS  # the learner's threads the run used (RunOptions.threads, resolved)
+    threads: int = DEFAULT_THREADS  # the learner's threads the run used (PlacementOptions.threads, resolved)
     dropped_steps: int = 0
     actor_restarts: int = 0
     lost_steps_max: int = 0

@@ -23,7 +23,7 @@ def score_run(setup: RunSetup, runner: SegmentLauncher, stats: LoopStats, episod
     the one that did better on `episodes` fresh confirmation episodes (`evaluate.confirm`; the best on a tie),
     else the final one. The best policy's parameters are saved as runs/<id>/best_policy.npz."""
     adapter = _eval_adapter(runner, setup)
-    seeds = Seeds(setup.options.seed)
+    seeds = Seeds(setup.options.algorithm.seed)
     seed = seeds.evaluation
     act = adapter.make_act(setup.config, setup.spec, stats.final_params, seeds.learner)
 
@@ -44,7 +44,7 @@ def score_run(setup: RunSetup, runner: SegmentLauncher, stats: LoopStats, episod
         out["evaluations"] = [{"steps": e.steps, "updates": e.updates, "mean": e.mean} for e in best.history]
         out["headline"] = "best"
         if episodes and not _same_policy(best.best, stats.final_params):
-            check = confirm(act, setup.spec, best.best, stats.final_params, episodes, setup.options.seed)
+            check = confirm(act, setup.spec, best.best, stats.final_params, episodes, setup.options.algorithm.seed)
             out["confirmation"] = check.to_dict()
             out["headline"] = check.picked
     head = out["best"] if out["headline"] == "best" else final
@@ -64,4 +64,5 @@ def _eval_adapter(runner: SegmentLauncher, setup: RunSetup):
     if act in runner.adapters:
         return runner.adapters[act]
     from pearl.adapters import open_adapter
-    return open_adapter(act, setup.options.threads, setup.options.descriptor if is_opencl(act) else None)
+    place = setup.options.placement
+    return open_adapter(act, place.threads, place.descriptor if is_opencl(act) else None)
