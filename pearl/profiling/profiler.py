@@ -50,7 +50,7 @@ from pearl._version import __version__
 from pearl.adapters import Adapter, DeviceInfo, ReplayKernels, discover, open_adapter
 from pearl.algos import OffPolicyConfig, algorithm, algorithm_names, preset
 from pearl.algos.params import ParamLayout, init_params
-from pearl.device import HOST_DEVICE, HOST_RESOURCE, DeviceKind  # noqa: F401 - HOST_RESOURCE read here by callers
+from pearl.device import HOST, HOST_DEVICE, HOST_RESOURCE, DeviceKind  # noqa: F401 - HOST_RESOURCE read here by callers
 from pearl.descriptors import DeviceDescriptor, load_descriptor, resolve_descriptor
 from pearl.envs import EnvStepper, check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PearlError
@@ -377,33 +377,46 @@ def _in_situ(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
     """The learner's iteration as the runtime runs it, replay and learn on this device: per update, 1/ρ env
     steps inserted in calls of n_envs rows, a sample, a learn and (prioritized replay) a priority update, each
     sample fresh from a replay of `prefill` rows. The device is waited for only at the end, as in a run."""
-    adapter, rng = target.adapter, np.random.default_rng(1)
-    replay = adapter.make_replay(config, spec, seed=1)
-    prefill(replay, spec, grid.prefill, rng)
-    learner = adapter.make_learn(config, spec, init_params(config, spec, seed=1))
-    rows = config.n_envs
-    inserts = max(1, round(1.0 / (config.replay_ratio * rows)))
-    pool = [_random_transitions(spec, rows, rng) for _ in range(64)]
+    loop = _LearnerLoop(target.adapter, config, spec, grid)
+    done, seconds = _time_loop(loop, target.adapter, grid)
+    return InSituTiming(workload.key, target.info.id, seconds, done, loop.inserts, loop.rows, config.batch_size,
+                        config.prioritized, "measured")
 
-    def iteration(i: int) -> None:
-        for j in range(inserts):
-            replay.insert(pool[(i * inserts + j) % len(pool)])
-        batch = replay.sample(config.batch_size, 0.4)
-        td = learner.learn(batch).td_errors
-        if config.prioritized:
-            replay.update_priorities(PriorityUpdate(batch.indices, td))
 
-    for i in range(grid.warmup * 4):
-        iteration(i)
+class _LearnerLoop:
+    """One learner iteration a call (`_in_situ`)."""
+
+    def __init__(self, adapter: Adapter, config: OffPolicyConfig, spec: EnvSpec, grid: Grid) -> None:
+        rng = np.random.default_rng(1)
+        self.replay = adapter.make_replay(config, spec, seed=1)
+        prefill(self.replay, spec, grid.prefill, rng)
+        self.learner = adapter.make_learn(config, spec, init_params(config, spec, seed=1))
+        self.config, self.rows, self.i = config, config.n_envs, 0
+        self.inserts = max(1, round(1.0 / (config.replay_ratio * self.rows)))
+        self.pool = [_random_transitions(spec, self.rows, rng) for _ in range(64)]
+
+    def __call__(self) -> None:
+        for j in range(self.inserts):
+            self.replay.insert(self.pool[(self.i * self.inserts + j) % len(self.pool)])
+        self.i += 1
+        batch = self.replay.sample(self.config.batch_size, 0.4)
+        td = self.learner.learn(batch).td_errors
+        if self.config.prioritized:
+            self.replay.update_priorities(PriorityUpdate(batch.indices, td))
+
+
+def _time_loop(loop: Callable[[], None], adapter: Adapter, grid: Grid) -> tuple[int, float]:
+    """(iterations, mean seconds of one) of `loop` run for the in-situ time, after a warm-up, the device waited
+    for at both ends only."""
+    for _ in range(grid.warmup * 4):
+        loop()
     adapter.synchronize()
     done, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < IN_SITU_TIME_FACTOR * grid.min_time or done < grid.min_samples:
-        iteration(done)
+        loop()
         done += 1
     adapter.synchronize()
-    seconds = (time.perf_counter() - t0) / done
-    return InSituTiming(workload.key, target.info.id, seconds, done, inserts, rows, config.batch_size,
-                        config.prioritized, "measured")
+    return done, (time.perf_counter() - t0) / done
 
 
 def _weight_sync(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,
@@ -432,7 +445,7 @@ def _actor_target(targets: list[_Target], config: OffPolicyConfig) -> _Target | 
     """The device the actor's iteration is timed on: `cpu` when profiled, else the first that runs the
     algorithm's kernels."""
     able = [t for t in targets if t.adapter.backend in algorithm(config.algo).kernels]
-    return next((t for t in able if t.info.id == HOST_DEVICE), able[0] if able else None)
+    return next((t for t in able if t.info.id == HOST), able[0] if able else None)
 
 
 #: rows of the ring the timed actor writes its transitions into (as the local launcher's smallest ring)
