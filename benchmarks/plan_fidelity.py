@@ -1,6 +1,6 @@
 """The planner's scoreboard: on workloads no preset has, is the plan's prediction true and its layout the fastest?
 
-    python benchmarks/plan_fidelity.py [--passes 2] [--seconds 8] [--only N ...] [--out FILE]
+    python benchmarks/plan_fidelity.py [--passes 2] [--seconds 8] [--only N ...] [--out FILE] [--calibrate]
     python benchmarks/plan_fidelity.py --rescore FILE [--root DIR]
 
 For each workload of WORKLOADS (DQN and DDPG; CartPole, Acrobot, MountainCar, Pendulum, MountainCarContinuous
@@ -8,10 +8,12 @@ and two envs of a module of the benchmark's own, benchmarks/fidelity_envs.py; hi
 batches 32 to 256; envs per actor fixed at 1 or left to the planner, `auto`):
 
 1. a quick profile of this machine's `cpu` device for that workload (`pearl profile --quick --env ...`);
-2. the plan from it (throughput), and a stated sample of other layouts of the same mapping: 1 and 2 actor
-   processes, the plan's envs per actor and one other (1, or 8 when the plan has 1), and the learner's torch
-   threads at 1 and 2 (the plan's own count first). Each layout's prediction is the planner's own `evaluate`
-   of it, on the problem built for its thread count (learn at its T-thread figure, contention counting T);
+2. the plan from it (throughput); with `--calibrate`, one run of the plan's layout folded into the profile
+   (`pearl profile --from-run`) and the plan made again from that, as a user calibrates; and a stated sample
+   of other layouts of the same mapping: 1 and 2 actor processes, the plan's envs per actor and one other (1,
+   or 8 when the plan has 1), and the learner's torch threads at 1 and 2 (the plan's own count first). Each
+   layout's prediction is the planner's own `evaluate` of it, on the problem built for its thread count (learn
+   at its T-thread figure, contention counting T);
 3. every layout trained `--passes` times, the passes alternating the order of the layouts (this machine's speed
    drifts 10-25 % over minutes), for learning_starts plus `--seconds` of learning at the predicted speed;
    measured is the learning phase's env steps/s (what a plan predicts), the mean over passes.
@@ -161,18 +163,44 @@ def layout_plan(plan_file: Path, layout: Layout) -> Path:
 
 def train_layout(w: Workload, plan_file: Path, layout: Layout, seconds: float, runs: Path) -> float:
     """Learning-phase env steps/s of one run of `layout`."""
+    result = _train(w, plan_file, layout, seconds, runs)
+    return result.learning_env_steps_per_s or result.env_steps_per_s
+
+
+def _train(w: Workload, plan_file: Path, layout: Layout, seconds: float, runs: Path):
     from pearl.training import train
 
     cfg = config_of(w)
     steps = cfg.learning_starts + int(min(100_000, max(2_000, layout.predicted * seconds)))
-    result = train(w.algo, w.env, plan=str(layout_plan(plan_file, layout)), config=cfg, steps=steps,
-                   threads=layout.threads, eval_episodes=0, eval_every=0, checkpoint_every=0, runs_dir=str(runs))
-    return result.learning_env_steps_per_s or result.env_steps_per_s
+    return train(w.algo, w.env, plan=str(layout_plan(plan_file, layout)), config=cfg, steps=steps,
+                 threads=layout.threads, eval_episodes=0, eval_every=0, checkpoint_every=0, runs_dir=str(runs))
 
 
-def run_workload(w: Workload, passes: int, seconds: float, folder: Path) -> dict:
+def calibrated(w: Workload, profile: Path, plan, plan_file: Path, seconds: float, folder: Path):
+    """(profile, plan, plan file) after one run of the plan's layout folded into the profile (`pearl profile
+    --from-run`) and the plan made again from it, as a user calibrates."""
+    from pearl.planner.make import make_plan
+    from pearl.planner.plan import save_plan
+    from pearl.profile.calibrate import calibrate, read_run
+    from pearl.profile.format import load_profile, save_profile
+
+    mine = predictor(w, profile, plan)(plan.actors, plan.envs_per_actor, plan.threads)
+    result = _train(w, plan_file, mine, seconds, folder / "calibration")
+    folded = save_profile(calibrate(load_profile(profile), read_run(result.run_dir)),
+                          folder / "profile-calibrated.json")
+    again = make_plan(folded, w.algo, w.env, envs=w.envs if w.envs == "auto" else int(w.envs), config=config_of(w))
+    print(f"  calibrated from one run of the plan's layout: {mine.predicted:,.0f} predicted, "
+          f"{result.learning_env_steps_per_s or result.env_steps_per_s:,.0f} measured; the plan made again: "
+          f"{again.actors} actor(s) × {again.envs_per_actor} env(s), {again.threads} thread(s), "
+          f"{again.predicted['env_steps_per_s']:,.0f} predicted", flush=True)
+    return folded, again, save_plan(again, folder / "plan-calibrated.json")
+
+
+def run_workload(w: Workload, passes: int, seconds: float, folder: Path, calibrate: bool = False) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     profile, plan, plan_file = profile_and_plan(w, folder)
+    if calibrate:
+        profile, plan, plan_file = calibrated(w, profile, plan, plan_file, seconds, folder)
     todo = layouts(w, profile, plan)
     measured: dict[int, list[float]] = {i: [] for i in range(len(todo))}
     for p in range(passes):
@@ -188,7 +216,7 @@ def run_workload(w: Workload, passes: int, seconds: float, folder: Path) -> dict
         mean = statistics.fmean(measured[i])
         rows.append({**asdict(lay), "measured": mean, "passes": measured[i],
                      "error": abs(lay.predicted - mean) / mean})
-    result = {"workload": w.name, "folder": str(folder),
+    result = {"workload": w.name, "folder": str(folder), "profile": profile.name, "plan_file": plan_file.name,
               "plan": {"actors": plan.actors, "envs": plan.envs_per_actor, "threads": plan.threads,
                        "predicted": plan.predicted["env_steps_per_s"], "bottleneck": plan.bottleneck},
               "rows": rows}
@@ -232,8 +260,8 @@ def rescore(path: Path, root: str | None) -> None:
     for result in data["results"]:
         folder = Path(root) / str(_number(result["workload"])) if root else Path(result["folder"])
         w = WORKLOADS[_number(result["workload"]) - 1]
-        plan = load_plan(folder / "plan.json")
-        predict = predictor(w, folder / "profile.json", plan)
+        plan = load_plan(folder / result.get("plan_file", "plan.json"))
+        predict = predictor(w, folder / result.get("profile", "profile.json"), plan)
         for r in result["rows"]:
             x = predict(r["actors"], r["envs"], r["threads"])
             if x is None:
@@ -268,6 +296,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="learning phase per run, at predicted speed")
     parser.add_argument("--only", type=int, nargs="+", help="workload numbers (1-based) to run")
     parser.add_argument("--out", default=None, help="JSON of every figure [default: runs/plan_fidelity-<host>.json]")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="fold one run of the plan's layout into the profile and plan again before the layouts")
     parser.add_argument("--rescore", default=None, metavar="FILE", help="predict a finished run's layouts anew")
     parser.add_argument("--root", default=None, help="with --rescore: the run's folder of workload folders")
     args = parser.parse_args()
@@ -287,7 +317,7 @@ def main() -> None:
         for n in chosen:
             w = WORKLOADS[n - 1]
             print(f"[{n}] {w.name}: profiling, planning", flush=True)
-            results.append(run_workload(w, args.passes, args.seconds, root / str(n)))
+            results.append(run_workload(w, args.passes, args.seconds, root / str(n), args.calibrate))
             print_table(results[-1])
     except PearlError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -296,7 +326,8 @@ def main() -> None:
     print_summary(s, len(results))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"host": platform.node(), "cores": os.cpu_count(), "passes": args.passes,
-                               "seconds": args.seconds, "results": results, "summary": s}, indent=1))
+                               "seconds": args.seconds, "calibrate": args.calibrate, "results": results,
+                               "summary": s}, indent=1))
     print(f"figures: {out}")
 
 

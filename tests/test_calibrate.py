@@ -54,6 +54,12 @@ def test_a_run_folds_into_the_profile_as_its_per_call_times(capsys, planned_run,
     kernels = sum(result.kernel_seconds[k] for k in ("replay_insert", "replay_sample", "learn", "priority_update"))
     busy = result.train_wall_s - result.waits["learner_wait_s"]  # the role: its kernels and its loop around them
     assert len(in_situ) == 1 and in_situ[0].iteration_s == pytest.approx(max(kernels, busy) / result.updates)
+    steps = [t for t in calibrated.actor_step if (t.workload, t.device) == (key, "cpu")]
+    one = [t for t in steps if t.envs == 1]  # the plan's actors step one env each: that entry is the run's
+    acts = result.steps  # one env an act call
+    assert len(one) == 1 and one[0].source == IN_SITU
+    assert one[0].step_s == pytest.approx((result.kernel_seconds["act"] + result.kernel_seconds["env_step"]) / acts)
+    assert all(t in calibrated.actor_step for t in base.actor_step if t.envs != 1)  # the other counts kept
     assert calibrated.calibrations[-1]["run"] == Path(result.run_dir).name
     # what was not folded is the base profile's, figure for figure
     untouched = [t for t in base.kernels if t.workload != key or t.kernel not in ("learn", "act", "replay_sample")]

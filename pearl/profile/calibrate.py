@@ -9,6 +9,8 @@ own figures are bare kernels timed one at a time, which is why a plan can miss (
 What is folded, for the run's workload (algo, env, network shapes) on the devices the run used:
 
     env_step         env.step seconds per env step as the actor took it  = Σ env_step / steps
+    actor_step       the actor's iteration at n_envs on act's device     = (Σ act + Σ env_step) / act calls
+                     (one act call and one vector-env step, as it ran)
     act              one act call on n_envs observations                  = Σ act / (steps / n_envs)
     replay_sample*   one sample of batch_size rows                        = Σ replay_sample / updates
     learn            one update at batch_size                             = Σ learn / updates
@@ -37,7 +39,8 @@ from typing import Any
 from pearl.errors import RunRecordError
 from pearl.fileio import RUN_SCHEMA, finite_number, read_json
 from pearl.kernels import sample_timing
-from pearl.profile.format import IN_SITU, EnvStepTiming, InSituTiming, KernelTiming, Profile, Workload, workload_key
+from pearl.profile.format import (IN_SITU, ActorStepTiming, EnvStepTiming, InSituTiming, KernelTiming, Profile,
+                                  Workload, workload_key)
 
 __all__ = ["RunTimes", "calibrate", "read_run"]
 
@@ -142,6 +145,13 @@ def calibrate(profile: Profile, run: RunTimes, profile_name: str = "the profile"
     env_step.append(EnvStepTiming(w.env, env_s, env_s, env_s, run.steps, IN_SITU))
     folded.append(f"env_step of {w.env}")
 
+    calls = _calls(run, "act")
+    actor_s = (run.kernel_seconds.get("act", 0.0) + run.kernel_seconds.get("env_step", 0.0)) / calls
+    mine = (w.key, place["act"], run.n_envs)
+    actor_step = [t for t in profile.actor_step if (t.workload, t.device, t.envs) != mine]
+    actor_step.append(ActorStepTiming(*mine, actor_s, calls, IN_SITU))
+    folded.append(f"the actor's step of {run.n_envs} env(s) on {place['act']}")
+
     rows = max(1, round(run.steps / run.updates))  # env steps, so rows inserted, per update
     in_situ = [t for t in profile.in_situ if (t.workload, t.device) != (w.key, place["learn"])]
     in_situ.append(InSituTiming(w.key, place["learn"], run.learner_iteration(), run.updates, 1, rows, w.batch_size,
@@ -152,7 +162,7 @@ def calibrate(profile: Profile, run: RunTimes, profile_name: str = "the profile"
     note = {"run": run.run_id, "folded": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "workload": w.key, "entries": folded}
     return replace(profile, workloads=workloads, kernels=timings, env_step=env_step, in_situ=in_situ,
-                   calibrations=[*profile.calibrations, note])
+                   actor_step=actor_step, calibrations=[*profile.calibrations, note])
 
 
 def _calls(run: RunTimes, kernel: str) -> int:
