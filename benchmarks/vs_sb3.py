@@ -81,6 +81,7 @@ def sb3_case(case: str, seed: int, budget: int = 0) -> dict:
     else:
         model, steps = sb3_ddpg("Pendulum-v1", seed)
         steps = budget or steps
+    callback, best_dir = None, None
     if case == "seeds-best":
         import tempfile
 

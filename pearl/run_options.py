@@ -78,7 +78,9 @@ class PlacementOptions:
     one thread, the T in {1, ..., lanes} a plan would take for this layout: the planner's own prediction of it
     at each T, contention beside the actor processes included (pearl.planner.make.layout_threads), or with the
     sequential launcher, whose roles run in turn, the T whose learn is fastest
-    (pearl.planner.accounting.fastest_threads); ties to fewer threads; else 1 (DEFAULT_THREADS). On the 2-core
+    (pearl.planner.accounting.fastest_threads); ties to fewer threads; a run of 5,000 updates or more with no
+    such profile at hand profiles its workload on cpu quickly first and keeps that profile there
+    (training.configure.profile_for_threads); else 1 (DEFAULT_THREADS). On the 2-core
     EPYC the presets' learn gave the same bits at 1 and 2 threads; the thread count changes speed only there."""
 
     device: str | None = option(None, "Device of every kernel: cpu (the default), cuda:N or opencl:P:D.",

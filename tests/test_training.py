@@ -130,7 +130,9 @@ def test_default_threads_are_what_a_plan_would_choose_from_this_machines_profile
 
     config, spec = preset("ddpg", "Pendulum-v1"), env_spec("Pendulum-v1")
     cpu = Placement.single("cpu")
-    assert default_threads(config, spec, cpu, 1, "local", str(tmp_path / "none")) == 1
+    short = config.replace(total_steps=config.learning_starts + 1_000)  # too short to profile for
+    assert default_threads(short, spec, cpu, 1, "local", str(tmp_path / "none")) == 1
+    assert not (tmp_path / "none" / "profiles").exists()
     lanes = cpu_lanes()
     if lanes < 2:
         return
@@ -149,3 +151,25 @@ def test_default_threads_are_what_a_plan_would_choose_from_this_machines_profile
     again = pearl.train("ddpg", "Pendulum-v1", steps=300, eval_episodes=0, eval_every=0, runs_dir=str(fast),
                         launcher="sequential", threads=1)
     assert again.threads == 1
+
+
+def test_a_long_run_without_a_profile_profiles_its_workload_once(tmp_path, capsys):
+    """No --threads, no plan, no profile of this machine at hand, and a run of 5,000 updates or more: a quick
+    profile of its workload on cpu is taken and kept where `profile_at_hand` finds it, and the threads come from
+    it; the next run finds it and profiles nothing."""
+    from pearl.envs import env_spec
+    from pearl.hostinfo import cpu_lanes
+    from pearl.runtime.launcher import Placement
+    from pearl.training.configure import default_threads, long_run, profile_at_hand, times_threads
+
+    config, spec = preset("ddpg", "Pendulum-v1"), env_spec("Pendulum-v1")
+    if cpu_lanes() < 2:
+        return
+    assert long_run(config)
+    runs = str(tmp_path / "runs")
+    threads = default_threads(config, spec, Placement.single("cpu"), 1, "local", runs)
+    assert "profiling ddpg on Pendulum-v1 quickly, once" in capsys.readouterr().err
+    kept = profile_at_hand(runs)
+    assert kept is not None and times_threads(kept, config, spec) and 1 <= threads <= cpu_lanes()
+    assert default_threads(config, spec, Placement.single("cpu"), 1, "local", runs) == threads
+    assert capsys.readouterr().err == ""  # found: nothing profiled again

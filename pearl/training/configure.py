@@ -280,6 +280,8 @@ def default_threads(config: OffPolicyConfig, spec: EnvSpec, placement: Placement
     if placement.learn != HOST or lanes < 2:
         return DEFAULT_THREADS
     profile = profile_at_hand(runs_dir)
+    if not times_threads(profile, config, spec) and long_run(config):
+        profile = profile_for_threads(config, spec, runs_dir, profile)
     if profile is None:
         return DEFAULT_THREADS
     from pearl.costmodel import CostModel
@@ -298,3 +300,43 @@ def default_threads(config: OffPolicyConfig, spec: EnvSpec, placement: Placement
                                        for t in counts})
     except (KeyError, ValueError, PearlError):  # the profile does not time this workload, or its devices
         return DEFAULT_THREADS
+
+
+#: A run of at least this many updates that finds no profile of this machine timing its learn at several threads
+#: profiles its workload quickly first (6 s for DDPG Pendulum-v1 on the 2-core EPYC), so its threads are chosen
+#: as a plan would choose them; the profile is kept for the next runs (`profile_at_hand`).
+PROFILE_FOR_THREADS_UPDATES = 5_000
+
+
+def long_run(config: OffPolicyConfig) -> bool:
+    updates = (config.total_steps - config.learning_starts) * config.replay_ratio
+    return updates >= PROFILE_FOR_THREADS_UPDATES
+
+
+def times_threads(profile: "Profile | None", config: OffPolicyConfig, spec: EnvSpec) -> bool:
+    """Whether `profile` times this workload's learn on `cpu` at more than one thread count."""
+    from pearl.planner.build import config_workload
+
+    if profile is None:
+        return False
+    key = config_workload(config, spec).key
+    return any(t.workload == key and t.kernel == "learn" and t.device == HOST and t.threads > 1
+               for t in profile.kernels)
+
+
+def profile_for_threads(config: OffPolicyConfig, spec: EnvSpec, runs_dir: str,
+                        kept: "Profile | None") -> "Profile":
+    """A quick profile of this workload on `cpu`, merged into the profile kept at hand and written there
+    (<runs_dir>/profiles/<host>-quick.json, where `pearl quickstart` keeps its own)."""
+    from pearl.profile.format import merge_profiles, save_profile
+    from pearl.profiling.options import ProfileOptions
+    from pearl.profiling.profiler import run_profile
+
+    path = Path(runs_dir) / "profiles" / f"{platform.node() or 'host'}-quick.json"
+    print(f"pearl: profiling {config.algo} on {spec.env_id} quickly, once, to choose the learner's threads as a plan "
+          f"would (kept in {path}; --threads N skips this)", file=sys.stderr, flush=True)
+    new = run_profile(ProfileOptions(quick=True, algos=(config.algo,), env=spec.env_id, hidden=tuple(config.hidden),
+                                     batch_size=config.batch_size, devices=(HOST,)))
+    merged = merge_profiles(kept, new, str(path)) if kept is not None else new
+    save_profile(merged, path)
+    return merged
