@@ -1,11 +1,11 @@
 """pearl against Stable-Baselines3 on the same presets, side by side in one invocation.
 
     pip install -e ".[bench]"          # stable-baselines3, for benchmarks only
-    python benchmarks/vs_sb3.py [--what dqn ddpg collect seeds preset defaults] [--seed 0] [--seeds 0-7] [--rounds 1]
-                                [--threads 1] [--ddpg-threads 2] [--actors 1] [--envs-per-actor 8]
+    python benchmarks/vs_sb3.py [--what dqn ddpg td3 sac collect seeds preset defaults] [--seed 0] [--seeds 0-7]
+                                [--rounds 1] [--threads 1] [--ddpg-threads 2] [--actors 1] [--envs-per-actor 8]
                                 [--ddpg-envs-per-actor 1] [--collect-actors 2] [--collect-envs 256]
                                 [--collect-steps 1000000] [--env LunarLanderContinuous-v3] [--sides sb3 pearl]
-                                [--defaults-steps 0]
+                                [--defaults-steps 0] [--steps 0]
 
 Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --rounds times):
 
@@ -15,6 +15,25 @@ Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --round
 - ddpg: DDPG Pendulum-v1, 20,000 steps, pearl's preset on both sides (SB3's built from it as in the preset
   case): the zoo settings (400-300, batch 256, lr 1e-3, γ 0.98, τ 0.005, N(0, 0.1) action noise, learning
   starts 10,000, one update per step).
+- td3: TD3 Pendulum-v1, 20,000 steps, pearl's preset on both sides, SB3's `TD3` built from it field by field:
+  400-300 actor and critics, batch 256, lr 1e-3 (actor and both critics), buffer 200,000, learning starts 10,000,
+  γ 0.98, τ 0.005, train_freq 1 and gradient_steps 1, N(0, 0.1) action noise, policy_delay 2 (counted in updates
+  on both sides), target policy noise 0.2 clipped at 0.5. Not matched: SB3 adds its action noise to the uniform
+  warm-up actions too, pearl's warm-up actions are uniform without noise (as in DDPG); SB3's n_critics is pearl's
+  fixed two, and its one Adam over both critics is pearl's Adam per critic (the same per-parameter step).
+- sac: SAC Pendulum-v1, 20,000 steps, pearl's preset on both sides, SB3's `SAC` built from it field by field:
+  256-256 actor and critics, batch 256, lr 1e-3 (actor, critics and the temperature), buffer 1,000,000, learning
+  starts 100, γ 0.99, τ 0.005, train_freq 1 and gradient_steps 1, ent_coef "auto_<initial_alpha>" (α learned from
+  pearl's initial_alpha, 1), target_entropy pearl's (its 0 is SB3's "auto", −action_dim). Settings of SB3 pearl
+  has no field for, at the value that is pearl's behaviour: target_update_interval 1 (pearl's critic targets move
+  every update), use_sde False (pearl has no gSDE), no action_noise (pearl's SAC explores by sampling its policy
+  only). Not matched: SB3's critic loss is ½ (MSE₁ + MSE₂), pearl's mean (δ₁² + δ₂²), twice it; Adam's step does
+  not depend on the loss's scale but through its ε.
+  In both cases, as in ddpg, pearl's own fields have no SB3 counterpart: prioritized replay (off in the presets),
+  n_envs and weight_sync_interval (pearl's actors and schedule), and pearl's default policy lag of one round
+  (its actors act with weights one round older while the learner trains; SB3 steps and trains in turn).
+  --steps N trains N steps a side instead of the preset's (dqn, ddpg, td3, sac; a check that a case runs: the
+  updates begin after the preset's learning_starts, 10,000 for TD3, 100 for SAC).
 - defaults: DDPG Pendulum-v1 with each side's defaults, as a user runs it with no flags: pearl's
   `pearl.train("ddpg", "Pendulum-v1")` (no threads, actors or launcher given: the learner's threads are
   pearl's choice, PlacementOptions.threads; in-training evaluations as by default) against SB3's `DDPG` built from
@@ -39,7 +58,7 @@ Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --round
   a pearl seed gives the same result every time (its schedule), so a seed measured before need not run again.
   A zoo preset of 300k steps takes 20 to 60 minutes a side and seed on 2 cores.
 
-The speed cases (dqn, ddpg, collect) run pearl without in-training evaluations, as SB3 runs without them.
+The speed cases (dqn, ddpg, td3, sac, collect) run pearl without in-training evaluations, as SB3 runs without them.
 
 What is printed: env steps/s over the training loop (SB3: `model.learn` wall time; pearl: its training
 loop, from the result's train_wall_s, both excluding process start, model construction and evaluation),
@@ -59,10 +78,13 @@ import platform
 import subprocess
 import sys
 import time
+from typing import Any
 
 EVAL_EPISODES = 20
 EVAL_SEED = 100_000  # pearl's EVALUATION_OFFSET (pearl.runtime.seeds); + seed in the seeds case
 SELECT_EVERY, SELECT_EPISODES = 5_000, 10  # in-training evaluations that keep the best policy (seeds case)
+CONTINUOUS = ("ddpg", "td3", "sac")  # the speed cases on Pendulum-v1, each algorithm's preset on both sides
+BUDGET_CASES = ("dqn", *CONTINUOUS)  # the cases --steps shortens
 
 
 def sb3_case(case: str, seed: int, budget: int = 0) -> dict:
@@ -79,7 +101,9 @@ def sb3_case(case: str, seed: int, budget: int = 0) -> dict:
                     train_freq=256, gradient_steps=128, exploration_fraction=0.16, exploration_final_eps=0.04,
                     policy_kwargs=dict(net_arch=[256, 256]), seed=seed, verbose=0)
     else:
-        model, steps = sb3_ddpg("Pendulum-v1", seed)
+        builder = {"td3": sb3_td3, "sac": sb3_sac}.get(case, sb3_ddpg)  # ddpg and defaults: DDPG
+        model, steps = builder("Pendulum-v1", seed)
+    if case in (*BUDGET_CASES, "defaults"):
         steps = budget or steps
     callback, best_dir = None, None
     if case == "seeds-best":
@@ -93,7 +117,7 @@ def sb3_case(case: str, seed: int, budget: int = 0) -> dict:
     t0 = time.perf_counter()
     model.learn(total_timesteps=steps, callback=callback)
     wall = time.perf_counter() - t0
-    returns = [] if case == "collect" else _sb3_eval(model, "Pendulum-v1" if case in ("ddpg", "defaults")
+    returns = [] if case == "collect" else _sb3_eval(model, "Pendulum-v1" if case in (*CONTINUOUS, "defaults")
                                                      else "CartPole-v1",
                                                      seed if case.startswith("seeds") else 0)
     out = {"side": "sb3", "case": case, "steps": steps, "wall_s": wall, "env_steps_per_s": steps / wall,
@@ -105,23 +129,62 @@ def sb3_case(case: str, seed: int, budget: int = 0) -> dict:
     return out
 
 
-def sb3_ddpg(env_id: str, seed: int):
+def sb3_ddpg(env_id: str, seed: int) -> tuple[Any, int]:
     """(SB3's DDPG built field by field from pearl's preset for env_id, the preset's total steps)."""
     import gymnasium as gym
-    import numpy as np
     from stable_baselines3 import DDPG
-    from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
 
     cfg = ddpg_preset(env_id)
     env = gym.make(env_id)
-    mean, sigma = np.zeros(env.action_space.shape), cfg.action_noise * np.ones(env.action_space.shape)
-    noise = (OrnsteinUhlenbeckActionNoise(mean, sigma) if cfg.noise_type == "ornstein-uhlenbeck"
-             else NormalActionNoise(mean, sigma))
-    model = DDPG("MlpPolicy", env, learning_rate=cfg.learning_rate, batch_size=cfg.batch_size,
-                 buffer_size=cfg.buffer_size, learning_starts=cfg.learning_starts, gamma=cfg.gamma, tau=cfg.tau,
-                 train_freq=cfg.train_freq, gradient_steps=cfg.gradient_steps, action_noise=noise,
-                 policy_kwargs=dict(net_arch=list(cfg.hidden)), seed=seed, verbose=0)
+    noise = _sb3_noise(env, cfg.action_noise, cfg.noise_type)
+    return _sb3_off_policy(DDPG, cfg, env, seed, action_noise=noise), cfg.total_steps
+
+
+def sb3_td3(env_id: str, seed: int) -> tuple[Any, int]:
+    """(SB3's TD3 built field by field from pearl's TD3 preset for env_id, the preset's total steps): the
+    shared fields, Gaussian action noise of pearl's σ, and the delay and target smoothing of pearl's config."""
+    import gymnasium as gym
+    from stable_baselines3 import TD3
+
+    cfg = pearl_preset("td3", env_id)
+    env = gym.make(env_id)
+    model = _sb3_off_policy(TD3, cfg, env, seed, action_noise=_sb3_noise(env, cfg.action_noise, "gaussian"),
+                            policy_delay=cfg.policy_delay, target_policy_noise=cfg.target_policy_noise,
+                            target_noise_clip=cfg.target_noise_clip)
     return model, cfg.total_steps
+
+
+def sb3_sac(env_id: str, seed: int) -> tuple[Any, int]:
+    """(SB3's SAC built field by field from pearl's SAC preset for env_id, the preset's total steps): the shared
+    fields and a learned temperature from pearl's initial α towards pearl's target entropy (its 0 is SB3's
+    "auto", −action_dim); the critics' targets move every update, as pearl's do."""
+    import gymnasium as gym
+    from stable_baselines3 import SAC
+
+    cfg = pearl_preset("sac", env_id)
+    model = _sb3_off_policy(SAC, cfg, gym.make(env_id), seed, ent_coef=f"auto_{cfg.initial_alpha}",
+                            target_entropy=cfg.target_entropy if cfg.target_entropy != 0 else "auto",
+                            target_update_interval=1)
+    return model, cfg.total_steps
+
+
+def _sb3_off_policy(cls: Any, cfg: Any, env: Any, seed: int, **extra: Any) -> Any:
+    """An SB3 off-policy model with the fields every pearl config has: network widths (actor and critics),
+    learning rate, batch, replay size, learning starts, γ, τ, train_freq and gradient_steps."""
+    return cls("MlpPolicy", env, learning_rate=cfg.learning_rate, batch_size=cfg.batch_size,
+               buffer_size=cfg.buffer_size, learning_starts=cfg.learning_starts, gamma=cfg.gamma, tau=cfg.tau,
+               train_freq=cfg.train_freq, gradient_steps=cfg.gradient_steps,
+               policy_kwargs=dict(net_arch=list(cfg.hidden)), seed=seed, verbose=0, **extra)
+
+
+def _sb3_noise(env: Any, sigma: float, noise_type: str) -> Any:
+    """SB3's action noise of pearl's kind and σ, one process per action dimension."""
+    import numpy as np
+    from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
+
+    mean, sigmas = np.zeros(env.action_space.shape), sigma * np.ones(env.action_space.shape)
+    return (OrnsteinUhlenbeckActionNoise(mean, sigmas) if noise_type == "ornstein-uhlenbeck"
+            else NormalActionNoise(mean, sigmas))
 
 
 def sb3_ddpg_preset(env_id: str, seed: int) -> dict:
@@ -140,16 +203,22 @@ def sb3_ddpg_preset(env_id: str, seed: int) -> dict:
             "threads": torch.get_num_threads()}
 
 
-def ddpg_preset(env_id: str):
+def ddpg_preset(env_id: str) -> Any:
     """pearl's DDPG preset for env_id; an error line and exit 2 when pearl has none."""
+    return pearl_preset("ddpg", env_id, "preset")
+
+
+def pearl_preset(algo: str, env_id: str, case: str = "") -> Any:
+    """pearl's preset of algo for env_id; an error line and exit 2 when pearl has none (a case built on
+    another algorithm's defaults would compare nothing published)."""
     from pearl.algos import preset
     from pearl.algos.presets import has_preset
 
-    if not has_preset("ddpg", env_id):
-        print(f"error: pearl has no DDPG preset for {env_id!r}; the preset case needs one "
+    if not has_preset(algo, env_id):
+        print(f"error: pearl has no {algo.upper()} preset for {env_id!r}; the {case or algo} case needs one "
               "(pearl/algos/presets.py lists them)", file=sys.stderr)
         raise SystemExit(2)
-    return preset("ddpg", env_id)
+    return preset(algo, env_id)
 
 
 def _sb3_eval(model, env_id: str, seed: int = 0) -> list[float]:
@@ -172,7 +241,7 @@ def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps
     """Train with pearl's parallel launcher; add the bare learn rate measured right after, same threads."""
     from pearl.training import train
 
-    algo, env_id = ("ddpg", "Pendulum-v1") if case == "ddpg" else ("dqn", "CartPole-v1")
+    algo, env_id = (case, "Pendulum-v1") if case in CONTINUOUS else ("dqn", "CartPole-v1")
     runs_dir = os.environ.get("PEARL_BENCH_RUNS", "runs/bench")
     if case == "seeds":
         result = train(algo, env_id, seed=seed, eval_episodes=EVAL_EPISODES, runs_dir=runs_dir,
@@ -278,7 +347,8 @@ def run_child(args: list[str]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--what", nargs="+", choices=["dqn", "ddpg", "collect", "seeds", "preset", "defaults"],
+    parser.add_argument("--what", nargs="+",
+                        choices=["dqn", "ddpg", "td3", "sac", "collect", "seeds", "preset", "defaults"],
                         default=["dqn", "ddpg", "collect"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", default="0-7", help="seeds of the seeds case: A-B or a comma list")
@@ -286,10 +356,11 @@ def main() -> None:
                         help="seeds case: also train SB3 with its EvalCallback and score its best model")
     parser.add_argument("--rounds", type=int, default=1, help="SB3/pearl pairs per case, alternating")
     parser.add_argument("--threads", type=int, default=1, help="pearl learner threads for DQN")
-    parser.add_argument("--ddpg-threads", type=int, default=2, help="pearl learner threads for DDPG")
+    parser.add_argument("--ddpg-threads", type=int, default=2, help="pearl learner threads for DDPG, TD3 and SAC")
     parser.add_argument("--actors", type=int, default=1)
     parser.add_argument("--envs-per-actor", type=int, default=8, help="pearl's envs per actor for DQN")
-    parser.add_argument("--ddpg-envs-per-actor", type=int, default=1)
+    parser.add_argument("--ddpg-envs-per-actor", type=int, default=1, help="pearl's envs per actor for DDPG, TD3 "
+                        "and SAC")
     parser.add_argument("--collect-actors", type=int, default=2)
     parser.add_argument("--collect-envs", type=int, default=256)
     parser.add_argument("--collect-steps", type=int, default=1_000_000,
@@ -299,6 +370,9 @@ def main() -> None:
                         help="who trains in the preset case")
     parser.add_argument("--defaults-steps", type=int, default=0,
                         help="the defaults case's env steps a side (0: the preset's)")
+    parser.add_argument("--steps", type=int, default=0,
+                        help="env steps a side in the dqn, ddpg, td3 and sac cases (0: the preset's; a check that a "
+                        "case runs, past the preset's learning_starts to reach its updates)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -309,7 +383,8 @@ def main() -> None:
             out = sb3_case(case, args.seed, args.defaults_steps) if side == "sb3" else \
                 pearl_defaults(args.seed, args.defaults_steps)
         else:
-            out = sb3_case(case, args.seed) if side == "sb3" else pearl_case(case, args.seed, *map(int, rest))
+            out = sb3_case(case, args.seed, args.steps) if side == "sb3" else \
+                pearl_case(case, args.seed, *map(int, rest))
         print(json.dumps(out))
         return
 
@@ -333,13 +408,13 @@ def main() -> None:
         if case == "defaults":
             defaults_case(args.seed, args.rounds, args.defaults_steps)
             continue
-        pearl_runs = [(args.threads, args.actors, args.envs_per_actor, 0)]
-        if case == "ddpg":
-            pearl_runs = [(args.ddpg_threads, args.actors, args.ddpg_envs_per_actor, 0)]
+        pearl_runs = [(args.threads, args.actors, args.envs_per_actor, args.steps)]
+        if case in CONTINUOUS:
+            pearl_runs = [(args.ddpg_threads, args.actors, args.ddpg_envs_per_actor, args.steps)]
         if case == "collect":
             pearl_runs = [(1, args.collect_actors, args.collect_envs, args.collect_steps), (1, 1, 1, 50_000)]
         for r in range(args.rounds):
-            sb3 = run_child(["--seed", str(args.seed), "--child", "sb3", case])
+            sb3 = run_child(["--seed", str(args.seed), "--steps", str(args.steps), "--child", "sb3", case])
             print(f"[{case} round {r + 1}] SB3   {sb3['env_steps_per_s']:9,.0f} env steps/s  "
                   f"({sb3['wall_s']:.1f} s, {sb3['threads']} torch threads)"
                   + (f"  eval {sb3['eval_mean']:.1f}" if sb3["eval_mean"] is not None else ""))
