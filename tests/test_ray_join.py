@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 from ray_cluster_host import HostedCluster, cluster_process
 
+from pearl.runtime.ray.runs import PREFIX, STALE_S
+
 TESTS = Path(__file__).parent
 AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
@@ -200,6 +202,70 @@ def test_a_stopped_or_lost_driver_leaves_no_pearl_actor_on_the_cluster(open_clus
     finally:
         proc.kill()
     assert_all_cpus_free(open_cluster.address)
+
+
+NAMED = """
+import json, sys
+import ray
+ray.init(address=sys.argv[1], log_to_driver=False, configure_logging=False)
+print(json.dumps(ray.util.list_named_actors(all_namespaces=True)))
+"""
+
+
+def pearl_actors(address: str) -> dict[str, set[str]]:
+    """The live named actors of every pearl namespace on the cluster (a run's roles and lease), asked by a driver
+    of its own (Ray's public API)."""
+    out = subprocess.run([sys.executable, "-c", NAMED, address], capture_output=True, text=True, timeout=300,
+                         env=base_env(), check=True).stdout
+    found: dict[str, set[str]] = {}
+    for entry in json.loads(out.strip().splitlines()[-1]):
+        if entry["namespace"].startswith(PREFIX):
+            found.setdefault(entry["namespace"], set()).add(entry["name"])
+    return found
+
+
+@needs_ray
+def test_a_finished_run_leaves_no_actor_of_its_namespace_on_a_shared_cluster(open_cluster, tmp_path) -> None:
+    """Every role of a run is a named actor in the run's own namespace; once the run is over, none of them is
+    alive (no pearl namespace appeared that was not there before)."""
+    before = pearl_actors(open_cluster.address)
+    result = train(tmp_path, open_cluster.address, home_with_token(tmp_path, None))
+    assert result.returncode == 0, result.stderr[-3000:]
+    after = pearl_actors(open_cluster.address)
+    assert set(after) <= set(before), {ns: names for ns, names in after.items() if ns not in before}
+
+
+@needs_ray
+def test_a_lost_drivers_roles_are_removed_by_the_next_runs_start_in_one_line(open_cluster, tmp_path) -> None:
+    """A Ray Client driver killed outright (SIGKILL): its session on the cluster outlives it for the reconnect grace
+    period it asked for (300 s here), so its roles go on holding the cluster. The next run's start finds that run's
+    lease not renewed for STALE_S, kills its actors and says so in one line, then runs."""
+    before = pearl_actors(open_cluster.address)
+    home = home_with_token(tmp_path, None)
+    proc = subprocess.Popen(train_args(tmp_path / "lost", open_cluster.client, steps=1_000_000),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=base_env(HOME=str(home), RAY_CLIENT_RECONNECT_GRACE_PERIOD="300"))
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            new = {ns: names for ns, names in pearl_actors(open_cluster.address).items() if ns not in before}
+            if any({"run", "learner", "worker-0"} <= names for names in new.values()):
+                break
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run's roles did not start within 300 s"
+            time.sleep(1)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+    (lost,) = new
+    time.sleep(STALE_S)
+    assert {"run", "learner", "worker-0"} <= pearl_actors(open_cluster.address).get(lost, set())  # outlived it
+    result = train(tmp_path / "next", open_cluster.address, home)
+    assert result.returncode == 0, result.stderr[-3000:]
+    notices = [line for line in result.stderr.splitlines() if lost in line]
+    assert len(notices) == 1 and notices[0].startswith("pearl: removed the ") and "last renewed" in notices[0], \
+        result.stderr[-3000:]
+    assert lost not in pearl_actors(open_cluster.address)
 
 
 def test_an_address_that_accepts_but_is_no_ray_head_is_one_error_line(capsys, tmp_path) -> None:

@@ -11,5 +11,7 @@ imported only when the Ray launcher is chosen (or a running cluster profiled).
 - `replay_client`: the replay server's shards as Ray actors and `RemoteShardedReplay`, the client over them;
 - `learner`: the learner role as a Ray actor (`RayLearnerRole`) and the driver's handle to it;
 - `worker`: one actor worker (`ActorWorker`, a plain class that Ray places);
+- `runs`: each run's roles named in a namespace of its own with a lease the driver renews, and the removal
+  of runs whose driver is gone;
 - `launcher`: `RayLauncher` (``--launcher ray``), the segment loop over those roles.
 """

@@ -4,7 +4,9 @@
 (`placement`, checked against the cluster before any starts), and runs `SegmentLauncher`'s segment loop over
 them: workers collect ahead while the learner trains, batches and weights go between roles as object refs,
 a worker that dies is restarted and asked again, and at the end every role is stopped and a Ray instance that
-pearl started is shut down.
+pearl started is shut down. Every role is a named actor in the run's own namespace (`runs`): joining a cluster
+first removes the runs whose driver is gone, and `stop` kills every actor of the run's namespace, whatever
+ended the run (its end, an error, Ctrl-C, SIGTERM).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pearl.runtime.protocol import Episode, KernelClock, merge_clocks
 from pearl.runtime.ray.learner import RayLearnerHandle, learner_class
 from pearl.runtime.ray.placement import ShardPlacement, check_roles, plan_node_ids
 from pearl.runtime.ray.replay_client import remote_shards
+from pearl.runtime.ray.runs import RunNamespace, remove_lost_runs
 from pearl.runtime.ray.session import check_installed, connect, first_line, require_ray, shutdown, start_local_ray
 from pearl.runtime.ray.worker import Collected, WorkerRestarted, worker_class
 from pearl.runtime.record import RunRecord
@@ -111,6 +114,7 @@ class RayLauncher(SegmentLauncher):
         self.started_here = False  # pearl started the local Ray instance
         self.joined = False  # this launcher connected the driver (and disconnects it at stop)
         self.finished = False
+        self.namespace = RunNamespace()  # the run's namespace on the cluster, where its roles are named
         self._previous_sigterm: Any = None
         self._terminated = threading.Event()  # set by the SIGTERM handler
         self.waits: dict[str, float] = {}
@@ -137,12 +141,14 @@ class RayLauncher(SegmentLauncher):
         roles += [(f"replay shard {i}", shard) for i, shard in enumerate(shards)]
         roles += [(f"actor worker {i}", w) for i, w in enumerate(workers)]
         check_roles(roles)  # every role, before any is started
+        self.namespace.open()  # the run's lease first: a run found without one is taken for lost
         if self.replay_shards:
-            self.shard_handles = remote_shards(self.config, self.spec, self.replay_shards, shards)
+            self.shard_handles = remote_shards(self.config, self.spec, self.replay_shards, shards,
+                                               self.namespace.name)
             self.shard_nodes = self._get([h.node_id.remote() for h in self.shard_handles], "setting up",
                                          STARTUP_TIMEOUT_S)  # asked from inside each shard
-        handle = learner_class().options(**learner.options()).remote(self.job, self._learner_devices(),
-                                                                     self.shard_handles or None)
+        handle = learner_class().options(**learner.options(), **self.namespace.options("learner")).remote(
+            self.job, self._learner_devices(), self.shard_handles or None)
         self.role = RayLearnerHandle(handle)
         if self.resume is not None:
             self.role.pending.append(handle.restore.remote(ray.put(self.resume)))
@@ -150,7 +156,7 @@ class RayLauncher(SegmentLauncher):
         self.updates = self.role._call("ready")
         self.role.check()
         cls, sched = worker_class(), self.schedule
-        self.workers = [cls.options(**workers[i].options()).remote(
+        self.workers = [cls.options(**workers[i].options(), **self.namespace.options(f"worker-{i}")).remote(
             i, self.config, self.spec, acts[i], self.job.descriptor_for(acts[i]), sched)
             for i in range(self.job.actors)]
         first = self.role.policy_ref()
@@ -167,11 +173,12 @@ class RayLauncher(SegmentLauncher):
         if self.address is not None:
             connect(self.address)
             self.joined = True
-        elif running is not None and running.is_initialized():
-            return running  # the caller's Ray: theirs to shut down
-        else:
+        elif running is None or not running.is_initialized():
             start_local_ray()
             self.started_here = self.joined = True
+            return require_ray()  # a new instance: no earlier run on it
+        # else the caller's Ray: theirs to shut down
+        remove_lost_runs(self.namespace.name)
         return require_ray()
 
     def act_devices(self) -> list[str]:
@@ -261,12 +268,15 @@ class RayLauncher(SegmentLauncher):
                 for s in shards:
                     ray.kill(s)
         finally:
-            if self._previous_sigterm is not None:
-                signal.signal(signal.SIGTERM, self._previous_sigterm)
-                self._previous_sigterm = None
-            if self.joined:
-                self.joined = False
-                shutdown()  # a local instance pearl started stops with every process it ran
+            try:
+                self.namespace.close()  # every actor of the run, also when the kills above were interrupted
+            finally:
+                if self._previous_sigterm is not None:
+                    signal.signal(signal.SIGTERM, self._previous_sigterm)
+                    self._previous_sigterm = None
+                if self.joined:
+                    self.joined = False
+                    shutdown()  # a local instance pearl started stops with every process it ran
 
     def _keep_state(self, role: RayLearnerHandle) -> None:
         """Before the learner stops early: its state, so that a checkpoint taken after `stop` (an interrupted

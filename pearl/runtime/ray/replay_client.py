@@ -48,17 +48,21 @@ def _shard_class() -> Any:
 
 
 def remote_shards(config: OffPolicyConfig, spec: EnvSpec, shards: int,
-                  placement: ShardPlacement | Sequence[ShardPlacement] | None = None) -> list[Any]:
+                  placement: ShardPlacement | Sequence[ShardPlacement] | None = None,
+                  namespace: str | None = None) -> list[Any]:
     """``shards`` ReplayShard actors of ``config.buffer_size // shards`` slots each; their handles.
 
-    ``placement`` is one for all or one per shard. Every placement is checked against the cluster first.
+    ``placement`` is one for all or one per shard. Every placement is checked against the cluster first. With
+    ``namespace`` (a run's, `pearl.runtime.ray.runs`), shard k is the actor named ``replay-<k>`` there.
     """
     capacity = ShardedReplay.split_capacity(config.buffer_size, shards)
     places = _placements(placement, shards)
     check_placements(places)
     cls = _shard_class()
-    return [cls.options(**p.options()).remote(capacity, spec, config.prioritized, config.alpha, config.priority_eps)
-            for p in places]
+    named = [{"name": f"replay-{k}", "namespace": namespace} if namespace else {} for k in range(shards)]
+    return [cls.options(**p.options(), **named[k]).remote(capacity, spec, config.prioritized, config.alpha,
+                                                          config.priority_eps)
+            for k, p in enumerate(places)]
 
 
 def _placements(placement: ShardPlacement | Sequence[ShardPlacement] | None, shards: int) -> list[ShardPlacement]:
