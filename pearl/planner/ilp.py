@@ -146,6 +146,9 @@ SOLVERS = ("highs", "cbc")
 TIES = "fewest actor processes, then fewest replay shards, then fewest devices (power is equal once P and E are)"
 _MIP_GAP_REL = 1e-9  # ask the solvers for a proof of optimality, not their defaults (HiGHS stops at 1e-4)
 _MIP_GAP_ABS = 1e-10
+#: HiGHS's feasibility tolerances (1e-6 and 1e-7 by default) against P of order 1e-3 after `_time_scale`: at the
+#: defaults a row could be violated by 1e-4 of P, and a plan 4e-5 slower than the optimum came back
+_FEASIBILITY = 1e-9
 _LEX_SLACK = 1e-9  # relative slack on the first objective while the second one is minimised
 
 
@@ -794,7 +797,8 @@ class _Run:
 def _run(model: _Model, solver: str, time_limit: float) -> _Run:
     limit = max(float(time_limit), 0.01)
     if solver == "highs":
-        cmd = pulp.HiGHS(msg=False, timeLimit=limit, gapRel=_MIP_GAP_REL, gapAbs=_MIP_GAP_ABS)
+        cmd = pulp.HiGHS(msg=False, timeLimit=limit, gapRel=_MIP_GAP_REL, gapAbs=_MIP_GAP_ABS,
+                         mip_feasibility_tolerance=_FEASIBILITY, primal_feasibility_tolerance=_FEASIBILITY)
     else:
         with warnings.catch_warnings():  # PuLP 3.x deprecates the bundled CBC; it is still the fallback we ship
             warnings.simplefilter("ignore", DeprecationWarning)
