@@ -306,7 +306,7 @@ def test_ctrl_c_saves_where_the_run_stopped_and_resume_goes_on_from_there(tmp_pa
     with pytest.raises(KeyboardInterrupt):
         train("dqn", "CartPole-v1", steps=8000, runs_dir=str(tmp_path), eval_episodes=0, launcher="sequential",
               checkpoint_every=0, progress=interrupt, max_seconds=None)
-    run = next(tmp_path.glob("*"))
+    run = next(tmp_path.glob("*/config.json")).parent  # runs_dir may also keep profiles/
     summary = json.loads((run / "summary.json").read_text())
     saved = ckpt.read_checkpoint(ckpt.candidates(run / "checkpoints")[0])  # checkpoint_every=0: only this one
     assert summary["status"] == "interrupted" and summary["resume"].endswith(str(run))
@@ -397,7 +397,7 @@ def test_a_parallel_run_killed_with_sigkill_resumes_to_its_budget(tmp_path) -> N
     deadline = time.monotonic() + 120
     while not list(tmp_path.glob("*/checkpoints")) and time.monotonic() < deadline:
         time.sleep(0.05)
-    run = next(tmp_path.glob("*"))
+    run = next(tmp_path.glob("*/config.json")).parent  # runs_dir may also keep profiles/
     _sigkill_once_checkpointed(proc, run / "checkpoints")
     killed_at = ckpt.read_checkpoint(ckpt.candidates(run / "checkpoints")[0]).steps
     assert killed_at < 12000, "the run finished before it was killed: nothing was resumed"
@@ -420,7 +420,7 @@ def test_dqn_killed_with_sigkill_and_resumed_still_solves_cartpole(tmp_path) -> 
     deadline = time.monotonic() + 120
     while not list(tmp_path.glob("*/config.json")) and time.monotonic() < deadline:
         time.sleep(0.05)
-    run = next(tmp_path.glob("*"))
+    run = next(tmp_path.glob("*/config.json")).parent  # runs_dir may also keep profiles/
     _sigkill_once_checkpointed(proc, run / "checkpoints")
     saved = ckpt.read_checkpoint(ckpt.candidates(run / "checkpoints")[0])
     assert 0 < saved.steps < 50_000
