@@ -295,21 +295,31 @@ def close(a: float, b: float) -> bool:
     return a == pytest.approx(b, rel=REL, abs=1e-12)
 
 
-@pytest.mark.parametrize("sharded", [False, True])
-@pytest.mark.parametrize("seed", range(40))
-def test_cluster_matches_brute_force(seed, sharded):
-    p = random_cluster(seed, sharded)
+def _optima_are_the_oracles(p: Problem):
+    """(brute force's points, its best P, the throughput plan, the perf-per-watt plan) after checking both
+    optima against the oracle; None where the oracle finds no plan (and the program must say infeasible)."""
     points = brute_force(p)
     if not points:
         with pytest.raises(PlanInfeasible):
             solve(p, "throughput")
-        return
+        return None
     best_p = min(P for P, *_ in points)
     fast = solve(p, "throughput")
     assert close(fast.period_s, best_p)
     assert close(fast.energy_j, min(E for P, E, *_ in points if P <= best_p * (1 + 1e-7)))
     green = solve(p, "perf-per-watt")
     assert close(green.energy_j, min(E for _, E, *_ in points))
+    return points, best_p, fast, green
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+@pytest.mark.parametrize("seed", range(40))
+def test_cluster_matches_brute_force(seed, sharded):
+    p = random_cluster(seed, sharded)
+    solved = _optima_are_the_oracles(p)
+    if solved is None:
+        return
+    points, best_p, fast, green = solved
     # TIES: the fewest actor processes among the plans with the optimal P and, among those, E
     tied = [n for P, E, n, _ in points if P <= best_p * (1 + 1e-7) and E <= fast.energy_j * (1 + 1e-7)]
     assert fast.actors.n == min(tied)
@@ -336,17 +346,10 @@ def test_cluster_with_learner_threads_matches_brute_force(seed, sharded):
     hosts = {n.host_device for n in p.nodes}
     cost = {(k, d): t * (0.6 if k == "learn" and d in hosts else 1.0) for (k, d), t in p.cost.items()}
     p = dataclasses.replace(p, cost=cost, learner_threads=2)
-    points = brute_force(p)
-    if not points:
-        with pytest.raises(PlanInfeasible):
-            solve(p, "throughput")
+    solved = _optima_are_the_oracles(p)
+    if solved is None:
         return
-    best_p = min(P for P, *_ in points)
-    fast = solve(p, "throughput")
-    assert close(fast.period_s, best_p)
-    assert close(fast.energy_j, min(E for P, E, *_ in points if P <= best_p * (1 + 1e-7)))
-    green = solve(p, "perf-per-watt")
-    assert close(green.energy_j, min(E for _, E, *_ in points))
+    _, _, fast, green = solved
     for plan in (fast, green):
         again = evaluate(p, plan.placement, plan.actors, plan.actor_spread(), plan.shards)
         mine = account(p, plan.placement, plan.actors, plan.actor_spread(), plan.shards)
