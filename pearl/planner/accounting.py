@@ -388,9 +388,7 @@ def contention_rows(problem: Problem) -> list[Row]:
             terms = []
             for (aa, d), t in problem.actor_period.items():
                 if aa == a and _node_is(problem, node.name, d):
-                    on_host = problem.device(d).resource == node.host
-                    terms += [Term(t, (("v", a, d),)),
-                              Term(t if on_host else min(t, node.env_cost / a.n), (("v", a, d), c))]
+                    terms += [Term(t, (("v", a, d),)), Term(_host_work(problem, node, a, d, t), (("v", a, d), c))]
             if terms:
                 rows.append(Row(f"contention_actors_a{ai}{tag}", f"{CONTENTION}[{actors}]", terms))
         if problem.sharded:  # a shard is a process of its own: its kernels on the host
@@ -408,9 +406,6 @@ def _shared_host_rows(problem: Problem) -> list[Row]:
     side, and act where it runs on the host); contention[actors] per crowded option = one actor's period +
     κ[a] × (T × the learner's host work + the n − 1 other actors' host work)."""
     node = problem.node_list()[0]
-    crowded = [a for a in problem.actor_options() if sharing(problem, a) > 0]
-    if not crowded:
-        return []
     own = _process_terms(problem, node)
     others: list[Term] = []
     rows = []
@@ -423,14 +418,19 @@ def _shared_host_rows(problem: Problem) -> list[Row]:
             if aa != a:
                 continue
             v = ("v", a, d)
-            on_host = problem.device(d).resource == node.host
-            host_work = t if on_host else min(t, node.env_cost / a.n)  # one actor's, per iteration
+            host_work = _host_work(problem, node, a, d, t)
             others.append(Term(lost * a.n * host_work, (v,)))
             learner = [Term(kappa * problem.learner_threads * x.seconds, (*x.when, v)) for x in own]
             actor_terms += [Term(t, (v,)), Term(kappa * (a.n - 1) * host_work, (v,)), *learner]
         if actor_terms:
             rows.append(Row(f"contention_actors_a{ai}", f"{CONTENTION}[actors]", actor_terms))
-    return [Row("contention_learner", f"{CONTENTION}[learner]", own + others)] + rows
+    return [Row("contention_learner", f"{CONTENTION}[learner]", own + others)] + rows if rows else []
+
+
+def _host_work(problem: Problem, node: Node, a: ActorOption, d: str, period: float) -> float:
+    """One actor's work on the host per iteration, of its period with act on d: all of it when d is on the host,
+    else its env stepping (the act device's time is not the host's)."""
+    return period if problem.device(d).resource == node.host else min(period, node.env_cost / a.n)
 
 
 def _stretched(terms: list[Term], c: Literal) -> list[Term]:
