@@ -258,7 +258,7 @@ def profile_at_hand(runs_dir: str) -> "Profile | None":
     from pearl.profile.format import load_profile
 
     node = platform.node() or "host"
-    for path in (Path(runs_dir) / "profiles" / f"{node}-quick.json", Path("profiles") / f"{node}-full.json",
+    for path in (runs_profile_path(runs_dir), Path("profiles") / f"{node}-full.json",
                  Path("profiles") / f"{node}-quick.json"):
         if not path.is_file():
             continue
@@ -269,6 +269,12 @@ def profile_at_hand(runs_dir: str) -> "Profile | None":
         if profile.host.get("cpu") == cpu_name() and profile.host.get("cores") == cpu_lanes():
             return profile
     return None
+
+
+def runs_profile_path(runs_dir: str) -> Path:
+    """The quick profile of this machine kept in the runs folder (`pearl quickstart`'s, and the one a long run
+    takes to choose its threads)."""
+    return Path(runs_dir) / "profiles" / f"{platform.node() or 'host'}-quick.json"
 
 
 def default_threads(config: OffPolicyConfig, spec: EnvSpec, placement: Placement, actors: int, launcher: str,
@@ -315,13 +321,12 @@ def long_run(config: OffPolicyConfig) -> bool:
 
 def times_threads(profile: "Profile | None", config: OffPolicyConfig, spec: EnvSpec) -> bool:
     """Whether `profile` times this workload's learn on `cpu` at more than one thread count."""
+    from pearl.costmodel import CostModel
     from pearl.planner.build import config_workload
 
     if profile is None:
         return False
-    key = config_workload(config, spec).key
-    return any(t.workload == key and t.kernel == "learn" and t.device == HOST and t.threads > 1
-               for t in profile.kernels)
+    return len(CostModel(profile).thread_counts("learn", HOST, config_workload(config, spec).key)) > 1
 
 
 def profile_for_threads(config: OffPolicyConfig, spec: EnvSpec, runs_dir: str,
@@ -332,7 +337,7 @@ def profile_for_threads(config: OffPolicyConfig, spec: EnvSpec, runs_dir: str,
     from pearl.profiling.options import ProfileOptions
     from pearl.profiling.profiler import run_profile
 
-    path = Path(runs_dir) / "profiles" / f"{platform.node() or 'host'}-quick.json"
+    path = runs_profile_path(runs_dir)
     print(f"pearl: profiling {config.algo} on {spec.env_id} quickly, once, to choose the learner's threads as a plan "
           f"would (kept in {path}; --threads N skips this)", file=sys.stderr, flush=True)
     new = run_profile(ProfileOptions(quick=True, algos=(config.algo,), env=spec.env_id, hidden=tuple(config.hidden),
