@@ -125,6 +125,16 @@ class _Inputs:
         return 1.0 / self.config.replay_ratio
 
     @cached_property
+    def env_side(self) -> float:
+        """Seconds of one actor iteration's env side (e envs stepped, reset, bookkept and written): the profile's
+        actor step less act (CostModel.actor_env_time), else e bare env steps (a profile without actor steps)."""
+        envs = self.config.n_envs
+        timed = _profiled(partial(self.model.actor_env_time, self.workload, envs))
+        if timed is not None:
+            return timed.seconds
+        return envs * _seconds(lambda: self.model.env_step_time(self.spec.env_id))
+
+    @cached_property
     def policy_params(self) -> int:
         return param_count(self.config, self.spec, policy_net(self.config.algo))
 
@@ -168,7 +178,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     _check_finite(cost=cost, act=act_cost, actor_period=actor_period, transfer=transfer)
     problem = Problem(list(resources.values()), [_device(profile, model, d) for d in devices],
                       model.resource(inputs.host_device), inputs.host_device, cost, act_cost,
-                      inputs.steps / config.n_envs * env_side(inputs), actor_period, edges,
+                      inputs.steps / config.n_envs * inputs.env_side, actor_period, edges,
                       transfer, memory, prefetch=True, publish=publish, learner_threads=threads)
     return problem, Facts(inputs.key, inputs.steps, config.batch_size, config.n_envs, config, sync_s,
                           inputs.workload, dict(inputs.scaled))
@@ -276,21 +286,11 @@ def _publish_costs(inputs: _Inputs, devices: list[str], options: list[ActorOptio
     return publish
 
 
-def env_side(inputs: _Inputs) -> float:
-    """Seconds of one actor iteration's env side (e envs stepped, reset, bookkept and written): the profile's
-    actor step less act (CostModel.actor_env_time), else e bare env steps (a profile without actor steps)."""
-    envs = inputs.config.n_envs
-    timed = _profiled(partial(inputs.model.actor_env_time, inputs.workload, envs))
-    if timed is not None:
-        return timed.seconds
-    return envs * _seconds(lambda: inputs.model.env_step_time(inputs.spec.env_id))
-
-
 def _actor_costs(inputs: _Inputs, devices: list[str], options: list[ActorOption], sync_s: dict[tuple, float]
                  ) -> tuple[dict[tuple[ActorOption, str], float], dict[tuple[ActorOption, str], float]]:
     """act's seconds per iteration (all actors, with their weight loads) and one actor's period, per option."""
     steps, envs = inputs.steps, inputs.config.n_envs
-    side = env_side(inputs)
+    side = inputs.env_side
     act_cost, actor_period = {}, {}
     for d in devices:
         if inputs.can("act", d):
