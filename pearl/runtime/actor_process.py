@@ -160,8 +160,8 @@ def _run(args: ActorArgs, segment: shm.Segment) -> None:
         if not keep_waiting():
             return
     while not run[stop] and not share.done:
-        segment = share.segment()
-        need = sched.weights_for(segment)  # share.needs(), with the segment kept for the wake-up below
+        seg_index = share.segment()
+        need = sched.weights_for(seg_index)  # share.needs(), with the segment kept for the wake-up below
         if share.weights != need:
             t0 = time.perf_counter()
             while (got := boards[need % args.slots].read_tag(need)) is None:
@@ -175,7 +175,7 @@ def _run(args: ActorArgs, segment: shm.Segment) -> None:
         t0 = time.perf_counter()
         if len(batch) and not ring.push({f: getattr(batch, f) for f in shm.RING_FIELDS}, keep_waiting):
             return
-        if share.done or share.segment() != segment:  # a share is whole in the ring: the learner may take it
+        if share.done or share.segment() != seg_index:  # a share is whole in the ring: the learner may take it
             shm.wake(args.wake_learner)
         for episode in share.actor.drain_episodes():
             episodes.push({"ret": np.array([episode.ret]), "length": np.array([float(episode.length)])},
