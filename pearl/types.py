@@ -8,7 +8,7 @@ torch tensors on ``cuda:0``), so a batch sampled on the learner's device never m
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -135,3 +135,24 @@ class Gradients:
     def result(self) -> LearnResult:
         """The `LearnResult` of the update these gradients belong to."""
         return LearnResult(self.td_errors, self.metrics)
+
+
+@dataclass(frozen=True)
+class GroupShare:
+    """One learner's part of an update in a learner group (`pearl.runtime.learner_group`).
+
+    The batch it is given is rows [start, start + rows) of the update's `total` rows. `average` takes arrays by
+    name and returns the group's mean of each: every learner's array weighted by its rows / total and summed in
+    learner order, so every learner gets the same bits. Each loss is a mean over rows, so the mean of the
+    learners' gradients so weighted is the gradient of the whole batch. A kernel calls `average` on a gradient
+    before anything that depends on it (an actor-critic's critic gradient before the scratch step the actor's
+    gradient is taken through), the same calls in the same order in every learner."""
+
+    start: int
+    rows: int
+    total: int
+    average: Callable[[dict[str, Any]], dict[str, Any]]
+
+    def mine(self, whole: Any) -> Any:
+        """This learner's rows of an array that has one row per row of the whole batch (the learn draws)."""
+        return whole[self.start:self.start + self.rows]

@@ -28,8 +28,10 @@ import numpy as np
 
 from pearl.algos.base import OffPolicyConfig
 from pearl.device import HOST_RESOURCE, DeviceId, DeviceKind
+from pearl.errors import DeviceError
 from pearl.algos.registry import algorithm
-from pearl.types import EnvSpec, Gradients, LearnResult, Params, PriorityUpdate, SampleBatch, TransitionBatch
+from pearl.types import (EnvSpec, Gradients, GroupShare, LearnResult, Params, PriorityUpdate, SampleBatch,
+                         TransitionBatch)
 
 
 @dataclass(frozen=True)
@@ -140,8 +142,10 @@ class LearnKernel(ABC):
     (DDPG's, TD3's and SAC's order, as Stable-Baselines3 and CleanRL have it: critic step, then actor). `grads`
     gets it without moving the critic by stepping a scratch copy of the critic and its Adam moments with the
     critic gradient it just computed; `apply` then steps the critic itself with the gradient it is given. So
-    when those gradients are changed between the halves (averaged across learners), the actor's gradient
-    is still through the critic this learner's own gradient would give."""
+    when those gradients are changed between the halves, the actor's gradient is still through the critic
+    this learner's own gradient would give. In a learner group `grads` is given its `GroupShare` and averages
+    each gradient across the group as soon as it has it, so the critic the actor's gradient goes through is the
+    one the group's averaged gradient steps, as one learner on the whole batch would have it."""
 
     updates: int
 
@@ -150,8 +154,10 @@ class LearnKernel(ABC):
         return self.apply(self.grads(batch))
 
     @abstractmethod
-    def grads(self, batch: SampleBatch) -> Gradients:
-        """Every gradient of one update on batch, and its TD errors and metrics; no parameter changes."""
+    def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
+        """Every gradient of one update on batch, and its TD errors and metrics; no parameter changes. `share`:
+        this learner's part of the update in a learner group (its gradients come back averaged over the group);
+        None for a learner on its own."""
 
     @abstractmethod
     def apply(self, gradients: Gradients) -> LearnResult:
@@ -263,6 +269,42 @@ class AlgoKernels:
     a deterministic learn ignores the seed."""
 
 
+class GroupComm(ABC):
+    """One learner's end of a learner group's communication (`pearl.runtime.learner_group`): learner 0 posts each
+    command, with every learner's rows of an update's batch; the learners average their gradients through
+    `share().average` and learner 0 gathers their TD errors and losses. An adapter that can train in a group
+    makes one (`Adapter.host_group`, `Adapter.join_group`)."""
+
+    UPDATE, DIGEST, STOP = 1, 2, 3  # the commands learner 0 posts
+    rank: int
+    world: int
+
+    @abstractmethod
+    def share(self) -> GroupShare:
+        """This learner's part of every update (its rows, and the group's average)."""
+
+    @abstractmethod
+    def post(self, command: int, batch: SampleBatch | None = None) -> SampleBatch | None:
+        """Learner 0: send `command` to the others (and, for UPDATE, each its rows of batch); learner 0's rows."""
+
+    @abstractmethod
+    def receive(self) -> tuple[int, SampleBatch | None]:
+        """The other learners: learner 0's next command, and for UPDATE this learner's rows on its device."""
+
+    @abstractmethod
+    def gather(self, td_errors: Any, metrics: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """Learner 0: every learner's TD errors in batch order and the losses averaged over the batch; the
+        others: (None, {})."""
+
+    @abstractmethod
+    def differing(self, state: Params) -> list[int]:
+        """Learner 0: the learners whose learn state is not its own bit for bit; the others: []."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Leave the group (safe to call twice)."""
+
+
 class Adapter(ABC):
     """Runs kernels on one device."""
 
@@ -302,6 +344,18 @@ class Adapter(ABC):
 
     def to_host(self, x: Any) -> np.ndarray:
         return host_array(x)
+
+    def host_group(self, learners: int, spec: EnvSpec, batch_size: int,
+                   start_others: Callable[[int], None]) -> GroupComm:
+        """Learner 0's end of a group of `learners`: it opens the group on a port of this host, calls
+        `start_others(port)` and waits until every learner has joined."""
+        raise DeviceError(f"{self.device_id}: the {self.backend} adapter cannot train in a learner group; "
+                          "learn on cpu or cuda:N")
+
+    def join_group(self, rank: int, learners: int, port: int, spec: EnvSpec, batch_size: int,
+                   host: str = "127.0.0.1") -> GroupComm:
+        """Learner `rank`'s end of the group learner 0 opened at host:port."""
+        raise DeviceError(f"{self.device_id}: the {self.backend} adapter cannot train in a learner group")
 
     def adopt(self, batch: SampleBatch) -> SampleBatch:
         """The batch with its arrays on this device (a no-op when they already are)."""

@@ -17,7 +17,7 @@ from pearl.adapters.opencl.nets import DeviceAdam, DeviceMean, DeviceMLP, polyak
 from pearl.adapters.opencl.runtime import CLRuntime
 from pearl.algos.ddpg import DDPGConfig, ou_coefficients
 from pearl.algos.dqn import DQNConfig
-from pearl.types import Gradients, LearnResult, Params, SampleBatch
+from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
 
 class _Buffers:
@@ -57,6 +57,13 @@ class CLDQNAct(ActKernel):
         return actions.get(queue=self.rt.queue).astype(np.int64)
 
 
+def _alone(share: GroupShare | None) -> None:
+    """The OpenCL learn kernels train on their own: a learner group averages torch tensors (its all-reduce is
+    torch.distributed's)."""
+    if share is not None:
+        raise ValueError("an OpenCL learn kernel cannot be one of a learner group; learn on cpu or cuda:N")
+
+
 class CLDQNLearn(LearnKernel):
     def __init__(self, rt: CLRuntime, config: DQNConfig, sizes: list[int], params: Params) -> None:
         self.rt, self.config, self.n_actions = rt, config, sizes[-1]
@@ -71,7 +78,8 @@ class CLDQNLearn(LearnKernel):
         self._step()
         return result
 
-    def grads(self, batch: SampleBatch) -> Gradients:
+    def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
+        _alone(share)
         result = self._backward(batch)
         return Gradients(self.q.named_grads(), result.td_errors, result.metrics)
 
@@ -184,7 +192,8 @@ class CLDDPGLearn(LearnKernel):
         self._step_actor_and_targets()
         return LearnResult(td, metrics)
 
-    def grads(self, batch: SampleBatch) -> Gradients:
+    def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
+        _alone(share)
         td, metrics = self._critic_grad(batch)
         self.critic_opt.step_ahead(self.critic_ahead.buffers())  # the critic as `apply` will step it, a copy
         metrics["losses/actor_loss"] = self._actor_grad(batch, self.critic_ahead)

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from pearl.adapters.torch.nets import _layer_views, _param_count, copy_param, named_views
 from pearl.rng import CounterDraws, normal
-from pearl.types import Params
+from pearl.types import GroupShare, Params
 
 #: TD3's and SAC's twin critics (clipped double-Q)
 CRITICS = ("qf1", "qf2")
@@ -193,6 +193,13 @@ def critics_ahead(critics: dict[str, "Net"], optimizers: dict, grads: tuple[torc
     scratch networks: what a split learn takes the actor's gradient through (LearnKernel)."""
     by_name = dict(zip(CRITICS, grads))
     return {q: critics[q].at(optimizers[q].ahead(by_name[q])) for q in which}
+
+
+def average_flat(share: GroupShare, names: tuple[str, ...], grads: tuple[torch.Tensor, ...]
+                 ) -> tuple[torch.Tensor, ...]:
+    """Flat gradients (one per name, in that order) averaged over a learner group (`GroupShare.average`)."""
+    averaged = share.average(dict(zip(names, grads)))
+    return tuple(averaged[name] for name in names)
 
 
 def critic_grad_arrays(critics: dict[str, "Net"], grads: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:

@@ -15,7 +15,7 @@ from pearl.adapters.torch.nets import (MLP, FlatAdam, build, dump_net, grad_shap
                                       write_net)
 from pearl.algos.ddpg import DDPGConfig, ou_step
 from pearl.rng import CounterDraws, normal
-from pearl.types import Gradients, LearnResult, Params, SampleBatch
+from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
 
 class DDPGAct(ActKernel):
@@ -89,11 +89,16 @@ class DDPGLearn(LearnKernel):
         return LearnResult(td, metrics)
 
     @torch.no_grad()
-    def grads(self, batch: SampleBatch) -> Gradients:
+    def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
         td, metrics = self._critic_grad(batch)
+        critic = named_grads(self.critic, "critic")
+        if share is not None:  # the group's critic gradient is the one the scratch step below takes
+            critic = share.average(critic)
+            take_grads(self.critic, critic, "critic")
         self.critic_opt.step_ahead(self.critic_ahead.flat)  # the critic as `apply` will step it, in a scratch copy
         metrics["losses/actor_loss"] = self._actor_grad(batch, self.critic_ahead)
-        return Gradients({**named_grads(self.critic, "critic"), **named_grads(self.actor, "actor")}, td, metrics)
+        actor = named_grads(self.actor, "actor")
+        return Gradients({**critic, **(actor if share is None else share.average(actor))}, td, metrics)
 
     @torch.no_grad()
     def apply(self, gradients: Gradients) -> LearnResult:

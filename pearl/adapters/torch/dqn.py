@@ -15,7 +15,7 @@ from pearl.adapters.torch.nets import (FlatAdam, build, clip_grad_norm_, dump_ne
                                       take_grads, write_net)
 from pearl.algos.dqn import DQNConfig
 from pearl.rng import CounterDraws, below, uniform
-from pearl.types import Gradients, LearnResult, Params, SampleBatch
+from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
 
 class DQNAct(ActKernel):
@@ -61,9 +61,10 @@ class DQNLearn(LearnKernel):
         return LearnResult(td, metrics)
 
     @torch.no_grad()
-    def grads(self, batch: SampleBatch) -> Gradients:
+    def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
         td, metrics = self._backward(batch)
-        return Gradients(named_grads(self.q, "q"), td, metrics)
+        arrays = named_grads(self.q, "q")
+        return Gradients(arrays if share is None else share.average(arrays), td, metrics)
 
     @torch.no_grad()
     def apply(self, gradients: Gradients) -> LearnResult:

@@ -10,12 +10,12 @@ import numpy as np
 import torch
 
 from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel, check_gradients
-from pearl.adapters.torch.autograd import (CRITICS, Adam, LearnDraws, Net, critic_grad_arrays, critics_ahead, min_q,
-                                          net_adam, twin_critic_grads, twin_critic_step)
+from pearl.adapters.torch.autograd import (CRITICS, Adam, LearnDraws, Net, average_flat, critic_grad_arrays,
+                                          critics_ahead, min_q, net_adam, twin_critic_grads, twin_critic_step)
 from pearl.adapters.torch.nets import build, load_net
 from pearl.algos.sac import LOG_STD_MAX, LOG_STD_MIN, SACConfig
 from pearl.rng import CounterDraws, normal
-from pearl.types import Gradients, LearnResult, Params, SampleBatch
+from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -94,11 +94,15 @@ class SACLearn(LearnKernel):
         self._step_actor_and_targets(actor_grad)
         return LearnResult((y - q1).detach(), self._metrics(sample, critic_loss, actor_loss, q1))
 
-    def grads(self, batch: SampleBatch) -> Gradients:
-        sample, alpha_grad = self._sample_and_alpha_grad(batch)
+    def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
+        sample, alpha_grad = self._sample_and_alpha_grad(batch, share)
         y = self._target(batch, sample)
         critic_loss, q1, critic_grads = twin_critic_grads(self.critics, batch, y)
+        if share is not None:  # the group's critic gradients are the ones the scratch steps below take
+            critic_grads = average_flat(share, CRITICS, critic_grads)
         actor_loss, actor_grad = self._actor_grad(sample, critics_ahead(self.critics, self.optimizers, critic_grads))
+        if share is not None:
+            alpha_grad, actor_grad = average_flat(share, ("log_alpha", "actor"), (alpha_grad, actor_grad))
         arrays = {"log_alpha": alpha_grad, **critic_grad_arrays(self.critics, critic_grads),
                   **self.actor.named(actor_grad, "actor")}
         return Gradients(arrays, (y - q1).detach(), self._metrics(sample, critic_loss, actor_loss, q1))
@@ -111,11 +115,14 @@ class SACLearn(LearnKernel):
         self._step_actor_and_targets(self.actor.flat_of(gradients.arrays, "actor"))
         return gradients.result()
 
-    def _sample_and_alpha_grad(self, batch: SampleBatch) -> tuple[_Sample, torch.Tensor]:
-        """The policy's sample at obs and next_obs (draws keyed by (seed, update)), α as it is before this update,
-        and the temperature's gradient."""
-        n, d = batch.reward.shape[0], self.action_dim
+    def _sample_and_alpha_grad(self, batch: SampleBatch, share: GroupShare | None = None
+                               ) -> tuple[_Sample, torch.Tensor]:
+        """The policy's sample at obs and next_obs (draws keyed by (seed, update): a learner of a group takes its
+        rows' draws of the whole batch's), α as it is before this update, and the temperature's gradient."""
+        n = batch.reward.shape[0] if share is None else share.total
+        d = self.action_dim
         z = self.draws.normals(self.updates, 2 * n * d).view(2, n, d)
+        z = z if share is None else share.mine(z.transpose(0, 1)).transpose(0, 1)
         action_pi, log_pi = squashed_sample(self.actor(batch.obs), z[0])
         alpha = self.log_alpha.detach().exp()
         alpha_loss = -(self.log_alpha * (log_pi.detach() + self.target_entropy)).mean()

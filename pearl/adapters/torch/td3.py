@@ -6,11 +6,11 @@ from __future__ import annotations
 import torch
 
 from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
-from pearl.adapters.torch.autograd import (CRITICS, LearnDraws, Net, critic_grad_arrays, critics_ahead, min_q, net_adam,
-                                          twin_critic_grads, twin_critic_step)
+from pearl.adapters.torch.autograd import (CRITICS, LearnDraws, Net, average_flat, critic_grad_arrays, critics_ahead,
+                                          min_q, net_adam, twin_critic_grads, twin_critic_step)
 from pearl.adapters.torch.ddpg import DDPGAct
 from pearl.algos.td3 import TD3Config
-from pearl.types import Gradients, LearnResult, Params, SampleBatch
+from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
 
 class TD3Learn(LearnKernel):
@@ -39,14 +39,18 @@ class TD3Learn(LearnKernel):
         self.updates += 1
         return LearnResult((y - q1).detach(), metrics)
 
-    def grads(self, batch: SampleBatch) -> Gradients:
-        y = self._target(batch)
+    def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
+        y = self._target(batch, share)
         critic_loss, q1, critic_grads = twin_critic_grads(self.critics, batch, y)
+        if share is not None:  # the group's critic gradients are the ones the scratch steps below take
+            critic_grads = average_flat(share, CRITICS, critic_grads)
         arrays = critic_grad_arrays(self.critics, critic_grads)
         metrics = {"losses/td_loss": critic_loss.detach(), "losses/q_values": q1.detach().mean()}
         if self._actor_update():
             ahead = critics_ahead(self.critics, self.optimizers, critic_grads, which=("qf1",))
             actor_loss, grad = self._actor_grad(batch, ahead["qf1"])
+            if share is not None:
+                (grad,) = average_flat(share, ("actor",), (grad,))
             arrays.update(self.actor.named(grad, "actor"))
             metrics["losses/actor_loss"] = actor_loss.detach()
         return Gradients(arrays, (y - q1).detach(), metrics)
@@ -61,11 +65,13 @@ class TD3Learn(LearnKernel):
         self.updates += 1
         return gradients.result()
 
-    def _target(self, batch: SampleBatch) -> torch.Tensor:
-        """y = r + γ (1 − d) min_i Q'_i(s', clip(μ'(s') + clip(σ z, ±c), ±1)), z keyed by (seed, update)."""
+    def _target(self, batch: SampleBatch, share: GroupShare | None = None) -> torch.Tensor:
+        """y = r + γ (1 − d) min_i Q'_i(s', clip(μ'(s') + clip(σ z, ±c), ±1)), z keyed by (seed, update): a
+        learner of a group takes its rows' draws of the whole batch's."""
         cfg = self.config
-        n = batch.reward.shape[0]
+        n = batch.reward.shape[0] if share is None else share.total
         z = self.draws.normals(self.updates, n * self.action_dim).view(n, self.action_dim)
+        z = z if share is None else share.mine(z)
         with torch.no_grad():
             smoothing = (z * cfg.target_policy_noise).clamp(-cfg.target_noise_clip, cfg.target_noise_clip)
             next_action = (self.actor_target(batch.next_obs) + smoothing).clamp(-1.0, 1.0)
