@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 import numpy as np
 import torch
 
-from pearl.adapters.base import ActKernel, Adapter, DeviceInfo, LearnKernel, ReplayKernels
+from pearl.adapters.base import ActKernel, Adapter, DeviceInfo, GroupComm, LearnKernel, ReplayKernels
 from pearl.adapters.torch.replay import TorchReplay
 from pearl.adapters.slices import inner_device, mig_instances, mps_daemon, open_nvml, slice_devices, slice_env
 from pearl.algos.base import OffPolicyConfig
@@ -41,6 +42,18 @@ class TorchAdapter(Adapter):
 
     def from_host(self, x: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(x, device=self.device)
+
+    def host_group(self, learners: int, spec: EnvSpec, batch_size: int,
+                   start_others: Callable[[int], None]) -> GroupComm:
+        from pearl.adapters.torch.group import TorchGroupComm  # torch.distributed only where a group runs
+
+        return TorchGroupComm.host(learners, spec, batch_size, self.device, self.device_id, start_others)
+
+    def join_group(self, rank: int, learners: int, port: int, spec: EnvSpec, batch_size: int,
+                   host: str = "127.0.0.1") -> GroupComm:
+        from pearl.adapters.torch.group import TorchGroupComm
+
+        return TorchGroupComm(rank, learners, port, spec, batch_size, self.device, self.device_id, host=host)
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":
