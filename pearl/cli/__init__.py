@@ -11,6 +11,7 @@ ratio), `compare`, `devices` (devices, build-binary).
 from __future__ import annotations
 
 import itertools
+import os
 import signal
 import sys
 import traceback
@@ -42,6 +43,8 @@ def main(argv: list[str] | None = None) -> None:
     # --debug is the group's option: it counts before the command (the group's options take no values),
     # not as a value or a misplaced option after it (click refuses that one)
     debug = "--debug" in itertools.takewhile(lambda a: a.startswith("-"), args)
+    if debug:  # the runtime's own checks too (a learner group compares its learners' state every 100 updates)
+        os.environ["PEARL_DEBUG"] = "1"
     try:
         code = cli.main(args=args, prog_name="pearl", standalone_mode=False)
     except _NO_ARGS as exc:

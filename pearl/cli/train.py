@@ -54,7 +54,8 @@ def train(ctx: click.Context, sequential: bool, resume_dir: str | None, as_json:
     from pearl.training.plan_checks import plan_departure
 
     if resume_dir is not None:
-        result = _resume(ctx, resume_dir, flags["eval_episodes"], flags["max_restarts"], as_json, resume_training)
+        result = _resume(ctx, resume_dir, flags["eval_episodes"], flags["max_restarts"], flags["learners"], as_json,
+                         resume_training)
     else:
         if sequential:
             launcher = flags["launcher"]
@@ -128,11 +129,11 @@ def _print_train(result: Any) -> None:
 
 
 # What --resume takes beside the run folder: the rest is the recorded run's own configuration.
-_RESUME_OPTIONS = {"resume_dir", "eval_episodes", "max_restarts", "as_json"}
+_RESUME_OPTIONS = {"resume_dir", "eval_episodes", "max_restarts", "learners", "as_json"}
 
 
-def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restarts: int, as_json: bool,
-            resume_training: Any) -> Any:
+def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restarts: int, learners: int,
+            as_json: bool, resume_training: Any) -> Any:
     from click.core import ParameterSource
 
     given = sorted(param.opts[0] for param in ctx.command.params if param.name not in _RESUME_OPTIONS
@@ -140,8 +141,10 @@ def _resume(ctx: click.Context, resume_dir: str, eval_episodes: int, max_restart
     if given:
         raise click.UsageError(f"--resume goes on with the run as it was configured; drop {', '.join(given)}", ctx)
     restarts = max_restarts if ctx.get_parameter_source("max_restarts") != ParameterSource.DEFAULT else None
+    group = learners if ctx.get_parameter_source("learners") != ParameterSource.DEFAULT else None
     with Progress(None, enabled=not as_json, label=f"resume {resume_dir}", unit="env step") as bar:
-        return resume_training(resume_dir, eval_episodes=eval_episodes, progress=bar, max_restarts=restarts)
+        return resume_training(resume_dir, eval_episodes=eval_episodes, progress=bar, max_restarts=restarts,
+                               learners=group)
 
 
 @cli.command()

@@ -3,11 +3,13 @@
 A checkpoint is one file, runs/<id>/checkpoints/step-<env steps>.npz: a numpy archive (read with
 allow_pickle=False) holding
 
-- ``meta``: JSON (schema ``pearl.checkpoint/1``): pearl version, algo, env, seed, the hyperparameters, env
-  steps and updates so far, whether replay is included, the time it was written;
-- ``learn/<name>``: the learn kernel's state dict: every network with its target, each optimiser's moments
-  and step, the extra learned arrays (SAC's log α), the update count: what the algorithm's registry entry
-  declares (`Algorithm.state_shapes`; the same names on every adapter: `LearnKernel.state_dict`);
+- ``meta``: JSON (schema ``pearl.checkpoint/1``): pearl version, algo, env, seed, the hyperparameters, the
+  learner group's size (`learners`), env steps and updates so far, whether replay is included, the time it
+  was written;
+- ``learn/<name>``: the learn kernel's state dict (learner 0's: every learner of a group holds the same):
+  every network with its target, each optimiser's moments and step, the extra learned arrays (SAC's log α),
+  the update count: what the algorithm's registry entry declares (`Algorithm.state_shapes`; the same names on
+  every adapter: `LearnKernel.state_dict`);
 - ``replay/<name>``: optionally, the replay's state dict: the stored transitions, ring position, priorities
   and the sampler's random state (`ReplayKernels.state_dict`).
 

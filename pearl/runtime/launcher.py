@@ -114,6 +114,7 @@ class Job:
     segment_steps: int | None = None  # None: the schedule's own choice
     eval_every: int = 0  # env steps between in-training evaluations (0: none)
     eval_episodes: int = 10  # episodes of each in-training evaluation
+    learners: int = 1  # learners training together, each on its rows of every batch (`pearl.runtime.learner_group`)
 
     def schedule(self, resume: Checkpoint | None = None) -> Schedule:
         return Schedule.for_config(self.config, self.actors, self.policy_lag, self.segment_steps,
@@ -139,7 +140,7 @@ class LauncherCapabilities:
     actor_restarts: bool = False
     """An actor that dies is started again, up to `max_restarts` times (`RestartPolicy`)."""
     learner_group: bool = False
-    """Several learners train one policy together (no launcher does yet)."""
+    """Several learners train one policy together (`--learners N`, `pearl.runtime.learner_group`)."""
     traffic: str = field(default="sequential", compare=False)
     """The name of its traffic statement in `pearl.traffic.STATEMENTS`: what it sends on each edge a segment,
     which the planner prices and its run counts (`LoopStats.traffic`). Not an ability: two launchers that can
@@ -322,9 +323,12 @@ class SegmentLauncher(ABC):
 
     def checkpoint_now(self) -> str | None:
         """A checkpoint of where an interrupted run stopped (taken after `stop`); the path, or None when there
-        is no checkpointer or nothing new since the start."""
+        is no checkpointer, nothing new since the start, or the learner stopped inside a segment's updates (the
+        last checkpoint written then resumes the run)."""
         if self.checkpointer is None or self.steps == self.start_steps:
             return None
+        if isinstance(self.role, LearnerRole) and self.role.updates != self.updates:
+            return None  # stopped inside a segment's updates: the learn state is not the one of any step count
         self._checkpoint()
         return str(self.checkpointer.written[-1])
 

@@ -52,6 +52,8 @@ from pearl.runtime import actor_process, shm
 from pearl.runtime.actors import ActorFailed, RestartPolicy
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer
 from pearl.runtime.launcher import SHARES_POLL_S, Job, LauncherCapabilities, LoopStats, SegmentLauncher
+from pearl.runtime.learner_group import (DEBUG_CHECK_EVERY, GroupLearner, LearnerArgs, LearnerGroupFailed,
+                                         dead_learner, start_learners, stop_learners)
 from pearl.runtime.protocol import Episode, merge_clocks
 from pearl.traffic import TRANSITIONS, WEIGHTS
 from pearl.types import TransitionBatch
@@ -66,7 +68,8 @@ class LocalLauncher(SegmentLauncher):
     """Actors in processes, replay and learner in this one (see the module docstring)."""
 
     name = "local"
-    capabilities = LauncherCapabilities(concurrent_roles=True, actor_restarts=True, traffic="local")
+    capabilities = LauncherCapabilities(concurrent_roles=True, actor_restarts=True, learner_group=True,
+                                        traffic="local")
 
     def __init__(self, job: Job, resume: Checkpoint | None = None, checkpointer: Checkpointer | None = None,
                  max_restarts: int = 3, ring_capacity: int | None = None) -> None:
@@ -87,6 +90,7 @@ class LocalLauncher(SegmentLauncher):
         self._previous_sigterm: Any = None
         self.wake_learner: int | None = None  # the actors wake the learner with their shares (shm.await_wake)
         self.wake_actors: list[int | None] = []  # the learner wakes each actor with new weights
+        self.learner_procs: list[subprocess.Popen] = []  # learners 1 … N − 1 of a learner group
 
     def _learner_devices(self) -> list[str]:
         return sorted({self.placement.replay, self.placement.learn})  # actors open the act device themselves
@@ -121,9 +125,29 @@ class LocalLauncher(SegmentLauncher):
                 wake_actor=self.wake_actors[i], wake_learner=self.wake_learner)
             self._actor_args.append(args)
             self.actors.append(actor_process.start(args))
+        if self.job.learners > 1:
+            self._start_group()
         self._wait_until_ready(segment)
 
+    def _start_group(self) -> None:
+        """Learners 1 … N − 1 in processes of their own, started from this learner's state; this one becomes
+        learner 0 of the group (`pearl.runtime.learner_group`)."""
+        role, job = self._local_role(), self.job
+        learner = role.learner
+        state = learner.kernel.state_dict()
+
+        def start_others(port: int) -> None:
+            self.learner_procs = start_learners(
+                lambda rank: LearnerArgs(rank, job.learners, port, self.config, self.spec, self.placement.learn,
+                                         job.threads, job.seed, state, os.getpid()), job.learners)
+
+        comm = learner.adapter.host_group(job.learners, self.spec, self.config.batch_size, start_others)
+        check_every = DEBUG_CHECK_EVERY if os.environ.get("PEARL_DEBUG") else 0
+        role.learner = GroupLearner(learner.kernel, learner.adapter, self.config, comm, check_every,
+                                    lambda: dead_learner(self.learner_procs))
+
     def stop(self) -> None:
+        self._stop_group()
         segment = self._segment
         if segment is None:
             return
@@ -141,6 +165,13 @@ class LocalLauncher(SegmentLauncher):
                 signal.signal(signal.SIGTERM, self._previous_sigterm)
             segment.close()
             segment.unlink()
+
+    def _stop_group(self) -> None:
+        learner = self._local_role().learner
+        if isinstance(learner, GroupLearner):
+            learner.close()
+        procs, self.learner_procs = self.learner_procs, []
+        stop_learners(procs)
 
     # ------------------------------------------------------------------------------ the schedule's hooks
     def _collect(self, k: int, insert: Callable[[TransitionBatch], None], wait: Callable[[], None]) -> None:
@@ -219,9 +250,13 @@ class LocalLauncher(SegmentLauncher):
         segment["run"][shm.RUN_INTS.index("go")] = 1
 
     def _health(self) -> None:
-        """Raise if an actor failed past the restart limit (an actor's own message is passed on)."""
+        """Raise if an actor failed past the restart limit (an actor's own message is passed on), or a learner of
+        the group died."""
         segment = self._segment
         assert segment is not None
+        dead = dead_learner(self.learner_procs)
+        if dead:
+            raise LearnerGroupFailed(f"a learner of the group failed: {dead}")
         status = shm.ACTOR_INTS.index("status")
         for i, proc in enumerate(self.actors):
             state = int(segment["actor.ints"][i, status])

@@ -14,6 +14,7 @@ checked and the run derived from them), `plan_checks` (placement checks; predict
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -65,21 +66,25 @@ def _train(o: RunOptions, progress: Callable[[int], None] | None) -> TrainResult
 
 
 def resume(run_dir: str, *, eval_episodes: int = 10, progress: Callable[[int], None] | None = None,
-           max_seconds: float | None = None, max_restarts: int | None = None) -> TrainResult:
+           max_seconds: float | None = None, max_restarts: int | None = None,
+           learners: int | None = None) -> TrainResult:
     """Go on with the run recorded in run_dir from its newest readable checkpoint, as it was configured
     (config.json), to its total step budget; then evaluate and write its summary. A damaged newest
-    checkpoint is skipped for the one before it (the summary says so)."""
+    checkpoint is skipped for the one before it (the summary says so). `learners`: go on with another learner
+    group size (a checkpoint is one learner's state): the same parameters, but not the bits of the run
+    uninterrupted, which one stderr line says."""
     wall0 = time.perf_counter()
     check_positive_int("--eval-episodes", eval_episodes, minimum=0)
     folder = Path(run_dir)
     if max_restarts is not None:
         check_positive_int("--max-restarts", max_restarts, minimum=0)
-    setup = recorded_setup(folder, max_restarts)
+    setup = recorded_setup(folder, max_restarts, learners)
     checkpoint, skipped = latest(folder / CHECKPOINTS)
     if checkpoint is None:
         why = f": {'; '.join(skipped)}" if skipped else ""
         raise CheckpointError(f"{folder / CHECKPOINTS}: no readable checkpoint to resume from{why}")
     check_same_run(checkpoint, setup)
+    _say_group_change(checkpoint, setup)
     if checkpoint.steps >= setup.config.total_steps:
         raise ConfigError(f"{folder} finished its {setup.config.total_steps:,} env steps ({describe(checkpoint)}); "
                           "there is nothing to resume")
@@ -90,6 +95,14 @@ def resume(run_dir: str, *, eval_episodes: int = 10, progress: Callable[[int], N
     record = RunRecord.reopen(folder)
     return _execute(setup, runner, record, checkpointer, checkpoint, eval_episodes, progress, max_seconds, wall0,
                     skipped)
+
+
+def _say_group_change(checkpoint: Checkpoint, setup: RunSetup) -> None:
+    """One stderr line when a run goes on with another learner group size than its checkpoint was taken with."""
+    was, now = int(checkpoint.meta.get("learners", 1)), setup.options.placement.learners
+    if was != now:
+        print(f"pearl: going on with {now} learner(s) from a checkpoint of {was}: the same parameters, but not the "
+              "bits the run would have had with its own group size", file=sys.stderr)
 
 
 def _runner(setup: RunSetup, checkpoint: "Checkpoint | None", checkpointer: Checkpointer) -> SegmentLauncher:
@@ -120,7 +133,7 @@ def _runner(setup: RunSetup, checkpoint: "Checkpoint | None", checkpointer: Chec
 
 def _checkpointer(setup: RunSetup) -> Checkpointer:
     meta = {"algo": setup.algo, "env": setup.env_id, "seed": setup.options.algorithm.seed,
-            "hyperparameters": setup.config.to_dict()}
+            "hyperparameters": setup.config.to_dict(), "learners": setup.options.placement.learners}
     # the folder is set once runs/<id>/ exists (see _execute)
     kept = setup.options.checkpoints
     return Checkpointer(Path(CHECKPOINTS), kept.checkpoint_every, meta, kept.checkpoint_replay)
@@ -140,7 +153,8 @@ def _execute(setup: RunSetup, runner: SegmentLauncher, record: RunRecord, checkp
                                       "env": setup.env_id, "seed": o.algorithm.seed,
                                       "reason": f"{type(exc).__name__}: {exc}",
                                       "checkpoints": [str(p) for p in checkpointer.written],
-                                      "resume": f"pearl train --resume {record.dir}" if last else None})
+                                      "resume": f"pearl train --resume {record.dir}"
+                                      if last or checkpointer.written else None})
         raise
     finally:
         record.close()

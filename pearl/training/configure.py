@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from pearl._version import __version__
 from pearl.algos import OffPolicyConfig, algo_config_class, has_preset, preset
-from pearl.device import HOST
+from pearl.device import HOST, DeviceId
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PearlError
 from pearl.fileio import read_json
@@ -63,7 +63,7 @@ class RunSetup:
         o, place, launch = self.options, self.options.placement, self.options.launcher
         return Job(self.config, self.spec, self.placement, o.algorithm.seed, self.actors, place.threads,
                    place.descriptor, launch.learn, launch.policy_lag, launch.segment_steps, self.eval_every,
-                   o.evaluation.eval_every_episodes)
+                   o.evaluation.eval_every_episodes, place.learners)
 
     def config_record(self) -> dict:
         """config.json: the options as `record_values` writes them (with what the run resolved: the algorithm and
@@ -86,6 +86,7 @@ def _check_counts(o: RunOptions) -> None:
                                  ("--checkpoint-every", o.checkpoints.checkpoint_every, 0),
                                  ("--eval-every-episodes", o.evaluation.eval_every_episodes, 1)):
         check_positive_int(name, value, minimum)
+    check_positive_int("--learners", place.learners)
     for name, value in (("--steps", algorithm.steps), ("--eval-every", o.evaluation.eval_every),
                         ("--threads", place.threads)):
         if value is not None:
@@ -108,10 +109,26 @@ def _check_launcher(o: RunOptions) -> None:
                               f"{launch.ray_address!r}")
         from pearl.runtime.ray.session import check_address
         check_address(launch.ray_address)  # before the run folder is made: Ray would retry a dead address for minutes
+    if o.placement.learners > 1 and not capabilities.learner_group:
+        raise ConfigError(f"--learners {o.placement.learners}: the {launch.name} launcher runs one learner; "
+                          "use --launcher local for a learner group")
     check_positive_int("--replay-shards", launch.replay_shards, minimum=0)
     if launch.replay_shards and not capabilities.replay_shards:
         raise ConfigError(f"--replay-shards places replay-server actors on Ray; it needs --launcher ray, "
                           f"not {launch.name}")
+
+
+def _check_learners(learners: int, config: OffPolicyConfig, placement: Placement) -> None:
+    """ConfigError for a learner group that cannot be: more learners than a batch has rows, or a learn device
+    whose adapter cannot average gradients across processes (OpenCL)."""
+    if learners == 1:
+        return
+    if learners > config.batch_size:
+        raise ConfigError(f"--learners {learners}: each learner takes rows of every batch, and a batch has "
+                          f"{config.batch_size}; use at most {config.batch_size} learners or a larger batch_size")
+    if DeviceId.parse(placement.learn).is_opencl:
+        raise DeviceError(f"--learners {learners}: learn on {placement.learn} cannot be shared by a learner group "
+                          "(its gradients average through torch.distributed); learn on cpu or cuda:N")
 
 
 def _hyperparameters(o: RunOptions, algo: str, env_id: str) -> OffPolicyConfig:
@@ -171,6 +188,7 @@ def setup_run(o: RunOptions) -> RunSetup:
     config.validate()
     check_slices(placement, actors, launch.name)
     check_backends(algo, placement)
+    _check_learners(place.learners, config, placement)
     if place.descriptor is not None and not any(is_opencl(d) for d in placement.devices()):
         raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
                           "(drop --descriptor, or train on an opencl:P:D device)")

@@ -15,11 +15,14 @@ from pearl.training.configure import RunSetup, setup_run
 from pearl.training.launchers import LAUNCHER_ALIASES, LAUNCHERS
 
 
-def recorded_setup(folder: Path, max_restarts: int | None = None) -> RunSetup:
-    """The run recorded in folder, set up again as it was configured (what --resume goes on with)."""
+def recorded_setup(folder: Path, max_restarts: int | None = None, learners: int | None = None) -> RunSetup:
+    """The run recorded in folder, set up again as it was configured (what --resume goes on with); `learners`:
+    another learner group size than the run's."""
     options = _options_from_record(folder)
     if max_restarts is not None:
         options = options.replace(max_restarts=max_restarts)
+    if learners is not None:
+        options = options.replace(learners=learners)
     try:
         return setup_run(options)
     except PlanError:
