@@ -41,10 +41,10 @@ EARLIER_CONFIG = {
 
 #: every flag `pearl train` took before its options were made from the declarations
 FLAGS = {"--algo", "--env", "--device", "--plan", "--descriptor", "--emulate", "--steps", "--set", "--config", "--seed",
-         "--eval-episodes", "--eval-every", "--eval-every-episodes", "--runs-dir", "--threads", "--actors", "--learners",
-         "--envs-per-actor", "--launcher", "--ray-address", "--replay-shards", "--sequential", "--policy-lag",
-         "--segment-steps", "--no-learn", "--max-restarts", "--checkpoint-every", "--no-checkpoint-replay", "--resume",
-         "--json"}
+         "--eval-episodes", "--eval-every", "--eval-every-episodes", "--runs-dir", "--threads", "--actors",
+         "--learners", "--envs-per-actor", "--launcher", "--ray-address", "--replay-shards", "--sequential",
+         "--policy-lag", "--segment-steps", "--no-learn", "--max-restarts", "--checkpoint-every",
+         "--no-checkpoint-replay", "--resume", "--json"}
 
 
 def _run_folder(tmp_path: Path, config: dict) -> Path:

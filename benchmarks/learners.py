@@ -1,0 +1,166 @@
+"""How fast does a learner group learn? 1, 2 and 4 learners on this machine's CPU, one learner with as many
+threads as the group has processes beside them. (Not a test: it prints.)
+
+    python benchmarks/learners.py [--updates 200] [--rounds 3] [--learners 1 2 4]
+
+For each workload (the DQN CartPole-v1 and DDPG Pendulum-v1 presets, and a large network: DDPG with hidden
+1024-1024 at batch 1024) and each side (N learners of one thread each, and one learner of N threads), the
+same fixed batches are learnt for --updates updates, and the script prints updates/s and, for a group, the
+seconds per update it spent communicating (learner 0's time in the scatter of the rows, the gradient
+all-gathers and the gather of the TD errors, measured around those calls). The sides take turns within each
+round, rounds repeat, and every ratio is against one learner of one thread in the same round; the medians over
+the rounds are printed last. The group's learners are the local launcher's own learner processes
+(`pearl.runtime.learner_group`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from pearl.adapters.torch import TorchAdapter
+from pearl.algos import preset
+from pearl.algos.params import init_params
+from pearl.envs import env_spec
+from pearl.hostinfo import cpu_name
+from pearl.runtime.learner_group import GroupLearner, LearnerArgs, dead_learner, start_learners, stop_learners
+from pearl.types import SampleBatch
+
+SEED = 0
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    algo: str
+    env: str
+    settings: dict[str, str]
+
+    def config_and_spec(self) -> tuple[Any, Any]:
+        config = preset(self.algo, self.env)
+        return (config.with_text(self.settings) if self.settings else config), env_spec(self.env)
+
+
+WORKLOADS = (Workload("dqn-cartpole", "dqn", "CartPole-v1", {}),
+             Workload("ddpg-pendulum", "ddpg", "Pendulum-v1", {}),
+             Workload("ddpg-1024x1024-b1024", "ddpg", "Pendulum-v1", {"hidden": "1024,1024", "batch_size": "1024"}))
+
+
+def batches(workload: Workload, adapter: TorchAdapter, count: int) -> list[SampleBatch]:
+    config, spec = workload.config_and_spec()
+    rng = np.random.default_rng(1)
+    b = config.batch_size
+    out = []
+    for _ in range(count):
+        action = (rng.integers(0, spec.action_dim, b) if spec.discrete
+                  else rng.uniform(-1, 1, (b, spec.action_dim)).astype(np.float32))
+        arrays = {"obs": rng.normal(size=(b, spec.obs_dim)).astype(np.float32), "action": action,
+                  "reward": rng.normal(size=b).astype(np.float32),
+                  "next_obs": rng.normal(size=(b, spec.obs_dim)).astype(np.float32),
+                  "terminated": (rng.random(b) < 0.05).astype(np.float32), "weights": np.ones(b, np.float32)}
+        t = {k: adapter.from_host(v) for k, v in arrays.items()}
+        out.append(SampleBatch(np.arange(b), t["obs"], t["action"], t["reward"], t["next_obs"], t["terminated"],
+                               t["weights"], adapter.device_id))
+    return out
+
+
+class _Timed:
+    """Seconds spent inside some methods of an object (learner 0's communication calls)."""
+
+    def __init__(self, target: Any, names: tuple[str, ...]) -> None:
+        self.seconds = 0.0
+        for name in names:
+            setattr(target, name, self._wrap(getattr(target, name)))
+
+    def _wrap(self, call: Callable) -> Callable:
+        def timed(*args: Any, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return call(*args, **kw)
+            finally:
+                self.seconds += time.perf_counter() - t0
+        return timed
+
+
+def one_learner(workload: Workload, threads: int, updates: int) -> tuple[float, float]:
+    torch.set_num_threads(threads)
+    adapter = TorchAdapter("cpu")
+    config, spec = workload.config_and_spec()
+    kernel = adapter.make_learn(config, spec, init_params(config, spec, SEED), SEED)
+    work = batches(workload, adapter, updates)
+    kernel.learn(work[0])  # warm-up
+    t0 = time.perf_counter()
+    for batch in work:
+        kernel.learn(batch)
+    return updates / (time.perf_counter() - t0), 0.0
+
+
+def group(workload: Workload, learners: int, updates: int) -> tuple[float, float]:
+    torch.set_num_threads(1)
+    adapter = TorchAdapter("cpu")
+    config, spec = workload.config_and_spec()
+    kernel = adapter.make_learn(config, spec, init_params(config, spec, SEED), SEED)
+    state = kernel.state_dict()
+    procs: list = []
+
+    def start_others(port: int) -> None:
+        procs[:] = start_learners(lambda rank: LearnerArgs(rank, learners, port, config, spec, "cpu", 1, SEED, state,
+                                                           os.getpid()), learners)
+
+    comm = adapter.host_group(learners, spec, config.batch_size, start_others)
+    learner = GroupLearner(kernel, adapter, config, comm, 0, lambda: dead_learner(procs))
+    try:
+        work = batches(workload, adapter, updates)
+        learner.update(work[0])  # warm-up (and every learner has joined)
+        timed = _Timed(comm, ("post", "average", "gather"))
+        t0 = time.perf_counter()
+        for batch in work:
+            learner.update(batch)
+        elapsed = time.perf_counter() - t0
+        # `average` runs inside the kernels' grads; post and gather around them: all of it is waiting or copying
+        return updates / elapsed, timed.seconds / updates
+    finally:
+        learner.close()
+        stop_learners(procs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--updates", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--learners", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--workloads", nargs="+", default=[w.name for w in WORKLOADS])
+    args = parser.parse_args()
+    print(f"# {cpu_name()}, {os.cpu_count()} cores, {platform.python_version()}, torch {torch.__version__}; "
+          f"{args.updates} updates a side, {args.rounds} rounds, sides alternated within each round")
+    for workload in (w for w in WORKLOADS if w.name in args.workloads):
+        updates = max(20, args.updates // (8 if "1024" in workload.name else 1))
+        ratios: dict[str, list[float]] = {}
+        for r in range(args.rounds):
+            base, _ = one_learner(workload, 1, updates)
+            line = [f"{workload.name} round {r + 1}: 1 learner x 1 thread {base:8.1f} updates/s"]
+            for n in (n for n in args.learners if n > 1):
+                threads_rate, _ = one_learner(workload, n, updates)
+                group_rate, comm_s = group(workload, n, updates)
+                ratios.setdefault(f"1 learner x {n} threads", []).append(threads_rate / base)
+                ratios.setdefault(f"{n} learners x 1 thread", []).append(group_rate / base)
+                ratios.setdefault(f"{n} learners: communication ms/update", []).append(comm_s * 1e3)
+                line.append(f"1x{n}t {threads_rate:8.1f} ({threads_rate / base:.2f}x)  {n} learners "
+                            f"{group_rate:8.1f} ({group_rate / base:.2f}x, {comm_s * 1e3:.2f} ms/update communicating)")
+            print(" | ".join(line), flush=True)
+        for name, values in ratios.items():
+            unit = "" if "ms" in name else "x"
+            print(f"  {workload.name}: {name}: median {statistics.median(values):.2f}{unit} of {len(values)} rounds "
+                  f"(min {min(values):.2f}, max {max(values):.2f})")
+
+
+if __name__ == "__main__":
+    main()
