@@ -95,10 +95,10 @@ class PlacementOptions:
         None, "CPU threads the learner's kernels may use [default: the plan's; else as a plan would choose "
         "from this machine's profile, when one is at hand; else 1].", flag="--threads", record="required",
         kind=int, minimum=1, type=int)
-    learners: int = option(
-        1, "Learner processes training one policy together: each computes the gradients of its rows of every "
-        "batch, and they apply the same averaged step (local launcher; the learn device must be cpu or cuda:N).",
-        flag="--learners", record="optional", kind=int, minimum=1, type=int)
+    learners: int | None = option(
+        None, "Learner processes training one policy together: each computes the gradients of its rows of every "
+        "batch, and they apply the same averaged step (local launcher; learn on cpu or cuda:N) [default: the "
+        "plan's, else 1].", flag="--learners", record="optional", kind=int, minimum=1, type=int)
     descriptor: str | None = option(None, "Device descriptor (TOML) whose kernel binary an OpenCL device loads.",
                                     flag="--descriptor", record="optional", kind=str)
     emulate: dict[str, str] = option(

@@ -9,7 +9,11 @@ import pytest
 
 from cli_support import run_cli
 from pearl.algos import preset
+from pearl.costmodel import CostModel
+from pearl.envs import env_spec
+from pearl.planner.ilp import solve
 from pearl.planner.plan import PlanFileError, load_plan, save_plan
+from pearl.profile.format import load_profile
 from pearl.planner.problem import ActorOption
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -437,4 +441,42 @@ def test_the_learner_threads_are_a_plan_decision(capsys, tmp_path) -> None:
     code, stdout, err = run_cli(capsys, "plan", "--profile", str(tmp_path / "threads-0.3.json"), "--algo", "ddpg",
                                 "--env", "Pendulum-v1", "--out", str(tmp_path / "cli.json"))
     assert code == 0, err
-    assert "2 learner thread(s)" in stdout
+    assert "1 learner(s) × 2 thread(s)" in stdout
+
+
+def _with_group(tmp_path: Path, latency_s: float, bandwidth: float) -> Path:
+    """The reference profile with a learner-group figure (`group` transfer of cpu) as given."""
+    from pearl.profile.format import Transfer, load_profile, save_profile
+
+    profile = load_profile(REFERENCE)
+    profile.transfers.append(Transfer("cpu", "group", latency_s, bandwidth, "measured"))
+    return save_profile(profile, tmp_path / f"group-{latency_s}.json")
+
+
+def test_the_learner_group_is_a_plan_decision(capsys, tmp_path) -> None:
+    """With a cheap all-gather a learning-bound workload (DDPG, hidden 1024-1024, batch 1024) plans 2 learners,
+    the least period of the programs for 1 and 2 learners, and says why; the DQN preset keeps 1; a dear
+    all-gather keeps 1; a profile without a group figure plans 1 and says so."""
+    from pearl.planner.build import build_problem
+    from pearl.planner.make import make_plan
+
+    large = preset("ddpg", "Pendulum-v1").with_text({"hidden": "1024,1024", "batch_size": "1024"})
+    cheap, dear = _with_group(tmp_path, 1.5e-4, 1.5e9), _with_group(tmp_path, 5e-2, 1e7)
+    plan = make_plan(cheap, "ddpg", "Pendulum-v1", config=large)
+    assert (plan.learners, plan.threads, plan.mapping["learn"]) == (2, 1, "cpu")
+    assert plan.learners_why.startswith("2 learner(s): the least predicted period")
+    assert "1 learners'" in plan.learners_why
+    profile = load_profile(cheap)
+    periods = {n: solve(build_problem(profile, CostModel(profile), "ddpg", env_spec("Pendulum-v1"), config=large,
+                                      learners=n)[0]).period_s for n in (1, 2)}
+    assert periods[2] < periods[1] and plan.predicted["period_s"] == pytest.approx(periods[2])
+    assert load_plan(save_plan(plan, tmp_path / "plan.json")).learners == 2
+    assert make_plan(cheap, "dqn", "CartPole-v1").learners == 1
+    assert make_plan(dear, "ddpg", "Pendulum-v1", config=large).learners == 1
+    plain = make_plan(REFERENCE, "ddpg", "Pendulum-v1", config=large)
+    assert plain.learners == 1 and "no learner group was planned" in plain.learners_why
+    code, stdout, err = run_cli(capsys, "plan", "--profile", str(cheap), "--algo", "ddpg", "--env", "Pendulum-v1",
+                                "--set", "hidden=1024,1024", "--set", "batch_size=1024", "--out",
+                                str(tmp_path / "cli.json"))
+    assert code == 0, err
+    assert "2 learner(s) × 1 thread(s)" in stdout and "learners: 2 learner(s)" in stdout

@@ -65,7 +65,7 @@ def test_a_config_json_of_an_earlier_pearl_sets_up_its_run_again(tmp_path: Path)
     # written again, the record is the one it was read from (same keys, same values)
     again = json.loads(json.dumps(setup.config_record()))
     this_host = {"host": again["host"], "pearl_version": again["pearl_version"]}
-    added = {"learners": 1}  # what this pearl records that the earlier one did not: its default
+    added = {"learners": 1}  # what this pearl records that the earlier one did not: the run's resolved value
     assert again == {k: v for k, v in EARLIER_CONFIG.items() if k != "schema"} | this_host | added
 
 

@@ -357,6 +357,12 @@ class Adapter(ABC):
         """Learner `rank`'s end of the group learner 0 opened at host:port."""
         raise DeviceError(f"{self.device_id}: the {self.backend} adapter cannot train in a learner group")
 
+    def time_group(self, sizes: tuple[int, ...], repeats: int) -> list[tuple[int, float]] | None:
+        """(bytes, median seconds) of a learner group's gradient average between two processes on this host, for
+        each size: what the profiler records as this device's `group` transfer; None where its adapter cannot
+        train in a group."""
+        return None
+
     def adopt(self, batch: SampleBatch) -> SampleBatch:
         """The batch with its arrays on this device (a no-op when they already are)."""
         if batch.device == self.device_id:

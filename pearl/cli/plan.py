@@ -56,7 +56,9 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
         spread = " (" + ", ".join(f"{n} on {d}" for d, n in result.actor_devices.items()) + ")"
     click.echo("  " + ", ".join(f"{k} → {v}" for k, v in result.mapping.items()) +
                f"; {result.actors} actor(s){spread} × {result.envs_per_actor} env(s); "
-               f"{result.threads} learner thread(s)")
+               f"{result.learners} learner(s) × {result.threads} thread(s)")
+    if result.learners_why:
+        click.echo(f"  learners: {result.learners_why}")
     if result.replay_shards:  # a cluster plan's replay server sharded over nodes
         click.echo(f"  replay server: {sum(result.replay_shards.values())} shards, "
                    + ", ".join(f"{n} on {d}" for d, n in result.replay_shards.items())

@@ -438,6 +438,21 @@ class CostModel:
         sources = [_combine(tr.source, self._device_source.get(tr.device, MEASURED)) for tr in legs]
         return Estimate(float(seconds), False, _combine(*sources))
 
+    def group_time(self, learners: int, gradient_bytes: int, averages: int, batch: int, row_bytes: int) -> Estimate:
+        """Seconds per update a learner group of `learners` processes on this host spends communicating, as
+        learner 0 waits for it (pearl.adapters.torch.group): the scatter of the other learners' rows of the batch,
+        `averages` all-gathers of the gradients (`gradient_bytes` in all; each learner receives the other N − 1
+        copies), the gather of the TD errors; each collective pays N − 1 latencies (one per peer), and the bytes
+        the host's `group` bandwidth. Measured between two processes; N > 2 is that figure extrapolated. KeyError
+        when the profile has no `group` figure (profiles before learner groups)."""
+        if learners == 1:
+            return Estimate(0.0, False, MEASURED)
+        tr = self._transfer(str(HOST_DEVICE), "group")
+        peers = learners - 1
+        nbytes = peers * gradient_bytes + batch * row_bytes * peers / learners + batch * 4
+        seconds = (averages + 2) * peers * tr.latency_s + nbytes / tr.bandwidth_bytes_per_s
+        return Estimate(float(seconds), learners > 2, tr.source)
+
     def _transfer(self, device: str, direction: str) -> Transfer:
         try:
             return self._transfers[(device, direction)]

@@ -44,7 +44,7 @@ from itertools import combinations, product
 from typing import Callable
 
 from pearl.algos import OffPolicyConfig, preset
-from pearl.algos.params import param_count, policy_net
+from pearl.algos.params import network_sizes, param_count, policy_net
 from pearl.costmodel import CostModel, Estimate
 from pearl.costmodel.model import HOST
 from pearl.device import DeviceId, NodeDevice
@@ -154,13 +154,14 @@ class _Inputs:
 
 def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
                   envs: int | None = None, config: OffPolicyConfig | None = None,
-                  max_actors: int | None = None, threads: int = 1) -> tuple[Problem, Facts]:
+                  max_actors: int | None = None, threads: int = 1, learners: int = 1) -> tuple[Problem, Facts]:
     """The problem for actors stepping `envs` environments each (default: the config's n_envs), and facts the
     plan reports (S, B, the workload key, the weight-sync seconds, the kernels whose times were scaled).
     `config` defaults to the preset. A workload the profile has not measured is costed from the nearest one it
     has, scaled by their work (CostModel.kernel_time). The actor options go from 1 to `max_actors` processes
     (default: the host's lanes; a cluster offers every node's lanes together, its nodes share them out).
-    `threads`: the learner's CPU threads, T (Problem.learner_threads): learn on `cpu` at its T-thread figure."""
+    `threads`: the learner's CPU threads, T (Problem.learner_threads): learn on `cpu` at its T-thread figure.
+    `learners`: a learner group of N processes of T threads on the host (Problem.learners)."""
     config = config if config is not None else preset(algo, spec.env_id)
     if envs is not None:
         config = config.replace(n_envs=envs)
@@ -168,10 +169,11 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     devices = _devices(profile, inputs, algo)
     resources = _resources(profile, model, devices)
     sync_s: dict[tuple, float] = {}
-    cost = _learner_costs(inputs, devices, threads)
+    cost = _learner_costs(inputs, devices, threads, learners)
     host_lanes = resources[model.resource(inputs.host_device)].lanes if max_actors is None else max_actors
     options = [ActorOption(n, config.n_envs) for n in range(1, host_lanes + 1)]
-    publish = _publish_costs(inputs, devices, options, sync_s)
+    publish = {(a, d): s for (a, d), s in _publish_costs(inputs, devices, options, sync_s).items()
+               if ("learn", d) in cost}  # a learner group learns on the host device only
     act_cost, actor_period = _actor_costs(inputs, devices, options, sync_s)
     edges, transfer = _edges(inputs, devices)
     memory = _memory(inputs, devices)
@@ -179,7 +181,8 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     problem = Problem(list(resources.values()), [_device(profile, model, d) for d in devices],
                       model.resource(inputs.host_device), inputs.host_device, cost, act_cost,
                       inputs.steps / config.n_envs * inputs.env_side, actor_period, edges,
-                      transfer, memory, prefetch=True, publish=publish, learner_threads=threads)
+                      transfer, memory, prefetch=True, publish=publish, learner_threads=threads * learners,
+                      learners=learners)
     return problem, Facts(inputs.key, inputs.steps, config.batch_size, config.n_envs, config, sync_s,
                           inputs.workload, dict(inputs.scaled))
 
@@ -255,9 +258,12 @@ def weight_syncs(config: OffPolicyConfig, spec: EnvSpec, actors: int) -> tuple[f
     return weights.publishes * per, weights.loads / sched.actors * per
 
 
-def _learner_costs(inputs: _Inputs, devices: list[str], threads: int = 1) -> dict[tuple[str, str], float]:
+def _learner_costs(inputs: _Inputs, devices: list[str], threads: int = 1,
+                   learners: int = 1) -> dict[tuple[str, str], float]:
     """Seconds per iteration of the replay kernels and learn on each device (the publish is apart: it depends
-    on the actor option, `_publish_costs`); learn on the host device at `threads` CPU threads."""
+    on the actor option, `_publish_costs`); learn on the host device at `threads` CPU threads. A group of
+    `learners` learns on the host device only: one learner's learn on its B/N rows (the first learner's, the
+    longest part) and the group's communication (`CostModel.group_time`), learner 0 waiting for both."""
     model, workload, config, can, t = inputs.model, inputs.workload, inputs.config, inputs.can, inputs.t
     steps, batch, envs = inputs.steps, config.batch_size, config.n_envs
     cost: dict[tuple[str, str], float] = {}
@@ -269,9 +275,23 @@ def _learner_costs(inputs: _Inputs, devices: list[str], threads: int = 1) -> dic
             cost[("replay_insert", d)] = f * (steps / envs) * t("replay_insert", d, envs)
             cost[("replay_sample", d)] = f * t(model.sample_timing(config.prioritized, d, workload), d, batch)
             cost[("priority_update", d)] = f * t("priority_update", d, batch) if config.prioritized else 0.0
-        if can("learn", d):
+        if can("learn", d) and learners == 1:
             cost[("learn", d)] = f * t("learn", d, batch, threads if d == inputs.host_device else 1)
+        elif can("learn", d) and d == inputs.host_device:
+            cost[("learn", d)] = f * t("learn", d, -(-batch // learners), threads) + _group_seconds(inputs, learners)
     return cost
+
+
+def _group_seconds(inputs: _Inputs, learners: int) -> float:
+    """A learner group's communication per update (`CostModel.group_time`): the trained networks' gradients
+    (targets apart), averaged in one all-gather (DQN) or two (an actor-critic: the critics', then the actor's)."""
+    config, spec = inputs.config, inputs.spec
+    gradient_bytes = param_count(config, spec) * FLOAT
+    averages = 1 if len(network_sizes(config, spec)) == 1 else 2
+    action_bytes = 8 if spec.discrete else FLOAT * spec.action_dim
+    row_bytes = 2 * FLOAT * spec.obs_dim + action_bytes + 3 * FLOAT
+    return _profiled(lambda: inputs.model.group_time(learners, gradient_bytes, averages, config.batch_size,
+                                                     row_bytes).seconds)
 
 
 def _publish_costs(inputs: _Inputs, devices: list[str], options: list[ActorOption], sync_s: dict[tuple, float]
@@ -413,14 +433,18 @@ def qualified(node: str, device: str) -> str:
 
 
 def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int | None = None,
-                          config: OffPolicyConfig | None = None, threads: int = 1) -> tuple[Problem, Facts]:
+                          config: OffPolicyConfig | None = None, threads: int = 1,
+                          learners: int = 1) -> tuple[Problem, Facts]:
     """The problem over every node of the cluster: each node's own problem (build_problem on its profile) with
     its ids qualified NODE/DEVICE, joined by the data edges that cross nodes, each paying the link's latency and
     bandwidth (plus the devices' legs to and from their hosts). A cluster of one node is build_problem's
     problem, unqualified: it plans exactly as the host profile."""
     if len(cluster.nodes) == 1:
         profile = cluster.nodes[0].profile
-        return build_problem(profile, CostModel(profile), algo, spec, envs, config, threads=threads)
+        return build_problem(profile, CostModel(profile), algo, spec, envs, config, threads=threads,
+                             learners=learners)
+    if learners > 1:
+        raise PlanError("a learner group is planned on one host; a cluster plan keeps one learner")
     parts = []
     models = {node.name: CostModel(node.profile) for node in cluster.nodes}
     # the actor processes may spread over every node: options up to all the hosts' lanes together

@@ -12,7 +12,7 @@ from pearl.algos import OffPolicyConfig
 from pearl.costmodel import CostModel
 from pearl.device import HOST, NodeDevice
 from pearl.envs import check_algo_fits, env_spec
-from pearl.errors import ConfigError
+from pearl.errors import ConfigError, PlanError
 from pearl.planner.build import Facts, build_cluster_problem, build_problem, config_workload
 from pearl.planner.accounting import server_nodes
 from pearl.planner.ilp import TIES, evaluate, evaluator, pareto, solve
@@ -27,6 +27,7 @@ OBJECTIVES = ("throughput", "perf-per-watt")
 
 #: what `envs="auto"` chooses from: environments per actor, each batched into one act call
 ENV_CHOICES = (1, 2, 4, 8, 16, 32, 64)
+GROUP_SIZES = (2, 4)  # the learner groups a plan considers beside one learner (each learner a process)
 
 
 def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str = "throughput",
@@ -51,10 +52,15 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
         raise ConfigError(f"envs per actor must be 'auto' or an integer from 1 to {MAX_ENVS}, got {envs!r}")
     candidates = []
     for e in choices:
-        for threads in thread_choices(source, problem, facts):
-            p_e, f_e = (problem, facts) if (e, threads) == (facts.envs_per_actor, 1) else \
-                build_cluster_problem(source.cluster, algo, env_spec(env_id), e, config, threads)
-            front = pareto(p_e)
+        for threads, learners in learner_layouts(source, problem, facts):
+            p_e, f_e = (problem, facts) if (e, threads, learners) == (facts.envs_per_actor, 1, 1) else \
+                build_cluster_problem(source.cluster, algo, env_spec(env_id), e, config, threads, learners)
+            try:
+                front = pareto(p_e)
+            except PlanError:
+                if learners == 1:
+                    raise
+                continue  # no feasible layout with this group (its learners leave the actors no lane)
             best = front[0] if objective == "throughput" else solve(p_e, "perf-per-watt")
             candidates.append((p_e, f_e, best, front))
     first = 0 if objective == "throughput" else 1  # lexicographic, as within one program
@@ -63,10 +69,40 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
         figures = (solution.period_s, solution.energy_j)
         return figures[first], figures[1 - first]
 
-    # ties keep the fewer threads, then the earlier envs choice (min keeps the first of equals)
-    p_e, f_e, best, _ = min(candidates, key=lambda c: (*rank(c[2]), c[0].learner_threads))
-    return _plan(source, p_e, f_e, algo, env_id, objective, best,
+    # ties keep the fewer learners, then the fewer threads, then the earlier envs choice (min keeps the first)
+    p_e, f_e, best, _ = min(candidates, key=lambda c: (*rank(c[2]), c[0].learners, c[0].learner_threads))
+    plan = _plan(source, p_e, f_e, algo, env_id, objective, best,
                  _merged_front([point for c in candidates for point in c[3]]))
+    plan.learners_why = _learners_why(p_e.learners, {c[0].learners: c[2] for c in sorted(
+        candidates, key=lambda c: rank(c[2]), reverse=True)}, objective)
+    return plan
+
+
+def learner_layouts(source: "Source", problem: Problem, facts: Facts) -> list[tuple[int, int]]:
+    """(T threads, N learners) to plan for: each T of `thread_choices` with one learner, and on one host whose
+    profile prices a learner group (its `group` figure) N = 2 and 4 learners of one thread each, up to its lanes."""
+    layouts = [(t, 1) for t in thread_choices(source, problem, facts)]
+    if len(source.cluster.nodes) != 1 or HOST not in source.models[source.cluster.nodes[0].name].devices():
+        return layouts
+    model = source.models[source.cluster.nodes[0].name]
+    try:
+        model.group_time(2, 1, 1, 1, 1)
+    except KeyError:  # a profile from before learner groups: one learner
+        return layouts
+    lanes = problem.resource(problem.host).lanes
+    return layouts + [(1, n) for n in GROUP_SIZES if n <= lanes]
+
+
+def _learners_why(chosen: int, best_by_size: dict[int, Solution], objective: str) -> str:
+    """Why the plan has `chosen` learners: its predicted figure against the best plan of each other group size."""
+    index = 0 if objective == "throughput" else 1
+    figure = {n: (s.period_s, s.energy_j)[index] for n, s in best_by_size.items()}
+    what, unit = ("period", "s") if index == 0 else ("energy per iteration", "J")
+    others = ", ".join(f"{n} learners' {figure[n] / figure[chosen]:.2f}x" for n in sorted(figure) if n != chosen)
+    if not others:
+        return f"{chosen} learner: no learner group was planned (a cluster, or a profile without a group figure)"
+    return (f"{chosen} learner(s): the least predicted {what}, {figure[chosen]:.3g} {unit}, against the best plans "
+            f"with {others} (ties keep the fewest learners)")
 
 
 def layout_threads(profile: Profile, config: OffPolicyConfig, spec: EnvSpec, where: dict[str, str],
@@ -191,7 +227,8 @@ def _plan(source: Source, problem: Problem, facts: Facts, algo: str, env_id: str
         pearl_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         algo=algo, env=env_id, objective=objective, profile=_profile_summary(source),
         mapping=mapping, actors=best.actors.n, envs_per_actor=best.actors.envs, actor_devices=dict(best.spread),
-        replay_shards=dict.fromkeys(best.shards, 1), threads=problem.learner_threads,
+        replay_shards=dict.fromkeys(best.shards, 1), threads=problem.learner_threads // problem.learners,
+        learners=problem.learners,
         predicted={**_figures(best.period_s, best.energy_j, facts, _sources(source, mapping, facts)),
                    "workload": facts.workload},
         bottleneck=best.binding, lanes=_lanes(problem, best),

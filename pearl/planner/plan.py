@@ -8,6 +8,8 @@ predicts for it and for the all-on-one-device mappings.
                   "learn": D},
       "actors": n, "envs_per_actor": e,
       "threads": T,  the learner's CPU threads (torch's intra-op threads on `cpu`); optional, 1 when absent
+      "learners": N, "learners_why": text,  the learner group's size and why the planner chose it; optional
+                     (1 and "" when absent)
       "actor_devices": {D: processes},  (cluster plans) act's device on each node that runs actor processes
       "replay_shards": {D: shards},  (cluster plans) the devices holding the replay server's shards
       "predicted": {"env_steps_per_s", "updates_per_s", "learner_samples_per_s", "period_s",
@@ -90,6 +92,9 @@ class Plan:
     replay_shards: dict[str, int] = field(default_factory=dict)
     #: the learner's CPU threads the plan chose (Problem.learner_threads); 1 in plans made before the choice
     threads: int = 1
+    #: the learners of a learner group the plan chose (Problem.learners), and why; 1 and "" in older plans
+    learners: int = 1
+    learners_why: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, **asdict(self)}
@@ -153,12 +158,17 @@ def parse_plan(data: Any, where: str) -> Plan:
     replay_shards = _replay_shards(data, fail)
     if "threads" in data:
         check.integer(data, "threads", minimum=1, maximum=MAX_LANES)
+    if "learners" in data:
+        check.integer(data, "learners", minimum=1, maximum=MAX_LANES)
+    if "learners_why" in data:
+        check.text(data, "learners_why")
     return Plan(data["pearl_version"], data["created"], data["algo"], data["env"], data["objective"],
                 data["profile"], dict(mapping), data["actors"], data["envs_per_actor"], data["predicted"],
                 data["bottleneck"], data["lanes"], list(data.get("baselines", [])), dict(solver),
                 list(data.get("pareto", [])), {k: float(v) for k, v in kernels.items()}, dict(power),
                 list(data.get("why", [])) if isinstance(data.get("why", []), list) else [], list(slices),
-                actor_devices, replay_shards, data.get("threads", 1))
+                actor_devices, replay_shards, data.get("threads", 1), data.get("learners", 1),
+                data.get("learners_why", ""))
 
 
 def _actor_devices(data: dict, fail) -> dict[str, int]:

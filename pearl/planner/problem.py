@@ -7,6 +7,8 @@ iteration period P (throughput) or the energy per iteration E (perf-per-watt).
 Decisions
     T ∈ {1..lanes}   the learner's threads (`learner_threads`): fixed within one program, chosen by solving one
                      program per T (make.py: the least P, ties to fewer threads), as the envs per actor
+    N ∈ {1, 2, 4}    the learners of a learner group (`learners`, N·T ≤ lanes): one program per N, as T; ties
+                     keep the fewest learners
     x[k,d] ∈ {0,1}   kernel k ∈ PLACED on device d (only where allowed: an adapter implements it there)
     v[a,d] ∈ {0,1}   actor option a (n actor processes × e envs each) with `act` on device d; x[act,d] = Σ_a v[a,d]
     w[a,d] ∈ ℕ       (clusters) how many of those processes run on d's node (n·v[a,d] with one host)
@@ -171,6 +173,10 @@ class Problem:
     #: T-thread figure (build.py), its busy[host] counts T·cost (T lanes busy), and the learner's process is T
     #: processes in the contention rows. A plan decision: make.py solves one program per T and keeps the best
     learner_threads: int = 1
+    #: N, the learners of a learner group (`--learners`), each a process of T threads on the host: learn is on
+    #: the host device only, its cost one learner's on B/N rows plus the group's communication (build.py), and
+    #: learner_threads is then N·T (the lanes and processes the group holds). A plan decision as T is
+    learners: int = 1
 
     def shard_counts(self) -> list[int]:
         """The shard counts K the replay server may take: 1, and each K that shard_cost offers."""

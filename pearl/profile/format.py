@@ -237,6 +237,10 @@ class Profile:
         raise KeyError(f"the profile has no device {device_id!r}; it has {', '.join(d.id for d in self.devices)}")
 
 
+#: a transfer's directions: host to device, device to host, and (cpu) a learner group's all-gather between processes
+DIRECTIONS = {"h2d", "d2h", "group"}
+
+
 def workload_key(algo: str, env: str, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> str:
     return f"{algo}-{env}-o{obs_dim}-a{action_dim}-h{'x'.join(str(h) for h in hidden)}"
 
@@ -328,7 +332,7 @@ def parse_profile(data: Any, where: str) -> Profile:
         profile.kernels.append(timing)
     profile.env_step = [EnvStepTiming(v.text(e, "env", p), *v.stats(e, p), v.source(e, p))
                         for p, e in v.items(data, "env_step")]
-    profile.transfers = [Transfer(v.member(t, "device", p, device_ids), v.member(t, "direction", p, {"h2d", "d2h"}),
+    profile.transfers = [Transfer(v.member(t, "device", p, device_ids), v.member(t, "direction", p, DIRECTIONS),
                                   v.number(t, "latency_s", p), v.number(t, "bandwidth_bytes_per_s", p, positive=True),
                                   v.source(t, p))
                          for p, t in v.items(data, "transfers")]

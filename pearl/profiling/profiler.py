@@ -196,6 +196,10 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
     for target in targets:
         profile.transfers += _transfers(target, grid)
         note(f"transfers {target.info.id}")
+    group = _group_transfer(targets, grid)
+    if group is not None:
+        profile.transfers.append(group)
+        note("learner group all-gather")
 
 
 def profile_device_here(options: ProfileOptions, record: tuple[str, ...] = ()) -> Profile:
@@ -231,7 +235,8 @@ def serve_child() -> None:
 
 def count_measurements(options: ProfileOptions) -> int:
     """The calls run_profile makes to progress: per workload its env steps, the actor's step and each device's
-    timings, each device's transfers, each GPU slice (measured or modelled) and each what-if device."""
+    timings, each device's transfers, the learner group's all-gather, each GPU slice (measured or modelled) and
+    each what-if device."""
     grid = GRIDS["quick" if options.quick else "full"]
     # + the in-situ iteration and the weight sync
     per_device = (len(grid.act) + len(grid.insert) + 4 * len(grid.batch_factors)) * grid.rounds + 2
@@ -241,7 +246,8 @@ def count_measurements(options: ProfileOptions) -> int:
     devices, slices = len(planned), len(slices_to_profile(found, planned, options.devices))
     able = [[d for d in chosen if d.adapter in algorithm(c.algo).kernels] for c, _ in workloads(options)]
     timed = sum(1 + (1 if on else 0) + per_device * len(on) for on in able)  # env_step, actor step, devices
-    return timed + devices + slices + len(options.what_if)
+    group = int(any(d.id == HOST and d.adapter == "torch" for d in chosen))  # the learner group's all-gather
+    return timed + devices + group + slices + len(options.what_if)
 
 
 # --------------------------------------------------------------------------- devices and descriptors
@@ -547,6 +553,20 @@ def _transfers(target: _Target, grid: Grid) -> list[Transfer]:
         bandwidth = large.nbytes / max(big.median_s - lat.median_s, 1e-9)
         out.append(Transfer(target.info.id, direction, lat.median_s, bandwidth, "measured"))
     return out
+
+
+def _group_transfer(targets: list[_Target], grid: Grid) -> Transfer | None:
+    """The host's learner-group figure (direction `group`): the latency of a 4 KB all-gather between two learner
+    processes and the bandwidth of one of transfer_bytes (its time less the latency), through the host CPU's
+    adapter; None without one that can train in a group."""
+    host = next((t for t in targets if t.info.device_id == HOST_DEVICE), None)
+    if host is None:
+        return None
+    timed = host.adapter.time_group((4096, grid.transfer_bytes), max(20, 4 * grid.min_samples))
+    if timed is None:
+        return None
+    (_, small), (large_bytes, large) = timed
+    return Transfer(HOST, "group", small, large_bytes / max(large - small, 1e-9), "measured")
 
 
 def _power(targets: list[_Target], profile: Profile, grid: Grid) -> list[Power]:

@@ -86,7 +86,8 @@ def _check_counts(o: RunOptions) -> None:
                                  ("--checkpoint-every", o.checkpoints.checkpoint_every, 0),
                                  ("--eval-every-episodes", o.evaluation.eval_every_episodes, 1)):
         check_positive_int(name, value, minimum)
-    check_positive_int("--learners", place.learners)
+    if place.learners is not None:
+        check_positive_int("--learners", place.learners)
     for name, value in (("--steps", algorithm.steps), ("--eval-every", o.evaluation.eval_every),
                         ("--threads", place.threads)):
         if value is not None:
@@ -109,7 +110,7 @@ def _check_launcher(o: RunOptions) -> None:
                               f"{launch.ray_address!r}")
         from pearl.runtime.ray.session import check_address
         check_address(launch.ray_address)  # before the run folder is made: Ray would retry a dead address for minutes
-    if o.placement.learners > 1 and not capabilities.learner_group:
+    if (o.placement.learners or 1) > 1 and not capabilities.learner_group:
         raise ConfigError(f"--learners {o.placement.learners}: the {launch.name} launcher runs one learner; "
                           "use --launcher local for a learner group")
     check_positive_int("--replay-shards", launch.replay_shards, minimum=0)
@@ -188,15 +189,20 @@ def setup_run(o: RunOptions) -> RunSetup:
     config.validate()
     check_slices(placement, actors, launch.name)
     check_backends(algo, placement)
-    _check_learners(place.learners, config, placement)
+    learners = place.learners if place.learners is not None else loaded.learners if loaded is not None else 1
+    if learners > 1 and not launcher_capabilities(launch.name).learner_group:
+        raise ConfigError(f"the plan has {learners} learners; the {launch.name} launcher runs one: use --launcher "
+                          "local, or pass --learners 1")
+    _check_learners(learners, config, placement)
+    o = o.replace(learners=learners)
     if place.descriptor is not None and not any(is_opencl(d) for d in placement.devices()):
         raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
                           "(drop --descriptor, or train on an opencl:P:D device)")
     eval_every = o.evaluation.eval_every
     if eval_every is None:
         eval_every = max(1, config.total_steps // EVALUATIONS_PER_RUN)
-    if place.threads is None:
-        o = o.replace(threads=loaded.threads if loaded is not None else
+    if place.threads is None:  # a learner group's learners are one thread each unless told (its plan's T)
+        o = o.replace(threads=loaded.threads if loaded is not None else 1 if learners > 1 else
                       default_threads(config, spec, placement, actors, launch.name, o.checkpoints.runs_dir))
     setup = RunSetup(o, algo, env_id, config, spec, placement, device, actors, eval_every if launch.learn else 0,
                      loaded)

@@ -55,6 +55,11 @@ class TorchAdapter(Adapter):
 
         return TorchGroupComm(rank, learners, port, spec, batch_size, self.device, self.device_id, host=host)
 
+    def time_group(self, sizes: tuple[int, ...], repeats: int) -> list[tuple[int, float]] | None:
+        from pearl.adapters.torch.group import time_all_gather
+
+        return time_all_gather(sizes, repeats)  # host memory: CUDA learners' gradients travel through it too
+
     def synchronize(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

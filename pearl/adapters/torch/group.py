@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -192,3 +193,49 @@ class TorchGroupComm(GroupComm):
     def close(self) -> None:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+# ------------------------------------------------------------------------------- what the profiler times
+def time_all_gather(sizes: tuple[int, ...], repeats: int) -> list[tuple[int, float]]:
+    """(bytes, median seconds) of an all-gather of float32 arrays of each size in `sizes` (bytes) between this
+    process and one more on this host (gloo over loopback), `repeats` times each after a warm-up: what a learner
+    group of two pays per gradient average. The other process is `_peer`."""
+    import subprocess
+    import sys
+
+    store = dist.TCPStore("127.0.0.1", 0, 2, is_master=True, wait_for_workers=False, timeout=JOIN_TIMEOUT)
+    peer = subprocess.Popen([sys.executable, "-c", "from pearl.adapters.torch.group import _peer; _peer()",
+                             str(store.port), ",".join(map(str, sizes)), str(repeats)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        dist.init_process_group("gloo", store=store, rank=0, world_size=2, timeout=JOIN_TIMEOUT)
+        out = [(size, _gather_times(size, repeats)) for size in sizes]
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        peer.wait(30)
+    return out
+
+
+def _gather_times(nbytes: int, repeats: int) -> float:
+    x = torch.zeros(max(1, nbytes // 4))
+    got = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+    times = []
+    for i in range(repeats + 3):
+        t0 = time.perf_counter()
+        dist.all_gather(got, x)
+        if i >= 3:  # the first calls set up the pair's buffers
+            times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def _peer() -> None:
+    """The other process of `time_all_gather`: joins at argv's port and gathers the same sizes as often."""
+    import sys
+
+    port, sizes, repeats = int(sys.argv[1]), [int(s) for s in sys.argv[2].split(",")], int(sys.argv[3])
+    store = dist.TCPStore("127.0.0.1", port, 2, is_master=False, timeout=JOIN_TIMEOUT)
+    dist.init_process_group("gloo", store=store, rank=1, world_size=2, timeout=JOIN_TIMEOUT)
+    for size in sizes:
+        _gather_times(size, repeats)
+    dist.destroy_process_group()
