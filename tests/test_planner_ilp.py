@@ -604,3 +604,22 @@ def test_ties_on_a_real_profile_take_one_actor_when_actors_do_not_bind():
         if a.n < plan.actors.n:
             r = evaluate(p, plan.placement, a)
             assert r is None or r[0] > plan.period_s * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_learner_groups_match_brute_force(seed):
+    """A learner group of N one-thread learners (2 up to the host's lanes): learn only on the host device, at
+    its part of the batch plus the group's communication, N lanes and N processes held (Problem.learners): the
+    program's optimum is the oracle's, and evaluate agrees with both."""
+    p = crowded_problem(seed)
+    lanes = p.resources[0].lanes
+    if lanes < 2:
+        return
+    rng = random.Random(7_000 + seed)
+    learners = rng.randint(2, lanes)
+    host_learn = p.cost[("learn", p.host_device)] / learners + rng.uniform(0.0, 0.5) * p.cost[("learn", p.host_device)]
+    cost = {(k, d): t for (k, d), t in p.cost.items() if k != "learn"}
+    cost[("learn", p.host_device)] = host_learn
+    publish = {(a, d): t for (a, d), t in p.publish.items() if d == p.host_device}
+    p = dataclasses.replace(p, cost=cost, publish=publish, learner_threads=learners, learners=learners)
+    _solves_as_the_oracle(p)
