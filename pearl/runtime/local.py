@@ -141,7 +141,11 @@ class LocalLauncher(SegmentLauncher):
                 lambda rank: LearnerArgs(rank, job.learners, port, self.config, self.spec, self.placement.learn,
                                          job.threads, job.seed, state, os.getpid()), job.learners)
 
-        comm = learner.adapter.host_group(job.learners, self.spec, self.config.batch_size, start_others)
+        try:
+            comm = learner.adapter.host_group(job.learners, self.spec, self.config.batch_size, start_others)
+        except RuntimeError as exc:  # gloo's rendezvous timed out: a learner never joined
+            why = dead_learner(self.learner_procs) or str(exc).splitlines()[0][:200]
+            raise LearnerGroupFailed(f"the learner group did not form: {why}") from None
         check_every = DEBUG_CHECK_EVERY if os.environ.get("PEARL_DEBUG") else 0
         role.learner = GroupLearner(learner.kernel, learner.adapter, self.config, comm, check_every,
                                     lambda: dead_learner(self.learner_procs))

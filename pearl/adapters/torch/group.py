@@ -30,7 +30,7 @@ from pearl.types import EnvSpec, GroupShare, Params, SampleBatch
 _HEADER = 16  # bytes: the command and the rows, two int64
 # A learner may wait this long in one collective: learner 0's evaluations and checkpoints happen between updates.
 COLLECTIVE_TIMEOUT = datetime.timedelta(hours=2)
-JOIN_TIMEOUT = datetime.timedelta(seconds=300)
+JOIN_TIMEOUT = datetime.timedelta(seconds=120)  # a learner imports torch and builds its kernel before it joins
 
 
 def split_rows(total: int, learners: int) -> list[tuple[int, int]]:
