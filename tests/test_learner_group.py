@@ -163,7 +163,7 @@ def test_two_learners_on_the_local_launcher_repeat_and_checkpoint_their_group(tm
     for i in range(2):
         got = train("ddpg", "Pendulum-v1", steps=1400, learners=2, eval_episodes=0, seed=3,
                     settings={"learning_starts": "1000"}, runs_dir=str(tmp_path / str(i)), checkpoint_every=200)
-        assert got.steps == 1400 and got.updates == 400
+        assert got.steps == 1400 and got.updates == 400 and got.learners == 2
         runs.append(got)
     finals = [runs[i].run_dir for i in range(2)]
     a, b = (ckpt.read_checkpoint(ckpt.candidates(tmp_path / str(i) / os.path.basename(d) / "checkpoints")[0])

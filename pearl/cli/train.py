@@ -82,6 +82,8 @@ train.short_help = "Train DQN or DDPG and write a run record."
 
 def _print_train(result: Any) -> None:
     layout = f"{result.actors} actor(s) × {result.envs_per_actor} env(s), {result.threads} learner thread(s)"
+    if result.learners > 1:
+        layout += f" in each of {result.learners} learners"
     sched = result.schedule
     click.echo(f"{result.algo} on {result.env}, device {result.device}, seed {result.seed}; "
                f"{result.launcher} launcher, {layout}{'' if result.learn else ', collection only'}; segments of "

@@ -36,6 +36,7 @@ class TrainResult:
     envs_per_actor: int = 1
     learn: bool = True
     threads: int = DEFAULT_THREADS  # the learner's threads the run used (PlacementOptions.threads, resolved)
+    learners: int = 1  # the learner group's size (PlacementOptions.learners, resolved)
     dropped_steps: int = 0
     actor_restarts: int = 0
     lost_steps_max: int = 0
