@@ -369,3 +369,24 @@ def test_pocl_takes_its_own_descriptor_and_the_host_resource_is_charged_once() -
     pocl_toml = load_descriptor(DEVICES / "pocl-cpu.toml")
     assert [(p.device, p.idle_w, p.busy_w, p.descriptor) for p in both] == [
         (d, pocl_toml.figures["idle_w"], pocl_toml.figures["peak_w"], "pocl-cpu.toml") for d in ("cpu", "opencl:0:0")]
+
+
+def test_the_cpu_profile_holds_a_learner_group_figure(cpu_profile, tmp_path) -> None:
+    """cpu's `group` transfer: a two-process all-gather's latency and bandwidth, which the planner prices
+    learner groups with; it survives a save and a load."""
+    from pearl.profile.format import load_profile, save_profile
+
+    group = [t for t in cpu_profile.transfers if t.direction == "group"]
+    assert len(group) == 1 and group[0].device == "cpu" and group[0].source == "measured"
+    assert 0 < group[0].latency_s < 1.0 and group[0].bandwidth_bytes_per_s > 1e6
+    again = load_profile(save_profile(cpu_profile, tmp_path / "p.json"))
+    assert [t for t in again.transfers if t.direction == "group"] == group
+
+
+def test_algorithms_that_share_an_env_time_its_steps_once(tmp_path) -> None:
+    """TD3 and SAC both train on Pendulum-v1: one env_step entry, and the profile loads back."""
+    from pearl.profile.format import load_profile, save_profile
+
+    profile = run_profile(ProfileOptions(quick=True, algos=("td3", "sac"), devices=("cpu",)))
+    assert [e.env for e in profile.env_step] == ["Pendulum-v1"]
+    assert len(load_profile(save_profile(profile, tmp_path / "p.json")).workloads) == 2

@@ -178,7 +178,8 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
         workload = _workload(config, spec)
         profile.workloads.append(workload)
         if env_steps:
-            profile.env_step.append(_env_step(spec.env_id, grid))
+            if all(e.env != spec.env_id for e in profile.env_step):  # TD3, SAC and DDPG share Pendulum-v1
+                profile.env_step.append(_env_step(spec.env_id, grid))
             note(f"env_step {spec.env_id}")
             actor = _actor_target(targets, config)
             if actor is not None:
