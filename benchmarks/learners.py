@@ -31,7 +31,8 @@ from pearl.algos import preset
 from pearl.algos.params import init_params
 from pearl.envs import env_spec
 from pearl.hostinfo import cpu_name
-from pearl.runtime.learner_group import GroupLearner, LearnerArgs, dead_learner, start_learners, stop_learners
+from pearl.adapters.group import LearnerArgs, dead_learner, start_learners, stop_learners
+from pearl.runtime.learner_group import GroupLearner
 from pearl.types import SampleBatch
 
 SEED = 0

@@ -480,3 +480,28 @@ def test_the_learner_group_is_a_plan_decision(capsys, tmp_path) -> None:
                                 str(tmp_path / "cli.json"))
     assert code == 0, err
     assert "2 learner(s) × 1 thread(s)" in stdout and "learners: 2 learner(s)" in stdout
+
+
+def test_a_timed_group_update_outweighs_the_communication_figure(tmp_path) -> None:
+    """Where the profile timed the workload's group of two (`group_learn`), the plan prices it with that: a
+    cheap all-gather figure alone plans 2 learners for DDPG Pendulum, a timed group update slower than one
+    learner's learn keeps 1, and its predicted period is the timing's."""
+    from dataclasses import replace
+
+    from pearl.planner.build import build_problem
+    from pearl.planner.make import make_plan
+    from pearl.profile.format import GroupLearnTiming, save_profile
+
+    cheap = _with_group(tmp_path, 1e-5, 1e10)
+    assert make_plan(cheap, "ddpg", "Pendulum-v1").learners == 2
+    profile = load_profile(cheap)
+    workload = next(w for w in profile.workloads if w.algo == "ddpg")
+    one = next(k for k in profile.kernels if (k.workload, k.kernel, k.device, k.batch, k.threads) ==
+               (workload.key, "learn", "cpu", workload.batch_size, 1))
+    slow = replace(profile, group_learn=[GroupLearnTiming(workload.key, "cpu", 2, 2 * one.median_s, 5, "measured")])
+    plan = make_plan(save_profile(slow, tmp_path / "slow.json"), "ddpg", "Pendulum-v1")
+    assert plan.learners == 1 and "2 learners' " in plan.learners_why
+    fast = replace(profile, group_learn=[GroupLearnTiming(workload.key, "cpu", 2, 0.3 * one.median_s, 5, "measured")])
+    problem, _ = build_problem(fast, CostModel(fast), "ddpg", env_spec("Pendulum-v1"), learners=2)
+    assert problem.cost[("learn", "cpu")] == pytest.approx(CostModel(fast).in_situ_factor("cpu", workload.key)
+                                                           * 0.3 * one.median_s)

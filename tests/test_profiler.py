@@ -372,8 +372,8 @@ def test_pocl_takes_its_own_descriptor_and_the_host_resource_is_charged_once() -
 
 
 def test_the_cpu_profile_holds_a_learner_group_figure(cpu_profile, tmp_path) -> None:
-    """cpu's `group` transfer: a two-process all-gather's latency and bandwidth, which the planner prices
-    learner groups with; it survives a save and a load."""
+    """cpu's `group` transfer (a two-process all-gather's latency and bandwidth) and the workload's group update
+    of two learners, which the planner prices learner groups with; both survive a save and a load."""
     from pearl.profile.format import load_profile, save_profile
 
     group = [t for t in cpu_profile.transfers if t.direction == "group"]
@@ -381,6 +381,9 @@ def test_the_cpu_profile_holds_a_learner_group_figure(cpu_profile, tmp_path) -> 
     assert 0 < group[0].latency_s < 1.0 and group[0].bandwidth_bytes_per_s > 1e6
     again = load_profile(save_profile(cpu_profile, tmp_path / "p.json"))
     assert [t for t in again.transfers if t.direction == "group"] == group
+    (update,) = cpu_profile.group_learn  # one update of a group of two, as learner 0 leads it
+    assert (update.workload, update.device, update.learners) == (cpu_profile.workloads[0].key, "cpu", 2)
+    assert update.update_s > 0 and again.group_learn == cpu_profile.group_learn
 
 
 def test_algorithms_that_share_an_env_time_its_steps_once(tmp_path) -> None:

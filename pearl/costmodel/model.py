@@ -190,6 +190,7 @@ class CostModel:
             self._transfers[(tr.device, tr.direction)] = tr
 
         self._in_situ = {(t.workload, t.device): t for t in profile.in_situ}
+        self._group_learn = {(t.workload, t.device, t.learners): t for t in profile.group_learn}
         env_of = {w.key: w.env for w in profile.workloads}
         self._actor_steps: dict[str, dict[str, list[ActorStepTiming]]] = {}  # env -> workload -> timings
         for t in profile.actor_step:
@@ -437,6 +438,12 @@ class CostModel:
         seconds = sum(arrays * tr.latency_s + nbytes / tr.bandwidth_bytes_per_s for tr in legs)
         sources = [_combine(tr.source, self._device_source.get(tr.device, MEASURED)) for tr in legs]
         return Estimate(float(seconds), False, _combine(*sources))
+
+    def group_learn_time(self, workload: str, device: str, learners: int) -> Estimate | None:
+        """One update of a learner group as the profiler timed it (`GroupLearnTiming`), or None where it did not
+        time this workload, device and group size."""
+        t = self._group_learn.get((workload, device, learners))
+        return None if t is None else Estimate(t.update_s, False, t.source)
 
     def group_time(self, learners: int, gradient_bytes: int, averages: int, batch: int, row_bytes: int) -> Estimate:
         """Seconds per update a learner group of `learners` processes on this host spends communicating, as

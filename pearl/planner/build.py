@@ -278,8 +278,24 @@ def _learner_costs(inputs: _Inputs, devices: list[str], threads: int = 1,
         if can("learn", d) and learners == 1:
             cost[("learn", d)] = f * t("learn", d, batch, threads if d == inputs.host_device else 1)
         elif can("learn", d) and d == inputs.host_device:
-            cost[("learn", d)] = f * t("learn", d, -(-batch // learners), threads) + _group_seconds(inputs, learners)
+            cost[("learn", d)] = f * _group_learn(inputs, d, learners, threads)
     return cost
+
+
+def _group_learn(inputs: _Inputs, d: str, learners: int, threads: int) -> float:
+    """Seconds of one update of a learner group of `learners` on the host device d: the profile's timing of that
+    group where it has one; else its timing of two learners, with the learn of a smaller part and the further
+    communication (`_group_seconds`) for more; else one learner's learn on its part plus the communication."""
+    model, key, batch = inputs.model, inputs.key, inputs.config.batch_size
+    part = inputs.t("learn", d, -(-batch // learners), threads)
+    measured = model.group_learn_time(key, d, learners) if threads == 1 else None
+    if measured is not None:
+        return measured.seconds
+    two = model.group_learn_time(key, d, 2) if threads == 1 else None
+    if two is not None:
+        return (two.seconds + part - inputs.t("learn", d, -(-batch // 2), threads)
+                + _group_seconds(inputs, learners) - _group_seconds(inputs, 2))
+    return part + _group_seconds(inputs, learners)
 
 
 def _group_seconds(inputs: _Inputs, learners: int) -> float:

@@ -200,6 +200,19 @@ class ActorStepTiming:
 
 
 @dataclass
+class GroupLearnTiming:
+    """One update of a learner group of `learners` processes on `device`, as learner 0 leads it (its rows sent,
+    its part learnt, the gradients averaged, the TD errors gathered): seconds per update."""
+
+    workload: str
+    device: str
+    learners: int
+    update_s: float
+    samples: int
+    source: str
+
+
+@dataclass
 class Profile:
     pearl_version: str
     created: str
@@ -214,6 +227,7 @@ class Profile:
     in_situ: list[InSituTiming] = field(default_factory=list)
     weight_sync: list[WeightSyncTiming] = field(default_factory=list)
     actor_step: list[ActorStepTiming] = field(default_factory=list)
+    group_learn: list[GroupLearnTiming] = field(default_factory=list)
     calibrations: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -360,6 +374,13 @@ def parse_profile(data: Any, where: str) -> Profile:
                                               v.number(t, "step_s", p, positive=True),
                                               v.integer(t, "samples", p, 1), v.source(t, p))
                               for p, t in v.items(data, "actor_step")]
+    if "group_learn" in data:
+        profile.group_learn = [GroupLearnTiming(v.member(t, "workload", p, workload_keys),
+                                                v.member(t, "device", p, device_ids),
+                                                v.integer(t, "learners", p, 2, MAX_LANES),
+                                                v.number(t, "update_s", p, positive=True),
+                                                v.integer(t, "samples", p, 1), v.source(t, p))
+                               for p, t in v.items(data, "group_learn")]
     if "calibrations" in data:
         profile.calibrations = [dict(c) for _, c in v.items(data, "calibrations")]
     _reject_duplicates(profile, where)
@@ -388,7 +409,7 @@ def merge_profiles(kept: Profile, new: Profile, where: str) -> Profile:
                   env_step=new.env_step + [e for e in kept.env_step if e.env not in {n.env for n in new.env_step}],
                   transfers=new.transfers + [t for t in kept.transfers if t.device not in devices],
                   power=new.power + [p for p in kept.power if p.device not in devices])
-    for name in ("kernels", "in_situ", "weight_sync", "actor_step"):
+    for name in ("kernels", "in_situ", "weight_sync", "actor_step", "group_learn"):
         setattr(out, name, getattr(new, name) + [t for t in getattr(kept, name) if t.workload not in keys])
     _reject_duplicates(out, where)
     return out
@@ -406,6 +427,7 @@ def _reject_duplicates(profile: Profile, where: str) -> None:
         "in_situ": [(t.workload, t.device) for t in profile.in_situ],
         "weight_sync": [(t.workload, t.device) for t in profile.weight_sync],
         "actor_step": [(t.workload, t.device, t.envs) for t in profile.actor_step],
+        "group_learn": [(t.workload, t.device, t.learners) for t in profile.group_learn],
     }
     for name, keys in keyed.items():
         seen: set = set()

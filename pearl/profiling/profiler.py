@@ -48,6 +48,8 @@ import numpy as np
 
 from pearl._version import __version__
 from pearl.adapters import Adapter, DeviceInfo, ReplayKernels, discover, open_adapter
+from pearl.adapters.base import GroupComm
+from pearl.adapters.group import LearnerArgs, lead_update, start_learners, stop_learners
 from pearl.algos import OffPolicyConfig, algorithm, algorithm_names, preset
 from pearl.algos.params import ParamLayout, init_params
 from pearl.device import HOST, HOST_DEVICE, HOST_RESOURCE, DeviceKind  # noqa: F401 - HOST_RESOURCE read here by callers
@@ -57,8 +59,9 @@ from pearl.errors import ConfigError, DeviceError, PearlError
 from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
 from pearl.profiling import power
 from pearl.profiling.options import ProfileOptions
-from pearl.profile.format import (ActorStepTiming, DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power,
-                                  Profile, Transfer, WeightSyncTiming, Workload, save_profile, workload_key)
+from pearl.profile.format import (ActorStepTiming, DeviceEntry, EnvStepTiming, GroupLearnTiming, InSituTiming,
+                                  KernelTiming, Power, Profile, Transfer, WeightSyncTiming, Workload, save_profile,
+                                  workload_key)
 from pearl.profiling.slices import ChildArgs, add_slices, slices_to_profile
 from pearl.profiling.timing import Point, measure, measure_interleaved
 from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
@@ -190,6 +193,7 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
                 continue  # no kernels of this algorithm on this backend (SAC on OpenCL): nothing to time, nor to plan
             profile.kernels += _kernels(target, workload, config, spec, grid, note)
             profile.kernels += _threaded_learn(target, workload, config, spec, grid)
+            profile.group_learn += _group_learn(target, workload, config, spec, grid)
             profile.in_situ.append(_in_situ(target, workload, config, spec, grid))
             note(f"in-situ learner iteration {target.info.id}")
             profile.weight_sync.append(_weight_sync(target, workload, config, spec, grid))
@@ -374,6 +378,36 @@ def _threaded_learn(target: _Target, workload: Workload, config: OffPolicyConfig
         open_adapter(target.info.id, threads=1)
     return [KernelTiming(workload.key, "learn", target.info.id, config.batch_size, stats.median_s, stats.p10_s,
                          stats.p90_s, stats.samples, "measured", threads=lanes)]
+
+
+def _group_learn(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,
+                 grid: Grid) -> list[GroupLearnTiming]:
+    """One update of a learner group of two one-thread learners on `cpu` (learner 0 here, the other a process
+    started as the local launcher starts it), as learner 0 leads it, at the preset's batch; [] elsewhere, on one
+    lane, or where the adapter cannot train in a group."""
+    if target.info.device_id != HOST_DEVICE or target.info.lanes < 2:
+        return []
+    adapter, rng = target.adapter, np.random.default_rng(3)
+    replay = adapter.make_replay(config, spec, seed=3)
+    prefill(replay, spec, grid.prefill, rng)
+    learner = adapter.make_learn(config, spec, init_params(config, spec, seed=3))
+    state, procs = learner.state_dict(), []
+
+    def start_other(port: int) -> None:
+        procs[:] = start_learners(lambda rank: LearnerArgs(rank, 2, port, config, spec, target.info.id, 1, 3, state,
+                                                           os.getpid()), 2)
+    try:
+        comm = adapter.host_group(2, spec, config.batch_size, start_other)
+    except DeviceError:
+        return []
+    try:
+        stats = measure(partial(lead_update, learner, comm, replay.sample(config.batch_size, 0.4)),
+                        adapter.synchronize, min_time=grid.min_time, warmup=grid.warmup, min_samples=grid.min_samples)
+    finally:
+        comm.post(GroupComm.STOP)
+        comm.close()
+        stop_learners(procs)
+    return [GroupLearnTiming(workload.key, target.info.id, 2, stats.median_s, stats.samples, "measured")]
 
 
 IN_SITU_TIME_FACTOR = 5  # the in-situ loop runs 5 × a grid point's min_time: 0.4 s quick, 1.5 s full

@@ -52,8 +52,8 @@ from pearl.runtime import actor_process, shm
 from pearl.runtime.actors import ActorFailed, RestartPolicy
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer
 from pearl.runtime.launcher import SHARES_POLL_S, Job, LauncherCapabilities, LoopStats, SegmentLauncher
-from pearl.runtime.learner_group import (DEBUG_CHECK_EVERY, GroupLearner, LearnerArgs, LearnerGroupFailed,
-                                         dead_learner, start_learners, stop_learners)
+from pearl.adapters.group import LearnerArgs, dead_learner, start_learners, stop_learners
+from pearl.runtime.learner_group import DEBUG_CHECK_EVERY, GroupLearner, LearnerGroupFailed
 from pearl.runtime.protocol import Episode, merge_clocks
 from pearl.traffic import TRANSITIONS, WEIGHTS
 from pearl.types import TransitionBatch
