@@ -20,11 +20,12 @@ from pearl.training.launchers import LAUNCHERS, launcher_capabilities
 
 def test_each_launcher_declares_what_it_can_do() -> None:
     assert launcher_capabilities("sequential") == LauncherCapabilities()
-    assert launcher_capabilities("local") == LauncherCapabilities(concurrent_roles=True, actor_restarts=True)
+    assert launcher_capabilities("local") == LauncherCapabilities(concurrent_roles=True, actor_restarts=True,
+                                                                  learner_group=True)
     assert launcher_capabilities("parallel") == launcher_capabilities("local")  # the alias
     assert launcher_capabilities("ray") == LauncherCapabilities(concurrent_roles=True, replay_shards=True,
                                                                 cluster_plans=True, actor_restarts=True)
-    assert not any(launcher_capabilities(name).learner_group for name in LAUNCHERS)
+    assert [name for name in LAUNCHERS if launcher_capabilities(name).learner_group] == ["local"]
 
 
 def test_an_unknown_launcher_has_no_capabilities_but_the_usual_error() -> None:
