@@ -160,8 +160,8 @@ def parse_plan(data: Any, where: str) -> Plan:
         check.integer(data, "threads", minimum=1, maximum=MAX_LANES)
     if "learners" in data:
         check.integer(data, "learners", minimum=1, maximum=MAX_LANES)
-    if "learners_why" in data:
-        check.text(data, "learners_why")
+    if not isinstance(data.get("learners_why", ""), str):  # "" in a plan that chose no group size
+        fail("learners_why", "a string", data["learners_why"])
     return Plan(data["pearl_version"], data["created"], data["algo"], data["env"], data["objective"],
                 data["profile"], dict(mapping), data["actors"], data["envs_per_actor"], data["predicted"],
                 data["bottleneck"], data["lanes"], list(data.get("baselines", [])), dict(solver),
