@@ -323,12 +323,12 @@ class SegmentLauncher(ABC):
 
     def checkpoint_now(self) -> str | None:
         """A checkpoint of where an interrupted run stopped (taken after `stop`); the path, or None when there
-        is no checkpointer, nothing new since the start, or the learner stopped inside a segment's updates (the
-        last checkpoint written then resumes the run)."""
+        is no checkpointer or nothing new since the start. A learner stopped inside a segment's updates is saved
+        with the updates it made (its learn state's count): the resumed run goes on with the next segment."""
         if self.checkpointer is None or self.steps == self.start_steps:
             return None
-        if isinstance(self.role, LearnerRole) and self.role.updates != self.updates:
-            return None  # stopped inside a segment's updates: the learn state is not the one of any step count
+        if isinstance(self.role, LearnerRole):  # stopped inside a segment's updates: count the ones it made
+            self.updates = self.role.updates
         self._checkpoint()
         return str(self.checkpointer.written[-1])
 
