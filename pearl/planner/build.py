@@ -287,10 +287,10 @@ def _group_learn(inputs: _Inputs, d: str, learners: int, threads: int) -> float:
     group where it has one; else its timing of two learners, with the learn of a smaller part and the further
     communication (`_group_seconds`) for more; else one learner's learn on its part plus the communication."""
     model, key, batch = inputs.model, inputs.key, inputs.config.batch_size
-    part = inputs.t("learn", d, -(-batch // learners), threads)
     measured = model.group_learn_time(key, d, learners) if threads == 1 else None
     if measured is not None:
         return measured.seconds
+    part = inputs.t("learn", d, -(-batch // learners), threads)
     two = model.group_learn_time(key, d, 2) if threads == 1 else None
     if two is not None:
         return (two.seconds + part - inputs.t("learn", d, -(-batch // 2), threads)

@@ -110,20 +110,23 @@ def _check_launcher(o: RunOptions) -> None:
                               f"{launch.ray_address!r}")
         from pearl.runtime.ray.session import check_address
         check_address(launch.ray_address)  # before the run folder is made: Ray would retry a dead address for minutes
-    if (o.placement.learners or 1) > 1 and not capabilities.learner_group:
-        raise ConfigError(f"--learners {o.placement.learners}: the {launch.name} launcher runs one learner; "
-                          "use --launcher local for a learner group")
     check_positive_int("--replay-shards", launch.replay_shards, minimum=0)
     if launch.replay_shards and not capabilities.replay_shards:
         raise ConfigError(f"--replay-shards places replay-server actors on Ray; it needs --launcher ray, "
                           f"not {launch.name}")
 
 
-def _check_learners(learners: int, config: OffPolicyConfig, placement: Placement) -> None:
-    """ConfigError for a learner group that cannot be: more learners than a batch has rows, or a learn device
-    whose adapter cannot average gradients across processes (OpenCL)."""
+def _check_learners(learners: int, given: bool, launcher: str, config: OffPolicyConfig, placement: Placement
+                    ) -> None:
+    """ConfigError for a learner group that cannot be (`given`: by --learners, else by the plan): a launcher that
+    runs one learner, more learners than a batch has rows, or a learn device whose adapter cannot average
+    gradients across processes (OpenCL)."""
     if learners == 1:
         return
+    if not launcher_capabilities(launcher).learner_group:
+        raise ConfigError(f"--learners {learners}: the {launcher} launcher runs one learner; use --launcher local "
+                          "for a learner group" if given else f"the plan has {learners} learners; the {launcher} "
+                          "launcher runs one: use --launcher local, or pass --learners 1")
     if learners > config.batch_size:
         raise ConfigError(f"--learners {learners}: each learner takes rows of every batch, and a batch has "
                           f"{config.batch_size}; use at most {config.batch_size} learners or a larger batch_size")
@@ -190,10 +193,7 @@ def setup_run(o: RunOptions) -> RunSetup:
     check_slices(placement, actors, launch.name)
     check_backends(algo, placement)
     learners = place.learners if place.learners is not None else loaded.learners if loaded is not None else 1
-    if learners > 1 and not launcher_capabilities(launch.name).learner_group:
-        raise ConfigError(f"the plan has {learners} learners; the {launch.name} launcher runs one: use --launcher "
-                          "local, or pass --learners 1")
-    _check_learners(learners, config, placement)
+    _check_learners(learners, place.learners is not None, launch.name, config, placement)
     o = o.replace(learners=learners)
     if place.descriptor is not None and not any(is_opencl(d) for d in placement.devices()):
         raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "

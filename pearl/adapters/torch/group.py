@@ -103,9 +103,10 @@ class TorchGroupComm(GroupComm):
 
     def post(self, command: int, batch: SampleBatch | None = None) -> SampleBatch | None:
         """Learner 0: send `command` (with each learner's rows of `batch` for an update); its own rows back."""
-        buffers = [self._pack(command, batch, start, rows) for start, rows in self.parts]
-        mine = torch.empty(self.buffer_bytes, dtype=torch.uint8)
-        dist.scatter(mine, buffers, src=0)
+        # learner 0's own buffer is scattered to itself and never read: its header alone, no rows copied
+        buffers = [self._pack(command, batch if rank else None, start, rows)
+                   for rank, (start, rows) in enumerate(self.parts)]
+        dist.scatter(buffers[0], buffers, src=0)
         if batch is None:
             return None
         start, rows = self.parts[0]
