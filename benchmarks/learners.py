@@ -31,7 +31,7 @@ from pearl.algos import preset
 from pearl.algos.params import init_params
 from pearl.envs import env_spec
 from pearl.hostinfo import cpu_name
-from pearl.adapters.group import LearnerArgs, dead_learner, start_learners, stop_learners
+from pearl.adapters.group import dead_learner, open_group, stop_learners
 from pearl.runtime.learner_group import GroupLearner
 from pearl.types import SampleBatch
 
@@ -109,14 +109,8 @@ def group(workload: Workload, learners: int, updates: int) -> tuple[float, float
     adapter = TorchAdapter("cpu")
     config, spec = workload.config_and_spec()
     kernel = adapter.make_learn(config, spec, init_params(config, spec, SEED), SEED)
-    state = kernel.state_dict()
     procs: list = []
-
-    def start_others(port: int) -> None:
-        procs[:] = start_learners(lambda rank: LearnerArgs(rank, learners, port, config, spec, "cpu", 1, SEED, state,
-                                                           os.getpid()), learners)
-
-    comm = adapter.host_group(learners, spec, config.batch_size, start_others)
+    comm = open_group(adapter, kernel, config, spec, learners, 1, SEED, procs)
     learner = GroupLearner(kernel, adapter, config, comm, 0, lambda: dead_learner(procs))
     try:
         work = batches(workload, adapter, updates)

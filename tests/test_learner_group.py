@@ -23,7 +23,7 @@ from pearl.adapters.torch.group import split_rows
 from pearl.algos import DDPGConfig, DQNConfig, SACConfig, TD3Config
 from pearl.algos.params import init_params
 from pearl.runtime import checkpoint as ckpt
-from pearl.adapters.group import LearnerArgs, dead_learner, start_learners, stop_learners
+from pearl.adapters.group import dead_learner, open_group, stop_learners
 from pearl.runtime.learner_group import GroupLearner
 from pearl.types import EnvSpec
 
@@ -57,14 +57,8 @@ class _Group:
         config, spec = CONFIGS[name]
         self.adapter = _adapter()
         kernel = _kernel(self.adapter, name)
-        state = kernel.state_dict()
         self.procs: list[subprocess.Popen] = []
-
-        def start_others(port: int) -> None:
-            self.procs = start_learners(lambda rank: LearnerArgs(rank, learners, port, config, spec, "cpu", 1, SEED,
-                                                                 state, os.getpid()), learners)
-
-        comm = self.adapter.host_group(learners, spec, config.batch_size, start_others)
+        comm = open_group(self.adapter, kernel, config, spec, learners, 1, SEED, self.procs)
         self.learner = GroupLearner(kernel, self.adapter, config, comm, check_every, lambda: dead_learner(self.procs))
 
     def close(self) -> None:

@@ -1,23 +1,21 @@
 """A learner group's processes, below the runtime so that the profiler can time a group too: the other
-learners' processes (`LearnerArgs`, `start_learners`, the body `serve`), and one update as learner 0 leads it
+learners' processes (`open_group`, `leave_group`; the body `serve`), and one update as learner 0 leads it
 (`lead_update`) and as every learner takes its part (`group_update`). `pearl.runtime.learner_group` builds the
 run's group from these; `pearl.profiling` times a group of two with them."""
 
 from __future__ import annotations
 
 import os
-import pickle
 import signal
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from pearl.adapters.base import GroupComm, LearnKernel
+from pearl.adapters.base import Adapter, GroupComm, LearnKernel
 from pearl.algos.base import OffPolicyConfig
+from pearl.children import close_stderr, read_payload, start_child, stderr_tail
 from pearl.types import EnvSpec, LearnResult, Params, SampleBatch
 
 JOIN_GRACE_S = 5.0  # how long the other learners get to leave the group after STOP before they are killed
@@ -53,20 +51,33 @@ class LearnerArgs:
     parent_pid: int
 
 
+def open_group(adapter: Adapter, kernel: LearnKernel, config: OffPolicyConfig, spec: EnvSpec, learners: int,
+               threads: int | None, seed: int, procs: list[subprocess.Popen]) -> GroupComm:
+    """Learner 0's end of a new group of `learners` on `adapter`'s device, `kernel` being learner 0's: the others
+    are started as processes from its state (into `procs` as soon as they start, so that a caller can name one
+    that died before the group formed) and joined."""
+    state = kernel.state_dict()
+
+    def start_others(port: int) -> None:
+        procs[:] = start_learners(lambda rank: LearnerArgs(rank, learners, port, config, spec, adapter.device_id,
+                                                           threads, seed, state, os.getpid()), learners)
+
+    return adapter.host_group(learners, spec, config.batch_size, start_others)
+
+
+def leave_group(comm: GroupComm) -> None:
+    """Learner 0 tells the others to stop and leaves the group (one already gone has nothing to be told)."""
+    try:
+        comm.post(GroupComm.STOP)
+    except RuntimeError:
+        pass
+    comm.close()
+
+
 def start_learners(make_args: Callable[[int], LearnerArgs], learners: int) -> list[subprocess.Popen]:
-    """Start learners 1 … learners − 1, each a fresh interpreter given `make_args(rank)` on stdin; its stderr goes
-    to a temporary file (`stderr_tail`)."""
-    procs = []
-    for rank in range(1, learners):
-        err = tempfile.TemporaryFile()
-        proc = subprocess.Popen([sys.executable, "-c", "from pearl.adapters.group import serve; serve()"],
-                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)
-        proc.stderr_file = err  # type: ignore[attr-defined]
-        assert proc.stdin is not None
-        proc.stdin.write(pickle.dumps(make_args(rank)))
-        proc.stdin.close()
-        procs.append(proc)
-    return procs
+    """Start learners 1 … learners − 1, each a fresh interpreter given `make_args(rank)` (`pearl.children`)."""
+    return [start_child("from pearl.adapters.group import serve; serve()", make_args(rank))
+            for rank in range(1, learners)]
 
 
 def stop_learners(procs: list[subprocess.Popen]) -> None:
@@ -77,32 +88,22 @@ def stop_learners(procs: list[subprocess.Popen]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        err = getattr(proc, "stderr_file", None)
-        if err is not None:
-            err.close()
+        close_stderr(proc)
 
 
 def dead_learner(procs: list[subprocess.Popen]) -> str:
-    """'learner R exited with code C: its stderr' for the first of the learners that exited, else ''."""
+    """'learner R exited with code C: the last line of its stderr' for the first of the learners that exited,
+    else ''."""
     for rank, proc in enumerate(procs, start=1):
         code = proc.poll()
         if code is not None and code != 0:
-            return f"learner {rank} exited with code {code}{stderr_tail(proc)}"
+            return f"learner {rank} exited with code {code}{stderr_tail(proc, 500, last_line=True)}"
     return ""
-
-
-def stderr_tail(proc: subprocess.Popen, limit: int = 500) -> str:
-    err = getattr(proc, "stderr_file", None)
-    if err is None:
-        return ""
-    err.seek(0)
-    text = err.read().decode("utf-8", "replace").strip()
-    return f": {text.splitlines()[-1][:limit]}" if text else ""
 
 
 def serve() -> None:
     """A learner process's entry point: read its pickled LearnerArgs from stdin and train until STOP."""
-    run(pickle.load(sys.stdin.buffer))
+    run(read_payload())
 
 
 def run(args: LearnerArgs) -> None:

@@ -48,8 +48,7 @@ import numpy as np
 
 from pearl._version import __version__
 from pearl.adapters import Adapter, DeviceInfo, ReplayKernels, discover, open_adapter
-from pearl.adapters.base import GroupComm
-from pearl.adapters.group import LearnerArgs, lead_update, start_learners, stop_learners
+from pearl.adapters.group import lead_update, leave_group, open_group, stop_learners
 from pearl.algos import OffPolicyConfig, algorithm, algorithm_names, preset
 from pearl.algos.params import ParamLayout, init_params
 from pearl.device import HOST, HOST_DEVICE, HOST_RESOURCE, DeviceKind  # noqa: F401 - HOST_RESOURCE read here by callers
@@ -391,21 +390,16 @@ def _group_learn(target: _Target, workload: Workload, config: OffPolicyConfig, s
     replay = adapter.make_replay(config, spec, seed=3)
     prefill(replay, spec, grid.prefill, rng)
     learner = adapter.make_learn(config, spec, init_params(config, spec, seed=3))
-    state, procs = learner.state_dict(), []
-
-    def start_other(port: int) -> None:
-        procs[:] = start_learners(lambda rank: LearnerArgs(rank, 2, port, config, spec, target.info.id, 1, 3, state,
-                                                           os.getpid()), 2)
+    procs: list = []
     try:
-        comm = adapter.host_group(2, spec, config.batch_size, start_other)
+        comm = open_group(adapter, learner, config, spec, 2, 1, 3, procs)
     except DeviceError:
         return []
     try:
         stats = measure(partial(lead_update, learner, comm, replay.sample(config.batch_size, 0.4)),
                         adapter.synchronize, min_time=grid.min_time, warmup=grid.warmup, min_samples=grid.min_samples)
     finally:
-        comm.post(GroupComm.STOP)
-        comm.close()
+        leave_group(comm)
         stop_learners(procs)
     return [GroupLearnTiming(workload.key, target.info.id, 2, stats.median_s, stats.samples, "measured")]
 

@@ -14,11 +14,8 @@ picklable `ActorArgs`; after that it talks to the learner only through the run's
 from __future__ import annotations
 
 import os
-import pickle
 import signal
 import subprocess
-import sys
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -28,6 +25,7 @@ import numpy as np
 
 from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import ParamLayout
+from pearl.children import read_payload, start_child
 from pearl.runtime import shm
 from pearl.runtime.seeds import ActorSeeds
 from pearl.schedule import Schedule
@@ -70,38 +68,15 @@ def process_env(device: str, base: Mapping[str, str] | None = None) -> dict[str,
 
 
 def start(args: ActorArgs) -> subprocess.Popen:
-    """Start an actor in a fresh interpreter; its stderr goes to a temporary file (see `stderr_tail`)."""
-    err = tempfile.TemporaryFile()
+    """Start an actor in a fresh interpreter, with its act device's environment and its wake-up channels; its
+    stderr goes to a temporary file (`pearl.children.stderr_tail`)."""
     fds = tuple(fd for fd in (args.wake_actor, args.wake_learner) if fd is not None)
-    proc = subprocess.Popen([sys.executable, "-c", "from pearl.runtime.actor_process import serve; serve()"],
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, env=process_env(args.device),
-                            pass_fds=fds)
-    proc.stderr_file = err  # type: ignore[attr-defined]
-    assert proc.stdin is not None
-    proc.stdin.write(pickle.dumps(args))
-    proc.stdin.close()
-    return proc
-
-
-def stderr_tail(proc: subprocess.Popen, limit: int = 2000) -> str:
-    """The end of what an actor printed to stderr, for an error message ('' when nothing)."""
-    err = getattr(proc, "stderr_file", None)
-    if err is None:
-        return ""
-    err.seek(0)
-    text = err.read().decode("utf-8", "replace").strip()
-    return f": {text[-limit:]}" if text else ""
-
-
-def close_stderr(proc: subprocess.Popen) -> None:
-    err = getattr(proc, "stderr_file", None)
-    if err is not None:
-        err.close()
+    return start_child("from pearl.runtime.actor_process import serve; serve()", args, process_env(args.device), fds)
 
 
 def serve() -> None:
     """The child's entry point: read the pickled ActorArgs from stdin and run."""
-    main(pickle.load(sys.stdin.buffer))
+    main(read_payload())
 
 
 def main(args: ActorArgs) -> None:

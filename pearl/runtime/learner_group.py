@@ -16,7 +16,7 @@ the whole batch within float rounding (the sum of the parts' means is not the wh
 learner 0 publishes weights, evaluates and checkpoints: a checkpoint is one learner's state, and a resumed run
 may take another group size.
 
-The local launcher starts the other learners as processes of their own (`pearl.adapters.group.start_learners`,
+The local launcher starts the other learners as processes of their own (`pearl.adapters.group.open_group`,
 their body is `pearl.adapters.group.serve`); each exits when learner 0 posts STOP, or when its parent process is
 gone.
 """
@@ -27,7 +27,7 @@ import time
 from typing import Callable
 
 from pearl.adapters.base import Adapter, GroupComm, LearnKernel
-from pearl.adapters.group import lead_update
+from pearl.adapters.group import lead_update, leave_group
 from pearl.algos.base import OffPolicyConfig
 from pearl.errors import PearlError
 from pearl.runtime.protocol import Learner
@@ -76,11 +76,7 @@ class GroupLearner(Learner):
         if self.closed:
             return
         self.closed = True
-        try:
-            self.comm.post(GroupComm.STOP)
-        except RuntimeError:  # one is gone already: nothing to tell it
-            pass
-        self.comm.close()
+        leave_group(self.comm)
 
     def _failure(self, exc: RuntimeError, wait_s: float = 2.0) -> str:
         deadline = time.monotonic() + wait_s  # the learner whose connection closed may still be exiting

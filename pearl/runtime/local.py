@@ -47,12 +47,13 @@ from typing import Any, Callable
 import numpy as np
 
 from pearl.algos.params import ParamLayout
+from pearl.children import close_stderr, stderr_tail
 from pearl.errors import PearlError
 from pearl.runtime import actor_process, shm
 from pearl.runtime.actors import ActorFailed, RestartPolicy
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer
 from pearl.runtime.launcher import SHARES_POLL_S, Job, LauncherCapabilities, LoopStats, SegmentLauncher
-from pearl.adapters.group import LearnerArgs, dead_learner, start_learners, stop_learners
+from pearl.adapters.group import dead_learner, open_group, stop_learners
 from pearl.runtime.learner_group import DEBUG_CHECK_EVERY, GroupLearner, LearnerGroupFailed
 from pearl.runtime.protocol import Episode, merge_clocks
 from pearl.traffic import TRANSITIONS, WEIGHTS
@@ -134,15 +135,9 @@ class LocalLauncher(SegmentLauncher):
         learner 0 of the group (`pearl.runtime.learner_group`)."""
         role, job = self._local_role(), self.job
         learner = role.learner
-        state = learner.kernel.state_dict()
-
-        def start_others(port: int) -> None:
-            self.learner_procs = start_learners(
-                lambda rank: LearnerArgs(rank, job.learners, port, self.config, self.spec, self.placement.learn,
-                                         job.threads, job.seed, state, os.getpid()), job.learners)
-
         try:
-            comm = learner.adapter.host_group(job.learners, self.spec, self.config.batch_size, start_others)
+            comm = open_group(learner.adapter, learner.kernel, self.config, self.spec, job.learners, job.threads,
+                              job.seed, self.learner_procs)
         except RuntimeError as exc:  # gloo's rendezvous timed out: a learner never joined
             why = dead_learner(self.learner_procs) or str(exc).splitlines()[0][:200]
             raise LearnerGroupFailed(f"the learner group did not form: {why}") from None
@@ -269,7 +264,7 @@ class LocalLauncher(SegmentLauncher):
                 message = shm.read_error(segment, i)
                 reason = f"failed: {message.splitlines()[0] if message else 'no message'}"
             elif state != shm.FINISHED and code is not None:
-                reason = f"exited with code {code} before finishing{actor_process.stderr_tail(proc)}"
+                reason = f"exited with code {code} before finishing{stderr_tail(proc)}"
             else:
                 continue
             self._restart(segment, i, reason)
@@ -282,7 +277,7 @@ class LocalLauncher(SegmentLauncher):
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        actor_process.close_stderr(proc)
+        close_stderr(proc)
         ints = segment["actor.ints"][i]
         ints[shm.ACTOR_INTS.index("status")] = shm.STARTING
         segment["actor.error"][i] = 0
@@ -305,7 +300,7 @@ class LocalLauncher(SegmentLauncher):
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-            actor_process.close_stderr(proc)
+            close_stderr(proc)
 
     def _clocks(self) -> tuple[dict[str, float], dict[str, int]]:
         assert self._segment is not None
