@@ -137,9 +137,26 @@ def test_rays_version_mismatch_is_one_line_naming_both_versions_and_the_fix() ->
     assert 'pip install "ray==2.41.0"' in line
 
 
+def test_a_ray_client_server_that_cannot_start_the_drivers_server_is_one_line_with_its_reason() -> None:
+    """Ray Client's proxy answered but its server for this driver did not come up (Ray's Init failure, with the
+    proxy's traceback): the line says that, with the reason and where the log is, not that nothing answers."""
+    from pearl.runtime.ray.session import join_refused
+
+    text = ("Initialization failure from server:\nTraceback (most recent call last):\n  File \"proxier.py\", line 783,"
+            " in Datapath\n    raise RuntimeError(\nRuntimeError: Proxy failed to Connect to backend! Check "
+            "`ray_client_server.err` on the head node of the cluster for the relevant logs.\n")
+    line = join_refused("ray://10.0.0.5:10001", ConnectionAbortedError(text))
+    assert "\n" not in line and "answered but could not start" in line
+    assert "(Proxy failed to Connect to backend!)" in line and "ray_client_server_<port>.err" in line
+    assert "no Ray Client server answers" in join_refused("ray://10.0.0.5:6379",
+                                                          ConnectionError("ray client connection timeout"))
+
+
 @needs_ray
 def test_ray_client_joins_through_the_heads_client_server(open_cluster, tmp_path) -> None:
-    result = train(tmp_path, open_cluster.client, home_with_token(tmp_path))
+    # Ray Client's driver waits 5 s, then 10 s, then 20 s for the head's proxy; more on a loaded 2-core machine.
+    result = train(tmp_path, open_cluster.client, home_with_token(tmp_path),
+                   RAY_CLIENT_INITIAL_CONNECTION_TIMEOUT_S="30")
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout)["steps"] == 512
 

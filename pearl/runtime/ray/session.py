@@ -42,8 +42,9 @@ from types import ModuleType
 
 from pearl.errors import ConfigError
 
-__all__ = ["INSTALL_HINT", "LOOPBACK", "check_address", "check_cluster", "check_installed", "connect", "first_line",
-           "join_refused", "require_ray", "shutdown", "start_local_ray", "token_mode", "version_mismatch"]
+__all__ = ["INSTALL_HINT", "LOOPBACK", "check_address", "check_cluster", "check_installed", "client_server_failed",
+           "connect", "first_line", "join_refused", "require_ray", "shutdown", "start_local_ray", "token_mode",
+           "version_mismatch"]
 
 LOOPBACK = "127.0.0.1"
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
@@ -128,6 +129,8 @@ def join_refused(address: str, exc: BaseException, log: str = "") -> str:
     text = str(exc)
     if "Version mismatch" in text:
         return version_mismatch(address, text)
+    if address.startswith("ray://") and "Initialization failure from server" in text:
+        return client_server_failed(address, text)
     if address.startswith("ray://") and "ray client" in text.lower():
         return (f"no Ray Client server answers at {address}: give the port of the head's Ray Client server "
                 "(`ray start --head` opens 10001; --ray-client-server-port), or the cluster's GCS address as "
@@ -142,6 +145,19 @@ def join_refused(address: str, exc: BaseException, log: str = "") -> str:
         return (f"the Ray cluster at {address} refused authentication: it requires a token; set "
                 f"{_AUTH_MODE_ENV}=token and {_TOKEN_WHERE}")
     return f"cannot join the Ray cluster at {address}: {first_line(exc)}"
+
+
+def client_server_failed(address: str, text: str) -> str:
+    """Ray Client's proxy on the head answered but could not start the server that runs this driver there (its
+    start-up took longer than the proxy waits on a busy head, or it failed): one line with Ray's reason and the
+    fixes."""
+    lines = [line.strip() for line in text.split("from server:", 1)[-1].splitlines() if line.strip()]
+    last = lines[-1].split(": ", 1)[-1] if lines else "no reason given"  # a traceback's last line: Type: message
+    reason = re.split(r"(?<=[!.])\s", last, maxsplit=1)[0]
+    return (f"the Ray Client server at {address} answered but could not start this driver's server on the head "
+            f"({reason}): its log is ray_client_server_<port>.err in the head's Ray log folder "
+            "(/tmp/ray/session_latest/logs); on a busy head try again, or start the head with "
+            "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S above its 30 s, or join with the GCS address host:port")
 
 
 def version_mismatch(address: str, text: str) -> str:
