@@ -97,8 +97,8 @@ class PlacementOptions:
         kind=int, minimum=1, type=int)
     learners: int | None = option(
         None, "Learner processes training one policy together: each computes the gradients of its rows of every "
-        "batch, and they apply the same averaged step (local launcher; learn on cpu or cuda:N) [default: the "
-        "plan's, else 1].", flag="--learners", record="optional", kind=int, minimum=1, type=int)
+        "batch, and they apply the same averaged step (local and ray launchers; learn on cpu or cuda:N) "
+        "[default: the plan's, else 1].", flag="--learners", record="optional", kind=int, minimum=1, type=int)
     descriptor: str | None = option(None, "Device descriptor (TOML) whose kernel binary an OpenCL device loads.",
                                     flag="--descriptor", record="optional", kind=str)
     emulate: dict[str, str] = option(

@@ -24,8 +24,9 @@ def test_each_launcher_declares_what_it_can_do() -> None:
                                                                   learner_group=True)
     assert launcher_capabilities("parallel") == launcher_capabilities("local")  # the alias
     assert launcher_capabilities("ray") == LauncherCapabilities(concurrent_roles=True, replay_shards=True,
-                                                                cluster_plans=True, actor_restarts=True)
-    assert [name for name in LAUNCHERS if launcher_capabilities(name).learner_group] == ["local"]
+                                                                cluster_plans=True, actor_restarts=True,
+                                                                learner_group=True)
+    assert [name for name in LAUNCHERS if launcher_capabilities(name).learner_group] == ["local", "ray"]
 
 
 def test_an_unknown_launcher_has_no_capabilities_but_the_usual_error() -> None:

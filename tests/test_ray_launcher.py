@@ -11,6 +11,7 @@ RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 is set (pearl's loopback setting), and tests
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -550,6 +551,71 @@ def test_pearl_train_runs_a_cluster_plan_on_its_nodes_and_records_predicted_and_
     run = Path(result["run_dir"])
     assert json.loads((run / "plan.json").read_text())["mapping"]["learn"] == "b/cpu"
     assert json.loads((run / "summary.json").read_text())["plan_check"]["measured"] == check["measured"]
+
+
+@needs_ray
+def test_a_learner_group_on_ray_learns_the_local_launchers_bits_with_a_learner_on_another_node(cluster) -> None:
+    """--learners 2 on Ray: learner 1 is an actor the driver placed (here on the spare node), learner 0's node
+    address the group's rendezvous; the parameters are the local launcher's group's bit for bit."""
+    from pearl.runtime.ray.launcher import RayLauncher
+    from pearl.runtime.ray.placement import ShardPlacement
+
+    cfg = DQNConfig(total_steps=1600, learning_starts=400, train_freq=64, gradient_steps=16, n_envs=2,
+                    target_update_interval=64, prioritized=True, **SMALL)
+    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=3, actors=1, policy_lag=1, threads=1,
+              learners=2)
+    local = LocalLauncher(job).run()
+    launcher = RayLauncher(job, actor_placement=on_actors_node(), learner_placement=on_head(),
+                           member_placement=ShardPlacement(num_cpus=1, node_id=cluster.spare))
+    got = launcher.run()
+    assert got.updates == local.updates == job.schedule().updates_through(job.schedule().segments - 1) > 0
+    assert_same_params(local.final_params, got.final_params)
+    assert launcher.member_nodes == [cluster.spare] and launcher.learner_node == cluster.head
+    assert got.roles["learner 1"].startswith(f"node {cluster.spare[:8]}")
+    single = LocalLauncher(dataclasses.replace(job, learners=1)).run()  # one learner on the same batches
+    for name in single.final_params:
+        np.testing.assert_allclose(got.final_params[name], single.final_params[name], rtol=1e-3, atol=1e-5)
+
+
+@needs_ray
+def test_a_learner_of_the_group_killed_with_sigkill_ends_the_run_naming_it(cluster, tmp_path) -> None:
+    """Learner 1's process killed mid-run: learner 0's next collective fails, the run ends with one error that
+    names the learner, and learner 0's state is checkpointed for `--resume`."""
+    from pearl.runtime import checkpoint as ckpt
+    from pearl.runtime.learner_group import LearnerGroupFailed
+    from pearl.runtime.ray.launcher import RayLauncher
+
+    class KillsLearnerOne(RayLauncher):
+        def _publish(self, tag: int) -> None:
+            if tag == 5:
+                os.kill(self.member_pids[0], signal.SIGKILL)
+            super()._publish(tag)
+
+    cfg = DQNConfig(total_steps=4000, learning_starts=256, train_freq=256, gradient_steps=16, n_envs=2, **SMALL)
+    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=2, actors=1, threads=1, learners=2)
+    meta = {"algo": "dqn", "env": "CartPole-v1", "seed": 2, "hyperparameters": cfg.to_dict(), "learners": 2}
+    checkpointer = ckpt.Checkpointer(tmp_path, 10_000, meta)
+    launcher = KillsLearnerOne(job, checkpointer=checkpointer, actor_placement=on_actors_node())
+    with pytest.raises(LearnerGroupFailed, match="learner 1 died"):
+        launcher.run()
+    assert launcher.workers == [] and launcher.role is None
+    saved = ckpt.read_checkpoint(launcher.checkpoint_now())
+    assert 0 < saved.steps < cfg.total_steps and saved.updates > 0
+
+
+@needs_ray
+def test_a_learner_of_the_group_that_cannot_be_placed_is_named_before_any_role_starts(cluster) -> None:
+    """The other learners copy learner 0's placement by default: the head's one "learner" resource is
+    learner 0's, so learner 1 cannot be placed, and no role was started."""
+    from pearl.runtime.ray.launcher import RayLauncher
+
+    job = Job(DQNConfig(total_steps=1000, **SMALL), env_spec("CartPole-v1"), Placement.single("cpu"), seed=0,
+              actors=1, threads=1, learners=2)
+    launcher = RayLauncher(job, learner_placement=on_head())
+    with pytest.raises(ConfigError, match="learner 1 cannot be placed: the cluster has 1 learner, the roles up to "
+                                          "it ask for 2"):
+        launcher.run()
+    assert launcher.workers == [] and launcher.learner_node is None
 
 
 @needs_ray

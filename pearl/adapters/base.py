@@ -346,9 +346,9 @@ class Adapter(ABC):
         return host_array(x)
 
     def host_group(self, learners: int, spec: EnvSpec, batch_size: int,
-                   start_others: Callable[[int], None]) -> GroupComm:
-        """Learner 0's end of a group of `learners`: it opens the group on a port of this host, calls
-        `start_others(port)` and waits until every learner has joined."""
+                   start_others: Callable[[int], None], host: str = "127.0.0.1") -> GroupComm:
+        """Learner 0's end of a group of `learners`: it opens the group on a port of this host's address `host`,
+        calls `start_others(port)` and waits until every learner has joined."""
         raise DeviceError(f"{self.device_id}: the {self.backend} adapter cannot train in a learner group; "
                           "learn on cpu or cuda:N")
 

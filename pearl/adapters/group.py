@@ -48,21 +48,31 @@ class LearnerArgs:
     threads: int | None
     seed: int
     state: Params  # learner 0's learn state dict when the group starts
-    parent_pid: int
+    parent_pid: int  # a learner process exits when its parent (learner 0's process) is gone
+    host: str = "127.0.0.1"  # where learner 0 opened the group's rendezvous
 
 
 def open_group(adapter: Adapter, kernel: LearnKernel, config: OffPolicyConfig, spec: EnvSpec, learners: int,
-               threads: int | None, seed: int, procs: list[subprocess.Popen]) -> GroupComm:
-    """Learner 0's end of a new group of `learners` on `adapter`'s device, `kernel` being learner 0's: the others
-    are started as processes from its state (into `procs` as soon as they start, so that a caller can name one
-    that died before the group formed) and joined."""
+               threads: int | None, seed: int, procs: list[subprocess.Popen],
+               start: Callable[[Callable[[int], LearnerArgs]], None] | None = None,
+               host: str = "127.0.0.1") -> GroupComm:
+    """Learner 0's end of a new group of `learners` on `adapter`'s device, `kernel` being learner 0's, its
+    rendezvous at `host`: the others are started from its state and joined. `start(args_of_rank)` starts them
+    (the Ray launcher's actors); by default they are processes of this host, put into `procs` as soon as they
+    start, so that a caller can name one that died before the group formed."""
     state = kernel.state_dict()
 
     def start_others(port: int) -> None:
-        procs[:] = start_learners(lambda rank: LearnerArgs(rank, learners, port, config, spec, adapter.device_id,
-                                                           threads, seed, state, os.getpid()), learners)
+        def args(rank: int) -> LearnerArgs:
+            return LearnerArgs(rank, learners, port, config, spec, adapter.device_id, threads, seed, state,
+                               os.getpid(), host)
 
-    return adapter.host_group(learners, spec, config.batch_size, start_others)
+        if start is not None:
+            start(args)
+        else:
+            procs[:] = start_learners(args, learners)
+
+    return adapter.host_group(learners, spec, config.batch_size, start_others, host)
 
 
 def leave_group(comm: GroupComm) -> None:
@@ -102,20 +112,23 @@ def dead_learner(procs: list[subprocess.Popen]) -> str:
 
 
 def serve() -> None:
-    """A learner process's entry point: read its pickled LearnerArgs from stdin and train until STOP."""
-    run(read_payload())
+    """A learner process's entry point: read its pickled LearnerArgs from stdin and train until STOP, or until
+    its parent is gone."""
+    args: LearnerArgs = read_payload()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; learner 0 handles it
+    _exit_with_parent(args.parent_pid)
+    run(args)
 
 
 def run(args: LearnerArgs) -> None:
+    """Learner `args.rank`: build its kernel from learner 0's state, join the group and learn until STOP."""
     from pearl.adapters import open_adapter  # the hardware library loads in this process only
     from pearl.algos.params import init_params
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; learner 0 handles it
     adapter = open_adapter(args.device, args.threads)
     kernel = adapter.make_learn(args.config, args.spec, init_params(args.config, args.spec, args.seed), args.seed)
     kernel.load_state_dict(args.state)
-    _exit_with_parent(args.parent_pid)
-    comm = adapter.join_group(args.rank, args.learners, args.port, args.spec, args.config.batch_size)
+    comm = adapter.join_group(args.rank, args.learners, args.port, args.spec, args.config.batch_size, args.host)
     try:
         while True:
             command, batch = comm.receive()

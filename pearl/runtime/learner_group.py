@@ -16,18 +16,21 @@ the whole batch within float rounding (the sum of the parts' means is not the wh
 learner 0 publishes weights, evaluates and checkpoints: a checkpoint is one learner's state, and a resumed run
 may take another group size.
 
-The local launcher starts the other learners as processes of their own (`pearl.adapters.group.open_group`,
-their body is `pearl.adapters.group.serve`); each exits when learner 0 posts STOP, or when its parent process is
-gone.
+`form_group` makes a run's learner learner 0 of a new group. The local launcher starts the other learners as
+processes of their own (`pearl.adapters.group.open_group`, their body is `pearl.adapters.group.serve`), each
+exiting when learner 0 posts STOP or when its parent process is gone; the Ray launcher's learner role starts
+them as Ray actors placed by the driver (`pearl.runtime.ray.learner`), which run the same body
+(`pearl.adapters.group.run`) and rendezvous at the learner's node address.
 """
 
 from __future__ import annotations
 
+import subprocess
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from pearl.adapters.base import Adapter, GroupComm, LearnKernel
-from pearl.adapters.group import lead_update, leave_group
+from pearl.adapters.group import LearnerArgs, lead_update, leave_group, open_group
 from pearl.algos.base import OffPolicyConfig
 from pearl.errors import PearlError
 from pearl.runtime.protocol import Learner
@@ -87,3 +90,19 @@ class GroupLearner(Learner):
         return f"the learner group failed at update {self.updates + 1:,}: {str(exc).splitlines()[0][:200]}"
 
 
+
+
+def form_group(learner: Learner, job: Any, procs: list[subprocess.Popen], check_every: int = 0,
+               who_failed: Callable[[], str] | None = None,
+               start: Callable[[Callable[[int], LearnerArgs]], None] | None = None,
+               host: str = "127.0.0.1") -> GroupLearner:
+    """`learner` (a run's, `job` its Job) as learner 0 of a group of `job.learners`, the others started from its
+    state (by `start`, else as processes into `procs`); LearnerGroupFailed, naming the learner that died where
+    `who_failed` tells it, when the group does not form."""
+    try:
+        comm = open_group(learner.adapter, learner.kernel, job.config, job.spec, job.learners, job.threads,
+                          job.seed, procs, start, host)
+    except RuntimeError as exc:  # gloo's rendezvous timed out: a learner never joined
+        why = (who_failed() if who_failed else "") or str(exc).splitlines()[0][:200]
+        raise LearnerGroupFailed(f"the learner group did not form: {why}") from None
+    return GroupLearner(learner.kernel, learner.adapter, job.config, comm, check_every, who_failed)

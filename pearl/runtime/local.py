@@ -53,8 +53,8 @@ from pearl.runtime import actor_process, shm
 from pearl.runtime.actors import ActorFailed, RestartPolicy
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer
 from pearl.runtime.launcher import SHARES_POLL_S, Job, LauncherCapabilities, LoopStats, SegmentLauncher
-from pearl.adapters.group import dead_learner, open_group, stop_learners
-from pearl.runtime.learner_group import DEBUG_CHECK_EVERY, GroupLearner, LearnerGroupFailed
+from pearl.adapters.group import dead_learner, stop_learners
+from pearl.runtime.learner_group import DEBUG_CHECK_EVERY, GroupLearner, LearnerGroupFailed, form_group
 from pearl.runtime.protocol import Episode, merge_clocks
 from pearl.traffic import TRANSITIONS, WEIGHTS
 from pearl.types import TransitionBatch
@@ -133,17 +133,10 @@ class LocalLauncher(SegmentLauncher):
     def _start_group(self) -> None:
         """Learners 1 … N − 1 in processes of their own, started from this learner's state; this one becomes
         learner 0 of the group (`pearl.runtime.learner_group`)."""
-        role, job = self._local_role(), self.job
-        learner = role.learner
-        try:
-            comm = open_group(learner.adapter, learner.kernel, self.config, self.spec, job.learners, job.threads,
-                              job.seed, self.learner_procs)
-        except RuntimeError as exc:  # gloo's rendezvous timed out: a learner never joined
-            why = dead_learner(self.learner_procs) or str(exc).splitlines()[0][:200]
-            raise LearnerGroupFailed(f"the learner group did not form: {why}") from None
+        role = self._local_role()
         check_every = DEBUG_CHECK_EVERY if os.environ.get("PEARL_DEBUG") else 0
-        role.learner = GroupLearner(learner.kernel, learner.adapter, self.config, comm, check_every,
-                                    lambda: dead_learner(self.learner_procs))
+        role.learner = form_group(role.learner, self.job, self.learner_procs, check_every,
+                                  lambda: dead_learner(self.learner_procs))
 
     def stop(self) -> None:
         self._stop_group()

@@ -125,8 +125,8 @@ def _check_learners(learners: int, given: bool, launcher: str, config: OffPolicy
         return
     if not launcher_capabilities(launcher).learner_group:
         raise ConfigError(f"--learners {learners}: the {launcher} launcher runs one learner; use --launcher local "
-                          "for a learner group" if given else f"the plan has {learners} learners; the {launcher} "
-                          "launcher runs one: use --launcher local, or pass --learners 1")
+                          "or ray for a learner group" if given else f"the plan has {learners} learners; the "
+                          f"{launcher} launcher runs one: use --launcher local or ray, or pass --learners 1")
     if learners > config.batch_size:
         raise ConfigError(f"--learners {learners}: each learner takes rows of every batch, and a batch has "
                           f"{config.batch_size}; use at most {config.batch_size} learners or a larger batch_size")

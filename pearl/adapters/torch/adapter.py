@@ -44,10 +44,10 @@ class TorchAdapter(Adapter):
         return torch.as_tensor(x, device=self.device)
 
     def host_group(self, learners: int, spec: EnvSpec, batch_size: int,
-                   start_others: Callable[[int], None]) -> GroupComm:
+                   start_others: Callable[[int], None], host: str = "127.0.0.1") -> GroupComm:
         from pearl.adapters.torch.group import TorchGroupComm  # torch.distributed only where a group runs
 
-        return TorchGroupComm.host(learners, spec, batch_size, self.device, self.device_id, start_others)
+        return TorchGroupComm.host(learners, spec, batch_size, self.device, self.device_id, start_others, host)
 
     def join_group(self, rank: int, learners: int, port: int, spec: EnvSpec, batch_size: int,
                    host: str = "127.0.0.1") -> GroupComm:

@@ -85,6 +85,12 @@ class TorchGroupComm(GroupComm):
         self.widest = widest
         if store is None:
             store = dist.TCPStore(host, port, world, is_master=False, timeout=JOIN_TIMEOUT)
+        # Every learner checks in before the group forms, which waits as long as a collective may: a learner
+        # that never starts (a process that failed, an actor Ray cannot place) fails the group within JOIN_TIMEOUT.
+        if rank:
+            store.set(f"pearl/joined/{rank}", "1")
+        else:
+            store.wait([f"pearl/joined/{r}" for r in range(1, world)], JOIN_TIMEOUT)
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=COLLECTIVE_TIMEOUT)
         self._weights = [rows / batch_size for _, rows in self.parts]
 

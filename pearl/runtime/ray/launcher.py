@@ -12,6 +12,7 @@ ended the run (its end, an error, Ctrl-C, SIGTERM).
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 import sys
 import threading
@@ -27,6 +28,7 @@ from pearl.errors import ConfigError, PearlError
 from pearl.runtime.actors import ActorFailed, RestartPolicy
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer
 from pearl.runtime.launcher import Job, LauncherCapabilities, LoopStats, RoleNodes, SegmentLauncher
+from pearl.runtime.learner_group import DEBUG_CHECK_EVERY
 from pearl.runtime.local import raise_on_sigterm
 from pearl.runtime.protocol import Episode, KernelClock, merge_clocks
 from pearl.runtime.ray.learner import RayLearnerHandle, learner_class
@@ -78,7 +80,7 @@ class RayLauncher(SegmentLauncher):
 
     name = "ray"
     capabilities = LauncherCapabilities(concurrent_roles=True, replay_shards=True, cluster_plans=True,
-                                        actor_restarts=True, traffic="ray")
+                                        actor_restarts=True, learner_group=True, traffic="ray")
 
     @classmethod
     def check_available(cls) -> None:
@@ -88,9 +90,11 @@ class RayLauncher(SegmentLauncher):
                  address: str | None = None, max_restarts: int = 3,
                  actor_placement: ShardPlacement | None = None, replay_shards: int = 0,
                  replay_placement: ShardPlacement | None = None,
-                 learner_placement: ShardPlacement | None = None, role_nodes: RoleNodes | None = None) -> None:
+                 learner_placement: ShardPlacement | None = None, role_nodes: RoleNodes | None = None,
+                 member_placement: ShardPlacement | None = None) -> None:
         """`role_nodes` (a cluster plan's): each role pinned to the Ray node of its plan node (see
-        `plan_node_ids`); the placements given explicitly win over it."""
+        `plan_node_ids`); the placements given explicitly win over it. `member_placement`: learners 1 … N − 1
+        of a learner group, each (by default learner 0's)."""
         super().__init__(job, resume, checkpointer)
         self.plan_nodes = role_nodes
         self.node_ids: dict[str, str] = {}  # plan node → Ray node id, once resolved
@@ -104,6 +108,9 @@ class RayLauncher(SegmentLauncher):
         self.pids: list[int] = []
         self.nodes: list[str] = []  # the Ray node each worker runs on, asked from inside it
         self.learner_node: str | None = None  # the learner role's, asked from inside it
+        self.member_nodes: list[str] = []  # learners 1 … N − 1 of a learner group, asked from inside each
+        self.member_pids: list[int] = []  # their processes'
+        self.member_placement = member_placement  # theirs; by default learner 0's (near it)
         self.inflight: dict[int, _InFlight] = {}
         self.discarded: list[Any] = []  # futures a worker's death made void (read at stop, so Ray reports none)
         self.episodes: list[Episode] = []
@@ -137,7 +144,11 @@ class RayLauncher(SegmentLauncher):
         learner = dataclasses.replace(learner, env={**learner.env, **slice_env(self.placement.learn)})
         acts = self.act_devices()
         workers = [dataclasses.replace(w, env={**w.env, **slice_env(acts[i])}) for i, w in enumerate(workers)]
-        roles = [("learner", learner)]
+        # by default as learner 0 but placed by Ray: a soft affinity to a busy node would wait for it
+        member = self.member_placement or dataclasses.replace(learner, node_id=None, soft=False)
+        members = [dataclasses.replace(member, env=learner.env)] * (self.job.learners - 1)
+        roles = [("learner" if self.job.learners == 1 else "learner 0", learner)]
+        roles += [(f"learner {r}", m) for r, m in enumerate(members, start=1)]
         roles += [(f"replay shard {i}", shard) for i, shard in enumerate(shards)]
         roles += [(f"actor worker {i}", w) for i, w in enumerate(workers)]
         check_roles(roles)  # every role, before any is started
@@ -155,6 +166,12 @@ class RayLauncher(SegmentLauncher):
         self.learner_node = self.role._call("node_id", timeout=STARTUP_TIMEOUT_S)  # asked from inside the role
         self.updates = self.role._call("ready")
         self.role.check()
+        if members:
+            check_every = DEBUG_CHECK_EVERY if os.environ.get("PEARL_DEBUG") else 0
+            where = self.role._call("form_group", [
+                {**m.options(), **self.namespace.options(f"learner-{r}")} for r, m in enumerate(members, start=1)],
+                check_every, timeout=STARTUP_TIMEOUT_S)
+            self.member_nodes, self.member_pids = [n for n, _ in where], [pid for _, pid in where]
         cls, sched = worker_class(), self.schedule
         self.workers = [cls.options(**workers[i].options(), **self.namespace.options(f"worker-{i}")).remote(
             i, self.config, self.spec, acts[i], self.job.descriptor_for(acts[i]), sched)
@@ -196,15 +213,17 @@ class RayLauncher(SegmentLauncher):
         if self.plan_nodes is not None:
             return self._plan_placements(ray, self.plan_nodes)
         have = ray.cluster_resources()
-        cpus = min(1.0, float(have.get("CPU", 1.0)) / (self.job.actors + 1))
+        learners = self.job.learners
+        cpus = min(1.0, float(have.get("CPU", 1.0)) / (self.job.actors + learners))
         learn_gpu, act_gpu = (DeviceId.parse(d).family == "cuda" for d in (self.placement.learn, self.placement.act))
-        shared = 1.0 / (self.job.actors + 1) if learn_gpu and act_gpu else None  # one GPU for all of them
+        shared = 1.0 / (self.job.actors + learners) if learn_gpu and act_gpu else None  # one GPU for all of them
+        gpus = max(float(have.get("GPU", 0.0)), 1.0)
         worker = self.actor_placement or ShardPlacement(
-            num_cpus=cpus, num_gpus=0.0 if not act_gpu else shared or
-            min(1.0, max(float(have.get("GPU", 0.0)), 1.0) / self.job.actors))
-        learner = self.learner_placement or ShardPlacement(
-            num_cpus=cpus, num_gpus=0.0 if not learn_gpu else shared or 1.0,
-            node_id=str(ray.get_runtime_context().get_node_id()), soft=True)
+            num_cpus=cpus, num_gpus=0.0 if not act_gpu else shared or min(1.0, gpus / self.job.actors))
+        here = str(ray.get_runtime_context().get_node_id())
+        learner = self.learner_placement or ShardPlacement(  # a group's learners: a GPU each, or a part of one
+            num_cpus=cpus, num_gpus=0.0 if not learn_gpu else shared or min(1.0, gpus / learners),
+            node_id=here, soft=True)
         shard = self.replay_placement or ShardPlacement(num_cpus=0)
         return learner, [shard] * self.replay_shards, \
             [dataclasses.replace(worker, max_restarts=self.restart_policy.limit)] * self.job.actors
@@ -230,7 +249,8 @@ class RayLauncher(SegmentLauncher):
         self.node_ids = ids = plan_node_ids(nodes.names())
         cpus_of = {n["NodeID"]: float(n.get("Resources", {}).get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")}
         acts = [nodes.worker(i, self.placement.act) for i in range(self.job.actors)]
-        on_node = {name: sum(node == name for node, _ in acts) + (name == nodes.learner) for name in nodes.names()}
+        on_node = {name: sum(node == name for node, _ in acts) + self.job.learners * (name == nodes.learner)
+                   for name in nodes.names()}
         learn_gpu = _is_cuda(self.placement.learn)
         learner_gpu = (nodes.learner, self.placement.learn)
 
@@ -238,7 +258,7 @@ class RayLauncher(SegmentLauncher):
             return min(1.0, cpus_of.get(ids[name], 0.0) / max(on_node[name], 1))
 
         def gpus(where: tuple[str, str]) -> float:  # an equal part of the GPU for every role on it
-            sharing = acts.count(where) + (learn_gpu and where == learner_gpu)
+            sharing = acts.count(where) + self.job.learners * (learn_gpu and where == learner_gpu)
             return 1.0 / sharing if _is_cuda(where[1]) else 0.0
 
         workers = [self.actor_placement or ShardPlacement(num_cpus=cpus(node), node_id=ids[node],
@@ -264,6 +284,7 @@ class RayLauncher(SegmentLauncher):
                 self._drop_discarded(ray)
                 if role is not None:
                     self._keep_state(role)
+                    self._close_group(role)
                     ray.kill(role.handle, no_restart=True)
                 for s in shards:
                     ray.kill(s)
@@ -287,6 +308,14 @@ class RayLauncher(SegmentLauncher):
             self._kept = role.state(self.checkpointer.include_replay, timeout=STOP_STATE_TIMEOUT_S)
         except (PearlError, OSError):
             self._kept = None
+
+    def _close_group(self, role: RayLearnerHandle) -> None:
+        """Let a learner group's other learners leave before the role goes (they end with it in any case)."""
+        if self.job.learners > 1:
+            try:
+                role._call("close_group", timeout=STOP_STATE_TIMEOUT_S)
+            except (PearlError, OSError):
+                pass
 
     def checkpoint_now(self) -> str | None:
         if self._kept is None and self.role is None:
@@ -382,7 +411,8 @@ class RayLauncher(SegmentLauncher):
         ray = require_ray()
         address = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in ray.nodes()}
         plan_name = {node: f", plan node {name}" for name, node in self.node_ids.items()}
-        named = [("learner", self.learner_node)] + [(f"actor worker {i}", n) for i, n in enumerate(self.nodes)]
+        named = [("learner", self.learner_node)] + [(f"learner {r}", n) for r, n in enumerate(self.member_nodes, 1)]
+        named += [(f"actor worker {i}", n) for i, n in enumerate(self.nodes)]
         named += [(f"replay shard {i}", n) for i, n in enumerate(self.shard_nodes)]
         return {role: f"node {node[:8]} ({address.get(node, '?')}{plan_name.get(node, '')})"
                 for role, node in named if node is not None}

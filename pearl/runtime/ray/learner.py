@@ -6,6 +6,11 @@ it is the client. A worker's batch reaches it as an object ref that the driver p
 published weights are an object ref too, versioned by segment, which a worker fetches only when it needs a
 newer version. What the driver gets back (states, the best policy) comes from the object store read-only,
 so it is copied before anyone may write it.
+
+A learner group (``--learners N``): the role's learner becomes learner 0 (`form_group`) and starts the other
+learners as `RayGroupMember` actors with the placements the driver checked, its own node's address the
+group's rendezvous; they run `pearl.adapters.group.run` until learner 0 posts STOP (`close_group`). They are
+owned by the role, so they end with it.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from pearl.adapters.group import JOIN_GRACE_S, LearnerArgs, run
 from pearl.errors import ConfigError, PearlError
 from pearl.runtime.checkpoint import Checkpoint
 from pearl.runtime.launcher import Job
+from pearl.runtime.learner_group import GroupLearner, form_group
 from pearl.runtime.learner_role import LearnerRole, LearnerStatus
 from pearl.runtime.actors import ActorFailed
 from pearl.runtime.protocol import KernelClock
@@ -27,9 +34,10 @@ from pearl.runtime.seeds import Seeds
 from pearl.traffic import INSERTS
 from pearl.types import Params, TransitionBatch
 
-__all__ = ["RayLearnerHandle", "RayLearnerRole", "learner_class"]
+__all__ = ["RayGroupMember", "RayLearnerHandle", "RayLearnerRole", "learner_class", "member_class"]
 
 _ROLE_CLASS: Any = None
+_MEMBER_CLASS: Any = None
 
 
 def learner_class() -> Any:
@@ -38,6 +46,26 @@ def learner_class() -> Any:
     if _ROLE_CLASS is None:
         _ROLE_CLASS = require_ray().remote(RayLearnerRole)
     return _ROLE_CLASS
+
+
+def member_class() -> Any:
+    """``ray.remote(RayGroupMember)``, made once and only when a learner group is first formed."""
+    global _MEMBER_CLASS
+    if _MEMBER_CLASS is None:
+        _MEMBER_CLASS = require_ray().remote(RayGroupMember)
+    return _MEMBER_CLASS
+
+
+class RayGroupMember:
+    """Learner r ≥ 1 of a learner group as Ray places it: `serve` learns until learner 0 posts STOP."""
+
+    def where(self) -> tuple[str, int]:
+        """Its node id and process id, asked from inside."""
+        return str(require_ray().get_runtime_context().get_node_id()), os.getpid()
+
+    def serve(self, args: LearnerArgs) -> int:
+        run(args)
+        return args.rank
 
 
 class RayLearnerRole(LearnerRole):
@@ -76,6 +104,57 @@ class RayLearnerRole(LearnerRole):
     def ready(self) -> int:
         """The update count (a call that returns once the role is built)."""
         return self.learner.updates
+
+    def form_group(self, members: list[dict[str, Any]], check_every: int) -> list[tuple[str, int]]:
+        """This role's learner as learner 0 of a group of ``len(members) + 1``, learner r started with the Ray
+        options ``members[r - 1]`` (placed by the driver, its CPUs, GPUs and node); the node and process id of
+        each."""
+        ray = require_ray()
+        self.members: list[Any] = []
+        self.serving: list[Any] = []
+        self.wheres: list[Any] = []
+
+        def start(args_of: Any) -> None:
+            for rank, options in enumerate(members, start=1):
+                member = member_class().options(**options).remote()
+                self.members.append(member)
+                self.wheres.append(member.where.remote())  # before `serve`, which holds the actor until STOP
+                self.serving.append(member.serve.remote(args_of(rank)))
+
+        host = ray.util.get_node_ip_address()  # the other learners may run on other nodes
+        self.learner = form_group(self.learner, self.job, [], check_every, self.who_failed, start, host)
+        return [(str(node), int(pid)) for node, pid in ray.get(self.wheres)]
+
+    def who_failed(self) -> str:
+        """'learner R died: ...' or 'learner R failed: ...' for the first group member that ended otherwise than
+        by STOP, or that Ray never started; else ''."""
+        ray = require_ray()
+        started, _ = ray.wait(self.wheres, num_returns=len(self.wheres), timeout=0)
+        done, _ = ray.wait(self.serving, num_returns=len(self.serving), timeout=0)
+        for rank, ref in enumerate(self.serving, start=1):
+            if ref not in done:
+                if self.wheres[rank - 1] not in started:
+                    return (f"learner {rank} was not started: Ray has not placed it (`ray status` shows what is "
+                            "pending)")
+                continue
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError as exc:
+                return f"learner {rank} died: {first_line(exc)}"
+            except ray.exceptions.RayTaskError as exc:
+                cause = exc.cause if exc.cause is not None else exc
+                return f"learner {rank} failed: {type(cause).__name__}: {first_line(cause)}"
+        return ""
+
+    def close_group(self) -> None:
+        """Tell the other learners to stop, give them `JOIN_GRACE_S` to leave, then end the ones left."""
+        if not isinstance(self.learner, GroupLearner):
+            return
+        ray = require_ray()
+        self.learner.close()
+        ray.wait(self.serving, num_returns=len(self.serving), timeout=JOIN_GRACE_S)
+        for member in self.members:
+            ray.kill(member, no_restart=True)
 
 
 class RayLearnerHandle:
