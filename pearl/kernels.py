@@ -51,6 +51,9 @@ DEVICE_KERNELS: tuple[str, ...] = ("act", "replay_insert", "replay_sample", "lea
 PRIORITIZED_SAMPLE = "replay_sample_prioritized"
 #: The names a profile's kernel timings may carry.
 TIMING_NAMES: tuple[str, ...] = (*KERNEL_NAMES, PRIORITIZED_SAMPLE)
+#: learner 0's seconds in a learner group's collectives (the other learners' waits included), a part of learn's:
+#: a run's clocks time it and a plan with a group predicts it, so the two are compared as a kernel's are
+GROUP_COMM = "group_comm"
 
 
 def sample_timing(prioritized: bool) -> str:

@@ -505,3 +505,39 @@ def test_a_timed_group_update_outweighs_the_communication_figure(tmp_path) -> No
     problem, _ = build_problem(fast, CostModel(fast), "ddpg", env_spec("Pendulum-v1"), learners=2)
     assert problem.cost[("learn", "cpu")] == pytest.approx(CostModel(fast).in_situ_factor("cpu", workload.key)
                                                            * 0.3 * one.median_s)
+
+
+def test_a_cluster_plans_a_learner_group_with_one_learner_on_every_node(capsys, tmp_path) -> None:
+    """Two nodes of a profile with a group figure: `--learners 2` plans one learner on each node, learn priced as
+    the group's update (its B/2 rows, plus the communication over the slower of the host's gloo figure and the
+    link), the plan's kernels predict the group's communication apart, and the launcher reads learner 1's node
+    from the plan; another group size is one error line naming the sizes the cluster offers."""
+    from pearl.planner.make import make_plan
+    from pearl.training.plan_checks import role_nodes
+
+    host = _with_group(tmp_path, 1.5e-4, 1.5e9)
+    two = tmp_path / "two.json"
+    code, _, err = run_cli(capsys, "profile", "merge", f"a={host}", f"b={host}", "--network", "1gbe", "--out",
+                           str(two))
+    assert code == 0, err
+    large = preset("ddpg", "Pendulum-v1").with_text({"hidden": "1024,1024", "batch_size": "1024"})
+    alone = make_plan(two, "ddpg", "Pendulum-v1", config=large, learners=1)
+    group = make_plan(two, "ddpg", "Pendulum-v1", config=large, learners=2)
+    assert (group.learners, group.threads) == (2, 1) and group.learners_why == "2 learner(s): as asked (--learners 2)"
+    learner_node = group.mapping["learn"].split("/")[0]
+    assert role_nodes(group).learners == ({"a": "b", "b": "a"}[learner_node],)
+    # 1 GbE's bandwidth is below the host's 1.5 GB/s: the link prices the gradients' bytes (one copy received)
+    from pearl.algos.params import param_count
+    from pearl.profile.cluster import load_cluster
+
+    link = load_cluster(two).links[0]
+    gradient_bytes = 4 * param_count(large, env_spec("Pendulum-v1"))
+    assert gradient_bytes / link.bandwidth_bytes_per_s < group.kernels["group_comm"] < \
+        2 * gradient_bytes / link.bandwidth_bytes_per_s
+    assert "group_comm" not in alone.kernels
+    assert group.kernels["learn"] > group.kernels["group_comm"]
+    assert load_plan(save_plan(group, tmp_path / "g.json")).kernels["group_comm"] == group.kernels["group_comm"]
+    code, _, err = run_cli(capsys, "plan", "--profile", str(two), "--algo", "dqn", "--env", "CartPole-v1",
+                           "--learners", "4", "--out", str(tmp_path / "x.json"))
+    assert code == 2 and err.count("error:") == 1
+    assert "--learners 4: this profile offers 1, 2 learner(s) (a cluster plan's group has one learner on each" in err

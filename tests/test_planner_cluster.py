@@ -13,7 +13,8 @@ pearl.planner.accounting), and enumerates every spread of the actor processes ov
     kernels and learn on that node's host resource + the chain transfers; latency without prefetch;
     network[n, out] (in): the NIC seconds of the edges leaving (entering) node n; contention: on a node whose
     N processes (its actor processes, its replay server processes of their own, the learner's process when
-    learn is on it, counted T = p.learner_threads times; learn on a host's cpu keeps T lanes busy) outnumber its
+    learn is on it, or on every node for a learner group, counted T = p.learner_threads times; learn on a host's
+    cpu keeps T lanes busy) outnumber its
     L lanes, each process's host work takes N/L as long: that node's learner
     process row × N/L, each actor period there with its host part × N/L (all of it when act is on the host,
     else the env stepping, the node's env cost / n), each shard's replay kernels on the host × N/L;
@@ -170,8 +171,10 @@ def account(p: Problem, where: dict[str, str], a: ActorOption, spread: dict[str,
     if any(m > lanes[node[n].host] for n, m in per_node.items()):
         return None
     processes = dict(per_node)
-    # the learner's process is its T threads (p.learner_threads)
-    processes[dev[where["learn"]].node] = processes.get(dev[where["learn"]].node, 0) + p.learner_threads
+    # the learner's process is its T threads (p.learner_threads); a learner group has one on every node
+    learner_nodes = [n.name for n in p.nodes] if p.learners > 1 else [dev[where["learn"]].node]
+    for name in learner_nodes:
+        processes[name] = processes.get(name, 0) + p.learner_threads
     stretch = {n.name: max(1.0, processes.get(n.name, 0) / lanes[n.host]) for n in p.nodes}
 
     # every edge as (edge, source device, destination device, share, shard device): an edge the actors run
@@ -346,6 +349,27 @@ def test_cluster_with_learner_threads_matches_brute_force(seed, sharded):
     hosts = {n.host_device for n in p.nodes}
     cost = {(k, d): t * (0.6 if k == "learn" and d in hosts else 1.0) for (k, d), t in p.cost.items()}
     p = dataclasses.replace(p, cost=cost, learner_threads=2)
+    solved = _optima_are_the_oracles(p)
+    if solved is None:
+        return
+    _, _, fast, green = solved
+    for plan in (fast, green):
+        again = evaluate(p, plan.placement, plan.actors, plan.actor_spread(), plan.shards)
+        mine = account(p, plan.placement, plan.actors, plan.actor_spread(), plan.shards)
+        assert close(again[0], plan.period_s) and close(again[1], plan.energy_j)
+        assert close(mine[0], plan.period_s) and close(mine[1], plan.energy_j)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_cluster_learner_groups_match_brute_force(seed):
+    """A learner group with one learner on every node (Problem.spread_group): learn's cost on any device is
+    the group's update, and every node holds the group's process whatever the placement; the program's optimum
+    is the oracle's, and evaluate agrees."""
+    p = random_cluster(seed)
+    rng = random.Random(seed)
+    cost = {(k, d): t * rng.uniform(0.4, 1.2) if k == "learn" else t for (k, d), t in p.cost.items()}
+    p = dataclasses.replace(p, cost=cost, learners=len(p.nodes), group_comm_s=0.001)
+    assert p.spread_group
     solved = _optima_are_the_oracles(p)
     if solved is None:
         return

@@ -368,10 +368,10 @@ def test_a_role_that_cannot_be_placed_is_refused_before_any_work(cluster) -> Non
     assert launcher.learner_node is None and launcher.pids == []
     assert idle()  # no role was started (one refused after others would hold their CPUs)
     # what the roles ask for: the learner a whole GPU of its own, or an equal share of one with the workers
-    learner, _, (worker, *_) = launcher._placements(ray)
+    learner, _, _, (worker, *_) = launcher._placements(ray)
     assert (learner.num_gpus, worker.num_gpus) == (1.0, 0.0)
     shared = RayLauncher(Job(cfg, env_spec("CartPole-v1"), Placement.single("cuda:0"), seed=0, actors=2, threads=1))
-    learner, _, workers = shared._placements(ray)
+    learner, _, _, workers = shared._placements(ray)
     assert learner.num_gpus == workers[0].num_gpus == workers[1].num_gpus == pytest.approx(1 / 3)
     assert learner.node_id == ray.get_runtime_context().get_node_id() and learner.soft  # near the driver
     # a plan that spreads the actors: each worker on its node, sharing the GPU only with the roles on that GPU
@@ -380,11 +380,18 @@ def test_a_role_that_cannot_be_placed_is_refused_before_any_work(cluster) -> Non
     nodes = RoleNodes("a", "a", "a", workers=(("a", "cuda:0"), ("a", "cuda:0"), ("b", "cuda:0")))
     spread = RayLauncher(Job(cfg, env_spec("CartPole-v1"), Placement.single("cuda:0"), seed=0, actors=3, threads=1),
                          role_nodes=nodes)
-    learner, _, workers = spread._plan_placements(ray, nodes)
+    learner, _, _, workers = spread._plan_placements(ray, nodes)
     assert [w.node_id for w in workers] == [cluster.actors, cluster.actors, cluster.spare]
     assert [w.num_gpus for w in workers] == pytest.approx([1 / 3, 1 / 3, 1.0])
     assert learner.num_gpus == pytest.approx(1 / 3)
     assert [w.num_cpus for w in workers] == pytest.approx([2 / 3, 2 / 3, 1.0])
+    # a plan's learner group, one learner on every node: learner 1 pinned to its node, with a GPU of its own there
+    group = RoleNodes("a", "a", "a", learners=("b",))
+    two = RayLauncher(Job(cfg, env_spec("CartPole-v1"), Placement.single("cuda:0"), seed=0, actors=1, threads=1,
+                          learners=2), role_nodes=group)
+    learner, members, _, _ = two._plan_placements(ray, group)
+    assert [m.node_id for m in members] == [cluster.spare] and not members[0].soft
+    assert members[0].num_gpus == 1.0 and learner.num_gpus == pytest.approx(1 / 2)
 
 
 @needs_ray

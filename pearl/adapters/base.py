@@ -278,6 +278,9 @@ class GroupComm(ABC):
     UPDATE, DIGEST, STOP = 1, 2, 3  # the commands learner 0 posts
     rank: int
     world: int
+    #: seconds this learner has spent in the group's collectives, waiting for the others included: what the
+    #: group's communication costs it (learner 0's is recorded as the run's `group_comm`)
+    comm_s: float = 0.0
 
     @abstractmethod
     def share(self) -> GroupShare:

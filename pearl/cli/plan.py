@@ -23,10 +23,13 @@ from pearl.errors import ConfigError
               help="Plan with this hyperparameter changed, as `pearl train --set` (repeatable).")
 @click.option("--config", "config_file", default=None, metavar="FILE",
               help="Plan with the hyperparameters of this JSON or TOML file, as `pearl train --config`.")
+@click.option("--learners", type=int, default=None, metavar="N",
+              help="Plan a learner group of N learners (1: one learner) instead of choosing N [default: chosen].")
 @click.option("--out", default="plan.json", show_default=True, help="Plan file to write.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
 def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | None,
-         settings: tuple[str, ...], config_file: str | None, out: str, as_json: bool) -> None:
+         settings: tuple[str, ...], config_file: str | None, learners: int | None, out: str,
+         as_json: bool) -> None:
     """Place every kernel by integer program: write a plan.
 
     Solves the placement integer program on a profile and writes a deployment plan. A workload shape the
@@ -43,7 +46,7 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
         except ValueError:
             raise ConfigError(f"--envs-per-actor takes a number of environments or auto, got {envs!r}") from None
     config = configured(algo, env_id, config_file, parse_settings(settings)) if settings or config_file else None
-    result = make_plan(profile_path, algo, env_id, objective, envs=envs, config=config)
+    result = make_plan(profile_path, algo, env_id, objective, envs=envs, config=config, learners=learners)
     written = save_plan(result, out)
     if as_json:
         print_json({"plan": str(written), **result.to_dict()})

@@ -445,19 +445,25 @@ class CostModel:
         t = self._group_learn.get((workload, device, learners))
         return None if t is None else Estimate(t.update_s, False, t.source)
 
-    def group_time(self, learners: int, gradient_bytes: int, averages: int, batch: int, row_bytes: int) -> Estimate:
+    def group_time(self, learners: int, gradient_bytes: int, averages: int, batch: int, row_bytes: int,
+                   network: tuple[float, float] | None = None) -> Estimate:
         """Seconds per update a learner group of `learners` processes on this host spends communicating, as
         learner 0 waits for it (pearl.adapters.torch.group): the scatter of the other learners' rows of the batch,
         `averages` all-gathers of the gradients (`gradient_bytes` in all; each learner receives the other N − 1
         copies), the gather of the TD errors; each collective pays N − 1 latencies (one per peer), and the bytes
         the host's `group` bandwidth. Measured between two processes; N > 2 is that figure extrapolated. KeyError
-        when the profile has no `group` figure (profiles before learner groups)."""
+        when the profile has no `group` figure (profiles before learner groups). `network`: (latency s,
+        bytes/s) of the links between nodes, for a group across a cluster's nodes: each message pays the larger
+        latency of the two, the bytes the lower bandwidth."""
         if learners == 1:
             return Estimate(0.0, False, MEASURED)
         tr = self._transfer(str(HOST_DEVICE), "group")
+        latency, bandwidth = tr.latency_s, tr.bandwidth_bytes_per_s
+        if network is not None:
+            latency, bandwidth = max(latency, network[0]), min(bandwidth, network[1])
         peers = learners - 1
         nbytes = peers * gradient_bytes + batch * row_bytes * peers / learners + batch * 4
-        seconds = (averages + 2) * peers * tr.latency_s + nbytes / tr.bandwidth_bytes_per_s
+        seconds = (averages + 2) * peers * latency + nbytes / bandwidth
         return Estimate(float(seconds), learners > 2, tr.source)
 
     def _transfer(self, device: str, direction: str) -> Transfer:

@@ -577,7 +577,7 @@ def contention(problem: Problem, node: str, where: dict[str, str], spread: dict[
     """c[node] of one placement: (N − L)/L when its N processes outnumber its host's L lanes, else 0."""
     lanes = problem.resource(problem.node(node).host).lanes
     processes = sum(n for d, n in spread.items() if problem.device(d).node == node)
-    processes += problem.learner_threads * int(problem.device(where[LEARN]).node == node)
+    processes += problem.learner_processes(node, problem.device(where[LEARN]).node)
     processes += sum(n == node for n in server_nodes(problem, where, shards))
     return max(0, processes - lanes) / lanes
 

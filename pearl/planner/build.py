@@ -182,7 +182,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
                       model.resource(inputs.host_device), inputs.host_device, cost, act_cost,
                       inputs.steps / config.n_envs * inputs.env_side, actor_period, edges,
                       transfer, memory, prefetch=True, publish=publish, learner_threads=threads * learners,
-                      learners=learners)
+                      learners=learners, group_comm_s=_group_seconds(inputs, learners) if learners > 1 else 0.0)
     return problem, Facts(inputs.key, inputs.steps, config.batch_size, config.n_envs, config, sync_s,
                           inputs.workload, dict(inputs.scaled))
 
@@ -299,15 +299,21 @@ def _group_learn(inputs: _Inputs, d: str, learners: int, threads: int) -> float:
 
 
 def _group_seconds(inputs: _Inputs, learners: int) -> float:
-    """A learner group's communication per update (`CostModel.group_time`): the trained networks' gradients
-    (targets apart), averaged in one all-gather (DQN) or two (an actor-critic: the critics', then the actor's)."""
-    config, spec = inputs.config, inputs.spec
+    """A learner group's communication per update on one host (`group_comm`)."""
+    return group_comm(inputs.model, inputs.config, inputs.spec, learners)
+
+
+def group_comm(model: CostModel, config: OffPolicyConfig, spec: EnvSpec, learners: int,
+               network: tuple[float, float] | None = None) -> float:
+    """A learner group's communication per update (`CostModel.group_time`, across nodes over `network`): the
+    trained networks' gradients (targets apart), averaged in one all-gather (DQN) or two (an actor-critic: the
+    critics', then the actor's)."""
     gradient_bytes = param_count(config, spec) * FLOAT
     averages = 1 if len(network_sizes(config, spec)) == 1 else 2
     action_bytes = 8 if spec.discrete else FLOAT * spec.action_dim
     row_bytes = 2 * FLOAT * spec.obs_dim + action_bytes + 3 * FLOAT
-    return _profiled(lambda: inputs.model.group_time(learners, gradient_bytes, averages, config.batch_size,
-                                                     row_bytes).seconds)
+    return _profiled(lambda: model.group_time(learners, gradient_bytes, averages, config.batch_size, row_bytes,
+                                              network).seconds)
 
 
 def _publish_costs(inputs: _Inputs, devices: list[str], options: list[ActorOption], sync_s: dict[tuple, float]
@@ -459,8 +465,9 @@ def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int 
         profile = cluster.nodes[0].profile
         return build_problem(profile, CostModel(profile), algo, spec, envs, config, threads=threads,
                              learners=learners)
-    if learners > 1:
-        raise PlanError("a learner group is planned on one host; a cluster plan keeps one learner")
+    if learners > 1 and learners != len(cluster.nodes):
+        raise PlanError(f"a cluster plan's learner group has one learner on every node: {len(cluster.nodes)} "
+                        f"learners, not {learners}")
     parts = []
     models = {node.name: CostModel(node.profile) for node in cluster.nodes}
     # the actor processes may spread over every node: options up to all the hosts' lanes together
@@ -482,7 +489,48 @@ def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int 
     merged.edges += list(CLUSTER_EDGES)
     _cross_node_transfers(cluster, parts, merged, facts, spec, max(lanes))
     _replay_shards(cluster, parts, merged, facts, spec, max(lanes))
+    if learners > 1:
+        _spread_group(cluster, parts, merged, partial(build_problem, algo=algo, spec=spec, envs=envs,
+                                                      max_actors=total, threads=threads), facts.config, spec,
+                      threads)
     return merged, replace(facts, weight_sync_s=sync, scaled=scaled)
+
+
+def _spread_group(cluster: Cluster, parts: list, problem: Problem, build: Callable[..., tuple[Problem, Facts]],
+                  config: OffPolicyConfig, spec: EnvSpec, threads: int) -> None:
+    """A learner group with one learner on every node (`Problem.spread_group`): learn on a device of one node
+    costs the slowest node's group update on the device of that id, plus what the links add to the group's
+    communication (`group_comm`: each node's `group` figure against the slowest link; gloo's messages pay the
+    network's latency, not a Ray call). A node's group update is its profile's timing of a group of N on that
+    device (N learner processes on its host, the nearest a profile comes to N nodes), else its learn on the
+    B/N rows a learner takes (as `build` prices it there) plus the host's communication. A device whose id
+    some node lacks cannot hold learn."""
+    n = len(parts)
+    part_config = config.replace(batch_size=-(-config.batch_size // n))
+    links = [cluster.link(a, b) for (a, *_), (b, *_) in combinations(parts, 2)]
+    network = (max(k.latency_s for k in links if k), min(k.bandwidth_bytes_per_s for k in links if k))
+    update: dict[tuple[str, str], float] = {}
+    for name, model, _, facts in parts:
+        p, _ = _on_node(name, partial(build, cluster.node(name).profile, model, config=part_config))
+        host = group_comm(model, config, spec, n)
+        extra = group_comm(model, config, spec, n, network) - host
+        problem.group_comm_s = max(problem.group_comm_s, host + extra)
+        for (k, d), part in p.cost.items():
+            timed = model.group_learn_time(facts.workload, d, n) if k == "learn" and threads == 1 else None
+            if timed is not None:  # interleaved with the replay kernels, as `_learner_costs` counts a timed group
+                update[(name, d)] = model.in_situ_factor(d, facts.workload) * timed.seconds + extra
+            elif k == "learn":
+                update[(name, d)] = part + host + extra
+    for key in [key for key in problem.cost if key[0] == "learn"]:
+        device = NodeDevice.parse(key[1]).device
+        times = [update.get((name, device)) for name, *_ in parts]
+        if any(t is None for t in times):
+            del problem.cost[key]
+            problem.publish = {k: v for k, v in problem.publish.items() if k[1] != key[1]}
+        else:
+            problem.cost[key] = max(t for t in times if t is not None)
+    problem.learners = n
+
 
 
 def _host_lanes(profile: Profile, model: CostModel) -> int:

@@ -80,7 +80,8 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 each process again, each term also × c[n] = (N − L)⁺/L: process[learner@n]'s terms;
                 actor_period[a, d] for an option a that can crowd the node (n + T + 1 > L), all of it when
                 act's device is on the host, else its env stepping; a shard's replay kernels on the host. c[n]
-                is a variable with L·c[n] ≥ Σ_a,d∈n w[a,d] + R[n] − z[n] + T·Σ_d∈n x[learn,d] − L, exact since
+                is a variable with L·c[n] ≥ Σ_a,d∈n w[a,d] + R[n] − z[n] + T·Σ_d∈n x[learn,d] − L (T alone for a
+                cluster's learner group, one learner on every node: `Problem.spread_group`), exact since
                 c only raises bounds and actors[n] keeps N ≤ L + T (c ≤ 1, so its products with the
                 placement's binaries are couples)
     network[n,out], network[n,in]   (clusters) the seconds node n's network interface spends sending
@@ -506,15 +507,17 @@ class _Builder:
 
     def crowd(self, name: str) -> pulp.LpVariable:
         """c[n] (clusters): a variable in [0, 1] with L·c[n] ≥ N[n] − L, N[n] = the node's actor processes + its
-        replay server processes of their own + T·[learn on n] (exact: c only raises the rows it is in, and
+        replay server processes of their own + T·[learn on n] (T on every node for a cluster's
+        learner group, `Problem.spread_group`) (exact: c only raises the rows it is in, and
         actors[n] keeps N[n] ≤ L + T ≤ 2L). One host's contention rows need no c (accounting.sharing)."""
         if name not in self.crowds:
             nodes = self.problem.node_list()
             ni = next(i for i, n in enumerate(nodes) if n.name == name)
             lanes = self.problem.resource(nodes[ni].host).lanes
             c = _var(self.lp, f"crowd_n{ni}", 0, 1, pulp.LpContinuous)
-            learner = self.problem.learner_threads * pulp.lpSum(self.on(LEARN, d.id) for d in self.problem.devices
-                                                                if d.node == name)
+            learner = self.problem.learner_threads if self.problem.spread_group else \
+                self.problem.learner_threads * pulp.lpSum(self.on(LEARN, d.id) for d in self.problem.devices
+                                                          if d.node == name)
             processes = self.actors_on(name) + self.server_processes(ni) + learner
             self.add(lanes * c - processes >= -lanes, f"crowd_n{ni}", f"crowd[{name}]")
             self.crowds[name] = c

@@ -13,6 +13,7 @@ from pearl.costmodel import CostModel
 from pearl.device import HOST, NodeDevice
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, PlanError
+from pearl.kernels import GROUP_COMM
 from pearl.planner.build import Facts, build_cluster_problem, build_problem, config_workload
 from pearl.planner.accounting import server_nodes
 from pearl.planner.ilp import TIES, evaluate, evaluator, pareto, solve
@@ -31,12 +32,14 @@ GROUP_SIZES = (2, 4)  # the learner groups a plan considers beside one learner (
 
 
 def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str = "throughput",
-              envs: int | str | None = None, config: OffPolicyConfig | None = None) -> Plan:
+              envs: int | str | None = None, config: OffPolicyConfig | None = None,
+              learners: int | None = None) -> Plan:
     """The plan for `objective`. envs: environments per actor; None keeps the preset's (its published returns
     were measured with it), an integer fixes it, "auto" lets the planner choose from ENV_CHOICES (up to the
     largest act batch the profile measured, so no act time is extrapolated): one program per choice, the best
     kept, the Pareto fronts merged. config: the hyperparameters to plan for (default: the preset's); a
-    workload shape the profile has not measured is planned from scaled figures (the plan names them)."""
+    workload shape the profile has not measured is planned from scaled figures (the plan names them).
+    learners: plan exactly that learner group size (None: the planner chooses, `learner_layouts`)."""
     if objective not in OBJECTIVES:
         raise ConfigError(f"unknown objective {objective!r}: use one of {', '.join(OBJECTIVES)}")
     source, problem, facts = _setup(profile_path, algo, env_id, config)
@@ -50,9 +53,11 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
         choices = [envs]
     else:
         raise ConfigError(f"envs per actor must be 'auto' or an integer from 1 to {MAX_ENVS}, got {envs!r}")
+    asked = learners
+    layouts = fixed_learners(learner_layouts(source, problem, facts), asked, len(source.cluster.nodes))
     candidates = []
     for e in choices:
-        for threads, learners in learner_layouts(source, problem, facts):
+        for threads, learners in layouts:
             p_e, f_e = (problem, facts) if (e, threads, learners) == (facts.envs_per_actor, 1, 1) else \
                 build_cluster_problem(source.cluster, algo, env_spec(env_id), e, config, threads, learners)
             try:
@@ -63,6 +68,9 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
                 continue  # no feasible layout with this group (its learners leave the actors no lane)
             best = front[0] if objective == "throughput" else solve(p_e, "perf-per-watt")
             candidates.append((p_e, f_e, best, front))
+    if not candidates:
+        raise PlanError(f"no layout with {asked} learners fits this profile: the group's learners leave the actors "
+                        "no lane; plan with fewer learners")
     first = 0 if objective == "throughput" else 1  # lexicographic, as within one program
 
     def rank(solution: Solution) -> tuple[float, float]:
@@ -73,24 +81,43 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
     p_e, f_e, best, _ = min(candidates, key=lambda c: (*rank(c[2]), c[0].learners, c[0].learner_threads))
     plan = _plan(source, p_e, f_e, algo, env_id, objective, best,
                  _merged_front([point for c in candidates for point in c[3]]))
-    plan.learners_why = _learners_why(p_e.learners, {c[0].learners: c[2] for c in sorted(
-        candidates, key=lambda c: rank(c[2]), reverse=True)}, objective)
+    plan.learners_why = f"{asked} learner(s): as asked (--learners {asked})" if asked is not None else \
+        _learners_why(p_e.learners, {c[0].learners: c[2] for c in sorted(candidates, key=lambda c: rank(c[2]),
+                                                                         reverse=True)}, objective)
     return plan
 
 
 def learner_layouts(source: "Source", problem: Problem, facts: Facts) -> list[tuple[int, int]]:
-    """(T threads, N learners) to plan for: each T of `thread_choices` with one learner, and on one host whose
-    profile prices a learner group (its `group` figure) N = 2 and 4 learners of one thread each, up to its lanes."""
+    """(T threads, N learners) to plan for: each T of `thread_choices` with one learner, and where every node's
+    profile prices a learner group (its `group` figure) groups of one-thread learners: on one host N = 2 and 4,
+    up to its lanes; in a cluster one learner on every node (`Problem.spread_group`)."""
     layouts = [(t, 1) for t in thread_choices(source, problem, facts)]
-    if len(source.cluster.nodes) != 1 or HOST not in source.models[source.cluster.nodes[0].name].devices():
+    models = [source.models[node.name] for node in source.cluster.nodes]
+    if any(HOST not in model.devices() for model in models):
         return layouts
-    model = source.models[source.cluster.nodes[0].name]
     try:
-        model.group_time(2, 1, 1, 1, 1)
+        for model in models:
+            model.group_time(2, 1, 1, 1, 1)
     except KeyError:  # a profile from before learner groups: one learner
         return layouts
+    if len(models) > 1:
+        return layouts + [(1, len(models))]
     lanes = problem.resource(problem.host).lanes
     return layouts + [(1, n) for n in GROUP_SIZES if n <= lanes]
+
+
+def fixed_learners(layouts: list[tuple[int, int]], learners: int | None, nodes: int) -> list[tuple[int, int]]:
+    """The layouts with `learners` learners (all of them for None); ConfigError saying which sizes the profile
+    offers when it offers none with that many."""
+    if learners is None:
+        return layouts
+    kept = [(t, n) for t, n in layouts if n == learners]
+    if not kept:
+        sizes = ", ".join(str(n) for n in sorted({n for _, n in layouts}))
+        why = (f"a cluster plan's group has one learner on each of its {nodes} nodes" if nodes > 1 else
+               "a group of 2 or 4 learners, up to the host's lanes, where the profile has a `group` figure")
+        raise ConfigError(f"--learners {learners}: this profile offers {sizes} learner(s) ({why})")
+    return kept
 
 
 def _learners_why(chosen: int, best_by_size: dict[int, Solution], objective: str) -> str:
@@ -100,7 +127,7 @@ def _learners_why(chosen: int, best_by_size: dict[int, Solution], objective: str
     what, unit = ("period", "s") if index == 0 else ("energy per iteration", "J")
     others = ", ".join(f"{n} learners' {figure[n] / figure[chosen]:.2f}x" for n in sorted(figure) if n != chosen)
     if not others:
-        return f"{chosen} learner: no learner group was planned (a cluster, or a profile without a group figure)"
+        return f"{chosen} learner: no learner group was planned (a profile without a group figure)"
     return (f"{chosen} learner(s): the least predicted {what}, {figure[chosen]:.3g} {unit}, against the best plans "
             f"with {others} (ties keep the fewest learners)")
 
@@ -227,7 +254,8 @@ def _plan(source: Source, problem: Problem, facts: Facts, algo: str, env_id: str
         pearl_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         algo=algo, env=env_id, objective=objective, profile=_profile_summary(source),
         mapping=mapping, actors=best.actors.n, envs_per_actor=best.actors.envs, actor_devices=dict(best.spread),
-        replay_shards=dict.fromkeys(best.shards, 1), threads=problem.learner_threads // problem.learners,
+        replay_shards=dict.fromkeys(best.shards, 1),
+        threads=problem.learner_threads // (1 if problem.spread_group else problem.learners),
         learners=problem.learners,
         predicted={**_figures(best.period_s, best.energy_j, facts, _sources(source, mapping, facts)),
                    "workload": facts.workload},
@@ -343,6 +371,8 @@ def _kernel_seconds(problem: Problem, facts: Facts, solution: Solution) -> dict[
         for k in REPLAY:
             out[k] = sum(problem.shard_cost[(k, d, len(solution.shards))] for d in solution.shards)
     out["weight_sync"] = publish + load
+    if problem.learners > 1:  # a part of learn's, timed apart by the run
+        out[GROUP_COMM] = problem.group_comm_s
     return out
 
 

@@ -17,7 +17,8 @@ predicts for it and for the all-on-one-device mappings.
                     "scaled": {kernel: the measured workload its times were scaled from}, "workload"},
       "bottleneck": "load[host-cpu]" | "role[learner]" | ...,
       "kernels": {kernel: predicted seconds per iteration on its device (env_step included; weight_sync:
-                  the learner's publish + the actors' loads)},
+                  the learner's publish + the actors' loads; group_comm with a learner group: learner 0's
+                  time in the group's collectives, a part of learn's)},
       "lanes": {"cpu": lanes the plan uses on the host, "accelerator": lanes on other resources, "ratio"},
       "baselines": [{"device", "feasible", "env_steps_per_s", "env_steps_per_joule", "speedup"}],
       "solver": {"name", "status", "gap", "solve_s", "ties": how plans with equal objective figures were told apart},
@@ -53,6 +54,7 @@ from typing import Any
 
 from pearl.device import NodeDevice
 from pearl.errors import PearlError
+from pearl.kernels import GROUP_COMM
 from pearl.fileio import MAX_INT, FieldChecker, finite_number, read_json, write_json_atomic
 from pearl.profile.format import MAX_LANES
 
@@ -143,7 +145,7 @@ def parse_plan(data: Any, where: str) -> Plan:
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
             fail(name, "a list of objects", entries)
     kernels = data.get("kernels", {})
-    timed = (*MAPPED, "weight_sync")
+    timed = (*MAPPED, "weight_sync", GROUP_COMM)
     if not isinstance(kernels, dict) or not set(kernels) <= set(timed) or \
             any(finite_number(v) is None for v in kernels.values()):
         fail("kernels", f"an object mapping some of {', '.join(timed)} to seconds (a finite number >= 0)",

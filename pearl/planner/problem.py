@@ -8,7 +8,8 @@ Decisions
     T ∈ {1..lanes}   the learner's threads (`learner_threads`): fixed within one program, chosen by solving one
                      program per T (make.py: the least P, ties to fewer threads), as the envs per actor
     N ∈ {1, 2, 4}    the learners of a learner group (`learners`, N·T ≤ lanes): one program per N, as T; ties
-                     keep the fewest learners
+                     keep the fewest learners. In a cluster a group has one learner on every node (N = nodes):
+                     learner 0 where learn is placed, the others on the other nodes (`spread_group`)
     x[k,d] ∈ {0,1}   kernel k ∈ PLACED on device d (only where allowed: an adapter implements it there)
     v[a,d] ∈ {0,1}   actor option a (n actor processes × e envs each) with `act` on device d; x[act,d] = Σ_a v[a,d]
     w[a,d] ∈ ℕ       (clusters) how many of those processes run on d's node (n·v[a,d] with one host)
@@ -175,8 +176,23 @@ class Problem:
     learner_threads: int = 1
     #: N, the learners of a learner group (`--learners`), each a process of T threads on the host: learn is on
     #: the host device only, its cost one learner's on B/N rows plus the group's communication (build.py), and
-    #: learner_threads is then N·T (the lanes and processes the group holds). A plan decision as T is
+    #: learner_threads is then N·T (the lanes and processes the group holds). A plan decision as T is. In a
+    #: cluster (`spread_group`) one learner of T threads on every node: learn's cost on a device is the slowest
+    #: node's learn on B/N rows plus the group's communication over the links, and every node holds T
+    #: processes of the group wherever learn is placed (learner_threads stays T)
     learners: int = 1
+    #: seconds per update learner 0 spends in the group's collectives, as priced into learn's cost (what the
+    #: plan predicts for the run's `group_comm` clock); 0 with one learner
+    group_comm_s: float = 0.0
+
+    @property
+    def spread_group(self) -> bool:
+        """A cluster's learner group: one learner on every node."""
+        return self.learners > 1 and len(self.node_list()) > 1
+
+    def learner_processes(self, node: str, learn_node: str) -> int:
+        """The learner group's processes (lanes) on `node` with learn (learner 0) placed on `learn_node`."""
+        return self.learner_threads if self.spread_group or node == learn_node else 0
 
     def shard_counts(self) -> list[int]:
         """The shard counts K the replay server may take: 1, and each K that shard_cost offers."""

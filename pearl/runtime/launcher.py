@@ -85,9 +85,17 @@ class RoleNodes:
     #: the plan node of each replay shard, in shard order, where the plan shards the replay server; empty: one
     #: replay server, on `replay`
     shards: tuple[str, ...] = ()
+    #: the plan node of learners 1 … N − 1 of a learner group spread over the nodes (one learner on every
+    #: node); empty: every learner of a group on `learner`
+    learners: tuple[str, ...] = ()
 
     def names(self) -> list[str]:
-        return sorted({self.actors, self.replay, self.learner, *(node for node, _ in self.workers), *self.shards})
+        return sorted({self.actors, self.replay, self.learner, *(node for node, _ in self.workers), *self.shards,
+                       *self.learners})
+
+    def member(self, rank: int) -> str:
+        """Learner `rank` (≥ 1) of a group's plan node (the learner's beyond the plan's group)."""
+        return self.learners[rank - 1] if rank <= len(self.learners) else self.learner
 
     def worker(self, i: int, act: str) -> tuple[str, str]:
         """Worker i's plan node and act device (`act`: the job's, for a plan that does not spread them)."""

@@ -33,6 +33,7 @@ from pearl.adapters.base import Adapter, GroupComm, LearnKernel
 from pearl.adapters.group import LearnerArgs, lead_update, leave_group, open_group
 from pearl.algos.base import OffPolicyConfig
 from pearl.errors import PearlError
+from pearl.kernels import GROUP_COMM
 from pearl.runtime.protocol import Learner
 from pearl.types import PriorityUpdate, SampleBatch
 
@@ -55,12 +56,14 @@ class GroupLearner(Learner):
         self.who_failed = who_failed or (lambda: "")
 
     def update(self, batch: SampleBatch) -> PriorityUpdate:
+        comm_s = self.comm.comm_s
         with self.clock.time("learn"):
             batch = self.adapter.adopt(batch)
             try:
                 td_errors, metrics = lead_update(self.kernel, self.comm, batch)
             except RuntimeError as exc:  # gloo: a learner's connection closed, or a collective timed out
                 raise LearnerGroupFailed(self._failure(exc)) from None
+        self.clock.add(GROUP_COMM, self.comm.comm_s - comm_s)  # a part of learn's time, shown apart
         self.last_metrics = metrics
         if self.check_every and self.updates % self.check_every == 0:
             self.check()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from pearl.algos import OffPolicyConfig, algorithm
 from pearl.device import DeviceId, NodeDevice, check_slice_use
 from pearl.errors import ConfigError, DeviceError, PlanError
+from pearl.kernels import GROUP_COMM
 from pearl.runtime.launcher import Placement, RoleNodes
 from pearl.training.launchers import launcher_capabilities
 from pearl.training.result import TrainResult
@@ -108,8 +109,10 @@ def role_nodes(plan: "Plan") -> RoleNodes:
     placed = [(NodeDevice.parse(d), n) for d, n in sorted(spread.items())]
     workers = tuple((at.node, at.device) for at, n in placed for _ in range(n))
     shards = tuple(NodeDevice.parse(d).node for d, n in sorted(plan.replay_shards.items()) for _ in range(n))
+    # a cluster plan's learner group has one learner on every node: learner 0 on learn's, the others in order
+    members = tuple(name for name in plan.profile["nodes"] if name != node["learn"]) if plan.learners > 1 else ()
     return RoleNodes(actors=node["act"], replay=node["replay_insert"], learner=node["learn"],
-                     workers=workers if len(spread) > 1 else (), shards=shards)
+                     workers=workers if len(spread) > 1 else (), shards=shards, learners=members)
 
 
 def local_devices(plan: "Plan") -> dict[str, str]:
@@ -194,7 +197,8 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
         actor_side = kernel in ("env_step", "act", "replay_insert")
         per_iteration = (seconds / max(stats.steps, 1) * steps_per_iteration if actor_side
                          else seconds / max(stats.updates, 1))
-        device = plan.mapping.get(kernel) or f"{plan.mapping['learn']}>{plan.mapping['act']}"  # weight_sync
+        device = plan.mapping.get(kernel) or (plan.mapping["learn"] if kernel == GROUP_COMM else
+                                              f"{plan.mapping['learn']}>{plan.mapping['act']}")  # weight_sync
         measured[kernel] = {"device": device, "predicted_s": predicted, "measured_s": per_iteration,
                             "ratio": per_iteration / predicted if predicted > 0 else None}
         if device in emulate:

@@ -112,7 +112,7 @@ class TorchGroupComm(GroupComm):
         # learner 0's own buffer is scattered to itself and never read: its header alone, no rows copied
         buffers = [self._pack(command, batch if rank else None, start, rows)
                    for rank, (start, rows) in enumerate(self.parts)]
-        dist.scatter(buffers[0], buffers, src=0)
+        self._timed(dist.scatter, buffers[0], buffers, src=0)
         if batch is None:
             return None
         start, rows = self.parts[0]
@@ -122,7 +122,7 @@ class TorchGroupComm(GroupComm):
     def receive(self) -> tuple[int, SampleBatch | None]:
         """The other learners: the next command from learner 0, and this learner's rows for an update."""
         buffer = torch.empty(self.buffer_bytes, dtype=torch.uint8)
-        dist.scatter(buffer, None, src=0)
+        self._timed(dist.scatter, buffer, None, src=0)
         command, rows = (int(v) for v in buffer[:_HEADER].view(torch.int64))
         if command != GroupComm.UPDATE:
             return command, None
@@ -145,13 +145,18 @@ class TorchGroupComm(GroupComm):
             out[at:at + rows * f.row_bytes] = part.reshape(-1).view(torch.uint8)
         return out
 
+    def _timed(self, collective: Callable[..., object], *args: object, **kwargs: object) -> None:
+        t0 = time.perf_counter()
+        collective(*args, **kwargs)
+        self.comm_s += time.perf_counter() - t0
+
     # ------------------------------------------------------------------------------- the reductions
     def average(self, arrays: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Every learner's arrays weighted by its rows and summed in learner order (`GroupShare.average`)."""
         names = list(arrays)
         flat = torch.cat([arrays[n].detach().reshape(-1).float() for n in names]).cpu()
         gathered = [torch.empty_like(flat) for _ in range(self.world)]
-        dist.all_gather(gathered, flat)
+        self._timed(dist.all_gather, gathered, flat)
         total = gathered[0].mul(self._weights[0])
         for rank in range(1, self.world):
             total.add_(gathered[rank], alpha=self._weights[rank])
@@ -174,7 +179,7 @@ class TorchGroupComm(GroupComm):
             if names else torch.zeros(0)
         mine = torch.cat([td, values])
         gathered = [torch.empty_like(mine) for _ in range(self.world)] if self.rank == 0 else None
-        dist.gather(mine, gathered, dst=0)
+        self._timed(dist.gather, mine, gathered, dst=0)
         if gathered is None:
             return None, {}
         all_td = torch.cat([g[:r] for g, (_, r) in zip(gathered, self.parts)]).to(td_errors.device)

@@ -140,13 +140,11 @@ class RayLauncher(SegmentLauncher):
     def start(self) -> None:
         ray = self._join()
         self._previous_sigterm = raise_on_sigterm(self._terminated)  # after ray.init, which installs its own
-        learner, shards, workers = self._placements(ray)
+        learner, members, shards, workers = self._placements(ray)
         learner = dataclasses.replace(learner, env={**learner.env, **slice_env(self.placement.learn)})
+        members = [dataclasses.replace(m, env=learner.env) for m in members]
         acts = self.act_devices()
         workers = [dataclasses.replace(w, env={**w.env, **slice_env(acts[i])}) for i, w in enumerate(workers)]
-        # by default as learner 0 but placed by Ray: a soft affinity to a busy node would wait for it
-        member = self.member_placement or dataclasses.replace(learner, node_id=None, soft=False)
-        members = [dataclasses.replace(member, env=learner.env)] * (self.job.learners - 1)
         roles = [("learner" if self.job.learners == 1 else "learner 0", learner)]
         roles += [(f"learner {r}", m) for r, m in enumerate(members, start=1)]
         roles += [(f"replay shard {i}", shard) for i, shard in enumerate(shards)]
@@ -204,12 +202,14 @@ class RayLauncher(SegmentLauncher):
             return [self.placement.act] * self.job.actors
         return [self.plan_nodes.worker(i, self.placement.act)[1] for i in range(self.job.actors)]
 
-    def _placements(self, ray: ModuleType) -> tuple[ShardPlacement, list[ShardPlacement], list[ShardPlacement]]:
-        """The learner's, each replay shard's and each worker's placement: the ones given, else an equal part
-        of the cluster's CPUs, at most one, for the learner and each worker (Ray's CPUs are admission only:
-        the roles share the cores), none for a shard; on a CUDA device a GPU, or an equal part of one for the
-        roles that share it; the learner near the driver where that node can take it. With `plan_nodes`, each
-        role pinned to its plan node (`_plan_placements`)."""
+    def _placements(self, ray: ModuleType) -> tuple[ShardPlacement, list[ShardPlacement], list[ShardPlacement],
+                                                    list[ShardPlacement]]:
+        """The learner's, the other learners' of a group, each replay shard's and each worker's placement: the
+        ones given, else an equal part of the cluster's CPUs, at most one, for each learner and each worker
+        (Ray's CPUs are admission only: the roles share the cores), none for a shard; on a CUDA device a GPU, or
+        an equal part of one for the roles that share it; the learner near the driver where that node can take
+        it, the other learners where Ray puts them. With `plan_nodes`, each role pinned to its plan node
+        (`_plan_placements`)."""
         if self.plan_nodes is not None:
             return self._plan_placements(ray, self.plan_nodes)
         have = ray.cluster_resources()
@@ -225,7 +225,9 @@ class RayLauncher(SegmentLauncher):
             num_cpus=cpus, num_gpus=0.0 if not learn_gpu else shared or min(1.0, gpus / learners),
             node_id=here, soft=True)
         shard = self.replay_placement or ShardPlacement(num_cpus=0)
-        return learner, [shard] * self.replay_shards, \
+        # as learner 0 but placed by Ray: a soft affinity to a busy node would wait for it
+        member = self.member_placement or dataclasses.replace(learner, node_id=None, soft=False)
+        return learner, [member] * (learners - 1), [shard] * self.replay_shards, \
             [dataclasses.replace(worker, max_restarts=self.restart_policy.limit)] * self.job.actors
 
     def run(self, record: RunRecord | None = None, progress: Callable[[int], None] | None = None,
@@ -239,18 +241,18 @@ class RayLauncher(SegmentLauncher):
                 raise SystemExit(128 + signal.SIGTERM) from None
             raise
 
-    def _plan_placements(self, ray: ModuleType, nodes: RoleNodes) -> tuple[ShardPlacement, list[ShardPlacement],
-                                                                             list[ShardPlacement]]:
+    def _plan_placements(self, ray: ModuleType, nodes: RoleNodes) -> tuple[
+            ShardPlacement, list[ShardPlacement], list[ShardPlacement], list[ShardPlacement]]:
         """A cluster plan's placements: every role pinned (hard) to the Ray node of its plan node, each actor
-        worker to its own (a plan may spread them over nodes); on each node the learner and the workers there
-        share its CPUs equally, at most one each (admission only, as above); a CUDA role a GPU, or an equal
-        part of one with the roles on the same node's same GPU. A sharded replay server: each shard pinned to
-        its own plan node (`RoleNodes.shards`)."""
+        worker and each learner of a group to its own (a plan may spread them over nodes); on each node the
+        learners and the workers there share its CPUs equally, at most one each (admission only, as above); a
+        CUDA role a GPU, or an equal part of one with the roles on the same node's same GPU. A sharded replay
+        server: each shard pinned to its own plan node (`RoleNodes.shards`)."""
         self.node_ids = ids = plan_node_ids(nodes.names())
         cpus_of = {n["NodeID"]: float(n.get("Resources", {}).get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")}
         acts = [nodes.worker(i, self.placement.act) for i in range(self.job.actors)]
-        on_node = {name: sum(node == name for node, _ in acts) + self.job.learners * (name == nodes.learner)
-                   for name in nodes.names()}
+        homes = [nodes.learner] + [nodes.member(r) for r in range(1, self.job.learners)]  # each learner's node
+        on_node = {name: sum(node == name for node, _ in acts) + homes.count(name) for name in nodes.names()}
         learn_gpu = _is_cuda(self.placement.learn)
         learner_gpu = (nodes.learner, self.placement.learn)
 
@@ -258,19 +260,23 @@ class RayLauncher(SegmentLauncher):
             return min(1.0, cpus_of.get(ids[name], 0.0) / max(on_node[name], 1))
 
         def gpus(where: tuple[str, str]) -> float:  # an equal part of the GPU for every role on it
-            sharing = acts.count(where) + self.job.learners * (learn_gpu and where == learner_gpu)
+            sharing = acts.count(where) + sum(learn_gpu and where == (home, self.placement.learn) for home in homes)
             return 1.0 / sharing if _is_cuda(where[1]) else 0.0
 
         workers = [self.actor_placement or ShardPlacement(num_cpus=cpus(node), node_id=ids[node],
                                                           num_gpus=gpus((node, act))) for node, act in acts]
         learner = self.learner_placement or ShardPlacement(
             num_cpus=cpus(nodes.learner), node_id=ids[nodes.learner], num_gpus=gpus(learner_gpu))
+        members = [self.member_placement or ShardPlacement(num_cpus=cpus(home), node_id=ids[home],
+                                                           num_gpus=gpus((home, self.placement.learn)))
+                   for home in homes[1:]]
         if nodes.shards and len(nodes.shards) != self.replay_shards:
             raise ConfigError(f"the plan shards the replay server over {len(nodes.shards)} nodes, the launcher was "
                               f"given {self.replay_shards} replay shards")
-        homes = nodes.shards or (nodes.replay,) * self.replay_shards
-        shards = [self.replay_placement or ShardPlacement(num_cpus=0, node_id=ids[n]) for n in homes]
-        return learner, shards, [dataclasses.replace(w, max_restarts=self.restart_policy.limit) for w in workers]
+        shard_homes = nodes.shards or (nodes.replay,) * self.replay_shards
+        shards = [self.replay_placement or ShardPlacement(num_cpus=0, node_id=ids[n]) for n in shard_homes]
+        return learner, members, shards, [dataclasses.replace(w, max_restarts=self.restart_policy.limit)
+                                          for w in workers]
 
     def stop(self) -> None:
         ray = sys.modules.get("ray")
