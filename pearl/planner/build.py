@@ -502,9 +502,9 @@ def _spread_group(cluster: Cluster, parts: list, problem: Problem, build: Callab
     costs the slowest node's group update on the device of that id, plus what the links add to the group's
     communication (`group_comm`: each node's `group` figure against the slowest link; gloo's messages pay the
     network's latency, not a Ray call). A node's group update is its profile's timing of a group of N on that
-    device (N learner processes on its host, the nearest a profile comes to N nodes), else its learn on the
-    B/N rows a learner takes (as `build` prices it there) plus the host's communication. A device whose id
-    some node lacks cannot hold learn."""
+    device (N learner processes on its host, the nearest a profile comes to N nodes, where its host has a lane
+    for each), else its learn on the B/N rows a learner takes (as `build` prices it there) plus the host's
+    communication. A device whose id some node lacks cannot hold learn."""
     n = len(parts)
     part_config = config.replace(batch_size=-(-config.batch_size // n))
     links = [cluster.link(a, b) for (a, *_), (b, *_) in combinations(parts, 2)]
@@ -515,8 +515,11 @@ def _spread_group(cluster: Cluster, parts: list, problem: Problem, build: Callab
         host = group_comm(model, config, spec, n)
         extra = group_comm(model, config, spec, n, network) - host
         problem.group_comm_s = max(problem.group_comm_s, host + extra)
+        # a timed group of N stands for N nodes only where the host gave each learner a lane of its own
+        own_lanes = _host_lanes(cluster.node(name).profile, model) >= n
         for (k, d), part in p.cost.items():
-            timed = model.group_learn_time(facts.workload, d, n) if k == "learn" and threads == 1 else None
+            timed = model.group_learn_time(facts.workload, d, n) if k == "learn" and threads == 1 and own_lanes \
+                else None
             if timed is not None:  # interleaved with the replay kernels, as `_learner_costs` counts a timed group
                 update[(name, d)] = model.in_situ_factor(d, facts.workload) * timed.seconds + extra
             elif k == "learn":
