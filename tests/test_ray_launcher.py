@@ -579,6 +579,7 @@ def test_a_learner_group_on_ray_learns_the_local_launchers_bits_with_a_learner_o
     assert_same_params(local.final_params, got.final_params)
     assert launcher.member_nodes == [cluster.spare] and launcher.learner_node == cluster.head
     assert got.roles["learner 1"].startswith(f"node {cluster.spare[:8]}")
+    assert got.roles["learner 0"].startswith(f"node {cluster.head[:8]}")
     single = LocalLauncher(dataclasses.replace(job, learners=1)).run()  # one learner on the same batches
     for name in single.final_params:
         np.testing.assert_allclose(got.final_params[name], single.final_params[name], rtol=1e-3, atol=1e-5)

@@ -417,7 +417,8 @@ class RayLauncher(SegmentLauncher):
         ray = require_ray()
         address = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in ray.nodes()}
         plan_name = {node: f", plan node {name}" for name, node in self.node_ids.items()}
-        named = [("learner", self.learner_node)] + [(f"learner {r}", n) for r, n in enumerate(self.member_nodes, 1)]
+        named = [("learner 0" if self.member_nodes else "learner", self.learner_node)]
+        named += [(f"learner {r}", n) for r, n in enumerate(self.member_nodes, 1)]
         named += [(f"actor worker {i}", n) for i, n in enumerate(self.nodes)]
         named += [(f"replay shard {i}", n) for i, n in enumerate(self.shard_nodes)]
         return {role: f"node {node[:8]} ({address.get(node, '?')}{plan_name.get(node, '')})"
