@@ -338,6 +338,14 @@ def test_cluster_matches_brute_force(seed, sharded):
         assert close(mine[0], plan.period_s) and close(mine[1], plan.energy_j)
 
 
+def _each_plan_is_what_evaluate_and_the_oracle_say(p: Problem, *plans) -> None:
+    for plan in plans:
+        again = evaluate(p, plan.placement, plan.actors, plan.actor_spread(), plan.shards)
+        mine = account(p, plan.placement, plan.actors, plan.actor_spread(), plan.shards)
+        assert close(again[0], plan.period_s) and close(again[1], plan.energy_j)
+        assert close(mine[0], plan.period_s) and close(mine[1], plan.energy_j)
+
+
 @pytest.mark.parametrize("sharded", [False, True])
 @pytest.mark.parametrize("seed", range(20))
 def test_cluster_with_learner_threads_matches_brute_force(seed, sharded):
@@ -352,12 +360,7 @@ def test_cluster_with_learner_threads_matches_brute_force(seed, sharded):
     solved = _optima_are_the_oracles(p)
     if solved is None:
         return
-    _, _, fast, green = solved
-    for plan in (fast, green):
-        again = evaluate(p, plan.placement, plan.actors, plan.actor_spread(), plan.shards)
-        mine = account(p, plan.placement, plan.actors, plan.actor_spread(), plan.shards)
-        assert close(again[0], plan.period_s) and close(again[1], plan.energy_j)
-        assert close(mine[0], plan.period_s) and close(mine[1], plan.energy_j)
+    _each_plan_is_what_evaluate_and_the_oracle_say(p, *solved[2:])
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -373,12 +376,7 @@ def test_cluster_learner_groups_match_brute_force(seed):
     solved = _optima_are_the_oracles(p)
     if solved is None:
         return
-    _, _, fast, green = solved
-    for plan in (fast, green):
-        again = evaluate(p, plan.placement, plan.actors, plan.actor_spread(), plan.shards)
-        mine = account(p, plan.placement, plan.actors, plan.actor_spread(), plan.shards)
-        assert close(again[0], plan.period_s) and close(again[1], plan.energy_j)
-        assert close(mine[0], plan.period_s) and close(mine[1], plan.energy_j)
+    _each_plan_is_what_evaluate_and_the_oracle_say(p, *solved[2:])
 
 
 def solved_only_beyond(make, **restricted):

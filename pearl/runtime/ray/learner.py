@@ -29,31 +29,23 @@ from pearl.runtime.learner_role import LearnerRole, LearnerStatus
 from pearl.runtime.actors import ActorFailed
 from pearl.runtime.protocol import KernelClock
 from pearl.runtime.ray.replay_client import RemoteShardedReplay, ShardedReplayKernels
-from pearl.runtime.ray.session import first_line, require_ray
+from pearl.runtime.ray.session import first_line, remote_class, require_ray
 from pearl.runtime.seeds import Seeds
 from pearl.traffic import INSERTS
 from pearl.types import Params, TransitionBatch
 
 __all__ = ["RayGroupMember", "RayLearnerHandle", "RayLearnerRole", "learner_class", "member_class"]
 
-_ROLE_CLASS: Any = None
-_MEMBER_CLASS: Any = None
 
 
 def learner_class() -> Any:
     """``ray.remote(RayLearnerRole)``, made once and only when a learner is first placed."""
-    global _ROLE_CLASS
-    if _ROLE_CLASS is None:
-        _ROLE_CLASS = require_ray().remote(RayLearnerRole)
-    return _ROLE_CLASS
+    return remote_class(RayLearnerRole)
 
 
 def member_class() -> Any:
     """``ray.remote(RayGroupMember)``, made once and only when a learner group is first formed."""
-    global _MEMBER_CLASS
-    if _MEMBER_CLASS is None:
-        _MEMBER_CLASS = require_ray().remote(RayGroupMember)
-    return _MEMBER_CLASS
+    return remote_class(RayGroupMember)
 
 
 class RayGroupMember:

@@ -22,14 +22,13 @@ from pearl.adapters.base import ReplayKernels, host_array
 from pearl.algos.base import OffPolicyConfig
 from pearl.errors import ConfigError, PearlError
 from pearl.runtime.ray.placement import ShardPlacement, check_placements
-from pearl.runtime.ray.session import require_ray
+from pearl.runtime.ray.session import remote_class, require_ray
 from pearl.runtime.replay_server import ShardedReplay
 from pearl.runtime.replay_shard import ReplayShard, ShardSample, ShardStats
 from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch
 
 __all__ = ["RemoteShardedReplay", "ShardedReplayKernels", "remote_shards"]
 
-_SHARD_CLASS: Any = None
 
 
 class _PlacedShard(ReplayShard):
@@ -41,10 +40,7 @@ class _PlacedShard(ReplayShard):
 
 def _shard_class() -> Any:
     """``ray.remote(_PlacedShard)``, made once and only when a shard is first placed."""
-    global _SHARD_CLASS
-    if _SHARD_CLASS is None:
-        _SHARD_CLASS = require_ray().remote(_PlacedShard)
-    return _SHARD_CLASS
+    return remote_class(_PlacedShard)
 
 
 def remote_shards(config: OffPolicyConfig, spec: EnvSpec, shards: int,

@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from pearl.runtime.ray.session import first_line, require_ray
+from pearl.runtime.ray.session import first_line, remote_class, require_ray
 
 __all__ = ["LEASE", "PREFIX", "RENEW_S", "STALE_S", "RunLease", "RunNamespace", "pearl_namespaces",
            "remove_lost_runs"]
@@ -39,7 +39,6 @@ RENEW_S = 1.0  # the driver renews its lease this often
 STALE_S = 15.0  # a lease not renewed for this long: the driver is gone (a thread renews it, whatever the loop does)
 ASK_TIMEOUT_S = 30.0  # a lease actor that does not answer within this is still starting: its run is left alone
 
-_LEASE_CLASS: Any = None
 
 
 class RunLease:
@@ -59,10 +58,7 @@ class RunLease:
 
 
 def _lease_class() -> Any:
-    global _LEASE_CLASS
-    if _LEASE_CLASS is None:
-        _LEASE_CLASS = require_ray().remote(num_cpus=0, max_restarts=0)(RunLease)
-    return _LEASE_CLASS
+    return remote_class(RunLease, num_cpus=0, max_restarts=0)
 
 
 @dataclass

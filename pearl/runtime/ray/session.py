@@ -29,6 +29,7 @@ the driver's apart, each as one line with its fix.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import platform
@@ -39,12 +40,13 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from pearl.errors import ConfigError
 
 __all__ = ["INSTALL_HINT", "LOOPBACK", "check_address", "check_cluster", "check_installed", "client_server_failed",
-           "connect", "first_line", "join_refused", "require_ray", "shutdown", "start_local_ray", "token_mode",
-           "version_mismatch"]
+           "connect", "first_line", "join_refused", "remote_class", "require_ray", "shutdown", "start_local_ray",
+           "token_mode", "version_mismatch"]
 
 LOOPBACK = "127.0.0.1"
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
@@ -91,6 +93,14 @@ def start_local_ray(num_cpus: int | None = None, object_store_memory: int | None
                           f"shut down: Ray was imported before pearl started it; set {_LOOPBACK_ENV}=0 in the "
                           "environment or let pearl import Ray")
     return str(ray.get_runtime_context().gcs_address)
+
+
+@functools.cache
+def remote_class(cls: type, **options: Any) -> Any:
+    """``ray.remote(**options)(cls)`` (``ray.remote(cls)`` without options), made once per class and options and
+    only when a role of that class is first placed: Ray is imported then, not when pearl is."""
+    ray = require_ray()
+    return ray.remote(**options)(cls) if options else ray.remote(cls)
 
 
 def connect(address: str) -> None:

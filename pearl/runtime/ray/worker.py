@@ -28,12 +28,11 @@ from pearl.algos.base import OffPolicyConfig
 from pearl.errors import PearlError
 from pearl.runtime.actors import actor_adapter, build_actor
 from pearl.runtime.protocol import Episode
-from pearl.runtime.ray.session import require_ray
+from pearl.runtime.ray.session import remote_class, require_ray
 from pearl.runtime.seeds import ActorSeeds
 from pearl.schedule import ActorShare, Schedule
 from pearl.types import EnvSpec, Params, TransitionBatch, WeightSnapshot
 
-_WORKER_CLASS: Any = None
 
 
 class WorkerRestarted(PearlError):
@@ -57,10 +56,7 @@ class Collected:
 
 def worker_class() -> Any:
     """``ray.remote(ActorWorker)``, made once and only when a worker is first placed."""
-    global _WORKER_CLASS
-    if _WORKER_CLASS is None:
-        _WORKER_CLASS = require_ray().remote(ActorWorker)
-    return _WORKER_CLASS
+    return remote_class(ActorWorker)
 
 
 class ActorWorker:
