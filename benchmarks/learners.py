@@ -6,8 +6,9 @@ threads as the group has processes beside them. (Not a test: it prints.)
 For each workload (the DQN CartPole-v1 and DDPG Pendulum-v1 presets, and a large network: DDPG with hidden
 1024-1024 at batch 1024) and each side (N learners of one thread each, and one learner of N threads), the
 same fixed batches are learnt for --updates updates, and the script prints updates/s and, for a group, the
-seconds per update it spent communicating (learner 0's time in the scatter of the rows, the gradient
-all-gathers and the gather of the TD errors, measured around those calls). The sides take turns within each
+seconds per update it spent communicating (learner 0's time in the group's collectives, the scatter of the
+rows, the gradient all-gathers and the gather of the TD errors, waiting for the others included: the
+group's own clock, `GroupComm.comm_s`, which a run records as `group_comm`). The sides take turns within each
 round, rounds repeat, and every ratio is against one learner of one thread in the same round; the medians over
 the rounds are printed last. The group's learners are the local launcher's own learner processes
 (`pearl.runtime.learner_group`).
@@ -21,7 +22,7 @@ import platform
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -73,24 +74,6 @@ def batches(workload: Workload, adapter: TorchAdapter, count: int) -> list[Sampl
     return out
 
 
-class _Timed:
-    """Seconds spent inside some methods of an object (learner 0's communication calls)."""
-
-    def __init__(self, target: Any, names: tuple[str, ...]) -> None:
-        self.seconds = 0.0
-        for name in names:
-            setattr(target, name, self._wrap(getattr(target, name)))
-
-    def _wrap(self, call: Callable) -> Callable:
-        def timed(*args: Any, **kw: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return call(*args, **kw)
-            finally:
-                self.seconds += time.perf_counter() - t0
-        return timed
-
-
 def one_learner(workload: Workload, threads: int, updates: int) -> tuple[float, float]:
     torch.set_num_threads(threads)
     adapter = TorchAdapter("cpu")
@@ -115,13 +98,12 @@ def group(workload: Workload, learners: int, updates: int) -> tuple[float, float
     try:
         work = batches(workload, adapter, updates)
         learner.update(work[0])  # warm-up (and every learner has joined)
-        timed = _Timed(comm, ("post", "average", "gather"))
+        comm_s = comm.comm_s
         t0 = time.perf_counter()
         for batch in work:
             learner.update(batch)
         elapsed = time.perf_counter() - t0
-        # `average` runs inside the kernels' grads; post and gather around them: all of it is waiting or copying
-        return updates / elapsed, timed.seconds / updates
+        return updates / elapsed, (comm.comm_s - comm_s) / updates
     finally:
         learner.close()
         stop_learners(procs)
