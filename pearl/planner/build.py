@@ -516,24 +516,21 @@ def _spread_group(cluster: Cluster, parts: list, problem: Problem, build: Callab
         extra = group_comm(model, config, spec, n, network) - host
         problem.group_comm_s = max(problem.group_comm_s, host + extra)
         # a timed group of N stands for N nodes only where the host gave each learner a lane of its own
-        own_lanes = _host_lanes(cluster.node(name).profile, model) >= n
-        for (k, d), part in p.cost.items():
-            timed = model.group_learn_time(facts.workload, d, n) if k == "learn" and threads == 1 and own_lanes \
-                else None
-            if timed is not None:  # interleaved with the replay kernels, as `_learner_costs` counts a timed group
-                update[(name, d)] = model.in_situ_factor(d, facts.workload) * timed.seconds + extra
-            elif k == "learn":
-                update[(name, d)] = part + host + extra
+        timed_here = threads == 1 and _host_lanes(cluster.node(name).profile, model) >= n
+        for d in (d for k, d in p.cost if k == "learn"):
+            timed = model.group_learn_time(facts.workload, d, n) if timed_here else None
+            # a timed group interleaves with the replay kernels, as `_learner_costs` counts it
+            own = model.in_situ_factor(d, facts.workload) * timed.seconds if timed is not None else \
+                p.cost[("learn", d)] + host
+            update[(name, d)] = own + extra
     for key in [key for key in problem.cost if key[0] == "learn"]:
         device = NodeDevice.parse(key[1]).device
-        times = [update.get((name, device)) for name, *_ in parts]
-        if any(t is None for t in times):
+        if all((name, device) in update for name, *_ in parts):
+            problem.cost[key] = max(update[(name, device)] for name, *_ in parts)
+        else:
             del problem.cost[key]
             problem.publish = {k: v for k, v in problem.publish.items() if k[1] != key[1]}
-        else:
-            problem.cost[key] = max(t for t in times if t is not None)
     problem.learners = n
-
 
 
 def _host_lanes(profile: Profile, model: CostModel) -> int:

@@ -53,23 +53,22 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
         choices = [envs]
     else:
         raise ConfigError(f"envs per actor must be 'auto' or an integer from 1 to {MAX_ENVS}, got {envs!r}")
-    asked = learners
-    layouts = fixed_learners(learner_layouts(source, problem, facts), asked, len(source.cluster.nodes))
+    layouts = fixed_learners(learner_layouts(source, problem, facts), learners, len(source.cluster.nodes))
     candidates = []
     for e in choices:
-        for threads, learners in layouts:
-            p_e, f_e = (problem, facts) if (e, threads, learners) == (facts.envs_per_actor, 1, 1) else \
-                build_cluster_problem(source.cluster, algo, env_spec(env_id), e, config, threads, learners)
+        for threads, group in layouts:
+            p_e, f_e = (problem, facts) if (e, threads, group) == (facts.envs_per_actor, 1, 1) else \
+                build_cluster_problem(source.cluster, algo, env_spec(env_id), e, config, threads, group)
             try:
                 front = pareto(p_e)
             except PlanError:
-                if learners == 1:
+                if group == 1:
                     raise
                 continue  # no feasible layout with this group (its learners leave the actors no lane)
             best = front[0] if objective == "throughput" else solve(p_e, "perf-per-watt")
             candidates.append((p_e, f_e, best, front))
     if not candidates:
-        raise PlanError(f"no layout with {asked} learners fits this profile: the group's learners leave the actors "
+        raise PlanError(f"no layout with {learners} learners fits this profile: the group's learners leave the actors "
                         "no lane; plan with fewer learners")
     first = 0 if objective == "throughput" else 1  # lexicographic, as within one program
 
@@ -81,7 +80,7 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
     p_e, f_e, best, _ = min(candidates, key=lambda c: (*rank(c[2]), c[0].learners, c[0].learner_threads))
     plan = _plan(source, p_e, f_e, algo, env_id, objective, best,
                  _merged_front([point for c in candidates for point in c[3]]))
-    plan.learners_why = f"{asked} learner(s): as asked (--learners {asked})" if asked is not None else \
+    plan.learners_why = f"{learners} learner(s): as asked (--learners {learners})" if learners is not None else \
         _learners_why(p_e.learners, {c[0].learners: c[2] for c in sorted(candidates, key=lambda c: rank(c[2]),
                                                                          reverse=True)}, objective)
     return plan

@@ -93,8 +93,6 @@ class GroupLearner(Learner):
         return f"the learner group failed at update {self.updates + 1:,}: {str(exc).splitlines()[0][:200]}"
 
 
-
-
 def form_group(learner: Learner, job: Any, procs: list[subprocess.Popen], check_every: int = 0,
                who_failed: Callable[[], str] | None = None,
                start: Callable[[Callable[[int], LearnerArgs]], None] | None = None,

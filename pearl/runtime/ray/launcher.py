@@ -145,7 +145,7 @@ class RayLauncher(SegmentLauncher):
         members = [dataclasses.replace(m, env=learner.env) for m in members]
         acts = self.act_devices()
         workers = [dataclasses.replace(w, env={**w.env, **slice_env(acts[i])}) for i, w in enumerate(workers)]
-        roles = [("learner" if self.job.learners == 1 else "learner 0", learner)]
+        roles = [(self._learner_name, learner)]
         roles += [(f"learner {r}", m) for r, m in enumerate(members, start=1)]
         roles += [(f"replay shard {i}", shard) for i, shard in enumerate(shards)]
         roles += [(f"actor worker {i}", w) for i, w in enumerate(workers)]
@@ -412,12 +412,17 @@ class RayLauncher(SegmentLauncher):
         stats.roles = self.role_nodes()
         return stats
 
+    @property
+    def _learner_name(self) -> str:
+        """The learner role's name in errors and the roles line: learner 0 of a group, else the learner."""
+        return "learner 0" if self.job.learners > 1 else "learner"
+
     def role_nodes(self) -> dict[str, str]:
         """Each role's node, as each role reported it: the id's first 8 hex digits and the node's address."""
         ray = require_ray()
         address = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in ray.nodes()}
         plan_name = {node: f", plan node {name}" for name, node in self.node_ids.items()}
-        named = [("learner 0" if self.member_nodes else "learner", self.learner_node)]
+        named = [(self._learner_name, self.learner_node)]
         named += [(f"learner {r}", n) for r, n in enumerate(self.member_nodes, 1)]
         named += [(f"actor worker {i}", n) for i, n in enumerate(self.nodes)]
         named += [(f"replay shard {i}", n) for i, n in enumerate(self.shard_nodes)]
