@@ -23,6 +23,12 @@ class ActorFailed(PearlError):
     """An actor stopped with an error (its message is passed on), past the restart limit."""
 
 
+class RoleLost(ActorFailed):
+    """A role that holds the run's state (the learner, a learner of its group, a replay shard) died with its
+    process or its node: what it held is gone, so the run can go on only from its newest checkpoint (the Ray
+    launcher does, while restarts are left; the others end the run with this error)."""
+
+
 def actor_adapter(device: str, descriptor: str | None) -> Adapter:
     """The adapter an actor opens in a process of its own: one CPU thread, so that actors beside each other do
     not oversubscribe the cores and a seed gives the same bits whatever their count."""
@@ -51,13 +57,20 @@ class RestartPolicy:
 
     def check(self, actor: int, reason: str) -> None:
         """ActorFailed when no restart is left for actor `actor`, which stopped for `reason`."""
-        if self.count >= self.limit:
-            raise ActorFailed(f"actor {actor} {reason} (after {self.count} restart(s); the limit is {self.limit})")
+        self._check(f"actor {actor} {reason}")
 
     def admit(self, actor: int, reason: str) -> int:
         """Count a restart of actor `actor` (ActorFailed when none is left); the run's restarts so far, this one
         included, which reseed the actor (`Seeds.actor`)."""
-        self.check(actor, reason)
+        return self.admit_loss(f"actor {actor} {reason}")
+
+    def admit_loss(self, what: str) -> int:
+        """Count a restart for `what` happened (ActorFailed saying it when none is left); the restarts so far."""
+        self._check(what)
         self.count += 1
-        self.log.append(f"actor {actor} {reason}")
+        self.log.append(what)
         return self.count
+
+    def _check(self, what: str) -> None:
+        if self.count >= self.limit:
+            raise ActorFailed(f"{what} (after {self.count} restart(s); the limit is {self.limit})")

@@ -34,7 +34,7 @@ from pearl.adapters.base import Adapter
 from pearl.algos.base import OffPolicyConfig
 from pearl.device import HOST, DeviceId
 from pearl.replay import linear_beta
-from pearl.runtime.actors import RestartPolicy
+from pearl.runtime.actors import RestartPolicy, RoleLost
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, learning_resumes_at
 from pearl.runtime.evaluate import BestPolicy, Evaluation
 from pearl.runtime.learner_role import LearnerRole, LearnerStatus
@@ -205,6 +205,10 @@ class LoopStats:
     waits: dict[str, float] = field(default_factory=dict)  # seconds each side waited (process launchers)
     restarts: int = 0  # actor processes started again after dying
     lost_steps_max: int = 0  # at most this many transitions were lost with them (one step of n_envs each)
+    #: each time the roles were placed again from the newest checkpoint after a role that holds the run's state
+    #: died (`SegmentLauncher._recover`): what was lost, where, and the checkpoint the run went on from
+    recoveries: list[str] = field(default_factory=list)
+    redone_steps: int = 0  # env steps collected again after those recoveries (past their checkpoints)
     start_steps: int = 0  # env steps and updates a resumed run started from (0 for a fresh run)
     start_updates: int = 0
     checkpoints: list[str] = field(default_factory=list)  # files written, oldest first
@@ -252,21 +256,27 @@ class SegmentLauncher(ABC):
 
     def __init__(self, job: Job, resume: Checkpoint | None = None, checkpointer: Checkpointer | None = None) -> None:
         self.job, self.config, self.spec, self.placement = job, job.config, job.spec, job.placement
-        self.resume, self.checkpointer = resume, checkpointer
-        self.schedule = job.schedule(resume)
-        self.first_segment = self.schedule.segment_at(resume.steps) if resume is not None else 0
+        self.checkpointer = checkpointer
+        self._go_on_from(resume)
         self.role: LearnerHandle = self._make_role()  # the Ray launcher places its role at start
-        self.steps = self.schedule.steps_through(self.first_segment - 1) if resume is not None else 0
         self.start_steps = self.steps
-        self.seeds = Seeds(job.seed, self.start_steps)
         self.restart_policy = RestartPolicy(0)  # a launcher that restarts actors sets its own limit
         self.dropped = 0
-        self.updates = resume.updates if resume is not None else 0  # the learner's, as the schedule made them
         self.replay_size = 0  # replay's size at the last metrics line
         self._kept: tuple[Params, Params | None] | None = None  # the role's state, kept when it stopped early
         self.evaluations: list[Evaluation] = []  # the in-training evaluations so far
         self.next_eval = job.eval_every  # env steps at which the next one is due
         self.sent = Tally()  # what this side counted it sent (the learner's role counts its own)
+
+    def _go_on_from(self, resume: Checkpoint | None) -> None:
+        """Start the schedule at `resume` (None: at its beginning): its segment, env steps, updates and seeds."""
+        job = self.job
+        self.resume = resume
+        self.schedule = job.schedule(resume)
+        self.first_segment = self.schedule.segment_at(resume.steps) if resume is not None else 0
+        self.steps = self.schedule.steps_through(self.first_segment - 1) if resume is not None else 0
+        self.seeds = Seeds(job.seed, self.steps)
+        self.updates = resume.updates if resume is not None else 0  # the learner's, as the schedule made them
 
     def _make_role(self) -> Any:
         """The learner's role in this process: replay, learner and evaluations on their devices."""
@@ -364,7 +374,6 @@ class SegmentLauncher(ABC):
     # ----------------------------------------------------------------------------- the segment loop
     def _loop(self, record: RunRecord | None, progress: Callable[[int], None] | None,
               max_seconds: float | None) -> LoopStats:
-        cfg, sched, role = self.config, self.schedule, self.role
         stats = LoopStats(start_steps=self.steps, start_updates=self.updates, steps=self.steps)
         self._t0 = self._last_log = self._last_health = time.perf_counter()
         self._stats, self._record, self._progress = stats, record, progress
@@ -373,28 +382,54 @@ class SegmentLauncher(ABC):
         if progress is not None:  # the loop starts here: a progress bar's rate counts from now, as wall_s does
             progress(self.steps)
 
+        k = self.first_segment
+        while k < self.schedule.segments:
+            try:
+                self._run_segment(k, stats)
+                last = k == self.schedule.segments - 1 or \
+                    (max_seconds is not None and time.perf_counter() - self._t0 >= max_seconds)
+                if last:
+                    self._settle()
+            except RoleLost as lost:  # the roles placed again from the newest checkpoint, or the error raised
+                k = self._recover(lost)
+                continue
+            if last:
+                break
+            k += 1
+        return self._finish(stats)
+
+    def _settle(self) -> None:
+        """Before the end: wait until every role has done what it was asked, raising a failure among it (roles
+        in this process have nothing in flight)."""
+        return None
+
+    def _run_segment(self, k: int, stats: LoopStats) -> None:
+        """Segment k of the schedule: collect, train, publish, and the evaluation and checkpoint due after it."""
+        cfg, sched, role = self.config, self.schedule, self.role
+
         def insert(batch: TransitionBatch) -> None:
             self.steps += role.insert(batch)
 
-        for k in range(self.first_segment, sched.segments):
-            self._collect(k, insert, self._wait)
-            updates = sched.updates_after(k) if self.job.learn else 0
-            if updates and stats.learn_start_s is None:
-                stats.learn_start_s, stats.learn_start_steps = time.perf_counter() - self._t0, self.steps
-            if updates:
-                role.train(updates, linear_beta(cfg.beta0, self.steps, cfg.total_steps))
-                self.updates += updates
-            self._publish(k)
-            if self._eval_due():
-                t0 = time.perf_counter()
-                self._evaluate()
-                stats.eval_s += time.perf_counter() - t0
-            if self.checkpointer is not None and self.checkpointer.due(self.updates):
-                self._checkpoint()
-            self._tick(force=k == sched.segments - 1)
-            if max_seconds is not None and time.perf_counter() - self._t0 >= max_seconds:
-                break
-        return self._finish(stats)
+        self._collect(k, insert, self._wait)
+        updates = sched.updates_after(k) if self.job.learn else 0
+        if updates and stats.learn_start_s is None:
+            stats.learn_start_s, stats.learn_start_steps = time.perf_counter() - self._t0, self.steps
+        if updates:
+            role.train(updates, linear_beta(cfg.beta0, self.steps, cfg.total_steps))
+            self.updates += updates
+        self._publish(k)
+        if self._eval_due():
+            t0 = time.perf_counter()
+            self._evaluate()
+            stats.eval_s += time.perf_counter() - t0
+        if self.checkpointer is not None and self.checkpointer.due(self.updates):
+            self._checkpoint()
+        self._tick(force=k == sched.segments - 1)
+
+    def _recover(self, lost: RoleLost) -> int:
+        """After `lost`: the roles placed again from the run's newest checkpoint, and the segment to go on from
+        (a launcher that can; the others raise `lost`, which ends the run)."""
+        raise lost
 
     def _eval_due(self) -> bool:
         """An in-training evaluation is due (the rule of `BestPolicy.due`, kept here so that a remote role is

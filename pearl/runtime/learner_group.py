@@ -34,6 +34,7 @@ from pearl.adapters.group import LearnerArgs, lead_update, leave_group, open_gro
 from pearl.algos.base import OffPolicyConfig
 from pearl.errors import PearlError
 from pearl.kernels import GROUP_COMM
+from pearl.runtime.actors import RoleLost
 from pearl.runtime.protocol import Learner
 from pearl.types import PriorityUpdate, SampleBatch
 
@@ -43,6 +44,11 @@ DEBUG_CHECK_EVERY = 100
 
 class LearnerGroupFailed(PearlError):
     """A learner of the group died or drifted from learner 0: the run ends (its last checkpoint resumes it)."""
+
+
+class LearnerGroupLost(LearnerGroupFailed, RoleLost):
+    """The group broke inside an update (a learner's connection closed: it died, or its node did): the
+    learners' state is gone mid-step, and the run can go on only from its newest checkpoint."""
 
 
 class GroupLearner(Learner):
@@ -62,7 +68,7 @@ class GroupLearner(Learner):
             try:
                 td_errors, metrics = lead_update(self.kernel, self.comm, batch)
             except RuntimeError as exc:  # gloo: a learner's connection closed, or a collective timed out
-                raise LearnerGroupFailed(self._failure(exc)) from None
+                raise LearnerGroupLost(self._failure(exc)) from None
         self.clock.add(GROUP_COMM, self.comm.comm_s - comm_s)  # a part of learn's time, shown apart
         self.last_metrics = metrics
         if self.check_every and self.updates % self.check_every == 0:
