@@ -111,7 +111,7 @@ def cluster():
     ray.init(address=c.address, log_to_driver=False, configure_logging=False)
     started = descendants(os.getpid())
     try:
-        yield SimpleNamespace(head=c.head_node.node_id, actors=actors.node_id, spare=spare.node_id, ray=ray)
+        yield SimpleNamespace(head=c.head_node.node_id, actors=actors.node_id, spare=spare.node_id, ray=ray, c=c)
     finally:
         ray.shutdown()
         c.shutdown()
@@ -262,11 +262,59 @@ def test_a_worker_killed_with_sigkill_is_restarted_and_the_run_completes(cluster
     assert launcher.pids[1] != killed[0] and launcher.nodes == [cluster.actors] * 2
 
 
-@needs_ray
-def test_a_learner_killed_with_sigkill_ends_the_run_with_one_error_and_its_checkpoint(cluster, tmp_path) -> None:
-    """The learner is not restarted (its state is the run's): its death ends the run with an error naming it, the
-    workers stop, and the checkpoint of an interrupted run is the last one it wrote."""
+class Recovering:
+    """Mixed into RayLauncher by the recovery tests: keeps the checkpoint each recovery went on from."""
+
+    def _newest_checkpoint(self):
+        got = super()._newest_checkpoint()
+        self.went_on_from = [*getattr(self, "went_on_from", []), got]
+        return got
+
+
+def recovery_job(seed: int, tmp_path: Path, learners: int = 1, every: int = 32):
+    """DQN on CartPole with a checkpoint every `every` updates (two segments' at 16 a segment)."""
     from pearl.runtime import checkpoint as ckpt
+
+    cfg = DQNConfig(total_steps=3072, learning_starts=256, train_freq=256, gradient_steps=16, n_envs=2,
+                    prioritized=True, **SMALL)
+    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=seed, actors=1, threads=1,
+              learners=learners)
+    meta = {"algo": "dqn", "env": "CartPole-v1", "seed": seed, "hyperparameters": cfg.to_dict(), "learners": learners}
+    return job, ckpt.Checkpointer(tmp_path, every, meta)
+
+
+@needs_ray
+def test_a_learner_killed_with_sigkill_is_placed_again_from_the_newest_checkpoint_and_the_run_completes(
+        cluster, tmp_path) -> None:
+    """The learner's state is the run's: its death has every role placed again, the learner restored from the
+    newest checkpoint, and the run goes on to its budget with the bits of a resume from that checkpoint."""
+    from pearl.runtime.ray.launcher import RayLauncher
+
+    class KillsTheLearner(Recovering, RayLauncher):
+        def _publish(self, tag: int) -> None:
+            if tag == 6 and not self.recoveries:
+                os.kill(self.role._call("pid"), signal.SIGKILL)
+            super()._publish(tag)
+
+    job, checkpointer = recovery_job(2, tmp_path)
+    launcher = KillsTheLearner(job, checkpointer=checkpointer, actor_placement=on_actors_node(),
+                               learner_placement=on_head())
+    got = launcher.run()
+    [used] = launcher.went_on_from
+    assert got.steps == job.config.total_steps and got.restarts == 1 and len(got.recoveries) == 1
+    assert got.recoveries[0].startswith("the learner died") and used.path.name in got.recoveries[0]
+    assert 0 < used.steps <= 7 * 256 and got.redone_steps >= 7 * 256 - used.steps
+    assert launcher.namespace.generation == 1 and got.lost_steps_max == 0
+    resumed = RayLauncher(job, used, actor_placement=on_actors_node(), learner_placement=on_head()).run()
+    assert resumed.updates == got.updates
+    assert_same_params(resumed.final_params, got.final_params)
+
+
+@needs_ray
+def test_a_learner_lost_with_no_restart_left_ends_the_run_with_one_error_and_keeps_the_newest_checkpoint(
+        cluster, tmp_path) -> None:
+    """--max-restarts 0: the learner's death ends the run with an error that says so and how to resume; no
+    checkpoint is taken from the roles left (their state is mid-step), so the newest one written stays."""
     from pearl.runtime.actors import ActorFailed
     from pearl.runtime.ray.launcher import RayLauncher
 
@@ -276,17 +324,15 @@ def test_a_learner_killed_with_sigkill_ends_the_run_with_one_error_and_its_check
                 os.kill(self.role._call("pid"), signal.SIGKILL)
             super()._publish(tag)
 
-    cfg = DQNConfig(total_steps=4000, learning_starts=256, train_freq=256, gradient_steps=16, n_envs=2, **SMALL)
-    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=2, actors=1, threads=1)
-    meta = {"algo": "dqn", "env": "CartPole-v1", "seed": 2, "hyperparameters": cfg.to_dict()}
-    checkpointer = ckpt.Checkpointer(tmp_path, 32, meta)  # one every 2 segments' updates
-    launcher = KillsTheLearner(job, checkpointer=checkpointer, actor_placement=on_actors_node(),
+    job, checkpointer = recovery_job(2, tmp_path)
+    launcher = KillsTheLearner(job, checkpointer=checkpointer, max_restarts=0, actor_placement=on_actors_node(),
                                learner_placement=on_head())
-    with pytest.raises(ActorFailed, match="the learner (died|failed)"):
+    with pytest.raises(ActorFailed, match=r"the learner died.*\(after 0 restart\(s\); the limit is 0\); once the "
+                                          r"cluster can hold the run again, `pearl train --resume"):
         launcher.run()
+    newest = checkpointer.written[-1]
     assert launcher.workers == [] and launcher.role is None and launcher.checkpoint_now() is None
-    written = ckpt.read_checkpoint(checkpointer.written[-1])
-    assert 0 < written.steps < cfg.total_steps and written.updates > 0
+    assert checkpointer.written[-1] == newest and 0 < newest.stat().st_size
 
 
 @needs_ray
@@ -586,11 +632,32 @@ def test_a_learner_group_on_ray_learns_the_local_launchers_bits_with_a_learner_o
 
 
 @needs_ray
-def test_a_learner_of_the_group_killed_with_sigkill_ends_the_run_naming_it(cluster, tmp_path) -> None:
-    """Learner 1's process killed mid-run: learner 0's next collective fails, the run ends with one error that
-    names the learner, and learner 0's state is checkpointed for `--resume`."""
-    from pearl.runtime import checkpoint as ckpt
+def test_a_learner_of_the_group_killed_with_sigkill_has_the_group_placed_again_and_the_run_completes(
+        cluster, tmp_path) -> None:
+    """Learner 1's process killed mid-run: learner 0's next collective fails, naming it; the group is placed
+    again from the newest checkpoint and the run completes with the bits of a resume from it on 2 learners."""
+    from pearl.runtime.ray.launcher import RayLauncher
+
+    class KillsLearnerOne(Recovering, RayLauncher):
+        def _publish(self, tag: int) -> None:
+            if tag == 5 and not self.recoveries:
+                os.kill(self.member_pids[0], signal.SIGKILL)
+            super()._publish(tag)
+
+    job, checkpointer = recovery_job(2, tmp_path, learners=2)
+    launcher = KillsLearnerOne(job, checkpointer=checkpointer, actor_placement=on_actors_node())
+    got = launcher.run()
+    [used] = launcher.went_on_from
+    assert got.steps == job.config.total_steps and len(got.recoveries) == 1 and "learner 1 died" in got.recoveries[0]
+    assert used is not None and used.meta["learners"] == 2 and len(launcher.member_nodes) == 1
+    resumed = RayLauncher(job, used, actor_placement=on_actors_node()).run()
+    assert_same_params(resumed.final_params, got.final_params)
+
+
+@needs_ray
+def test_a_learner_of_the_group_lost_with_no_restart_left_ends_the_run_naming_it(cluster, tmp_path) -> None:
     from pearl.runtime.learner_group import LearnerGroupFailed
+    from pearl.runtime.actors import ActorFailed
     from pearl.runtime.ray.launcher import RayLauncher
 
     class KillsLearnerOne(RayLauncher):
@@ -599,16 +666,78 @@ def test_a_learner_of_the_group_killed_with_sigkill_ends_the_run_naming_it(clust
                 os.kill(self.member_pids[0], signal.SIGKILL)
             super()._publish(tag)
 
-    cfg = DQNConfig(total_steps=4000, learning_starts=256, train_freq=256, gradient_steps=16, n_envs=2, **SMALL)
-    job = Job(cfg, env_spec("CartPole-v1"), Placement.single("cpu"), seed=2, actors=1, threads=1, learners=2)
-    meta = {"algo": "dqn", "env": "CartPole-v1", "seed": 2, "hyperparameters": cfg.to_dict(), "learners": 2}
-    checkpointer = ckpt.Checkpointer(tmp_path, 10_000, meta)
-    launcher = KillsLearnerOne(job, checkpointer=checkpointer, actor_placement=on_actors_node())
-    with pytest.raises(LearnerGroupFailed, match="learner 1 died"):
+    job, checkpointer = recovery_job(2, tmp_path, learners=2)
+    launcher = KillsLearnerOne(job, checkpointer=checkpointer, max_restarts=0, actor_placement=on_actors_node())
+    with pytest.raises(ActorFailed, match="learner 1 died") as failed:
         launcher.run()
-    assert launcher.workers == [] and launcher.role is None
-    saved = ckpt.read_checkpoint(launcher.checkpoint_now())
-    assert 0 < saved.steps < cfg.total_steps and saved.updates > 0
+    assert not isinstance(failed.value, LearnerGroupFailed)  # the limit's error, not the loss recovered from
+    assert launcher.workers == [] and launcher.role is None and launcher.checkpoint_now() is None
+
+
+@needs_ray
+def test_a_replay_shard_lost_is_rebuilt_from_the_newest_checkpoint_and_the_run_completes(cluster, tmp_path) -> None:
+    """A replay shard's actor killed mid-run: its table is gone, so the roles are placed again and the shards
+    refilled from the newest checkpoint (contents, sum trees, the client's sampler); the run completes with
+    the bits of a resume from that checkpoint."""
+    from pearl.runtime.ray.launcher import RayLauncher
+
+    class KillsShardOne(Recovering, RayLauncher):
+        def _publish(self, tag: int) -> None:
+            if tag == 5 and not self.recoveries:
+                cluster.ray.kill(self.shard_handles[1], no_restart=True)
+            super()._publish(tag)
+
+    job, checkpointer = recovery_job(6, tmp_path)
+    launcher = KillsShardOne(job, checkpointer=checkpointer, replay_shards=2, actor_placement=on_actors_node())
+    got = launcher.run()
+    [used] = launcher.went_on_from
+    assert got.steps == job.config.total_steps and len(got.recoveries) == 1
+    assert got.recoveries[0].startswith("a replay shard died") and used.replay is not None
+    resumed = RayLauncher(job, used, replay_shards=2, actor_placement=on_actors_node()).run()
+    assert_same_params(resumed.final_params, got.final_params)
+
+
+@needs_ray
+def test_a_node_lost_mid_run_takes_its_workers_and_shard_and_the_run_completes_on_the_nodes_left(
+        cluster, tmp_path) -> None:
+    """A node added for this test holds both actor workers and both replay shards (a soft affinity, which Ray
+    keeps only for actors that ask for some CPU); its raylet is killed mid-run. Ray restarts the workers on the
+    nodes left, the shards are rebuilt from the newest checkpoint, and the run completes, naming the node lost."""
+    from pearl.runtime.ray.launcher import RayLauncher
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from pearl.runtime.ray.placement import ShardPlacement
+
+    doomed = cluster.c.add_node(num_cpus=2, object_store_memory=80 * 2**20)
+    cluster.c.wait_for_nodes()
+    ready = cluster.ray.remote(num_cpus=0)(lambda: None).options(  # the node takes work: a soft affinity holds
+        scheduling_strategy=NodeAffinitySchedulingStrategy(doomed.node_id, soft=False)).remote()
+    cluster.ray.get(ready, timeout=60)
+    near_doomed = ShardPlacement(num_cpus=0.5, node_id=doomed.node_id, soft=True)
+
+    removed: list[bool] = []
+
+    class LosesANode(Recovering, RayLauncher):
+        def _publish(self, tag: int) -> None:
+            if tag == 5 and not removed:
+                cluster.c.remove_node(doomed, allow_graceful=False)
+                removed.append(True)
+            super()._publish(tag)
+
+    job, checkpointer = recovery_job(4, tmp_path)
+    job = dataclasses.replace(job, actors=2)
+    launcher = LosesANode(job, checkpointer=checkpointer, replay_shards=2, actor_placement=near_doomed,
+                          replay_placement=dataclasses.replace(near_doomed, num_cpus=0.1),
+                          learner_placement=dataclasses.replace(on_head(), num_cpus=0.5))  # room for a shard
+    try:
+        got = launcher.run()
+    finally:
+        if not removed:  # the later tests' cluster is the module's
+            cluster.c.remove_node(doomed, allow_graceful=False)
+    lost = f"node {doomed.node_id[:8]}"
+    assert got.steps == job.config.total_steps and got.recoveries and f"{lost} (" in " ".join(got.recoveries)
+    assert doomed.node_id not in {*launcher.nodes, *launcher.shard_nodes, launcher.learner_node}
+    assert not any(role.startswith(lost) for role in got.roles.values())
 
 
 @needs_ray

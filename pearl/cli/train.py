@@ -123,6 +123,14 @@ def _print_train(result: Any) -> None:
             where = f"{k['device']} (ran on {k['emulated_on']})" if "emulated_on" in k else k["device"]
             click.echo(f"    {kernel:16} on {where:11} predicted {k['predicted_s'] * 1e6:9.1f} µs/iteration, "
                        f"measured {k['measured_s'] * 1e6:9.1f} ({ratio})")
+    if result.actor_restarts:
+        click.echo(f"  restarts: {result.actor_restarts} ({result.lost_steps_max:,} env steps lost at most with the "
+                   f"actors that died, {result.redone_steps:,} collected again after recoveries)")
+        for restart in result.restart_log:
+            if restart.startswith("actor "):
+                click.echo(f"    restarted: {restart}")
+        for recovery in result.recoveries:
+            click.echo(f"    recovered: {recovery}")
     if result.resumed_from:
         skipped = f" (skipped {len(result.skipped_checkpoints)} damaged newer one(s))" if result.skipped_checkpoints \
             else ""

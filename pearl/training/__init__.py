@@ -174,6 +174,7 @@ def _execute(setup: RunSetup, runner: SegmentLauncher, record: RunRecord, checkp
         threads=o.placement.threads, learners=o.placement.learners, dropped_steps=stats.dropped_steps,
         waits=dict(stats.waits),
         actor_restarts=stats.restarts, lost_steps_max=stats.lost_steps_max, start_steps=stats.start_steps,
+        recoveries=list(stats.recoveries), redone_steps=stats.redone_steps, restart_log=list(runner.restart_log),
         checkpoints=list(stats.checkpoints), checkpoint_s=stats.checkpoint_s,
         resumed_from=str(checkpoint.path) if checkpoint is not None else None,
         skipped_checkpoints=list(skipped or []), schedule=runner.schedule.to_dict(), eval_s=stats.eval_s,

@@ -38,8 +38,13 @@ class TrainResult:
     threads: int = DEFAULT_THREADS  # the learner's threads the run used (PlacementOptions.threads, resolved)
     learners: int = 1  # the learner group's size (PlacementOptions.learners, resolved)
     dropped_steps: int = 0
-    actor_restarts: int = 0
-    lost_steps_max: int = 0
+    actor_restarts: int = 0  # restarts of every kind: actors started again, and recoveries below
+    lost_steps_max: int = 0  # env steps lost at most with the actors that died (one step of their envs each)
+    restart_log: list[str] = field(default_factory=list)  # why each restart happened, in order
+    #: each time a role that holds the run's state died (the learner, a learner of its group, a replay shard)
+    #: and the roles were placed again from the newest checkpoint: what was lost and where the run went on from
+    recoveries: list[str] = field(default_factory=list)
+    redone_steps: int = 0  # env steps collected again after those recoveries
     waits: dict[str, float] = field(default_factory=dict)
     eval_returns: list[float] = field(default_factory=list)  # the headline policy's
     kernel_seconds: dict[str, float] = field(default_factory=dict)

@@ -3,8 +3,9 @@
 `RayLauncher` starts or joins Ray (`session`), places the learner, the replay shards and the actor workers
 (`placement`, checked against the cluster before any starts), and runs `SegmentLauncher`'s segment loop over
 them: workers collect ahead while the learner trains, batches and weights go between roles as object refs,
-a worker that dies is restarted and asked again, and at the end every role is stopped and a Ray instance that
-pearl started is shut down. Every role is a named actor in the run's own namespace (`runs`): joining a cluster
+a worker that dies is restarted and asked again, a learner or replay shard that dies has the run go on from its
+newest checkpoint on the nodes left, and at the end every role is stopped and a Ray instance that pearl started
+is shut down. Every role is a named actor in the run's own namespace (`runs`): joining a cluster
 first removes the runs whose driver is gone, and `stop` kills every actor of the run's namespace, whatever
 ended the run (its end, an error, Ctrl-C, SIGTERM).
 """
@@ -25,8 +26,8 @@ from typing import Any
 from pearl.adapters.slices import slice_env
 from pearl.device import DeviceId
 from pearl.errors import ConfigError, PearlError
-from pearl.runtime.actors import ActorFailed, RestartPolicy
-from pearl.runtime.checkpoint import Checkpoint, Checkpointer
+from pearl.runtime.actors import ActorFailed, RestartPolicy, RoleLost
+from pearl.runtime.checkpoint import Checkpoint, Checkpointer, latest
 from pearl.runtime.launcher import Job, LauncherCapabilities, LoopStats, RoleNodes, SegmentLauncher
 from pearl.runtime.learner_group import DEBUG_CHECK_EVERY
 from pearl.runtime.local import raise_on_sigterm
@@ -46,6 +47,8 @@ __all__ = ["RayLauncher"]
 
 STARTUP_TIMEOUT_S = 300.0  # roles are placed, started and set up (envs, act kernel, learner) within this
 STOP_STATE_TIMEOUT_S = 120.0  # an interrupted run's learner hands over its state for the checkpoint within this
+PING_S = 20.0  # a node a role ran on runs a probe task within this, or it is taken for lost (`_await_node_deaths`)
+NODE_DEATH_S = 90.0  # and a node taken for lost is counted dead by Ray within this (its health checks), or left
 
 
 @dataclass
@@ -75,7 +78,9 @@ class RayLauncher(SegmentLauncher):
 
     A worker that dies is restarted by Ray (``max_restarts``); the driver sets it up again at the rows the
     learner received from it (reseeded, as the local launcher's actors) and asks again for every segment in
-    flight. The learner is not restarted: its death ends the run, which `pearl train --resume` goes on with.
+    flight. A role that holds the run's state (the learner, a learner of its group, a replay shard) cannot be
+    set up again where it stopped: its death (`RoleLost`, with its process or its node) has every role placed
+    again on the nodes left, from the run's newest checkpoint (`_recover`), while restarts are left.
     """
 
     name = "ray"
@@ -125,6 +130,9 @@ class RayLauncher(SegmentLauncher):
         self._previous_sigterm: Any = None
         self._terminated = threading.Event()  # set by the SIGTERM handler
         self.waits: dict[str, float] = {}
+        self.recoveries: list[str] = []  # each placing of the roles again from a checkpoint (`_recover`)
+        self.redone_steps = 0
+        self.retired_loads = (0, 0)  # the weight loads (and bytes) of workers killed by a recovery
 
     def _make_role(self) -> Any:
         return None  # placed by `start`, once Ray runs
@@ -140,6 +148,12 @@ class RayLauncher(SegmentLauncher):
     def start(self) -> None:
         ray = self._join()
         self._previous_sigterm = raise_on_sigterm(self._terminated)  # after ray.init, which installs its own
+        self.namespace.open()  # the run's lease first: a run found without one is taken for lost
+        self._start_roles(ray)
+
+    def _start_roles(self, ray: ModuleType) -> None:
+        """Place and start every role at the schedule's `first_segment` (the learner restored from `resume`),
+        and ask the workers for the first segments."""
         learner, members, shards, workers = self._placements(ray)
         learner = dataclasses.replace(learner, env={**learner.env, **slice_env(self.placement.learn)})
         members = [dataclasses.replace(m, env=learner.env) for m in members]
@@ -150,10 +164,9 @@ class RayLauncher(SegmentLauncher):
         roles += [(f"replay shard {i}", shard) for i, shard in enumerate(shards)]
         roles += [(f"actor worker {i}", w) for i, w in enumerate(workers)]
         check_roles(roles)  # every role, before any is started
-        self.namespace.open()  # the run's lease first: a run found without one is taken for lost
         if self.replay_shards:
             self.shard_handles = remote_shards(self.config, self.spec, self.replay_shards, shards,
-                                               self.namespace.name)
+                                               self.namespace.options)
             self.shard_nodes = self._get([h.node_id.remote() for h in self.shard_handles], "setting up",
                                          STARTUP_TIMEOUT_S)  # asked from inside each shard
         handle = learner_class().options(**learner.options(), **self.namespace.options("learner")).remote(
@@ -307,10 +320,11 @@ class RayLauncher(SegmentLauncher):
 
     def _keep_state(self, role: RayLearnerHandle) -> None:
         """Before the learner stops early: its state, so that a checkpoint taken after `stop` (an interrupted
-        run's) holds what it learnt. Best effort: a learner that died or hangs leaves none."""
+        run's) holds what it learnt. Best effort: a learner that died, hangs or failed an update leaves none."""
         if self.finished or self.checkpointer is None or self.steps == self.start_steps:
             return
         try:
+            role.drain(STOP_STATE_TIMEOUT_S)
             self._kept = role.state(self.checkpointer.include_replay, timeout=STOP_STATE_TIMEOUT_S)
         except (PearlError, OSError):
             self._kept = None
@@ -322,6 +336,111 @@ class RayLauncher(SegmentLauncher):
                 role._call("close_group", timeout=STOP_STATE_TIMEOUT_S)
             except (PearlError, OSError):
                 pass
+
+    # ------------------------------------------------------------------------------------ recovery
+    def _recover(self, lost: RoleLost) -> int:
+        """A role that holds the run's state died (the learner, a learner of its group, a replay shard; with
+        its node, maybe): while restarts are left (one counted), every role is killed and placed again on the
+        nodes left, the learner restored from the newest checkpoint (or the run started over where none was
+        written yet), and the loop goes on from the checkpoint's segment. The run then holds the bits a
+        `pearl train --resume` from that checkpoint gives. Past the limit, ActorFailed saying what was lost."""
+        ray = require_ray()
+        self._await_node_deaths(ray)
+        what = f"{lost}{self._lost_nodes(ray)}"
+        try:
+            self.restart_policy.admit_loss(what)
+        except ActorFailed as exc:
+            self._kill_roles(ray)  # what the others hold is mid-step: the newest checkpoint is where to resume
+            raise ActorFailed(f"{exc}{self._resume_hint()}") from None
+        checkpoint = self._newest_checkpoint()
+        redone = self.steps - (checkpoint.steps if checkpoint is not None else 0)
+        self._kill_roles(ray)
+        self._go_on_from(checkpoint)
+        if self.job.eval_every > 0:  # the next evaluation past the checkpoint, as the run had it
+            self.next_eval = (self.steps // self.job.eval_every + 1) * self.job.eval_every
+        if self.checkpointer is not None:
+            self.checkpointer.last_updates = self.updates
+        self.namespace.generation += 1  # new names: a dead role's may not be free yet
+        try:
+            self._start_roles(ray)
+        except PearlError as exc:
+            raise ActorFailed(f"{what}; the roles could not be placed again on the nodes left: {exc}"
+                              f"{self._resume_hint()}") from None
+        self.redone_steps += redone
+        origin = f"{checkpoint.path.name} ({checkpoint.steps:,} env steps)" if checkpoint is not None \
+            else "the start (no checkpoint yet)"
+        self.recoveries.append(f"{what}; went on from {origin}, {redone:,} env steps collected again")
+        return self.first_segment
+
+    def _newest_checkpoint(self) -> Checkpoint | None:
+        """The run's newest whole checkpoint: the one it resumed from or wrote, or None (none yet)."""
+        if self.checkpointer is None or not self.checkpointer.written:
+            return self.resume
+        checkpoint, _ = latest(self.checkpointer.folder)
+        return checkpoint if checkpoint is not None else self.resume
+
+    def _resume_hint(self) -> str:
+        """What to do after a role lost for good: go on from the newest checkpoint, when the run writes them."""
+        if self.checkpointer is None:
+            return ""
+        return (f"; once the cluster can hold the run again, `pearl train --resume {self.checkpointer.folder.parent}` "
+                "goes on from its newest checkpoint")
+
+    def _role_node_ids(self) -> set[str]:
+        return {self.learner_node, *self.member_nodes, *self.nodes, *self.shard_nodes} - {None}
+
+    def _await_node_deaths(self, ray: ModuleType) -> None:
+        """Wait until the cluster has made up its mind on every node a role ran on: it runs a task there within
+        `PING_S`, or Ray counts it dead (Ray needs its health checks' time, some seconds, to count a lost
+        node dead; a role placed again meanwhile may be sent to it and fail). A node that does neither within
+        `NODE_DEATH_S` is left to Ray."""
+        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        ping = ray.remote(num_cpus=0, max_retries=0)(_here)
+        probes = {node: ping.options(scheduling_strategy=_pinned(node)).remote()
+                  for node in self._role_node_ids() & alive}
+        done, _ = ray.wait(list(probes.values()), num_returns=len(probes), timeout=PING_S)
+        suspects = {node for node, ref in probes.items() if ref not in done or not _answered(ray, ref)}
+        deadline = time.monotonic() + NODE_DEATH_S
+        while suspects and time.monotonic() < deadline:
+            time.sleep(0.5)
+            suspects &= {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        for ref in probes.values():
+            if ref not in done:
+                ray.cancel(ref, force=True)
+
+    def _lost_nodes(self, ray: ModuleType) -> str:
+        """', node NODE (ADDRESS) lost' for each node a role ran on that the cluster no longer counts alive."""
+        ours = self._role_node_ids()
+        dead = [n for n in ray.nodes() if n["NodeID"] in ours and not n.get("Alive")]
+        return "".join(f", node {n['NodeID'][:8]} ({n.get('NodeManagerAddress', '?')}) lost" for n in dead)
+
+    def _kill_roles(self, ray: ModuleType) -> None:
+        """Kill every role of the run (not its lease): they are placed again from a checkpoint."""
+        self.discarded.extend(f for flight in self.inflight.values() for futures in flight.futures for f in futures)
+        for w in self.workers:
+            ray.kill(w, no_restart=True)
+        self._drop_discarded(ray)
+        if self.role is not None:
+            ray.kill(self.role.handle, no_restart=True)  # the other learners of its group end with it
+        for h in self.shard_handles:
+            ray.kill(h, no_restart=True)
+        self.retired.extend(self.clocks.values())
+        self.retired_loads = tuple(a + b for a, b in zip(self.retired_loads, self._loads(), strict=True))
+        self.workers, self.shard_handles, self.role, self.inflight = [], [], None, {}
+        self.clocks, self.loads_by, self.dropped_by = {}, {}, {}
+        self.learner_node, self.member_nodes, self.nodes, self.shard_nodes = None, [], [], []
+
+    def _loads(self) -> tuple[int, int]:
+        """The weight loads of the workers now placed, and their bytes."""
+        return sum(n for n, _ in self.loads_by.values()), sum(b for _, b in self.loads_by.values())
+
+    def _settle(self) -> None:
+        self.role.drain()
+
+    def _checkpoint(self) -> None:
+        if self._kept is None:
+            self.role.drain()  # a failed update (a learner of the group lost mid-step) must not be saved
+        super()._checkpoint()
 
     def checkpoint_now(self) -> str | None:
         if self._kept is None and self.role is None:
@@ -402,12 +521,14 @@ class RayLauncher(SegmentLauncher):
         return seconds, calls
 
     def _finish(self, stats: LoopStats) -> LoopStats:
-        loads = sum(n for n, _ in self.loads_by.values())
-        self.sent.add(WEIGHTS, loads, sum(b for _, b in self.loads_by.values()), loads=loads)
+        loads, nbytes = (a + b for a, b in zip(self.retired_loads, self._loads(), strict=True))
+        self.sent.add(WEIGHTS, loads, nbytes, loads=loads)
         self.sent.add(CALLS, self.role.trains)
         stats = super()._finish(stats)
         self.finished = True
-        stats.restarts, stats.lost_steps_max = self.restarts, self.restarts * self.config.n_envs
+        worker_restarts = self.restarts - len(self.recoveries)
+        stats.restarts, stats.lost_steps_max = self.restarts, worker_restarts * self.config.n_envs
+        stats.recoveries, stats.redone_steps = list(self.recoveries), self.redone_steps
         stats.waits = dict(self.waits)
         stats.roles = self.role_nodes()
         return stats
@@ -437,7 +558,7 @@ class RayLauncher(SegmentLauncher):
             try:
                 return ray.get(self.inflight[k].futures[i][1])
             except ray.exceptions.RayActorError as exc:
-                self._restart(k, i, f"died: {first_line(exc)}")
+                self._restart(k, i, f"died: {first_line(exc)}{self._lost_nodes(ray)}")
             except ray.exceptions.RayTaskError as exc:
                 cause = exc.cause if exc.cause is not None else exc
                 if isinstance(cause, WorkerRestarted):  # it died after the call was sent; Ray restarted it
@@ -500,6 +621,23 @@ class RayLauncher(SegmentLauncher):
                 from None
         except ray.exceptions.RayActorError as exc:
             raise ActorFailed(f"an actor worker died {doing}: {first_line(exc)}") from None
+
+
+def _here() -> bool:
+    return True
+
+
+def _pinned(node: str) -> Any:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node, soft=False)
+
+
+def _answered(ray: ModuleType, ref: Any) -> bool:
+    try:
+        return bool(ray.get(ref, timeout=0))
+    except Exception:  # noqa: BLE001 - any failure of the probe: the node did not run it
+        return False
 
 
 def _is_cuda(device: str) -> bool:

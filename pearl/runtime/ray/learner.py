@@ -26,7 +26,7 @@ from pearl.runtime.checkpoint import Checkpoint
 from pearl.runtime.launcher import Job
 from pearl.runtime.learner_group import GroupLearner, form_group
 from pearl.runtime.learner_role import LearnerRole, LearnerStatus
-from pearl.runtime.actors import ActorFailed
+from pearl.runtime.actors import ActorFailed, RoleLost
 from pearl.runtime.protocol import KernelClock
 from pearl.runtime.ray.replay_client import RemoteShardedReplay, ShardedReplayKernels
 from pearl.runtime.ray.session import first_line, remote_class, require_ray
@@ -174,6 +174,13 @@ class RayLearnerHandle:
             for ref in done:
                 _role_get(ref)
 
+    def drain(self, timeout: float | None = None) -> None:
+        """Wait for every per-segment call sent so far and raise the first error among them: before the run's
+        state is read for a checkpoint or its end, so that a failed update never reaches either."""
+        pending, self.pending = self.pending, []
+        for ref in pending:
+            _role_get(ref, timeout)
+
     def insert(self, *batches: TransitionBatch) -> int:
         self.pending.append(self.handle.insert.remote(*batches))
         return sum(len(b) for b in batches)  # the rows the role inserts: it skips only empty batches
@@ -227,4 +234,4 @@ def _role_get(ref: Any, timeout: float | None = None) -> Any:
             raise cause from None
         raise ActorFailed(f"the learner failed: {type(cause).__name__}: {first_line(cause)}") from None
     except ray.exceptions.RayActorError as exc:
-        raise ActorFailed(f"the learner died: {first_line(exc)}") from None
+        raise RoleLost(f"the learner died: {first_line(exc)}") from None

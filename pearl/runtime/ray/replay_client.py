@@ -13,7 +13,7 @@ what it gets back into fresh arrays before anyone may write them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,8 @@ from pearl.adapters.base import ReplayKernels, host_array
 from pearl.algos.base import OffPolicyConfig
 from pearl.errors import ConfigError, PearlError
 from pearl.runtime.ray.placement import ShardPlacement, check_placements
-from pearl.runtime.ray.session import remote_class, require_ray
+from pearl.runtime.actors import RoleLost
+from pearl.runtime.ray.session import first_line, remote_class, require_ray
 from pearl.runtime.replay_server import ShardedReplay
 from pearl.runtime.replay_shard import ReplayShard, ShardSample, ShardStats
 from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch
@@ -45,17 +46,18 @@ def _shard_class() -> Any:
 
 def remote_shards(config: OffPolicyConfig, spec: EnvSpec, shards: int,
                   placement: ShardPlacement | Sequence[ShardPlacement] | None = None,
-                  namespace: str | None = None) -> list[Any]:
+                  name: Callable[[str], dict[str, Any]] | None = None) -> list[Any]:
     """``shards`` ReplayShard actors of ``config.buffer_size // shards`` slots each; their handles.
 
     ``placement`` is one for all or one per shard. Every placement is checked against the cluster first. With
-    ``namespace`` (a run's, `pearl.runtime.ray.runs`), shard k is the actor named ``replay-<k>`` there.
+    ``name`` (a run's `pearl.runtime.ray.runs.RunNamespace.options`), shard k is the actor it names
+    ``replay-<k>`` in the run's namespace.
     """
     capacity = ShardedReplay.split_capacity(config.buffer_size, shards)
     places = _placements(placement, shards)
     check_placements(places)
     cls = _shard_class()
-    named = [{"name": f"replay-{k}", "namespace": namespace} if namespace else {} for k in range(shards)]
+    named = [name(f"replay-{k}") if name else {} for k in range(shards)]
     return [cls.options(**p.options(), **named[k]).remote(capacity, spec, config.prioritized, config.alpha,
                                                           config.priority_eps)
             for k, p in enumerate(places)]
@@ -109,6 +111,8 @@ class RemoteShardedReplay(ShardedReplay):
             if isinstance(exc.cause, PearlError):
                 raise exc.cause from None
             raise
+        except ray.exceptions.RayActorError as exc:  # its table is gone with it: only a checkpoint holds it
+            raise RoleLost(f"a replay shard died: {first_line(exc)}") from None
 
     def _track(self, ref: Any) -> None:
         self.pending.append(ref)

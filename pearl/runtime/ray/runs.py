@@ -67,12 +67,16 @@ class RunNamespace:
 
     name: str = field(default_factory=lambda: PREFIX + uuid.uuid4().hex[:12])
     lease: Any = None
+    #: how many times the run's roles were placed again (`RayLauncher`'s recovery): the roles of generation g > 0
+    #: are named ``<role>.<g>``, so a new role never waits for the name of the dead one it replaces
+    generation: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     def options(self, role: str) -> dict[str, Any]:
         """Keyword arguments for Ray's ``.options()`` naming one role's actor in this namespace."""
-        return {"name": role, "namespace": self.name}
+        name = role if self.generation == 0 or role == LEASE else f"{role}.{self.generation}"
+        return {"name": name, "namespace": self.name}
 
     def open(self) -> None:
         """Place the lease actor (before any role) and start renewing it."""
