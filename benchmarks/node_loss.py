@@ -65,10 +65,10 @@ def main() -> None:
     runs = Path(tempfile.mkdtemp(prefix="pearl-node-loss-"))
     cmd = [sys.executable, "-m", "pearl", "train", "--algo", "dqn", "--env", "CartPole-v1", "--steps", str(args.steps),
            "--seed", str(args.seed), "--launcher", "ray", "--ray-address", cluster.address, "--actors", "2",
-           "--replay-shards", "2", "--runs-dir", str(runs), "--json"]
+           "--replay-shards", "2", "--runs-dir", str(runs)]
     print("$", " ".join(cmd[1:]), flush=True)
     t0 = time.perf_counter()
-    run = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    run = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)  # the record's summary.json is read after
     try:
         while run.poll() is None and newest_step(runs) < args.at * args.steps:
             time.sleep(0.5)
@@ -79,7 +79,7 @@ def main() -> None:
                   f"{doomed.node_id[:8]}, which holds {held.get(doomed.node_id, 0)} of the run's workers and shards",
                   flush=True)
             cluster.remove_node(doomed, allow_graceful=False)
-        out, _ = run.communicate()
+        run.wait()
     finally:
         if run.poll() is None:
             run.kill()
@@ -87,7 +87,7 @@ def main() -> None:
         cluster.shutdown()
     print(f"pearl train exited with {run.returncode} after {time.perf_counter() - t0:.0f} s")
     if run.returncode == 0:
-        result = json.loads(out)
+        result = json.loads(sorted(runs.glob("*/summary.json"))[-1].read_text())
         print(f"headline ({result['headline']}): {result['eval_return_mean']:.1f}; {result['steps']:,} env steps, "
               f"{result['env_steps_per_s']:,.0f} env steps/s; restarts {result['actor_restarts']}, at most "
               f"{result['lost_steps_max']:,} env steps lost with the workers, {result['redone_steps']:,} collected "
