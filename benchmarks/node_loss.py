@@ -68,7 +68,8 @@ def main() -> None:
            "--replay-shards", "2", "--runs-dir", str(runs)]
     print("$", " ".join(cmd[1:]), flush=True)
     t0 = time.perf_counter()
-    run = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)  # the record's summary.json is read after
+    out = runs / "stdout.txt"  # what pearl train prints; its summary.json is read after
+    run = subprocess.Popen(cmd, stdout=out.open("w"))
     try:
         while run.poll() is None and newest_step(runs) < args.at * args.steps:
             time.sleep(0.5)
@@ -92,10 +93,8 @@ def main() -> None:
               f"{result['env_steps_per_s']:,.0f} env steps/s; restarts {result['actor_restarts']}, at most "
               f"{result['lost_steps_max']:,} env steps lost with the workers, {result['redone_steps']:,} collected "
               "again")
-        for restart in result["restart_log"]:
-            print(f"  restart: {restart}")
-        for recovery in result["recoveries"]:
-            print(f"  recovered: {recovery}")
+        print("pearl train said:")
+        print("\n".join(line for line in out.read_text().splitlines() if line.startswith(("  restarts", "    re"))))
         print("  roles at the end: " + ", ".join(f"{k} on {v}" for k, v in result["roles"].items()))
 
 

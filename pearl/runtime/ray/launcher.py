@@ -417,13 +417,15 @@ class RayLauncher(SegmentLauncher):
     def _kill_roles(self, ray: ModuleType) -> None:
         """Kill every role of the run (not its lease): they are placed again from a checkpoint."""
         self.discarded.extend(f for flight in self.inflight.values() for futures in flight.futures for f in futures)
+        if self.role is not None:
+            self.discarded.extend(self.role.pending)  # the failed calls among them are the loss being recovered
         for w in self.workers:
             ray.kill(w, no_restart=True)
-        self._drop_discarded(ray)
         if self.role is not None:
             ray.kill(self.role.handle, no_restart=True)  # the other learners of its group end with it
         for h in self.shard_handles:
             ray.kill(h, no_restart=True)
+        self._drop_discarded(ray)
         self.retired.extend(self.clocks.values())
         self.retired_loads = tuple(a + b for a, b in zip(self.retired_loads, self._loads(), strict=True))
         self.workers, self.shard_handles, self.role, self.inflight = [], [], None, {}
