@@ -57,6 +57,18 @@ class RunLease:
         return time.monotonic() - self.renewed, self.driver
 
 
+def _on_drivers_node() -> dict[str, Any]:
+    """Ray's options pinning an actor to the driver's node (a Ray Client driver's: the head's); none where Ray
+    does not say which node that is."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    try:
+        here = require_ray().get_runtime_context().get_node_id()
+    except Exception:  # noqa: BLE001 - not every kind of driver has a node: Ray places the lease
+        return {}
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(str(here), soft=False)} if here else {}
+
+
 def _lease_class() -> Any:
     return remote_class(RunLease, num_cpus=0, max_restarts=0)
 
@@ -79,9 +91,11 @@ class RunNamespace:
         return {"name": name, "namespace": self.name}
 
     def open(self) -> None:
-        """Place the lease actor (before any role) and start renewing it."""
+        """Place the lease actor (before any role) on the driver's node, which lives as long as the driver (a
+        lease on a node lost mid-run would stop being renewed, and the run be taken for lost), and start
+        renewing it."""
         driver = f"{socket.gethostname()} pid {os.getpid()}"
-        self.lease = _lease_class().options(**self.options(LEASE)).remote(driver)
+        self.lease = _lease_class().options(**self.options(LEASE), **_on_drivers_node()).remote(driver)
         self._thread = threading.Thread(target=self._renew, name="pearl-ray-lease", daemon=True)
         self._thread.start()
 
