@@ -386,15 +386,13 @@ class SegmentLauncher(ABC):
         while k < self.schedule.segments:
             try:
                 self._run_segment(k, stats)
-                last = k == self.schedule.segments - 1 or \
-                    (max_seconds is not None and time.perf_counter() - self._t0 >= max_seconds)
-                if last:
+                if k == self.schedule.segments - 1 or \
+                        (max_seconds is not None and time.perf_counter() - self._t0 >= max_seconds):
                     self._settle()
+                    break
             except RoleLost as lost:  # the roles placed again from the newest checkpoint, or the error raised
                 k = self._recover(lost)
                 continue
-            if last:
-                break
             k += 1
         return self._finish(stats)
 
