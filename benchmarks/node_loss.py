@@ -94,7 +94,8 @@ def main() -> None:
               f"{result['lost_steps_max']:,} env steps lost with the workers, {result['redone_steps']:,} collected "
               "again")
         print("pearl train said:")
-        print("\n".join(line for line in out.read_text().splitlines() if line.startswith(("  restarts", "    re"))))
+        print("\n".join(line for line in out.read_text().splitlines() if line.startswith("  restarts")))
+        print("\n".join(f"    {restart}" for restart in result["restart_log"]))  # the lines it prints under it
         print("  roles at the end: " + ", ".join(f"{k} on {v}" for k, v in result["roles"].items()))
 
 

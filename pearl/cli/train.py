@@ -127,10 +127,7 @@ def _print_train(result: Any) -> None:
         click.echo(f"  restarts: {result.actor_restarts} ({result.lost_steps_max:,} env steps lost at most with the "
                    f"actors that died, {result.redone_steps:,} collected again after recoveries)")
         for restart in result.restart_log:
-            if restart.startswith("actor "):
-                click.echo(f"    restarted: {restart}")
-        for recovery in result.recoveries:
-            click.echo(f"    recovered: {recovery}")
+            click.echo(f"    {restart}")
     if result.resumed_from:
         skipped = f" (skipped {len(result.skipped_checkpoints)} damaged newer one(s))" if result.skipped_checkpoints \
             else ""

@@ -57,7 +57,7 @@ class RestartPolicy:
 
     def check(self, actor: int, reason: str) -> None:
         """ActorFailed when no restart is left for actor `actor`, which stopped for `reason`."""
-        self._check(f"actor {actor} {reason}")
+        self.check_loss(f"actor {actor} {reason}")
 
     def admit(self, actor: int, reason: str) -> int:
         """Count a restart of actor `actor` (ActorFailed when none is left); the run's restarts so far, this one
@@ -66,11 +66,12 @@ class RestartPolicy:
 
     def admit_loss(self, what: str) -> int:
         """Count a restart for `what` happened (ActorFailed saying it when none is left); the restarts so far."""
-        self._check(what)
+        self.check_loss(what)
         self.count += 1
         self.log.append(what)
         return self.count
 
-    def _check(self, what: str) -> None:
+    def check_loss(self, what: str) -> None:
+        """ActorFailed saying `what` happened when no restart is left for it."""
         if self.count >= self.limit:
             raise ActorFailed(f"{what} (after {self.count} restart(s); the limit is {self.limit})")

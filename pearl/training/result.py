@@ -40,7 +40,7 @@ class TrainResult:
     dropped_steps: int = 0
     actor_restarts: int = 0  # restarts of every kind: actors started again, and recoveries below
     lost_steps_max: int = 0  # env steps lost at most with the actors that died (one step of their envs each)
-    restart_log: list[str] = field(default_factory=list)  # why each restart happened, in order
+    restart_log: list[str] = field(default_factory=list)  # why each restart happened, in order (recoveries too)
     #: each time a role that holds the run's state died (the learner, a learner of its group, a replay shard)
     #: and the roles were placed again from the newest checkpoint: what was lost and where the run went on from
     recoveries: list[str] = field(default_factory=list)

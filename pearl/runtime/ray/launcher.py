@@ -348,7 +348,7 @@ class RayLauncher(SegmentLauncher):
         self._await_node_deaths(ray)
         what = f"{lost}{self._lost_nodes(ray)}"
         try:
-            self.restart_policy.admit_loss(what)
+            self.restart_policy.check_loss(what)
         except ActorFailed as exc:
             self._kill_roles(ray)  # what the others hold is mid-step: the newest checkpoint is where to resume
             raise ActorFailed(f"{exc}{self._resume_hint()}") from None
@@ -369,7 +369,9 @@ class RayLauncher(SegmentLauncher):
         self.redone_steps += redone
         origin = f"{checkpoint.path.name} ({checkpoint.steps:,} env steps)" if checkpoint is not None \
             else "the start (no checkpoint yet)"
-        self.recoveries.append(f"{what}; went on from {origin}, {redone:,} env steps collected again")
+        recovery = f"{what}; went on from {origin}, {redone:,} env steps collected again"
+        self.restart_policy.admit_loss(recovery)
+        self.recoveries.append(recovery)
         return self.first_segment
 
     def _newest_checkpoint(self) -> Checkpoint | None:
