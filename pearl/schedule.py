@@ -122,6 +122,8 @@ class Schedule:
         """(segment, index within the actor's share of it) of actor a's transition number `collected`."""
         per = self.share(0, actor)
         k = collected // per if per else 0
+        if k < self.total_steps // self.segment_steps:  # a whole segment: steps_before(k) is k·per (every step)
+            return k, collected - k * per
         k = min(k, self.segments - 1)
         while k > 0 and self.steps_before(k, actor) > collected:  # only the short last segment differs
             k -= 1
