@@ -22,6 +22,10 @@ Literals
                   it (its actor processes, the learner's process when learn's device is on n — T =
                   problem.learner_threads of them, one a thread —, each replay server process of its own there)
                   outnumber the L lanes of its host, else 0 (`crowding`)
+    ("r", a)      (one host, a one-thread learner) option a is the plan's and its actors take turns with the
+                  learner: the option has as many actor processes as the host has lanes (N = n + 1 = L + 1) and
+                  their host work outruns the lanes the learner leaves them, n·h > (L − 1)·process[learner]
+                  (`takes_turns`)
 A term counts its seconds × the product of its literals (True = 1); a count stands alone, a share may be
 coupled with a kernel's literal or an actor option's.
 
@@ -47,6 +51,14 @@ Rows (the families of ilp.py's docstring; a row reads Σ its terms ≤ lanes · 
                        work on the host takes N/L as long, its row again with each term also × c[n]
                        (contention[learner@n]: process[learner@n]'s terms; contention[actors@n]: one actor's
                        period, or its env stepping; contention[replay@n]: a replay shard's kernels on the host)
+    contention[turns]  (one host, T = 1, n = L actors) per such option, coupled with r[a]: h +
+                       process[learner]'s terms. A learner woken while the actors hold every lane waits until
+                       they stop, and the actors, a segment ahead, then wait for its weights: the two take turns
+                       instead of sharing the lanes. Where the actors' work fits beside the learner (n·h ≤
+                       (L − 1)·process[learner]) the learner never waits for their rows, keeps its lane, and the
+                       row is off. Measured on the 2-core VM with stand-ins of fixed work (benchmarks/turns.py):
+                       with 2 actors on 2 lanes the sharing rows alone predicted 0.78-0.87 × the period on the
+                       cases where the actors outran the learner; with 3 actors, sharing was closer than turns
 Memory rows (feasibility, not bounds on P; a row reads Σ its needs ≤ capacity, in bytes)
     memory[d]          the memory of the kernels placed on d ≤ memory(d) (a shard: 1/K of the replay storage)
     mps_memory[r]      on a GPU r offered as MPS shares: every process on its MPS shares or on the whole GPU
@@ -128,6 +140,10 @@ def option_literal(a: ActorOption) -> Literal:
 
 def contention_literal(node: str) -> Literal:
     return ("c", node)
+
+
+def turns_literal(a: ActorOption) -> Literal:
+    return ("r", a)
 
 
 #: literals whose value is a share, not a truth value: the program couples them last
@@ -424,7 +440,38 @@ def _shared_host_rows(problem: Problem) -> list[Row]:
             actor_terms += [Term(t, (v,)), Term(kappa * (a.n - 1) * host_work, (v,)), *learner]
         if actor_terms:
             rows.append(Row(f"contention_actors_a{ai}", f"{CONTENTION}[actors]", actor_terms))
+        if actor_terms and turning(problem, a):
+            r, (works, _) = turns_literal(a), turn_work(problem, a)
+            turns = [Term(h, (("v", a, d), r)) for d, h in works.items()]
+            rows.append(Row(f"contention_turns_a{ai}", f"{CONTENTION}[turns]",
+                            turns + [Term(x.seconds, (*x.when, r)) for x in own]))
     return [Row("contention_learner", f"{CONTENTION}[learner]", own + others)] + rows if rows else []
+
+
+def turning(problem: Problem, a: ActorOption) -> bool:
+    """(one host) whether option a's actors may take turns with the learner: a one-thread learner beside as many
+    actor processes as the host has lanes (more actors than lanes crowd among themselves and share them as
+    contention[actors] says; a learner of T > 1 threads waits out all of their work anyway)."""
+    return problem.learner_threads == 1 and a.n == problem.resource(problem.host).lanes
+
+
+def turn_work(problem: Problem, a: ActorOption) -> tuple[dict[str, float], list[Term]]:
+    """(one host) what `takes_turns` weighs for option a: one actor's host work h with act on each device d it
+    may act on, and process[learner]'s terms."""
+    node = problem.node_list()[0]
+    works = {d: _host_work(problem, node, a, d, t) for (aa, d), t in problem.actor_period.items() if aa == a}
+    return works, _process_terms(problem, node)
+
+
+def takes_turns(problem: Problem, a: ActorOption, where: dict[str, str], actors: ActorOption,
+                spread: dict[str, int], shards: tuple[str, ...] = ()) -> bool:
+    """r[a] of one placement (one host): option a is the plan's, it crowds the host with a one-thread learner,
+    and its actors' host work outruns the lanes the learner leaves them: n·h > (L − 1)·process[learner]."""
+    if actors != a or multi_node(problem) or not turning(problem, a):
+        return False
+    works, own = turn_work(problem, a)
+    lanes = problem.resource(problem.host).lanes
+    return a.n * works[where[ACT]] > (lanes - 1) * value(problem, own, where, actors, spread, shards)
 
 
 def _host_work(problem: Problem, node: Node, a: ActorOption, d: str, period: float) -> float:
@@ -557,6 +604,8 @@ def holds(problem: Problem, literal: Literal, where: dict[str, str], actors: Act
     kind = literal[0]
     if kind == "o":
         return float(actors == literal[1])
+    if kind == "r":
+        return float(takes_turns(problem, literal[1], where, actors, spread, shards))
     if kind == "c":
         return contention(problem, literal[1], where, spread, shards)
     if kind == "k":

@@ -73,6 +73,12 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 option fixes N, so κ is a constant of it (accounting.sharing). Measured on the 2-core VM:
                 2 actors ran at 0.96-1.03 × 1 actor on 11 of 16 layouts (docs/MEASUREMENTS.md), where the
                 time-slicing charge of a whole process's work (N/L as long) had predicted 0.67-0.78 ×
+    contention[turns]   (one host, a one-thread learner beside n = L actor processes) the actors take turns with
+                the learner when their host work outruns the lanes it leaves them: r[a] binary, r[a] ≤ o[a],
+                n·Σ_d h[a,d]·v[a,d] − (L − 1)·process[learner] ≤ M·r[a] with M = n·max_d h[a,d] (exact: r only
+                raises the row, so the optimum sets it to 1 only where the actors outrun the learner, which is
+                where evaluate's accounting.takes_turns says 1); the row: Σ_d h[a,d]·v[a,d]·r[a] +
+                process[learner]'s terms × r[a]
     contention[learner@n], contention[actors@n], contention[replay@n]   (a cluster, where N is a decision)
                 time slicing, bounded: each process's work on the host takes N/L as long. The processes: the
                 actor processes on the node, the learner's process (on the node of learn's device, whatever
@@ -433,6 +439,8 @@ class _Builder:
     #: (clusters) R[n] − z[n], the replay server processes of their own on node n, and c[n], made once
     servers: dict[int, pulp.LpAffineExpression] = field(default_factory=dict)
     crowds: dict[str, pulp.LpAffineExpression | pulp.LpVariable] = field(default_factory=dict)
+    #: (one host) r[a]: option a's actors take turns with the learner, made once
+    turn: dict[ActorOption, pulp.LpVariable] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
     relax: frozenset[str] = frozenset()
 
@@ -523,9 +531,28 @@ class _Builder:
             self.crowds[name] = c
         return self.crowds[name]
 
+    def turns(self, a: ActorOption) -> pulp.LpVariable:
+        """r[a] (one host): a binary with r[a] ≤ o[a] and n·Σ_d h[a,d]·v[a,d] − (L − 1)·process[learner] ≤
+        M·r[a], M = n·max_d h[a,d]: the actors outrunning the learner's spare lanes force it to 1, and nothing
+        else does (it only raises the row it is in, so the optimum leaves it at 0 where it may)."""
+        if a not in self.turn:
+            ai = self.options.index(a)
+            r = _var(self.lp, f"turns_a{ai}", 0, 1, pulp.LpBinary)
+            works, own = acc.turn_work(self.problem, a)
+            lanes = self.problem.resource(self.problem.host).lanes
+            actors = pulp.lpSum(a.n * h / self.scale * self.v[(a, d)] for d, h in works.items() if (a, d) in self.v)
+            big = a.n * max(works.values()) / self.scale
+            label = f"turns[{a.n}x{a.envs}]"
+            self.add(r - self.option(a) <= 0, f"turns_o_a{ai}", label)
+            self.add(actors - (lanes - 1) * self.seconds(own) - big * r <= 0, f"turns_w_a{ai}", label)
+            self.turn[a] = r
+        return self.turn[a]
+
     def literal(self, lit: Literal) -> pulp.LpAffineExpression | int:
         if lit[0] == "c":
             return self.crowd(lit[1])
+        if lit[0] == "r":
+            return self.turns(lit[1])
         if lit[0] == "o":
             return self.option(lit[1])
         if lit[0] == "k":
@@ -573,6 +600,8 @@ def _show(lit: Literal) -> str:
         return f"option:{lit[1].n}x{lit[1].envs}"
     if lit[0] == "c":
         return f"contention@{lit[1]}"
+    if lit[0] == "r":
+        return f"turns:{lit[1].n}x{lit[1].envs}"
     if lit[0] == "k":
         return f"shards={lit[1]}"
     if lit[0] == "f":
