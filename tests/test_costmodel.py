@@ -461,6 +461,25 @@ def test_kernel_time_at_threads_scales_the_one_thread_figure_by_the_measured_rat
     assert model.batches("learn", "cpu", DQN) == [64, 128, 256]  # the multi-thread figure is not a grid point
 
 
+def test_learn_beside_the_actors_takes_the_figure_timed_beside_a_stand_in():
+    """learn at 2 threads timed alone (0.6 × the 1-thread figure) and beside a stand-in actor (1.3 ×): `beside`
+    answers the second in the same ratio at every batch; without it, or at a count with no figure beside, the
+    first; a profile with no figure beside answers the figure alone either way."""
+    two = {**_timing(DQN, "learn", "cpu", 128, 0.006), "threads": 2}
+    near = {**_timing(DQN, "learn", "cpu", 128, 0.013), "threads": 2, "beside": True}
+    ones = series([64, 128, 256], [0.005, 0.010, 0.020])
+    model = CostModel(make_profile([*ones, two, near]))
+    assert model.thread_counts("learn", "cpu", DQN) == [1, 2]
+    assert model.kernel_time("learn", "cpu", DQN, 128, threads=2).seconds == pytest.approx(0.006)
+    assert model.kernel_time("learn", "cpu", DQN, 128, threads=2, beside=True).seconds == pytest.approx(0.013)
+    assert model.kernel_time("learn", "cpu", DQN, 256, threads=2, beside=True).seconds == pytest.approx(0.026)
+    assert model.kernel_time("learn", "cpu", DQN, 128, threads=1, beside=True).seconds == pytest.approx(0.010)
+    alone = CostModel(make_profile([*ones, two]))
+    assert alone.kernel_time("learn", "cpu", DQN, 128, threads=2, beside=True).seconds == pytest.approx(0.006)
+    again = parse_profile(json.loads(json.dumps(make_profile([*ones, two, near]).to_dict())), "<again>")
+    assert [(k.threads, k.beside) for k in again.kernels if k.threads == 2] == [(2, False), (2, True)]
+
+
 def test_threads_field_is_optional_and_written():
     """An older profile's timings (no `threads`) read as 1 thread; a timing's threads round-trips; the same
     (workload, kernel, device, batch) at two thread counts is two entries, not a duplicate."""

@@ -407,9 +407,9 @@ def test_two_actors_on_two_lanes_are_slower_than_one(hidden) -> None:
     assert plan.actors.n == 1
 
 
-def _with_threaded_learn(tmp_path: Path, factor: float) -> Path:
+def _with_threaded_learn(tmp_path: Path, factor: float, beside: float | None = None) -> Path:
     """The reference profile (2 lanes) with DDPG's learn on cpu timed at 2 threads at `factor` × its 1-thread
-    figure at the preset's batch."""
+    figure at the preset's batch (and, with `beside`, at that × it beside a stand-in actor)."""
     from dataclasses import replace
 
     from pearl.profile.format import load_profile, save_profile
@@ -418,9 +418,33 @@ def _with_threaded_learn(tmp_path: Path, factor: float) -> Path:
     workload = next(w for w in profile.workloads if w.algo == "ddpg")
     one = next(k for k in profile.kernels if (k.workload, k.kernel, k.device, k.batch) ==
                (workload.key, "learn", "cpu", workload.batch_size))
-    profile.kernels.append(replace(one, median_s=one.median_s * factor, p10_s=one.p10_s * factor,
-                                   p90_s=one.p90_s * factor, threads=2))
-    return save_profile(profile, tmp_path / f"threads-{factor}.json")
+    for f, near in ((factor, False), (beside, True)):
+        if f is not None:
+            profile.kernels.append(replace(one, median_s=one.median_s * f, p10_s=one.p10_s * f,
+                                           p90_s=one.p90_s * f, threads=2, beside=near))
+    return save_profile(profile, tmp_path / f"threads-{factor}-{beside}.json")
+
+
+def test_the_learner_threads_are_priced_as_they_run_beside_the_actors(tmp_path) -> None:
+    """2 threads fast alone (0.3 × 1 thread) but slow beside a stand-in actor (1.2 ×): the T = 2 program prices
+    learn at the figure beside (the actors always run beside it on the local and Ray launchers), so the plan
+    keeps 1 thread; the sequential launcher's choice, where the roles run in turn, still reads the figure alone."""
+    from pearl.planner.accounting import fastest_threads
+    from pearl.planner.build import build_problem
+    from pearl.planner.make import make_plan
+
+    path = _with_threaded_learn(tmp_path, 0.3, beside=1.2)
+    assert make_plan(path, "ddpg", "Pendulum-v1").threads == 1
+    assert make_plan(_with_threaded_learn(tmp_path, 0.3, beside=0.5), "ddpg", "Pendulum-v1").threads == 2
+    profile = load_profile(path)
+    model = CostModel(profile)
+    spec, config = env_spec("Pendulum-v1"), preset("ddpg", "Pendulum-v1")
+    one, _ = build_problem(profile, model, "ddpg", spec, config=config)
+    two, _ = build_problem(profile, model, "ddpg", spec, config=config, threads=2)
+    assert two.cost[("learn", "cpu")] == pytest.approx(1.2 * one.cost[("learn", "cpu")])
+    workload = next(w for w in profile.workloads if w.algo == "ddpg")
+    alone = {t: model.kernel_time("learn", "cpu", workload.key, workload.batch_size, t).seconds for t in (1, 2)}
+    assert fastest_threads(2, alone) == 2
 
 
 def test_the_learner_threads_are_a_plan_decision(capsys, tmp_path) -> None:
@@ -438,7 +462,7 @@ def test_the_learner_threads_are_a_plan_decision(capsys, tmp_path) -> None:
     assert same.predicted["period_s"] == pytest.approx(plain.predicted["period_s"])
     assert load_plan(save_plan(fast, tmp_path / "plan.json")).threads == 2
     assert fast.lanes["cpu"] == fast.actors + 2 and plain.lanes["cpu"] == plain.actors + 1  # the threads' lanes
-    code, stdout, err = run_cli(capsys, "plan", "--profile", str(tmp_path / "threads-0.3.json"), "--algo", "ddpg",
+    code, stdout, err = run_cli(capsys, "plan", "--profile", str(tmp_path / "threads-0.3-None.json"), "--algo", "ddpg",
                                 "--env", "Pendulum-v1", "--out", str(tmp_path / "cli.json"))
     assert code == 0, err
     assert "1 learner(s) × 2 thread(s)" in stdout

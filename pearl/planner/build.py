@@ -108,8 +108,8 @@ class _Inputs:
     def key(self) -> str:
         return self.workload.key
 
-    def t(self, kernel: str, device: str, size: int, threads: int = 1) -> float:
-        estimate = _estimate(lambda: self.model.kernel_time(kernel, device, self.workload, size, threads))
+    def t(self, kernel: str, device: str, size: int, threads: int = 1, beside: bool = False) -> float:
+        estimate = _estimate(lambda: self.model.kernel_time(kernel, device, self.workload, size, threads, beside))
         if estimate.scaled_from is not None:
             self.scaled[(kernel, device)] = estimate.scaled_from
         return estimate.seconds
@@ -261,7 +261,8 @@ def weight_syncs(config: OffPolicyConfig, spec: EnvSpec, actors: int) -> tuple[f
 def _learner_costs(inputs: _Inputs, devices: list[str], threads: int = 1,
                    learners: int = 1) -> dict[tuple[str, str], float]:
     """Seconds per iteration of the replay kernels and learn on each device (the publish is apart: it depends
-    on the actor option, `_publish_costs`); learn on the host device at `threads` CPU threads. A group of
+    on the actor option, `_publish_costs`); learn on the host device at `threads` CPU threads, beside the actors
+    (CostModel.kernel_time's `beside`). A group of
     `learners` learns on the host device only: one learner's learn on its B/N rows (the first learner's, the
     longest part) and the group's communication (`CostModel.group_time`), learner 0 waiting for both."""
     model, workload, config, can, t = inputs.model, inputs.workload, inputs.config, inputs.can, inputs.t
@@ -275,8 +276,9 @@ def _learner_costs(inputs: _Inputs, devices: list[str], threads: int = 1,
             cost[("replay_insert", d)] = f * (steps / envs) * t("replay_insert", d, envs)
             cost[("replay_sample", d)] = f * t(model.sample_timing(config.prioritized, d, workload), d, batch)
             cost[("priority_update", d)] = f * t("priority_update", d, batch) if config.prioritized else 0.0
-        if can("learn", d) and learners == 1:
-            cost[("learn", d)] = f * t("learn", d, batch, threads if d == inputs.host_device else 1)
+        if can("learn", d) and learners == 1:  # at T > 1 threads as it runs beside the actor processes
+            cost[("learn", d)] = f * (t("learn", d, batch, threads, beside=True) if d == inputs.host_device
+                                      and threads > 1 else t("learn", d, batch))
         elif can("learn", d) and d == inputs.host_device:
             cost[("learn", d)] = f * _group_learn(inputs, d, learners, threads)
     return cost

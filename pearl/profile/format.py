@@ -8,7 +8,7 @@
                    "descriptor", "descriptor_matched", "source", "share", "instances", "process_env"}],
       "workloads": [{"key", "algo", "env", "obs_dim", "action_dim", "hidden", "batch_size", "buffer_size"}],
       "kernels": [{"workload", "kernel", "device", "batch", "median_s", "p10_s", "p90_s", "samples", "source",
-                   "threads" (optional: 1)}],
+                   "threads" (optional: 1), "beside" (optional: false)}],
                  (kernel: a device kernel, or replay_sample_prioritized, the draw from a prioritized replay)
       "env_step": [{"env", "median_s", "p10_s", "p90_s", "samples", "source"}],
       "transfers": [{"device", "direction", "latency_s", "bandwidth_bytes_per_s", "source"}],
@@ -134,6 +134,9 @@ class KernelTiming:
     source: str
     #: the CPU threads the kernel ran with (torch's intra-op threads on `cpu`); optional in the file, 1 when absent
     threads: int = 1
+    #: timed while a stand-in actor process ran beside it on the host, as the concurrent launchers run learn
+    #: (pearl/profiling/standin.py); optional in the file, false when absent
+    beside: bool = False
 
 
 @dataclass(frozen=True)
@@ -342,7 +345,8 @@ def parse_profile(data: Any, where: str) -> Profile:
         timing = KernelTiming(v.member(k, "workload", p, workload_keys), v.member(k, "kernel", p, set(TIMING_NAMES)),
                               v.member(k, "device", p, device_ids), v.integer(k, "batch", p, 1),
                               *v.stats(k, p), v.source(k, p),
-                              v.integer(k, "threads", p, 1, MAX_LANES) if "threads" in k else 1)
+                              v.integer(k, "threads", p, 1, MAX_LANES) if "threads" in k else 1,
+                              v.flag(k, "beside", p) if "beside" in k else False)
         profile.kernels.append(timing)
     profile.env_step = [EnvStepTiming(v.text(e, "env", p), *v.stats(e, p), v.source(e, p))
                         for p, e in v.items(data, "env_step")]
@@ -420,7 +424,7 @@ def _reject_duplicates(profile: Profile, where: str) -> None:
     keyed = {
         "devices": [d.id for d in profile.devices],
         "workloads": [w.key for w in profile.workloads],
-        "kernels": [(k.workload, k.kernel, k.device, k.batch, k.threads) for k in profile.kernels],
+        "kernels": [(k.workload, k.kernel, k.device, k.batch, k.threads, k.beside) for k in profile.kernels],
         "env_step": [e.env for e in profile.env_step],
         "transfers": [(t.device, t.direction) for t in profile.transfers],
         "power": [p.device for p in profile.power],

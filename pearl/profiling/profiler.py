@@ -56,13 +56,13 @@ from pearl.descriptors import DeviceDescriptor, load_descriptor, resolve_descrip
 from pearl.envs import EnvStepper, check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PearlError
 from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
-from pearl.profiling import power
+from pearl.profiling import power, standin
 from pearl.profiling.options import ProfileOptions
 from pearl.profile.format import (ActorStepTiming, DeviceEntry, EnvStepTiming, GroupLearnTiming, InSituTiming,
                                   KernelTiming, Power, Profile, Transfer, WeightSyncTiming, Workload, save_profile,
                                   workload_key)
 from pearl.profiling.slices import ChildArgs, add_slices, slices_to_profile
-from pearl.profiling.timing import Point, measure, measure_interleaved
+from pearl.profiling.timing import Point, Stats, durations, measure, measure_interleaved, stats_of
 from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 
 GENERIC_CPU_DESCRIPTOR = "generic-x86-server-cpu.toml"
@@ -191,7 +191,8 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
             if target.adapter.backend not in algorithm(config.algo).kernels:
                 continue  # no kernels of this algorithm on this backend (SAC on OpenCL): nothing to time, nor to plan
             profile.kernels += _kernels(target, workload, config, spec, grid, note)
-            profile.kernels += _threaded_learn(target, workload, config, spec, grid)
+            actor_s = next((t.step_s for t in profile.actor_step if t.workload == workload.key), None)
+            profile.kernels += _threaded_learn(target, workload, config, spec, grid, actor_s)
             profile.group_learn += _group_learn(target, workload, config, spec, grid)
             profile.in_situ.append(_in_situ(target, workload, config, spec, grid))
             note(f"in-situ learner iteration {target.info.id}")
@@ -359,24 +360,51 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
 
 
 def _threaded_learn(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,
-                    grid: Grid) -> list[KernelTiming]:
+                    grid: Grid, actor_s: float | None = None) -> list[KernelTiming]:
     """learn at the preset's batch with the host's lanes as intra-op threads, on `cpu` with more than one lane
-    ([] elsewhere): torch's thread count is the process's, so it is set for this figure and put back to 1."""
+    ([] elsewhere), alone and then beside a stand-in actor process (pearl/profiling/standin.py) that spins an
+    actor's work for one update's env steps (actor_s, the actor's iteration at the grid's fewest envs, × 1/ρ;
+    at most 90 % of an update) every update: torch's thread count is the process's, so it is set for these
+    figures and put back to 1."""
     lanes = target.info.lanes
     if target.info.device_id != HOST_DEVICE or lanes < 2:
         return []
     rng = np.random.default_rng(3)
     adapter = open_adapter(target.info.id, threads=lanes)
+    timing = {"min_time": grid.min_time, "warmup": grid.warmup, "min_samples": grid.min_samples}
     try:
         replay = adapter.make_replay(config, spec, seed=3)
         prefill(replay, spec, grid.prefill, rng)
         learner = adapter.make_learn(config, spec, init_params(config, spec, seed=3))
-        stats = measure(partial(learner.learn, replay.sample(config.batch_size, 0.4)), adapter.synchronize,
-                        min_time=grid.min_time, warmup=grid.warmup, min_samples=grid.min_samples)
+        learn = partial(learner.learn, replay.sample(config.batch_size, 0.4))
+        alone = measure(learn, adapter.synchronize, **timing)
+        figures = [(alone, False)]
+        if actor_s is not None:  # no actor timed (env steps are not this profile's): the figure alone
+            figures = _beside_standin(learn, adapter.synchronize, grid, standin.Pace(
+                min(0.9 * alone.median_s, actor_s / config.replay_ratio), alone.median_s, 60.0))
     finally:
         open_adapter(target.info.id, threads=1)
     return [KernelTiming(workload.key, "learn", target.info.id, config.batch_size, stats.median_s, stats.p10_s,
-                         stats.p90_s, stats.samples, "measured", threads=lanes)]
+                         stats.p90_s, stats.samples, "measured", threads=lanes, beside=near)
+            for stats, near in figures]
+
+
+def _beside_standin(call: Callable[[], object], sync: Callable[[], None], grid: Grid,
+                    pace: standin.Pace) -> list[tuple[Stats, bool]]:
+    """[(call alone, False), (call beside the stand-in, True)], timed in alternating blocks of the grid's rounds
+    (the stand-in paused for the blocks alone), so that both figures sample the same span of this machine."""
+    times: dict[bool, list[float]] = {False: [], True: []}
+    per_block = max(1, -(-grid.min_samples // grid.rounds))
+    actor = standin.start(pace)
+    try:
+        for _ in range(grid.rounds):
+            for near in (False, True):
+                (standin.resume if near else standin.pause)(actor)
+                times[near] += durations(call, sync, min_time=grid.min_time / grid.rounds, warmup=1,
+                                         min_samples=per_block)
+    finally:
+        standin.stop(actor)
+    return [(stats_of(times[near]), near) for near in (False, True)]
 
 
 def _group_learn(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,

@@ -74,7 +74,7 @@ def _no_gc():
 def measure(call: Callable[..., object], sync: Callable[[], None], *, min_time: float, warmup: int = 3,
             min_samples: int = 5, max_samples: int = 100_000, prepare: Callable[[], Any] | None = None) -> Stats:
     """`durations`, summarised."""
-    return _stats(durations(call, sync, min_time=min_time, warmup=warmup, min_samples=min_samples,
+    return stats_of(durations(call, sync, min_time=min_time, warmup=warmup, min_samples=min_samples,
                             max_samples=max_samples, prepare=prepare))
 
 
@@ -105,9 +105,10 @@ def measure_interleaved(points: list[Point], *, rounds: int, min_time: float, wa
                                   prepare=p.prepare)
             if after is not None:
                 after(r, i)
-    return [_stats(t) for t in times]
+    return [stats_of(t) for t in times]
 
 
-def _stats(times: list[float]) -> Stats:
+def stats_of(times: list[float]) -> Stats:
+    """The median, p10 and p90 of times, and their count."""
     p10, median, p90 = np.percentile(times, [10, 50, 90])
     return Stats(float(median), float(p10), float(p90), len(times))
