@@ -461,23 +461,27 @@ def test_kernel_time_at_threads_scales_the_one_thread_figure_by_the_measured_rat
     assert model.batches("learn", "cpu", DQN) == [64, 128, 256]  # the multi-thread figure is not a grid point
 
 
-def test_learn_beside_the_actors_takes_the_figure_timed_beside_a_stand_in():
-    """learn at 2 threads timed alone (0.6 × the 1-thread figure) and beside a stand-in actor (1.3 ×): `beside`
-    answers the second in the same ratio at every batch; without it, or at a count with no figure beside, the
-    first; a profile with no figure beside answers the figure alone either way."""
+def test_learn_beside_the_actors_moves_toward_the_figure_timed_beside_a_stand_in():
+    """learn at 2 threads timed alone (0.6 × the 1-thread figure) and beside a stand-in actor busy half of each
+    update (1.3 ×): with the actors busy a share u of each update the ratio is 0.6 + 0.7·min(1, u/0.5), at every
+    batch; no share, 1 thread, or a profile with no figure beside answer the figure alone."""
     two = {**_timing(DQN, "learn", "cpu", 128, 0.006), "threads": 2}
-    near = {**_timing(DQN, "learn", "cpu", 128, 0.013), "threads": 2, "beside": True}
+    near = {**_timing(DQN, "learn", "cpu", 128, 0.013), "threads": 2, "beside": 0.5}
     ones = series([64, 128, 256], [0.005, 0.010, 0.020])
     model = CostModel(make_profile([*ones, two, near]))
     assert model.thread_counts("learn", "cpu", DQN) == [1, 2]
     assert model.kernel_time("learn", "cpu", DQN, 128, threads=2).seconds == pytest.approx(0.006)
-    assert model.kernel_time("learn", "cpu", DQN, 128, threads=2, beside=True).seconds == pytest.approx(0.013)
-    assert model.kernel_time("learn", "cpu", DQN, 256, threads=2, beside=True).seconds == pytest.approx(0.026)
-    assert model.kernel_time("learn", "cpu", DQN, 128, threads=1, beside=True).seconds == pytest.approx(0.010)
+    assert model.kernel_time("learn", "cpu", DQN, 128, threads=2, beside=0.5).seconds == pytest.approx(0.013)
+    assert model.kernel_time("learn", "cpu", DQN, 128, threads=2, beside=0.9).seconds == pytest.approx(0.013)
+    assert model.kernel_time("learn", "cpu", DQN, 128, threads=2, beside=0.25).seconds == pytest.approx(0.0095)
+    assert model.kernel_time("learn", "cpu", DQN, 256, threads=2, beside=0.5).seconds == pytest.approx(0.026)
+    assert model.kernel_time("learn", "cpu", DQN, 128, threads=1, beside=0.5).seconds == pytest.approx(0.010)
     alone = CostModel(make_profile([*ones, two]))
-    assert alone.kernel_time("learn", "cpu", DQN, 128, threads=2, beside=True).seconds == pytest.approx(0.006)
+    assert alone.kernel_time("learn", "cpu", DQN, 128, threads=2, beside=0.5).seconds == pytest.approx(0.006)
     again = parse_profile(json.loads(json.dumps(make_profile([*ones, two, near]).to_dict())), "<again>")
-    assert [(k.threads, k.beside) for k in again.kernels if k.threads == 2] == [(2, False), (2, True)]
+    assert [(k.threads, k.beside) for k in again.kernels if k.threads == 2] == [(2, 0.0), (2, 0.5)]
+    with pytest.raises(ProfileError, match="beside"):
+        make_profile([*ones, two, {**near, "beside": 1.5}])
 
 
 def test_threads_field_is_optional_and_written():

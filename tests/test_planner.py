@@ -407,9 +407,10 @@ def test_two_actors_on_two_lanes_are_slower_than_one(hidden) -> None:
     assert plan.actors.n == 1
 
 
-def _with_threaded_learn(tmp_path: Path, factor: float, beside: float | None = None) -> Path:
+def _with_threaded_learn(tmp_path: Path, factor: float, beside: float | None = None, busy: float = 0.01) -> Path:
     """The reference profile (2 lanes) with DDPG's learn on cpu timed at 2 threads at `factor` × its 1-thread
-    figure at the preset's batch (and, with `beside`, at that × it beside a stand-in actor)."""
+    figure at the preset's batch (and, with `beside`, at that × it beside a stand-in actor busy `busy` of each
+    update)."""
     from dataclasses import replace
 
     from pearl.profile.format import load_profile, save_profile
@@ -421,14 +422,16 @@ def _with_threaded_learn(tmp_path: Path, factor: float, beside: float | None = N
     for f, near in ((factor, False), (beside, True)):
         if f is not None:
             profile.kernels.append(replace(one, median_s=one.median_s * f, p10_s=one.p10_s * f,
-                                           p90_s=one.p90_s * f, threads=2, beside=near))
-    return save_profile(profile, tmp_path / f"threads-{factor}-{beside}.json")
+                                           p90_s=one.p90_s * f, threads=2, beside=busy if near else 0.0))
+    return save_profile(profile, tmp_path / f"threads-{factor}-{beside}-{busy}.json")
 
 
 def test_the_learner_threads_are_priced_as_they_run_beside_the_actors(tmp_path) -> None:
-    """2 threads fast alone (0.3 × 1 thread) but slow beside a stand-in actor (1.2 ×): the T = 2 program prices
-    learn at the figure beside (the actors always run beside it on the local and Ray launchers), so the plan
-    keeps 1 thread; the sequential launcher's choice, where the roles run in turn, still reads the figure alone."""
+    """2 threads fast alone (0.3 × 1 thread) but slow beside a stand-in actor busy 1 % of each update (1.2 ×):
+    the T = 2 program prices learn at the figure beside (DDPG's actors are busier than that beside its learn,
+    as on the local and Ray launchers), so the plan keeps 1 thread; the sequential launcher's choice, where the
+    roles run in turn, still reads the figure alone. With the stand-in timed busy half of each update, the
+    actors' fewer seconds move learn only part of the way: one env per actor more than 32."""
     from pearl.planner.accounting import fastest_threads
     from pearl.planner.build import build_problem
     from pearl.planner.make import make_plan
@@ -445,6 +448,10 @@ def test_the_learner_threads_are_priced_as_they_run_beside_the_actors(tmp_path) 
     workload = next(w for w in profile.workloads if w.algo == "ddpg")
     alone = {t: model.kernel_time("learn", "cpu", workload.key, workload.batch_size, t).seconds for t in (1, 2)}
     assert fastest_threads(2, alone) == 2
+    half = load_profile(_with_threaded_learn(tmp_path, 0.3, beside=1.2, busy=0.5))
+    learn = {e: build_problem(half, CostModel(half), "ddpg", spec, envs=e, config=config, threads=2)[0]
+             .cost[("learn", "cpu")] for e in (1, 32)}
+    assert 0.3 * one.cost[("learn", "cpu")] < learn[32] < learn[1] < 1.2 * one.cost[("learn", "cpu")]
 
 
 def test_the_learner_threads_are_a_plan_decision(capsys, tmp_path) -> None:
@@ -462,8 +469,8 @@ def test_the_learner_threads_are_a_plan_decision(capsys, tmp_path) -> None:
     assert same.predicted["period_s"] == pytest.approx(plain.predicted["period_s"])
     assert load_plan(save_plan(fast, tmp_path / "plan.json")).threads == 2
     assert fast.lanes["cpu"] == fast.actors + 2 and plain.lanes["cpu"] == plain.actors + 1  # the threads' lanes
-    code, stdout, err = run_cli(capsys, "plan", "--profile", str(tmp_path / "threads-0.3-None.json"), "--algo", "ddpg",
-                                "--env", "Pendulum-v1", "--out", str(tmp_path / "cli.json"))
+    code, stdout, err = run_cli(capsys, "plan", "--profile", str(tmp_path / "threads-0.3-None-0.01.json"),
+                                "--algo", "ddpg", "--env", "Pendulum-v1", "--out", str(tmp_path / "cli.json"))
     assert code == 0, err
     assert "1 learner(s) × 2 thread(s)" in stdout
 

@@ -15,10 +15,10 @@
   1-thread figure × the profile's T-thread median ÷ its 1-thread figure at the batch the T-thread one was timed
   at (the profiler times learn at the host's lanes); the 1-thread figure where the profile has no T-thread
   timing of that (workload, kernel, device). `thread_counts(k, d, w)` lists the counts it has. With
-  `beside=True`, the T-thread figure timed beside a stand-in actor process (the profiler's, for learn at the
-  host's lanes), in the same ratio: what learn costs when the actors run beside it, as they do on the local and
-  Ray launchers (a parallel region waits out the thread an actor displaced); the figure alone where the profile
-  has none beside.
+  `beside=u`, the share of each call the actor processes beside it are busy (as on the local and Ray launchers,
+  where a parallel region waits out the thread an actor displaced): the ratio moves from the figure alone toward
+  the one timed beside a stand-in actor busy a share u₀ of each call (the profiler's, for learn at the host's
+  lanes), linearly in u up to u₀ and no further; the figure alone where the profile has none beside.
 - `transfer_time(src, dst, nbytes, arrays=1)`: 0 on the same device; otherwise every end that is not
   `cpu` adds its leg, the source's d2h and the destination's h2d, each `arrays × latency + nbytes / bandwidth`, so
   device → device goes through the host. A device on the host's own memory (PoCL's CPU device) pays its legs
@@ -167,9 +167,9 @@ class CostModel:
         self._threaded: dict[tuple[str, str, str], dict[int, KernelTiming]] = {}
         self._beside: dict[tuple[str, str, str], dict[int, KernelTiming]] = {}
         for t in profile.kernels:
-            if t.threads != 1 or t.beside:
-                (self._beside if t.beside else self._threaded).setdefault((t.workload, t.kernel, t.device),
-                                                                          {})[t.threads] = t
+            if t.threads != 1 or t.beside > 0:
+                (self._beside if t.beside > 0 else self._threaded).setdefault((t.workload, t.kernel, t.device),
+                                                                              {})[t.threads] = t
                 continue
             grouped.setdefault((t.workload, t.kernel, t.device), []).append(t)
         self._series: dict[tuple[str, str, str], _Series] = {}
@@ -261,25 +261,26 @@ class CostModel:
         return self.nearest(kernel, device, workload, max(1, workload.batch_size))
 
     def kernel_time(self, kernel: str, device: str, workload: str | Workload, batch: int,
-                    threads: int = 1, beside: bool = False) -> Estimate:
+                    threads: int = 1, beside: float = 0.0) -> Estimate:
         """Seconds of one call of `kernel` on `device` for `workload` at `batch` (see the module docstring),
         at `threads` CPU threads (the 1-thread figure where the profile has no figure at that count); `beside`:
-        as it runs beside the actor processes (the profile's figure timed beside a stand-in actor where it has
-        one at that count, else the figure alone).
+        the share of each call the actor processes beside it are busy (the module docstring).
 
         `workload` is a key of the profile's, or a `Workload`: one the profile lacks is scaled from the nearest
         it has."""
         if isinstance(batch, bool) or int(batch) != batch or batch < 1:
             raise ValueError(f"batch must be a positive integer, got {batch!r}")
         one = self._one_thread_time(kernel, device, workload, batch)
-        key = self._threads_key(kernel, device, workload) if threads != 1 or beside else None
-        timing = self._beside.get((key, kernel, device), {}).get(threads) if key and beside else None
-        if timing is None and threads != 1:
-            timing = self._threaded.get((key, kernel, device), {}).get(threads) if key else None
+        key = self._threads_key(kernel, device, workload) if threads != 1 else None
+        timing = self._threaded.get((key, kernel, device), {}).get(threads) if key else None
         if timing is None:
             return one
-        alone = self._series[(key, kernel, device)].at(timing.batch).seconds
-        return replace(one, seconds=one.seconds * timing.median_s / alone, source=_combine(one.source, timing.source))
+        base = self._series[(key, kernel, device)].at(timing.batch).seconds
+        factor = timing.median_s / base
+        near = self._beside.get((key, kernel, device), {}).get(threads)
+        if near is not None and beside > 0:  # linear in the actors' busy share, up to the stand-in's
+            factor += (near.median_s / base - factor) * min(1.0, beside / near.beside)
+        return replace(one, seconds=one.seconds * factor, source=_combine(one.source, timing.source))
 
     def _one_thread_time(self, kernel: str, device: str, workload: str | Workload, batch: int) -> Estimate:
         key = workload if isinstance(workload, str) else workload.key

@@ -108,7 +108,7 @@ class _Inputs:
     def key(self) -> str:
         return self.workload.key
 
-    def t(self, kernel: str, device: str, size: int, threads: int = 1, beside: bool = False) -> float:
+    def t(self, kernel: str, device: str, size: int, threads: int = 1, beside: float = 0.0) -> float:
         estimate = _estimate(lambda: self.model.kernel_time(kernel, device, self.workload, size, threads, beside))
         if estimate.scaled_from is not None:
             self.scaled[(kernel, device)] = estimate.scaled_from
@@ -277,11 +277,22 @@ def _learner_costs(inputs: _Inputs, devices: list[str], threads: int = 1,
             cost[("replay_sample", d)] = f * t(model.sample_timing(config.prioritized, d, workload), d, batch)
             cost[("priority_update", d)] = f * t("priority_update", d, batch) if config.prioritized else 0.0
         if can("learn", d) and learners == 1:  # at T > 1 threads as it runs beside the actor processes
-            cost[("learn", d)] = f * (t("learn", d, batch, threads, beside=True) if d == inputs.host_device
-                                      and threads > 1 else t("learn", d, batch))
+            cost[("learn", d)] = f * (t("learn", d, batch, threads, _actors_busy(inputs, threads))
+                                      if d == inputs.host_device and threads > 1 else t("learn", d, batch))
         elif can("learn", d) and d == inputs.host_device:
             cost[("learn", d)] = f * _group_learn(inputs, d, learners, threads)
     return cost
+
+
+def _actors_busy(inputs: _Inputs, threads: int) -> float:
+    """The share of a T-thread update the actor processes spend on the host, all of them together: one update's
+    env steps at the plan's envs per actor, act on the host (at most 1; the cost model takes no more than the
+    share its figure beside a stand-in was timed at)."""
+    envs, host = inputs.config.n_envs, inputs.host_device
+    if not inputs.can("act", host):
+        return 0.0
+    work = inputs.steps / envs * (inputs.env_side + inputs.t("act", host, envs))
+    return min(1.0, work / inputs.t("learn", host, inputs.config.batch_size, threads))
 
 
 def _group_learn(inputs: _Inputs, d: str, learners: int, threads: int) -> float:

@@ -8,7 +8,7 @@
                    "descriptor", "descriptor_matched", "source", "share", "instances", "process_env"}],
       "workloads": [{"key", "algo", "env", "obs_dim", "action_dim", "hidden", "batch_size", "buffer_size"}],
       "kernels": [{"workload", "kernel", "device", "batch", "median_s", "p10_s", "p90_s", "samples", "source",
-                   "threads" (optional: 1), "beside" (optional: false)}],
+                   "threads" (optional: 1), "beside" (optional: 0)}],
                  (kernel: a device kernel, or replay_sample_prioritized, the draw from a prioritized replay)
       "env_step": [{"env", "median_s", "p10_s", "p90_s", "samples", "source"}],
       "transfers": [{"device", "direction", "latency_s", "bandwidth_bytes_per_s", "source"}],
@@ -134,9 +134,9 @@ class KernelTiming:
     source: str
     #: the CPU threads the kernel ran with (torch's intra-op threads on `cpu`); optional in the file, 1 when absent
     threads: int = 1
-    #: timed while a stand-in actor process ran beside it on the host, as the concurrent launchers run learn
-    #: (pearl/profiling/standin.py); optional in the file, false when absent
-    beside: bool = False
+    #: the share of each update a stand-in actor process beside it on the host was busy while it was timed, as
+    #: the concurrent launchers run learn (pearl/profiling/standin.py); 0: timed alone (optional in the file)
+    beside: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -346,7 +346,7 @@ def parse_profile(data: Any, where: str) -> Profile:
                               v.member(k, "device", p, device_ids), v.integer(k, "batch", p, 1),
                               *v.stats(k, p), v.source(k, p),
                               v.integer(k, "threads", p, 1, MAX_LANES) if "threads" in k else 1,
-                              v.flag(k, "beside", p) if "beside" in k else False)
+                              v.share(k, "beside", p) if "beside" in k else 0.0)
         profile.kernels.append(timing)
     profile.env_step = [EnvStepTiming(v.text(e, "env", p), *v.stats(e, p), v.source(e, p))
                         for p, e in v.items(data, "env_step")]
@@ -469,6 +469,13 @@ class _Validator(FieldChecker):
                 not all(isinstance(x, int) and not isinstance(x, bool) and 0 < x <= MAX_INT for x in value):
             self.fail(field_path(prefix, key), "a non-empty list of positive integers", value)
         return value
+
+    def share(self, d: dict, key: str, prefix: str) -> float:
+        """A number in [0, 1]."""
+        x = self.number(d, key, prefix)
+        if x > 1:
+            self.fail(field_path(prefix, key), "a share from 0 to 1", x)
+        return x
 
     def stats(self, d: dict, prefix: str) -> tuple[float, float, float, int]:
         median, p10, p90 = (self.number(d, k, prefix) for k in ("median_s", "p10_s", "p90_s"))

@@ -364,8 +364,8 @@ def _threaded_learn(target: _Target, workload: Workload, config: OffPolicyConfig
     """learn at the preset's batch with the host's lanes as intra-op threads, on `cpu` with more than one lane
     ([] elsewhere), alone and then beside a stand-in actor process (pearl/profiling/standin.py) that spins an
     actor's work for one update's env steps (actor_s, the actor's iteration at the grid's fewest envs, × 1/ρ;
-    at most 90 % of an update) every update: torch's thread count is the process's, so it is set for these
-    figures and put back to 1."""
+    at most standin.BUSIEST of an update) every update, recorded with that share (`beside`): torch's thread count is the
+    process's, so it is set for these figures and put back to 1."""
     lanes = target.info.lanes
     if target.info.device_id != HOST_DEVICE or lanes < 2:
         return []
@@ -379,13 +379,15 @@ def _threaded_learn(target: _Target, workload: Workload, config: OffPolicyConfig
         learn = partial(learner.learn, replay.sample(config.batch_size, 0.4))
         alone = measure(learn, adapter.synchronize, **timing)
         figures = [(alone, False)]
+        busy = 0.0
         if actor_s is not None:  # no actor timed (env steps are not this profile's): the figure alone
-            figures = _beside_standin(learn, adapter.synchronize, grid, standin.Pace(
-                min(0.9 * alone.median_s, actor_s / config.replay_ratio), alone.median_s, 60.0))
+            busy = min(standin.BUSIEST, actor_s / config.replay_ratio / alone.median_s)
+            figures = _beside_standin(learn, adapter.synchronize, grid,
+                                      standin.Pace(busy * alone.median_s, alone.median_s, 60.0))
     finally:
         open_adapter(target.info.id, threads=1)
     return [KernelTiming(workload.key, "learn", target.info.id, config.batch_size, stats.median_s, stats.p10_s,
-                         stats.p90_s, stats.samples, "measured", threads=lanes, beside=near)
+                         stats.p90_s, stats.samples, "measured", threads=lanes, beside=busy if near else 0.0)
             for stats, near in figures]
 
 

@@ -30,6 +30,8 @@ class Pace:
     ready_fd: int = -1  # the stand-in writes a byte here once it paces (set by `start`)
 
 
+#: the most of each update the stand-in is busy: an actor beside a learner waits at least a little for weights
+BUSIEST = 0.9
 #: seconds the profiler waits for the stand-in's interpreter to start pacing
 START_S = 30.0
 
