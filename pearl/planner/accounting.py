@@ -57,8 +57,9 @@ Rows (the families of ilp.py's docstring; a row reads Σ its terms ≤ lanes · 
                        instead of sharing the lanes. Where the actors' work fits beside the learner (n·h ≤
                        (L − 1)·process[learner]) the learner never waits for their rows, keeps its lane, and the
                        row is off. Measured on the 2-core VM with stand-ins of fixed work (benchmarks/turns.py):
-                       with 2 actors on 2 lanes the sharing rows alone predicted 0.78-0.87 × the period on the
-                       cases where the actors outran the learner; with 3 actors, sharing was closer than turns
+                       with 2 actors on 2 lanes, on the 9 cases where the actors outran the learner, the sharing
+                       rows alone predicted 0.76-1.18 × the period (median 0.86), with turns 0.93-1.18 (1.06);
+                       with 3 actors sharing alone was the closer (0.93-1.17 ×, median 0.97)
 Memory rows (feasibility, not bounds on P; a row reads Σ its needs ≤ capacity, in bytes)
     memory[d]          the memory of the kernels placed on d ≤ memory(d) (a shard: 1/K of the replay storage)
     mps_memory[r]      on a GPU r offered as MPS shares: every process on its MPS shares or on the whole GPU
