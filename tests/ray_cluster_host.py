@@ -43,8 +43,9 @@ def cluster_process(env: dict[str, str]) -> Iterator[HostedCluster]:
 def main() -> None:
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # loopback only, as pearl's own instance
     # The head's Ray Client proxy waits 30 s for the server it starts per driver; on a 2-core machine running the
-    # suite that start-up can take longer, and the proxy then refuses the driver.
-    os.environ.setdefault("RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S", "300")
+    # suite that start-up can take longer, and the proxy then refuses the driver. A server that failed to start
+    # at all is only given up after this wait too, so it stays well short of the suite's budget.
+    os.environ.setdefault("RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S", "90")
     from ray.cluster_utils import Cluster
 
     with socket.socket() as s:  # a free port for the Ray Client server

@@ -155,8 +155,13 @@ def test_a_ray_client_server_that_cannot_start_the_drivers_server_is_one_line_wi
 @needs_ray
 def test_ray_client_joins_through_the_heads_client_server(open_cluster, tmp_path) -> None:
     # Ray Client's driver waits 5 s, then 10 s, then 20 s for the head's proxy; more on a loaded 2-core machine.
-    result = train(tmp_path, open_cluster.client, home_with_token(tmp_path),
-                   RAY_CLIENT_INITIAL_CONNECTION_TIMEOUT_S="30")
+    # The proxy now and then fails to start a driver's server at all (its log: "SpecificServer startup failed",
+    # a gRPC fork race); pearl's error says to try again, and the test does, once.
+    for attempt in range(2):
+        result = train(tmp_path / str(attempt), open_cluster.client, home_with_token(tmp_path / str(attempt)),
+                       RAY_CLIENT_INITIAL_CONNECTION_TIMEOUT_S="30")
+        if "could not start this driver's server" not in result.stderr:
+            break
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout)["steps"] == 512
 
