@@ -430,7 +430,7 @@ def _shared_host_rows(problem: Problem) -> list[Row]:
         kappa, lost = sharing(problem, a), sharing(problem, a, problem.learner_threads)
         if kappa == 0:
             continue
-        actor_terms = []
+        actor_terms, turns, r = [], [], turns_literal(a)
         for (aa, d), t in problem.actor_period.items():
             if aa != a:
                 continue
@@ -439,11 +439,10 @@ def _shared_host_rows(problem: Problem) -> list[Row]:
             others.append(Term(lost * a.n * host_work, (v,)))
             learner = [Term(kappa * problem.learner_threads * x.seconds, (*x.when, v)) for x in own]
             actor_terms += [Term(t, (v,)), Term(kappa * (a.n - 1) * host_work, (v,)), *learner]
+            turns.append(Term(host_work, (v, r)))
         if actor_terms:
             rows.append(Row(f"contention_actors_a{ai}", f"{CONTENTION}[actors]", actor_terms))
         if actor_terms and turning(problem, a):
-            r, (works, _) = turns_literal(a), turn_work(problem, a)
-            turns = [Term(h, (("v", a, d), r)) for d, h in works.items()]
             rows.append(Row(f"contention_turns_a{ai}", f"{CONTENTION}[turns]",
                             turns + [Term(x.seconds, (*x.when, r)) for x in own]))
     return [Row("contention_learner", f"{CONTENTION}[learner]", own + others)] + rows if rows else []
