@@ -31,6 +31,8 @@ DEVICE_ID_HELP = ("device ids look like cpu, cuda:0, cuda:0/mps:25, cuda:0/mig:M
                   "`pearl devices` lists this machine's devices")
 HOST_RESOURCE = "host-cpu"
 FAMILIES = ("cpu", "cuda", "opencl", "whatif")
+#: the adapter backend that runs each family's devices (a what-if device is modelled, run by none)
+BACKENDS = {"cpu": "torch", "cuda": "torch", "opencl": "opencl"}
 SLICE_KINDS = ("mig", "mps")
 
 
@@ -92,6 +94,12 @@ class DeviceId:
             raise DeviceError(f"{text!r}: only a GPU (cuda:N or a whatif: GPU) has slices; {DEVICE_ID_HELP}")
         return cls(out.family, out.index, out.name, piece)
 
+    @classmethod
+    def of(cls, device: DeviceId | str) -> DeviceId:
+        """`device` itself, or the id its text names: for the Python API's entry points (`open_adapter`, the
+        adapters' constructors), where a user may type ``"cpu"``; inside pearl ids travel typed."""
+        return device if isinstance(device, DeviceId) else cls.parse(device)
+
     def __str__(self) -> str:
         if self.family == "whatif":
             base = f"whatif:{self.name}"
@@ -116,6 +124,16 @@ class DeviceId:
     def is_what_if(self) -> bool:
         return self.family == "whatif"
 
+    @property
+    def backend(self) -> str | None:
+        """The adapter backend that runs the device (`torch`, `opencl`); None for a what-if device."""
+        return BACKENDS.get(self.family)
+
+    @property
+    def is_cuda(self) -> bool:
+        """A CUDA GPU or a slice of one: a role on it reserves a GPU where the launcher places roles."""
+        return self.family == "cuda"
+
 
 def _parse_slice(text: str, part: str) -> Slice:
     kind, _, name = part.partition(":")
@@ -130,18 +148,18 @@ def _parse_slice(text: str, part: str) -> Slice:
     return Slice(kind, name)
 
 
-def check_slice_use(act: str, learner: tuple[str, ...], actors: int, act_in_learner: bool = False) -> None:
+def check_slice_use(act: DeviceId, learner: tuple[DeviceId, ...], actors: int, act_in_learner: bool = False) -> None:
     """DeviceError when a placement's slices cannot be held at once: one process (the learner's: its replay
     and learn devices, and act too when act_in_learner) on two devices of one GPU of which one is a slice
     (a process sees one MIG instance, or runs with one MPS percentage), or MPS shares of one GPU summing over
     100 % (each of `actors` actor processes holds its own share, the learner process one)."""
-    process = {DeviceId.parse(d) for d in (*learner, *((act,) if act_in_learner else ()))}
+    process = {*learner, *((act,) if act_in_learner else ())}
     for gpu in {d.whole for d in process if d.slice is not None}:
         held = sorted(str(d) for d in process if d.whole == gpu)
         if len(held) > 1:
             raise DeviceError(f"one process would run on {' and '.join(held)}: a process holds one slice of "
                               f"{gpu}; place the replay kernels and learn on one of them")
-    holders = [(d, 1) for d in process] + ([] if act_in_learner else [(DeviceId.parse(act), actors)])
+    holders = [(d, 1) for d in process] + ([] if act_in_learner else [(act, actors)])
     total: dict[DeviceId, int] = {}
     for d, n in holders:
         if d.slice is not None and d.slice.kind == "mps":
@@ -152,28 +170,28 @@ def check_slice_use(act: str, learner: tuple[str, ...], actors: int, act_in_lear
                               f"share, the learner process one): at most 100 %; use fewer actors or smaller shares")
 
 
-def parse_device(text: str) -> DeviceId:
-    return DeviceId.parse(text)
-
-
 HOST_DEVICE = DeviceId("cpu")
 HOST = str(HOST_DEVICE)
 
 
 @dataclass(frozen=True)
 class NodeDevice:
-    """A cluster device id ``NODE/DEVICE``: the node, and the device id within that node's profile."""
+    """A device of a plan: ``NODE/DEVICE`` on a node of a cluster plan (the node, and the device id within that
+    node's profile), or the device alone (`node` None) on the one machine a host plan was made for."""
 
-    node: str
-    device: str
+    node: str | None
+    device: DeviceId
 
     @classmethod
-    def parse(cls, text: str) -> NodeDevice:
-        """DeviceError when `text` is not NODE/DEVICE with both parts present."""
+    def parse(cls, text: str, cluster: bool = True) -> NodeDevice:
+        """A cluster id NODE/DEVICE (`cluster`), or a host plan's device id; DeviceError when `text` is neither
+        (a cluster id without both parts, or a device part that is no device id)."""
+        if not cluster:
+            return cls(None, DeviceId.parse(text))
         if not cls.valid(text):
             raise DeviceError(f"{text!r} is not a cluster device id NODE/DEVICE (a node name, '/', its device)")
         node, _, device = text.partition("/")
-        return cls(node, device)
+        return cls(node, DeviceId.parse(device))
 
     @staticmethod
     def valid(text: object) -> bool:
@@ -184,4 +202,4 @@ class NodeDevice:
         return bool(sep and node and device)
 
     def __str__(self) -> str:
-        return f"{self.node}/{self.device}"
+        return str(self.device) if self.node is None else f"{self.node}/{self.device}"

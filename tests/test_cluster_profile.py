@@ -189,7 +189,7 @@ def test_a_cluster_device_id_splits_at_the_first_slash_only():
     from pearl.errors import DeviceError
 
     at = NodeDevice.parse("gpu-node/cuda:0/mps:25")
-    assert (at.node, at.device, str(at)) == ("gpu-node", "cuda:0/mps:25", "gpu-node/cuda:0/mps:25")
+    assert (at.node, str(at.device), str(at)) == ("gpu-node", "cuda:0/mps:25", "gpu-node/cuda:0/mps:25")
     assert NodeDevice.valid("a/cpu") and not any(NodeDevice.valid(t) for t in ("cpu", "/cpu", "a/", 3))
     for text in ("cpu", "/cpu", "a/"):
         with pytest.raises(DeviceError, match="NODE/DEVICE"):

@@ -639,6 +639,26 @@ def test_training_refuses_a_spread_that_names_no_node(capsys, tmp_path):
     assert code == 2 and len(lines) == 1 and "'actor_devices' names cpu" in lines[0] and str(plan_path) in lines[0]
 
 
+def test_a_cluster_plan_reads_its_device_ids_once_typed(capsys, tmp_path):
+    """A cluster plan's ids are NodeDevice values from the moment it loads (node and device id); an id on a node
+    the plan's profile lacks is refused at load, naming the field, the id and the nodes."""
+    from pearl.device import HOST_DEVICE, NodeDevice
+    from pearl.planner.plan import PlanFileError, load_plan
+
+    path = _merge(capsys, tmp_path, f"a={REFERENCE}", f"b={REFERENCE}")
+    plan_path, _ = _plan_cli(capsys, tmp_path, path)
+    plan = load_plan(plan_path)
+    assert all(isinstance(at, NodeDevice) and at.node in ("a", "b") for at in plan.devices.values())
+    assert plan.devices["env_step"].device == HOST_DEVICE and str(plan.devices["learn"]) == plan.mapping["learn"]
+    assert sum(plan.actor_spread.values()) == plan.actors
+    data = json.loads(plan_path.read_text())
+    data["mapping"]["learn"] = "c/cpu"
+    plan_path.write_text(json.dumps(data))
+    with pytest.raises(PlanFileError, match=r"field 'mapping' names c/cpu, on a node the plan's profile lacks "
+                                            r"\(it has a, b\)"):
+        load_plan(plan_path)
+
+
 def test_a_sharded_replay_server_is_recorded_and_printed(capsys, tmp_path):
     """Two what-if nodes of the reference profile with three lanes each on 40 GbE at the bare latency: DQN
     CartPole's replay server is sharded over both nodes' CPUs (each shard half the inserts and samples, the

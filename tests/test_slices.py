@@ -14,6 +14,8 @@ from pearl.adapters.slices import (DEFAULT_MPS_PIPE_DIR, MigInstance, MpsDaemon,
 from pearl.device import HOST_RESOURCE, DeviceId, DeviceKind, Slice
 from pearl.errors import DeviceError
 
+D = DeviceId.parse
+
 
 @pytest.mark.parametrize("text", ["cpu", "cuda:0", "cuda:3", "opencl:0:1", "whatif:nvidia-h100-sxm5-80gb",
                                   "cuda:0/mps:25", "cuda:1/mig:MIG-4a1f0c2e-9b7d-5e3a-8c6f-0123456789ab",
@@ -140,28 +142,28 @@ def test_mps_daemon_is_detected_from_its_pipe_directory_without_starting_anythin
 def test_inside_its_process_a_slice_is_the_device_cuda_shows_it_as() -> None:
     from pearl.adapters.slices import inner_device
 
-    assert inner_device("cuda:1/mig:MIG-aaaa") == "cuda:0"  # CUDA_VISIBLE_DEVICES leaves the instance alone
-    assert inner_device("cuda:1/mps:25") == "cuda:1"  # an MPS client sees the GPU, limited to its share
-    assert inner_device("cuda:1") == "cuda:1" and inner_device("cpu") == "cpu"
+    assert inner_device(D("cuda:1/mig:MIG-aaaa")) == D("cuda:0")  # CUDA_VISIBLE_DEVICES leaves the instance alone
+    assert inner_device(D("cuda:1/mps:25")) == D("cuda:1")  # an MPS client sees the GPU, limited to its share
+    assert inner_device(D("cuda:1")) == D("cuda:1") and inner_device(D("cpu")) == D("cpu")
 
 
 def test_slice_env_names_the_mig_instance_or_the_mps_share() -> None:
-    assert slice_env("cuda:0") == {} and slice_env("cpu") == {}
-    assert slice_env("cuda:0/mig:MIG-aaaa", {}) == {"CUDA_VISIBLE_DEVICES": "MIG-aaaa"}
+    assert slice_env(D("cuda:0")) == {} and slice_env(D("cpu")) == {}
+    assert slice_env(D("cuda:0/mig:MIG-aaaa"), {}) == {"CUDA_VISIBLE_DEVICES": "MIG-aaaa"}
     env = {"CUDA_MPS_PIPE_DIRECTORY": "/run/mine", "CUDA_MPS_LOG_DIRECTORY": "/run/mine-log"}
-    assert slice_env("cuda:1/mps:30", env) == {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30",
+    assert slice_env(D("cuda:1/mps:30"), env) == {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30",
                                                "CUDA_MPS_PIPE_DIRECTORY": "/run/mine",
                                                "CUDA_MPS_LOG_DIRECTORY": "/run/mine-log"}
 
 
 def test_check_slice_refuses_what_the_machine_lacks() -> None:
-    present = ["cpu", "cuda:0", "cuda:0/mig:MIG-aaaa", "cuda:1", "cuda:1/mps:25", "cuda:1/mps:50"]
-    check_slice("cuda:0/mig:MIG-aaaa", present, [])
-    check_slice("cuda:1/mps:30", present, [])  # the daemon runs: any percentage
+    present = [D(d) for d in ("cpu", "cuda:0", "cuda:0/mig:MIG-aaaa", "cuda:1", "cuda:1/mps:25", "cuda:1/mps:50")]
+    check_slice(D("cuda:0/mig:MIG-aaaa"), present, [])
+    check_slice(D("cuda:1/mps:30"), present, [])  # the daemon runs: any percentage
     with pytest.raises(DeviceError, match="cuda:0/mig:MIG-zzzz does not exist.*MIG mode"):
-        check_slice("cuda:0/mig:MIG-zzzz", present, ["mig: MIG mode is off"])
+        check_slice(D("cuda:0/mig:MIG-zzzz"), present, ["mig: MIG mode is off"])
     with pytest.raises(DeviceError, match="cuda:0/mps:30 does not exist"):
-        check_slice("cuda:0/mps:30", present, [])
+        check_slice(D("cuda:0/mps:30"), present, [])
 
 
 @pytest.mark.parametrize(("device", "fragment"), [
@@ -254,10 +256,10 @@ def test_actor_processes_start_with_their_slice_environment() -> None:
     from pearl.runtime.actor_process import process_env
 
     base = {"PATH": "/bin", "CUDA_MPS_PIPE_DIRECTORY": "/run/mine"}
-    assert process_env("cpu", base) == base
-    mig = process_env("cuda:0/mig:MIG-aaaa", base)
+    assert process_env(D("cpu"), base) == base
+    mig = process_env(D("cuda:0/mig:MIG-aaaa"), base)
     assert mig["CUDA_VISIBLE_DEVICES"] == "MIG-aaaa" and mig["PATH"] == "/bin"
-    mps = process_env("cuda:0/mps:10", base)
+    mps = process_env(D("cuda:0/mps:10"), base)
     assert (mps["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], mps["CUDA_MPS_PIPE_DIRECTORY"]) == ("10", "/run/mine")
     assert "CUDA_VISIBLE_DEVICES" not in mps  # an MPS client sees the GPU itself, limited to its share
 
@@ -266,8 +268,8 @@ def test_the_run_record_names_each_roles_slice() -> None:
     from pearl.runtime.launcher import Placement
     from pearl.training.plan_checks import role_slices
 
-    assert role_slices(Placement.single("cpu"), 4) == {}
-    record = role_slices(Placement("cuda:0/mps:10", "cuda:0/mps:50", "cuda:0/mps:50"), 4)
+    assert role_slices(Placement.single(D("cpu")), 4) == {}
+    record = role_slices(Placement(D("cuda:0/mps:10"), D("cuda:0/mps:50"), D("cuda:0/mps:50")), 4)
     assert record["actors"]["device"] == "cuda:0/mps:10" and record["actors"]["processes"] == 4
     assert record["actors"]["env"]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "10"
     assert record["learner"]["env"]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
@@ -283,15 +285,15 @@ def test_slices_that_cannot_be_held_at_once_are_refused(act, learner, actors, se
     from pearl.device import check_slice_use
 
     with pytest.raises(DeviceError, match=fragment):
-        check_slice_use(act, learner, actors, sequential)
+        check_slice_use(D(act), tuple(map(D, learner)), actors, sequential)
 
 
 def test_slices_that_fit_are_accepted() -> None:
     from pearl.device import check_slice_use
 
-    check_slice_use("cuda:0/mps:10", ("cuda:0/mps:50", "cuda:0/mps:50"), 5)  # 5 × 10 + 50
-    check_slice_use("cuda:0/mig:MIG-a", ("cuda:0/mig:MIG-b", "cuda:0/mig:MIG-b"), 8)
-    check_slice_use("cuda:0/mps:25", ("cpu", "cpu"), 4)
+    check_slice_use(D("cuda:0/mps:10"), (D("cuda:0/mps:50"), D("cuda:0/mps:50")), 5)  # 5 × 10 + 50
+    check_slice_use(D("cuda:0/mig:MIG-a"), (D("cuda:0/mig:MIG-b"), D("cuda:0/mig:MIG-b")), 8)
+    check_slice_use(D("cuda:0/mps:25"), (D("cpu"), D("cpu")), 4)
 
 
 def test_a_plan_on_slices_is_checked_before_training(capsys, tmp_path) -> None:
@@ -464,7 +466,7 @@ def test_a_slice_of_this_gpu_is_measured_in_its_own_process() -> None:
 
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device on this machine")
-    env = slice_env("cuda:0/mps:50")
+    env = slice_env(D("cuda:0/mps:50"))
     child = profile_in_child("cuda:0", env, ProfileOptions(quick=True, algos=("dqn",)))
     assert dict(child.device("cuda:0").process_env) == env
     profile = _synthetic_gpu_profile(("cuda:0",))

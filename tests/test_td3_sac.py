@@ -20,6 +20,7 @@ from pearl.roofline import kernel_work
 from pearl.envs import env_spec
 from pearl.profile.format import Workload, workload_key
 from pearl.rng import philox2x32, normal
+from pearl.device import HOST_DEVICE
 from pearl.runtime.launcher import Job, Placement
 from pearl.runtime.local import LocalLauncher
 from pearl.runtime.sequential import SequentialLauncher
@@ -247,7 +248,7 @@ def test_td3s_delayed_actor_is_half_an_update_of_work() -> None:
 def test_sequential_and_local_launchers_give_bit_identical_parameters(config_class, monkeypatch) -> None:
     cfg = config_class(total_steps=1000, learning_starts=200, n_envs=2, buffer_size=5_000, hidden=(16, 16),
                        batch_size=16, learning_rate=1e-3)
-    job = Job(cfg, env_spec("Pendulum-v1"), Placement.single("cpu"), seed=3, actors=2, policy_lag=1, threads=1)
+    job = Job(cfg, env_spec("Pendulum-v1"), Placement.single(HOST_DEVICE), seed=3, actors=2, policy_lag=1, threads=1)
     a, b = SequentialLauncher(job).run(), LocalLauncher(job).run()
     assert a.updates == b.updates == 800
     assert_same_params(a.final_params, b.final_params)

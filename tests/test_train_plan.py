@@ -74,6 +74,11 @@ def test_several_actors_step_in_turn(capsys, plan_file, tmp_path) -> None:
      "does not have"),
     (["--algo", "dqn", "--env", "CartPole-v1"], lambda d: d["mapping"].update(learn="cuda:7"), "cuda:7"),
     (["--algo", "dqn", "--env", "CartPole-v1"], lambda d: d.update(schema="pearl.plan/7"), "cannot read"),
+    # a device id is read once, when the plan loads: text that is no id is refused there, naming the field
+    (["--algo", "dqn", "--env", "CartPole-v1"], lambda d: d["mapping"].update(act="gpu7"),
+     "field 'mapping' names gpu7, unknown device"),
+    (["--algo", "dqn", "--env", "CartPole-v1"], lambda d: d["mapping"].update(replay_insert="a/cpu"),
+     "field 'mapping' names a/cpu"),
 ])
 def test_refused_plans(capsys, plan_file, tmp_path, args, change, fragment: str) -> None:
     path = edited(plan_file, tmp_path, change) if change else plan_file
@@ -114,7 +119,7 @@ def test_an_absent_device_runs_emulated_on_an_opencl_device(capsys, plan_file, t
     run_dir = Path(result["run_dir"])
     assert json.loads((run_dir / "config.json").read_text())["emulate"] == {A100: device}
     setup = recorded_setup(run_dir)  # what --resume rebuilds: the same emulated placement
-    assert setup.options.placement.emulate == {A100: device} and setup.placement.learn == device
+    assert setup.options.placement.emulate == {A100: device} and str(setup.placement.learn) == device
 
 
 @pytest.mark.parametrize(("emulate", "fragment"), [
@@ -123,6 +128,7 @@ def test_an_absent_device_runs_emulated_on_an_opencl_device(capsys, plan_file, t
     (["--emulate", f"{A100}=opencl:0:0", "--emulate", f"{A100}=opencl:0:1"], "twice"),
     (["--emulate", f"{A100}=opencl:0:0", "--emulate", "whatif:other=opencl:0:0"], "places no kernel on"),
     (["--emulate", "cpu=opencl:0:0"], "one of this machine's own"),
+    (["--emulate", f"{A100}=tpu:0"], f"--emulate {A100}=tpu:0: unknown device 'tpu:0'"),
 ])
 def test_refused_emulations(capsys, plan_file, tmp_path, emulate, fragment: str) -> None:
     planned = edited(plan_file, tmp_path, lambda d: d["mapping"].update(learn=A100))

@@ -125,11 +125,12 @@ def test_default_threads_are_what_a_plan_would_choose_from_this_machines_profile
     sequential launcher the fastest learn; 1 when the learner is not on cpu."""
     from pearl.envs import env_spec
     from pearl.hostinfo import cpu_lanes
+    from pearl.device import HOST_DEVICE
     from pearl.runtime.launcher import Placement
     from pearl.training.configure import default_threads
 
     config, spec = preset("ddpg", "Pendulum-v1"), env_spec("Pendulum-v1")
-    cpu = Placement.single("cpu")
+    cpu = Placement.single(HOST_DEVICE)
     short = config.replace(total_steps=config.learning_starts + 1_000)  # too short to profile for
     assert default_threads(short, spec, cpu, 1, "local", str(tmp_path / "none")) == 1
     assert not (tmp_path / "none" / "profiles").exists()
@@ -159,6 +160,7 @@ def test_a_long_run_without_a_profile_profiles_its_workload_once(tmp_path, capsy
     it; the next run finds it and profiles nothing."""
     from pearl.envs import env_spec
     from pearl.hostinfo import cpu_lanes
+    from pearl.device import HOST_DEVICE
     from pearl.runtime.launcher import Placement
     from pearl.training.configure import default_threads, long_run, profile_at_hand, times_threads
 
@@ -167,9 +169,9 @@ def test_a_long_run_without_a_profile_profiles_its_workload_once(tmp_path, capsy
         return
     assert long_run(config)
     runs = str(tmp_path / "runs")
-    threads = default_threads(config, spec, Placement.single("cpu"), 1, "local", runs)
+    threads = default_threads(config, spec, Placement.single(HOST_DEVICE), 1, "local", runs)
     assert "profiling ddpg on Pendulum-v1 quickly, once" in capsys.readouterr().err
     kept = profile_at_hand(runs)
     assert kept is not None and times_threads(kept, config, spec) and 1 <= threads <= cpu_lanes()
-    assert default_threads(config, spec, Placement.single("cpu"), 1, "local", runs) == threads
+    assert default_threads(config, spec, Placement.single(HOST_DEVICE), 1, "local", runs) == threads
     assert capsys.readouterr().err == ""  # found: nothing profiled again

@@ -44,7 +44,7 @@ class LearnerArgs:
     port: int
     config: OffPolicyConfig
     spec: EnvSpec
-    device: str
+    device: str  # the adapter's own id text (`Adapter.device_id`), which open_adapter reads
     threads: int | None
     seed: int
     state: Params  # learner 0's learn state dict when the group starts

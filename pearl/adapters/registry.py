@@ -76,12 +76,12 @@ def _opencl_kind(cl, type_bits: int) -> DeviceKind:
 SLICE_BACKENDS = ("cuda", "slices", "mig", "mps")
 
 
-def check_slice_exists(device_id: str) -> None:
-    """DeviceError, with the reasons `pearl devices` gives, unless the slice device_id names exists here."""
+def check_slice_exists(device: DeviceId) -> None:
+    """DeviceError, with the reasons `pearl devices` gives, unless the slice `device` exists here."""
     from pearl.adapters.slices import check_slice
 
     found = discover()
-    check_slice(device_id, [d.id for d in found.devices],
+    check_slice(device, [d.device_id for d in found.devices],
                 [f"{backend}: {why}" for backend, why in found.missing if backend in SLICE_BACKENDS])
 
 
@@ -94,13 +94,16 @@ def require_opencl(device_id: str) -> None:
                              "`pip install pyopencl pocl-binary-distribution`") from None
 
 
-def open_adapter(device_id: str, threads: int | None = None, descriptor: str | Path | None = None) -> Adapter:
-    """An adapter for device_id, or a DeviceError / BackendMissing that says what to do.
+def open_adapter(device: DeviceId | str, threads: int | None = None, descriptor: str | Path | None = None
+                 ) -> Adapter:
+    """An adapter for the device (a DeviceId, or its text from the Python API), or a DeviceError /
+    BackendMissing that says what to do.
 
     threads sets the CPU threads a backend may use for one kernel (torch's intra-op threads); descriptor names
     a device descriptor whose precompiled kernel binary an OpenCL device loads instead of building from source.
     """
-    parsed = DeviceId.parse(device_id)  # an id that is no id → DeviceError saying what ids look like
+    parsed = DeviceId.of(device)  # text that is no id → DeviceError saying what ids look like
+    device_id = str(parsed)
     if parsed.family in ("cpu", "cuda"):
         try:
             from pearl.adapters.torch import TorchAdapter
@@ -112,16 +115,16 @@ def open_adapter(device_id: str, threads: int | None = None, descriptor: str | P
         if parsed.slice is not None:
             from pearl.adapters.slices import enter_slice, in_slice_env
 
-            if not in_slice_env(device_id):  # a role's process the launcher started on it was checked there
-                check_slice_exists(device_id)
-                enter_slice(device_id)
-        return TorchAdapter(device_id, threads)
+            if not in_slice_env(parsed):  # a role's process the launcher started on it was checked there
+                check_slice_exists(parsed)
+                enter_slice(parsed)
+        return TorchAdapter(parsed, threads)
     if parsed.is_opencl:
         require_opencl(device_id)
         from pearl.adapters.opencl import OpenCLAdapter
         from pearl.descriptors import load_descriptor
 
 
-        return OpenCLAdapter(device_id, load_descriptor(descriptor) if descriptor is not None else None)
+        return OpenCLAdapter(parsed, load_descriptor(descriptor) if descriptor is not None else None)
     raise DeviceError(f"{device_id} is a what-if device: a profile models it, this machine has none; "
                       "run on a device `pearl devices` lists (or emulate it, see `pearl train --emulate`)")

@@ -113,10 +113,10 @@ def slice_devices(gpu: DeviceInfo, sm_count: int, migs: list[MigInstance], mps: 
     return out
 
 
-def slice_env(device: str, env: Mapping[str, str] = os.environ) -> dict[str, str]:
+def slice_env(device: DeviceId, env: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The environment variables a process needs to run on device (none for a whole device): a MIG instance
     by its UUID, an MPS share by its percentage and the daemon's pipe directory."""
-    piece = DeviceId.parse(device).slice
+    piece = device.slice
     if piece is None:
         return {}
     if piece.kind == "mig":
@@ -129,23 +129,22 @@ def slice_env(device: str, env: Mapping[str, str] = os.environ) -> dict[str, str
     return out
 
 
-def inner_device(device: str) -> str:
+def inner_device(device: DeviceId) -> DeviceId:
     """The id device has inside a process started with slice_env(device): ``cuda:0`` for a MIG instance (the
     process sees only it), the GPU's own id for an MPS share (the process sees the GPU, limited to its share),
     device itself when it is whole."""
-    parsed = DeviceId.parse(device)
-    if parsed.slice is None:
+    if device.slice is None:
         return device
-    return "cuda:0" if parsed.slice.kind == "mig" else str(parsed.whole)
+    return DeviceId("cuda", (0,)) if device.slice.kind == "mig" else device.whole
 
 
-def in_slice_env(device: str, env: Mapping[str, str] = os.environ) -> bool:
+def in_slice_env(device: DeviceId, env: Mapping[str, str] = os.environ) -> bool:
     """Whether this process already runs with device's slice environment (the launcher started it so)."""
     wanted = slice_env(device, env)
     return all(env.get(k) == v for k, v in wanted.items() if k != "CUDA_MPS_PIPE_DIRECTORY")
 
 
-def enter_slice(device: str) -> None:
+def enter_slice(device: DeviceId) -> None:
     """Give this process device's slice environment before CUDA starts in it (CUDA reads it once);
     DeviceError when CUDA has already started here with another."""
     if in_slice_env(device):
@@ -157,14 +156,13 @@ def enter_slice(device: str) -> None:
     os.environ.update(slice_env(device))
 
 
-def check_slice(device: str, present: list[str], reasons: list[str]) -> None:
+def check_slice(device: DeviceId, present: list[DeviceId], reasons: list[str]) -> None:
     """DeviceError unless device's slice exists here: a MIG instance NVML lists, or an MPS share of a GPU
     whose daemon runs. present: the ids `discover` found; reasons: why slices are missing."""
-    parsed = DeviceId.parse(device)
-    piece: Slice | None = parsed.slice
+    piece: Slice | None = device.slice
     if piece is None or device in present:
         return
-    if piece.kind == "mps" and f"{parsed.whole}/mps:{LISTED_MPS_SHARES[0]}" in present:
+    if piece.kind == "mps" and replace(device, slice=Slice("mps", str(LISTED_MPS_SHARES[0]))) in present:
         return  # the daemon runs: every percentage of 1..100 is a share
     why = "; ".join(reasons) or "`pearl devices` lists the slices this machine has"
     raise DeviceError(f"{device} does not exist on this machine: {why}")

@@ -7,7 +7,6 @@ from typing import Any
 import click
 
 from pearl.cli.base import ALGO_CHOICES, cli, print_json, quiet_solver
-from pearl.device import NodeDevice
 from pearl.errors import ConfigError
 
 
@@ -97,12 +96,12 @@ def _cluster_lines(result: Any) -> list[str]:
     if not nodes:
         return []
     lines = []
-    spread = result.actor_devices or {result.mapping["act"]: result.actors}
+    spread = result.actor_spread
     for name, n in nodes.items():
         ratio = f", {n['ratio']:.3g} CPU lanes per accelerator" if n.get("ratio") else ""
-        acting = next((f" acting on {d}" for d in spread if NodeDevice.parse(d).node == name), "")
-        acting += next((f", {k} replay shard(s) on {d}" for d, k in result.replay_shards.items()
-                        if NodeDevice.parse(d).node == name), "")
+        acting = next((f" acting on {at}" for at in spread if at.node == name), "")
+        acting += next((f", {k} replay shard(s) on {at}" for at, k in result.shard_devices.items()
+                        if at.node == name), "")
         lines.append(f"  node {name}: {n['actors']} actor process(es){acting}, kernels "
                      f"{', '.join(n['kernels']) or 'none'}; {n['cpu']} CPU lane(s) busy, {n['accelerator']} "
                      f"accelerator(s){ratio}")

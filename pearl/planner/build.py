@@ -47,7 +47,7 @@ from pearl.algos import OffPolicyConfig, preset
 from pearl.algos.params import network_sizes, param_count, policy_net
 from pearl.costmodel import CostModel, Estimate
 from pearl.costmodel.model import HOST
-from pearl.device import DeviceId, NodeDevice
+from pearl.device import DeviceId
 from pearl.errors import ConfigError, PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Node, Problem, Resource
 from pearl.profile.cluster import Cluster
@@ -462,9 +462,10 @@ def crossings(config: OffPolicyConfig, spec: EnvSpec, actors: int) -> dict[str, 
             "batch": crossing(SAMPLES, BATCH_ARRAYS, True), "td_errors": crossing(PRIORITIES, 1, True)}
 
 
-def qualified(node: str, device: str) -> str:
-    """A device's id in a cluster problem: NODE/DEVICE (`pearl.device.NodeDevice`)."""
-    return str(NodeDevice(node, device))
+def qualified(node: str, name: str) -> str:
+    """A device's or resource's id in a cluster problem: NODE/NAME (a device's reads as `pearl.device.NodeDevice`
+    in the plan file)."""
+    return f"{node}/{name}"
 
 
 def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int | None = None,
@@ -537,7 +538,7 @@ def _spread_group(cluster: Cluster, parts: list, problem: Problem, build: Callab
                 p.cost[("learn", d)] + host
             update[(name, d)] = own + extra
     for key in [key for key in problem.cost if key[0] == "learn"]:
-        device = NodeDevice.parse(key[1]).device
+        device = problem.device(key[1]).local
         if all((name, device) in update for name, *_ in parts):
             problem.cost[key] = max(update[(name, device)] for name, *_ in parts)
         else:
@@ -568,7 +569,8 @@ def _merge_nodes(parts: list) -> Problem:
     cost, act_cost, actor_period, transfer, memory, publish = {}, {}, {}, {}, {}, {}
     for name, _, p, _ in parts:
         resources += [Resource(q(name, r.id), r.lanes, r.idle_w, r.busy_w) for r in p.resources]
-        devices += [replace(d, id=q(name, d.id), resource=q(name, d.resource), node=name) for d in p.devices]
+        devices += [replace(d, id=q(name, d.id), resource=q(name, d.resource), node=name, local_id=d.id)
+                    for d in p.devices]
         nodes.append(Node(name, q(name, p.host), q(name, p.host_device), p.env_cost))
         cost.update({(k, q(name, d)): t for (k, d), t in p.cost.items()})
         act_cost.update({(a, q(name, d)): t for (a, d), t in p.act_cost.items()})
@@ -604,7 +606,7 @@ def _cross_node_transfers(cluster: Cluster, parts: list, problem: Problem, facts
             link = cluster.link(d.node, d2.node)
             seconds = c.messages * link.message_s + c.nbytes / link.bandwidth_bytes_per_s
             if c.legs:
-                here, there = NodeDevice.parse(d.id).device, NodeDevice.parse(d2.id).device
+                here, there = d.local, d2.local
                 out = partial(models[d.node].transfer_time, here, HOST, int(c.nbytes), c.arrays)
                 into = partial(models[d2.node].transfer_time, HOST, there, int(c.nbytes), c.arrays)
                 seconds += _seconds(out) + _seconds(into)
@@ -647,7 +649,7 @@ def _shard_message(cluster: Cluster, models: dict[str, CostModel], problem: Prob
                    dst: str) -> tuple[float, float]:
     """(transfer seconds, nic seconds) of one shard's part `c` of an edge from device src to dst."""
     a, b = problem.device(src).node, problem.device(dst).node
-    local = {d: NodeDevice.parse(d).device for d in (src, dst)}
+    local = {d: problem.device(d).local for d in (src, dst)}
     if a == b:
         calls = [link.call_s for link in cluster.links if a in (link.a, link.b)]
         seconds = c.messages * min(calls, default=0.0)

@@ -227,7 +227,7 @@ class Source:
             node = self.cluster.nodes[0]
             return node.profile, self.models[node.name], device
         at = NodeDevice.parse(device)
-        return self.cluster.node(at.node).profile, self.models[at.node], at.device
+        return self.cluster.node(at.node).profile, self.models[at.node], str(at.device)
 
 
 def load_source(profile_path: str | Path) -> Source:

@@ -49,11 +49,12 @@ library.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from pearl.device import NodeDevice
-from pearl.errors import PearlError
+from pearl.errors import DeviceError, PearlError
 from pearl.kernels import GROUP_COMM
 from pearl.fileio import MAX_INT, FieldChecker, finite_number, read_json, write_json_atomic
 from pearl.profile.format import MAX_LANES
@@ -100,6 +101,28 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, **asdict(self)}
+
+    @property
+    def is_cluster(self) -> bool:
+        """A plan of a cluster profile (`pearl profile merge`): its device ids are NODE/DEVICE."""
+        return isinstance(self.profile.get("nodes"), dict)
+
+    @cached_property
+    def devices(self) -> dict[str, NodeDevice]:
+        """Each mapped kernel's device as a typed value: on a node of a cluster plan, or on the planned host."""
+        return {k: NodeDevice.parse(d, self.is_cluster) for k, d in self.mapping.items()}
+
+    @cached_property
+    def actor_spread(self) -> dict[NodeDevice, int]:
+        """Act's device on each node with actor processes → how many (every actor on devices["act"] when the
+        plan spreads none)."""
+        return {NodeDevice.parse(d, self.is_cluster): n
+                for d, n in (self.actor_devices or {self.mapping["act"]: self.actors}).items()}
+
+    @cached_property
+    def shard_devices(self) -> dict[NodeDevice, int]:
+        """The replay server's shards on each device (empty: one replay server, on devices["replay_insert"])."""
+        return {NodeDevice.parse(d, self.is_cluster): n for d, n in self.replay_shards.items()}
 
 
 def save_plan(plan: Plan, path: str | Path) -> Path:
@@ -164,13 +187,32 @@ def parse_plan(data: Any, where: str) -> Plan:
         check.integer(data, "learners", minimum=1, maximum=MAX_LANES)
     if not isinstance(data.get("learners_why", ""), str):  # "" in a plan that chose no group size
         fail("learners_why", "a string", data["learners_why"])
-    return Plan(data["pearl_version"], data["created"], data["algo"], data["env"], data["objective"],
+    plan = Plan(data["pearl_version"], data["created"], data["algo"], data["env"], data["objective"],
                 data["profile"], dict(mapping), data["actors"], data["envs_per_actor"], data["predicted"],
                 data["bottleneck"], data["lanes"], list(data.get("baselines", [])), dict(solver),
                 list(data.get("pareto", [])), {k: float(v) for k, v in kernels.items()}, dict(power),
                 list(data.get("why", [])) if isinstance(data.get("why", []), list) else [], list(slices),
                 actor_devices, replay_shards, data.get("threads", 1), data.get("learners", 1),
                 data.get("learners_why", ""))
+    _check_device_ids(plan, where)
+    return plan
+
+
+def _check_device_ids(plan: Plan, where: str) -> None:
+    """PlanFileError naming the field and the id when a device id of the plan is no device id (NODE/DEVICE, a
+    node of the plan's cluster and a device id, in a cluster plan): read once here, typed from then on."""
+    nodes = plan.profile["nodes"] if plan.is_cluster else {}
+    for name, ids in (("mapping", plan.mapping.values()), ("actor_devices", plan.actor_devices),
+                      ("replay_shards", plan.replay_shards)):
+        for text in ids:
+            try:
+                at = NodeDevice.parse(text, plan.is_cluster)
+            except DeviceError as exc:
+                what = f"not a NODE/DEVICE id of its nodes ({', '.join(nodes)})" if plan.is_cluster else str(exc)
+                raise PlanFileError(f"{where}: field '{name}' names {text}, {what}") from None
+            if plan.is_cluster and at.node not in nodes:
+                raise PlanFileError(f"{where}: field '{name}' names {text}, on a node the plan's profile lacks "
+                                    f"(it has {', '.join(nodes)})")
 
 
 def _actor_devices(data: dict, fail) -> dict[str, int]:
@@ -192,8 +234,12 @@ def _replay_shards(data: dict, fail) -> dict[str, int]:
     ok = isinstance(shards, dict) and all(NodeDevice.valid(d) and isinstance(n, int)
                                           and not isinstance(n, bool) and n >= 1 for d, n in shards.items())
     if ok and shards:
-        nodes = [NodeDevice.parse(d).node for d in shards]
-        ok = len(set(nodes)) == len(nodes) and sum(shards.values()) >= 2 and data["mapping"]["replay_insert"] in shards
+        try:
+            nodes = [NodeDevice.parse(d).node for d in shards]
+        except DeviceError:  # NODE/ and something that is no device id
+            nodes = []
+        ok = len(set(nodes)) == len(shards) and sum(shards.values()) >= 2 and \
+            data["mapping"]["replay_insert"] in shards
     if not ok:
         fail("replay_shards", "an object mapping NODE/DEVICE ids, one per node, mapping.replay_insert "
              f"({data['mapping']['replay_insert']}) among them, to shards (at least 2 in all)", shards)

@@ -99,10 +99,18 @@ class Device:
     #: how the GPU is sliced: "mig" or "mps" ("" for a whole device); one GPU is sliced one way in a plan
     #: (MIG's instances and MPS's shares of the whole GPU exclude each other)
     slicing: str = ""
+    #: the device's id in its node's own profile, where the id is NODE/DEVICE ("": the id itself, in a problem
+    #: of one host)
+    local_id: str = ""
 
     @property
     def is_slice(self) -> bool:
         return self.share < 1 or self.instances > 1
+
+    @property
+    def local(self) -> str:
+        """The id its node's profile and cost model know the device by."""
+        return self.local_id or self.id
 
 
 @dataclass(frozen=True)

@@ -89,10 +89,10 @@ def slices_to_profile(found: list[DeviceInfo], measured: list[str],
             and (devices is None or str(d.device_id.whole) in devices)]
 
 
-def instances(slice_id: str) -> int:
+def instances(slice_id: DeviceId) -> int:
     """How many processes may each hold one of this machine's slice: an MPS share's 100 // percent (each
     client is limited to its own percentage), one for a MIG instance (one UUID)."""
-    percent = DeviceId.parse(slice_id).slice.mps_percent
+    percent = slice_id.slice.mps_percent if slice_id.slice is not None else None
     return 100 // percent if percent else 1
 
 
@@ -104,11 +104,12 @@ def add_slices(profile: Profile, wholes: Mapping[str, tuple[DeviceEntry, DeviceD
     for info in slices:
         whole, descriptor = wholes[info.resource]
         try:
-            child = profile_in_child(inner_device(info.id), slice_env(info.id), options)
+            inner = str(inner_device(info.device_id))
+            child = profile_in_child(inner, slice_env(info.device_id), options)
         except ChildFailed as exc:
             _model(profile, whole, descriptor, info, str(exc), warn)
         else:
-            adopt(profile, child, inner_device(info.id), info, whole)
+            adopt(profile, child, inner, info, whole)
         note(f"slice {info.id}")
 
 
@@ -118,7 +119,7 @@ def adopt(profile: Profile, child: Profile, inner: str, info: DeviceInfo, whole:
     planner charges once), as the GPU's entry labels it."""
     measured = child.device(inner)
     entry = DeviceEntry(info.id, DeviceKind.GPU, whole.adapter, info.name, 1, info.memory_bytes, "measured",
-                        whole.id, whole.descriptor, whole.descriptor_matched, info.share, instances(info.id),
+                        whole.id, whole.descriptor, whole.descriptor_matched, info.share, instances(info.device_id),
                         measured.process_env)
     profile.devices.append(entry)
     keys = {w.key for w in profile.workloads}
@@ -140,6 +141,6 @@ def _model(profile: Profile, whole: DeviceEntry, descriptor: DeviceDescriptor | 
     from pearl.profiling.whatif import add_slice_of
 
     add_slice_of(profile, whole, info.id, info.name, info.memory_bytes, info.share,
-                 descriptor.figures["launch_latency_s"], instances(info.id))
+                 descriptor.figures["launch_latency_s"], instances(info.device_id))
     warn(f"{info.id} was not measured ({reason}); it is modelled from {whole.id}'s measurements (labelled "
          "modelled)")

@@ -25,6 +25,7 @@ import numpy as np
 
 from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import ParamLayout
+from pearl.device import DeviceId
 from pearl.children import read_payload, start_child
 from pearl.runtime import shm
 from pearl.runtime.seeds import ActorSeeds
@@ -47,7 +48,7 @@ class ActorArgs:
     params: ParamLayout
     config: OffPolicyConfig
     spec: EnvSpec
-    device: str
+    device: DeviceId
     descriptor: str | None
     seeds: ActorSeeds
     schedule: Schedule
@@ -58,7 +59,7 @@ class ActorArgs:
     wake_learner: int | None = None  # this actor writes it when it has handed on its share of a segment
 
 
-def process_env(device: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+def process_env(device: DeviceId, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment an actor process starts with: this one's, and its act device's slice (a MIG instance's
     UUID as CUDA_VISIBLE_DEVICES, or an MPS share's percentage and pipe directory)."""
     from pearl.adapters.slices import slice_env

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from pearl.adapters.base import Adapter
 from pearl.algos.base import OffPolicyConfig
+from pearl.device import DeviceId
 from pearl.errors import PearlError
 from pearl.runtime.protocol import VectorActor
 from pearl.runtime.seeds import ActorSeeds
@@ -29,7 +30,7 @@ class RoleLost(ActorFailed):
     launcher does, while restarts are left; the others end the run with this error)."""
 
 
-def actor_adapter(device: str, descriptor: str | None) -> Adapter:
+def actor_adapter(device: DeviceId, descriptor: str | None) -> Adapter:
     """The adapter an actor opens in a process of its own: one CPU thread, so that actors beside each other do
     not oversubscribe the cores and a seed gives the same bits whatever their count."""
     from pearl.adapters import open_adapter  # imported here: the hardware library loads in the actor's process only

@@ -50,20 +50,21 @@ from pearl.types import EnvSpec, Params, TransitionBatch
 class Placement:
     """Device of each role's kernels. The replay kernels share one device: their storage lives there."""
 
-    act: str
-    replay: str
-    learn: str
+    act: DeviceId
+    replay: DeviceId
+    learn: DeviceId
 
     @classmethod
-    def single(cls, device: str) -> "Placement":
+    def single(cls, device: DeviceId) -> "Placement":
         return cls(device, device, device)
 
-    def devices(self) -> list[str]:
-        return sorted({self.act, self.replay, self.learn})
+    def devices(self) -> list[DeviceId]:
+        return sorted({self.act, self.replay, self.learn}, key=str)
 
     def to_dict(self) -> dict[str, str]:
-        return {"act": self.act, "replay_insert": self.replay, "replay_sample": self.replay,
-                "priority_update": self.replay, "learn": self.learn, "env_step": HOST}
+        """The placement as config.json and the run record write it: device ids as text."""
+        return {"act": str(self.act), "replay_insert": str(self.replay), "replay_sample": str(self.replay),
+                "priority_update": str(self.replay), "learn": str(self.learn), "env_step": HOST}
 
 
 #: a Ray node is plan node NAME when it carries this custom resource (``ray start --resources
@@ -81,7 +82,7 @@ class RoleNodes:
     actors: str
     replay: str
     learner: str
-    workers: tuple[tuple[str, str], ...] = ()
+    workers: tuple[tuple[str, DeviceId], ...] = ()
     #: the plan node of each replay shard, in shard order, where the plan shards the replay server; empty: one
     #: replay server, on `replay`
     shards: tuple[str, ...] = ()
@@ -97,7 +98,7 @@ class RoleNodes:
         """Learner `rank` (≥ 1) of a group's plan node (the learner's beyond the plan's group)."""
         return self.learners[rank - 1] if rank <= len(self.learners) else self.learner
 
-    def worker(self, i: int, act: str) -> tuple[str, str]:
+    def worker(self, i: int, act: DeviceId) -> tuple[str, DeviceId]:
         """Worker i's plan node and act device (`act`: the job's, for a plan that does not spread them)."""
         return self.workers[i] if self.workers else (self.actors, act)
 
@@ -128,8 +129,8 @@ class Job:
         return Schedule.for_config(self.config, self.actors, self.policy_lag, self.segment_steps,
                                    learning_resumes_at(self.config.learning_starts, resume))
 
-    def descriptor_for(self, device: str) -> str | None:
-        return self.descriptor if DeviceId.parse(device).is_opencl else None
+    def descriptor_for(self, device: DeviceId) -> str | None:
+        return self.descriptor if device.is_opencl else None
 
 
 @dataclass(frozen=True)
@@ -291,7 +292,7 @@ class SegmentLauncher(ABC):
         return self.role
 
     @property
-    def adapters(self) -> dict[str, Adapter]:
+    def adapters(self) -> dict[DeviceId, Adapter]:
         return self._local_role().adapters
 
     @property
@@ -312,7 +313,7 @@ class SegmentLauncher(ABC):
         """Why each restart happened."""
         return self.restart_policy.log
 
-    def _learner_devices(self) -> list[str]:
+    def _learner_devices(self) -> list[DeviceId]:
         """The devices this process opens (the local launcher's actors open their own)."""
         return self.placement.devices()
 

@@ -19,6 +19,7 @@ import numpy as np
 from pearl.adapters import open_adapter
 from pearl.adapters.base import Adapter, ReplayKernels
 from pearl.algos.params import init_params
+from pearl.device import DeviceId
 from pearl.runtime.checkpoint import Checkpoint, restore
 from pearl.runtime.evaluate import BestPolicy, Evaluation
 from pearl.runtime.protocol import KernelClock, Learner, ReplayManager
@@ -42,12 +43,13 @@ class LearnerStatus:
 class LearnerRole:
     """Replay, the learner and the in-training evaluations of one job (see the module docstring)."""
 
-    def __init__(self, job: Any, devices: list[str], resume: Checkpoint | None = None,
+    def __init__(self, job: Any, devices: list[DeviceId], resume: Checkpoint | None = None,
                  replay_kernels: ReplayKernels | None = None) -> None:
         """`devices`: the adapters to open (the sequential launcher's actors use this process's too);
         `replay_kernels`: replay kept elsewhere (the replay server's shards), else built on the replay device."""
         self.job, self.config, self.spec = job, job.config, job.spec
-        self.adapters: dict[str, Adapter] = {d: open_adapter(d, job.threads, job.descriptor_for(d)) for d in devices}
+        self.adapters: dict[DeviceId, Adapter] = {d: open_adapter(d, job.threads, job.descriptor_for(d))
+                                                  for d in devices}
         seeds = Seeds(job.seed)
         params = init_params(job.config, job.spec, seeds.learner)
         replay_adapter, learn_adapter = self.adapters[job.placement.replay], self.adapters[job.placement.learn]

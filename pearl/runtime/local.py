@@ -47,6 +47,7 @@ from typing import Any, Callable
 import numpy as np
 
 from pearl.algos.params import ParamLayout
+from pearl.device import DeviceId
 from pearl.children import close_stderr, stderr_tail
 from pearl.errors import PearlError
 from pearl.runtime import actor_process, shm
@@ -93,8 +94,8 @@ class LocalLauncher(SegmentLauncher):
         self.wake_actors: list[int | None] = []  # the learner wakes each actor with new weights
         self.learner_procs: list[subprocess.Popen] = []  # learners 1 … N − 1 of a learner group
 
-    def _learner_devices(self) -> list[str]:
-        return sorted({self.placement.replay, self.placement.learn})  # actors open the act device themselves
+    def _learner_devices(self) -> list[DeviceId]:
+        return sorted({self.placement.replay, self.placement.learn}, key=str)  # actors open the act device themselves
 
     # --------------------------------------------------------------------------------- start / stop
     def start(self) -> None:

@@ -29,7 +29,7 @@ from pearl.runtime.launcher import SegmentLauncher
 from pearl.runtime.record import RunRecord, check_runs_dir
 from pearl.training.configure import RunSetup, hyperparameters_note, setup_run
 from pearl.training.launchers import launcher_class
-from pearl.training.plan_checks import is_cluster_plan, plan_check, role_nodes
+from pearl.training.plan_checks import emulated, plan_check, role_nodes
 from pearl.training.recorded import check_same_run, recorded_setup
 from pearl.training.result import TrainResult
 from pearl.training.scoring import score_run
@@ -113,7 +113,7 @@ def _runner(setup: RunSetup, checkpoint: "Checkpoint | None", checkpointer: Chec
         extra.update(replay_shards=launch.replay_shards)
     if capabilities.cluster_plans:
         extra.update(address=launch.ray_address)
-        if setup.plan is not None and is_cluster_plan(setup.plan):
+        if setup.plan is not None and setup.plan.is_cluster:
             nodes = role_nodes(setup.plan)
             # a replay server on a node of its own is a shard actor there (the learner keeps replay otherwise);
             # a sharded one is the plan's shards, each on its node
@@ -185,7 +185,7 @@ def _execute(setup: RunSetup, runner: SegmentLauncher, record: RunRecord, checkp
         result.learning_env_steps_per_s = (stats.steps - stats.learn_start_steps) / learning_s
         result.learning_updates_per_s = (stats.updates - stats.start_updates) / learning_s
     if setup.plan is not None:
-        result.plan_check = plan_check(setup.plan, stats, config, result, o.placement.emulate)
+        result.plan_check = plan_check(setup.plan, stats, config, result, emulated(o.placement.emulate))
     record.write("summary.json", {"kind": "summary", "status": "finished", **result.to_dict()})
     return result
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from pearl._version import __version__
 from pearl.algos import OffPolicyConfig, algo_config_class, has_preset, preset
-from pearl.device import HOST, DeviceId
+from pearl.device import HOST, HOST_DEVICE, DeviceId
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PearlError
 from pearl.fileio import read_json
@@ -31,7 +31,7 @@ from pearl.training.plan_checks import (
     check_planned_workload,
     check_slices,
     checked_plan,
-    is_opencl,
+    emulated,
     local_devices,
     role_slices,
 )
@@ -130,7 +130,7 @@ def _check_learners(learners: int, given: bool, launcher: str, config: OffPolicy
     if learners > config.batch_size:
         raise ConfigError(f"--learners {learners}: each learner takes rows of every batch, and a batch has "
                           f"{config.batch_size}; use at most {config.batch_size} learners or a larger batch_size")
-    if DeviceId.parse(placement.learn).is_opencl:
+    if placement.learn.is_opencl:
         raise DeviceError(f"--learners {learners}: learn on {placement.learn} cannot be shared by a learner group "
                           "(its gradients average through torch.distributed); learn on cpu or cuda:N")
 
@@ -161,7 +161,8 @@ def setup_run(o: RunOptions) -> RunSetup:
     if place.plan is not None and (place.actors is not None or place.envs_per_actor is not None):
         raise ConfigError("--plan sets the actors and envs per actor; drop --actors/--envs-per-actor "
                           "(or drop --plan)")
-    loaded = (checked_plan(place.plan, o.algorithm.algo, o.algorithm.env, place.device, place.emulate, launch.name)
+    emulate = emulated(place.emulate)
+    loaded = (checked_plan(place.plan, o.algorithm.algo, o.algorithm.env, place.device, emulate, launch.name)
               if place.plan is not None else None)
     check_positive_int("--max-restarts", launch.max_restarts, minimum=0)
     algo, env_id = (loaded.algo, loaded.env) if loaded is not None else (o.algorithm.algo, o.algorithm.env)
@@ -179,12 +180,12 @@ def setup_run(o: RunOptions) -> RunSetup:
                 raise ConfigError(f"{name} must be at most {most} on this machine, got {value}")
     if loaded is not None:
         check_planned_workload(place.plan, loaded, config, spec)
-        where = {k: place.emulate.get(d, d) for k, d in local_devices(loaded).items()}
+        where = {k: emulate.get(d, d) for k, d in local_devices(loaded).items()}
         placement = Placement(where["act"], where["replay_insert"], where["learn"])
         actors, envs, device = loaded.actors, loaded.envs_per_actor, "plan"
     else:
         device = place.device or HOST
-        placement, actors, envs = Placement.single(device), place.actors or 1, place.envs_per_actor
+        placement, actors, envs = Placement.single(_device(device)), place.actors or 1, place.envs_per_actor
     if envs is not None:
         config = config.replace(n_envs=envs)
     if not launch.learn:  # collection only: the actors act with the policy from the first step
@@ -195,7 +196,7 @@ def setup_run(o: RunOptions) -> RunSetup:
     learners = place.learners if place.learners is not None else loaded.learners if loaded is not None else 1
     _check_learners(learners, place.learners is not None, launch.name, config, placement)
     o = o.replace(learners=learners)
-    if place.descriptor is not None and not any(is_opencl(d) for d in placement.devices()):
+    if place.descriptor is not None and not any(d.is_opencl for d in placement.devices()):
         raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
                           "(drop --descriptor, or train on an opencl:P:D device)")
     eval_every = o.evaluation.eval_every
@@ -208,6 +209,14 @@ def setup_run(o: RunOptions) -> RunSetup:
                      loaded)
     setup.job.schedule()  # a lag or segment layout that cannot work → ConfigError, before any work
     return setup
+
+
+def _device(text: object) -> DeviceId:
+    """--device's id; DeviceError naming the flag when it is no device id."""
+    try:
+        return DeviceId.parse(text)
+    except DeviceError as exc:
+        raise DeviceError(f"--device: {exc}") from None
 
 
 def configured(algo: str, env_id: str, config_file: str | None = None,
@@ -307,7 +316,7 @@ def default_threads(config: OffPolicyConfig, spec: EnvSpec, placement: Placement
     from pearl.hostinfo import cpu_lanes
 
     lanes = cpu_lanes()
-    if placement.learn != HOST or lanes < 2:
+    if placement.learn != HOST_DEVICE or lanes < 2:
         return DEFAULT_THREADS
     profile = profile_at_hand(runs_dir)
     if not times_threads(profile, config, spec) and long_run(config):
@@ -323,7 +332,7 @@ def default_threads(config: OffPolicyConfig, spec: EnvSpec, placement: Placement
     model, workload = CostModel(profile), config_workload(config, spec)
     try:
         if launcher_capabilities(launcher).concurrent_roles:  # priced beside the actors, as a plan prices it
-            where = {k: placement.replay if k in REPLAY else getattr(placement, k) for k in PLACED}
+            where = {k: str(placement.replay if k in REPLAY else getattr(placement, k)) for k in PLACED}
             return layout_threads(profile, config, spec, where, actors)
         counts = [t for t in model.thread_counts("learn", HOST, workload) if t <= lanes]
         return fastest_threads(lanes, {t: model.kernel_time("learn", HOST, workload, config.batch_size, t).seconds

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pearl.algos import OffPolicyConfig, algorithm
-from pearl.device import DeviceId, NodeDevice, check_slice_use
+from pearl.device import HOST_DEVICE, DeviceId, check_slice_use
 from pearl.errors import ConfigError, DeviceError, PlanError
 from pearl.kernels import GROUP_COMM
 from pearl.runtime.launcher import Placement, RoleNodes
@@ -19,9 +19,10 @@ if TYPE_CHECKING:
     from pearl.planner.plan import Plan
 
 def checked_plan(path: str, algo: str | None, env_id: str | None, device: str | None,
-                  emulate: dict[str, str] | None = None, launcher: str = "sequential") -> "Plan":
+                 emulate: dict[DeviceId, DeviceId] | None = None, launcher: str = "sequential") -> "Plan":
     """The plan, refused with the reason when it is for other work than algo/env (when given), another
-    machine, or absent devices that `emulate` does not map to an OpenCL device of this machine."""
+    machine, or absent devices that `emulate` (`emulated`: --emulate's ids) does not map to an OpenCL device of
+    this machine."""
     from pearl.hostinfo import cpu_lanes, cpu_name
     from pearl.planner.plan import load_plan
 
@@ -33,7 +34,7 @@ def checked_plan(path: str, algo: str | None, env_id: str | None, device: str | 
             raise ConfigError(f"{path} is a plan for {plan.algo} on {plan.env}, but {name} says {given}; drop "
                               f"{name} (the plan names it) or make a plan with `pearl plan --algo "
                               f"{algo or plan.algo} --env {env_id or plan.env}`")
-    if is_cluster_plan(plan):  # a plan of a cluster profile: its nodes are checked when Ray runs (plan_node_ids)
+    if plan.is_cluster:  # a plan of a cluster profile: its nodes are checked when Ray runs (plan_node_ids)
         _check_cluster_plan(path, plan, launcher, emulate or {})
         return plan
     here = (cpu_name(), cpu_lanes())
@@ -43,7 +44,8 @@ def checked_plan(path: str, algo: str | None, env_id: str | None, device: str | 
                         f"this one is {here[0]}, {here[1]} cores: run `pearl profile` here and plan again")
     emulate = emulate or {}
     _check_emulation(path, plan, emulate)
-    absent = sorted(d for d in set(plan.mapping.values()) if _is_what_if(d) and d not in emulate)
+    absent = sorted({str(at.device) for at in plan.devices.values()
+                     if at.device.is_what_if and at.device not in emulate})
     if absent:
         raise PlanError(f"{path} places kernels on {', '.join(absent)}, a device modelled from its descriptor "
                         "that this machine does not have; plan without --what-if devices to train, or run those "
@@ -51,21 +53,32 @@ def checked_plan(path: str, algo: str | None, env_id: str | None, device: str | 
     return plan
 
 
-def _check_emulation(path: str, plan: "Plan", emulate: dict[str, str]) -> None:
-    planned = set(plan.mapping.values())
+def emulated(emulate: dict[str, str]) -> dict[DeviceId, DeviceId]:
+    """--emulate's ABSENT=EMULATOR pairs as device ids; ConfigError naming a pair that is not two device ids."""
+    out = {}
     for absent, emulator in sorted(emulate.items()):
+        try:
+            out[DeviceId.parse(absent)] = DeviceId.parse(emulator)
+        except DeviceError as exc:
+            raise ConfigError(f"--emulate {absent}={emulator}: {exc}") from None
+    return out
+
+
+def _check_emulation(path: str, plan: "Plan", emulate: dict[DeviceId, DeviceId]) -> None:
+    planned = {at.device for at in plan.devices.values()}
+    for absent, emulator in sorted(emulate.items(), key=str):
         if absent not in planned:
             raise ConfigError(f"--emulate names {absent}, which {path} places no kernel on (it uses "
-                              f"{', '.join(sorted(planned))})")
-        if not _is_what_if(absent):
+                              f"{', '.join(sorted(map(str, planned)))})")
+        if not absent.is_what_if:
             raise ConfigError(f"--emulate stands in for a device this machine lacks (a whatif: device of the plan); "
                               f"{absent} is one of this machine's own")
-        if not is_opencl(emulator):
+        if not emulator.is_opencl:
             raise ConfigError(f"--emulate runs {absent}'s kernels on an OpenCL device (opencl:P:D, see `pearl "
                               f"devices`); {emulator} is not one")
 
 
-def _check_cluster_plan(path: str, plan: "Plan", launcher: str, emulate: dict[str, str]) -> None:
+def _check_cluster_plan(path: str, plan: "Plan", launcher: str, emulate: dict[DeviceId, DeviceId]) -> None:
     nodes = ", ".join(plan.profile["nodes"])
     if not launcher_capabilities(launcher).cluster_plans:
         raise PlanError(f"{path} places roles on the nodes {nodes} of a cluster; run it with --launcher ray "
@@ -74,29 +87,18 @@ def _check_cluster_plan(path: str, plan: "Plan", launcher: str, emulate: dict[st
     if emulate:
         raise ConfigError(f"--emulate stands in for a device of this machine; {path} is a cluster plan, whose "
                           "devices are its nodes' own")
-    for name, ids in (("mapping", plan.mapping.values()), ("actor_devices", plan.actor_devices),
-                      ("replay_shards", plan.replay_shards)):
-        bad = sorted(d for d in ids if not NodeDevice.valid(d))
-        if bad:
-            raise PlanError(f"{path}: field '{name}' names {bad[0]}, not a NODE/DEVICE id of its nodes ({nodes})")
-    devices = {k: NodeDevice.parse(d) for k, d in plan.mapping.items()}
-    acting = [NodeDevice.parse(d) for d in plan.actor_devices]
-    absent = sorted({str(nd) for nd in [*devices.values(), *acting] if _is_what_if(nd.device)})
+    devices = plan.devices
+    absent = sorted({str(at) for at in [*devices.values(), *plan.actor_spread] if at.device.is_what_if})
     if absent:
         raise PlanError(f"{path} places kernels on {', '.join(absent)}, a device modelled from its descriptor; a "
                         "cluster plan runs on its nodes' own devices: plan without --what-if devices to train")
-    if devices["replay_insert"].node != devices["learn"].node and devices["replay_insert"].device != "cpu":
+    if devices["replay_insert"].node != devices["learn"].node and devices["replay_insert"].device != HOST_DEVICE:
         raise PlanError(f"{path} places the replay server on {devices['replay_insert']}, away from the "
                         "learner; a replay server of its own node keeps replay on that node's cpu in this pearl")
-    shard_devices = sorted(d for d in plan.replay_shards if NodeDevice.parse(d).device != "cpu")
+    shard_devices = sorted(str(at) for at in plan.shard_devices if at.device != HOST_DEVICE)
     if shard_devices:
         raise PlanError(f"{path}: field 'replay_shards' puts a shard on {shard_devices[0]}; a replay shard keeps its "
                         "table in its node's host memory (cpu) in this pearl")
-
-
-def is_cluster_plan(plan: "Plan") -> bool:
-    """A plan of a cluster profile (`pearl profile merge`): its device ids are NODE/DEVICE."""
-    return isinstance(plan.profile.get("nodes"), dict)
 
 
 def role_nodes(plan: "Plan") -> RoleNodes:
@@ -104,20 +106,20 @@ def role_nodes(plan: "Plan") -> RoleNodes:
     `actor_devices` dealt out in order of device id (workers 0 .. m−1 on the first, and so on). The schedule
     gives worker i its share and seed whatever its node, so where the workers run changes no learned bit as
     long as their act devices compute alike (cpu on every node)."""
-    node = {k: NodeDevice.parse(d).node for k, d in plan.mapping.items()}
-    spread = plan.actor_devices or {plan.mapping["act"]: plan.actors}
-    placed = [(NodeDevice.parse(d), n) for d, n in sorted(spread.items())]
-    workers = tuple((at.node, at.device) for at, n in placed for _ in range(n))
-    shards = tuple(NodeDevice.parse(d).node for d, n in sorted(plan.replay_shards.items()) for _ in range(n))
+    node = {k: at.node for k, at in plan.devices.items()}
+    spread = sorted(plan.actor_spread.items(), key=lambda item: str(item[0]))
+    workers = tuple((at.node, at.device) for at, n in spread for _ in range(n))
+    shards = tuple(at.node for at, n in sorted(plan.shard_devices.items(), key=lambda item: str(item[0]))
+                   for _ in range(n))
     # a cluster plan's learner group has one learner on every node: learner 0 on learn's, the others in order
     members = tuple(name for name in plan.profile["nodes"] if name != node["learn"]) if plan.learners > 1 else ()
     return RoleNodes(actors=node["act"], replay=node["replay_insert"], learner=node["learn"],
                      workers=workers if len(spread) > 1 else (), shards=shards, learners=members)
 
 
-def local_devices(plan: "Plan") -> dict[str, str]:
-    """A plan's mapping with each cluster device id NODE/DEVICE as the DEVICE its node opens."""
-    return {k: NodeDevice.parse(d).device if is_cluster_plan(plan) else d for k, d in plan.mapping.items()}
+def local_devices(plan: "Plan") -> dict[str, DeviceId]:
+    """A plan's mapping as the device each kernel's node opens (a cluster device NODE/DEVICE's DEVICE)."""
+    return {k: at.device for k, at in plan.devices.items()}
 
 
 def check_planned_workload(path: str, plan: "Plan", config: OffPolicyConfig, spec: EnvSpec) -> None:
@@ -135,7 +137,7 @@ def check_planned_workload(path: str, plan: "Plan", config: OffPolicyConfig, spe
 def check_slices(placement: Placement, actors: int, launcher: str) -> None:
     """DeviceError when the placement's GPU slices cannot be held at once (pearl.device.check_slice_use), or
     name a slice this machine lacks (a MIG instance, an MPS share without a daemon): before any process starts."""
-    devices = [d for d in placement.devices() if _family(d) == "cuda" and DeviceId.parse(d).slice is not None]
+    devices = [d for d in placement.devices() if d.is_cuda and d.slice is not None]
     if not devices:
         return
     # a launcher that runs the roles in turn runs act in the learner's process too
@@ -153,8 +155,8 @@ def role_slices(placement: Placement, actors: int) -> dict[str, dict]:
 
     out = {}
     for role, device, processes in (("actors", placement.act, actors), ("learner", placement.learn, 1)):
-        if _family(device) == "cuda" and DeviceId.parse(device).slice is not None:
-            out[role] = {"device": device, "processes": processes, "env": slice_env(device)}
+        if device.is_cuda and device.slice is not None:
+            out[role] = {"device": str(device), "processes": processes, "env": slice_env(device)}
     return out
 
 
@@ -163,30 +165,12 @@ def check_backends(algo: str, placement: Placement) -> None:
     no kernels for (SAC on an OpenCL device)."""
     entry = algorithm(algo)
     for device in (placement.act, placement.learn):
-        family = _family(device)
-        if family in ("cpu", "cuda", "opencl"):
-            entry.check_backend("opencl" if family == "opencl" else "torch")
-
-
-def _family(device: str) -> str | None:
-    """The device id's family (cpu, cuda, opencl, whatif); None for text that is no device id (the adapter
-    that is asked to open it says what ids look like)."""
-    try:
-        return DeviceId.parse(device).family
-    except DeviceError:
-        return None
-
-
-def is_opencl(device: str) -> bool:
-    return _family(device) == "opencl"
-
-
-def _is_what_if(device: str) -> bool:
-    return _family(device) == "whatif"
+        if device.backend is not None:
+            entry.check_backend(device.backend)
 
 
 def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult,
-               emulate: dict[str, str] | None = None) -> dict:
+               emulate: dict[DeviceId, DeviceId] | None = None) -> dict:
     """Predicted against measured, overall and per kernel (seconds per iteration = one update). Kernels of an
     emulated device carry `emulated_on`: their measured time is the emulator's, not the planned device's."""
     emulate = emulate or {}
@@ -201,8 +185,9 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
                                               f"{plan.mapping['learn']}>{plan.mapping['act']}")  # weight_sync
         measured[kernel] = {"device": device, "predicted_s": predicted, "measured_s": per_iteration,
                             "ratio": per_iteration / predicted if predicted > 0 else None}
-        if device in emulate:
-            measured[kernel]["emulated_on"] = emulate[device]
+        emulator = emulate.get(plan.devices[kernel].device) if kernel in plan.devices else None
+        if emulator is not None:
+            measured[kernel]["emulated_on"] = str(emulator)
     figures = ("env_steps_per_s", "updates_per_s", "learner_samples_per_s")
     return {"predicted": {k: plan.predicted[k] for k in figures},
             "measured": learning_phase_rates(result, config.batch_size),
@@ -211,7 +196,8 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
                      "assumes" if launcher_capabilities(result.launcher).concurrent_roles else
                      "the sequential launcher runs the roles in turn; the plan predicts them running concurrently")
             + "".join(f"; {a}'s kernels ran on {e} (emulated: measured is {e}, predicted is {a})"
-                      for a, e in sorted(emulate.items()) if a in plan.mapping.values())}
+                      for a, e in sorted(emulate.items(), key=str)
+                      if any(at.device == a for at in plan.devices.values()))}
 
 
 #: how far measured env steps/s may depart from the plan's prediction before `pearl train` warns

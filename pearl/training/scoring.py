@@ -12,7 +12,6 @@ from pearl.runtime.launcher import LoopStats, SegmentLauncher
 from pearl.runtime.record import RunRecord
 from pearl.runtime.seeds import Seeds
 from pearl.training.configure import RunSetup
-from pearl.training.plan_checks import is_opencl
 from pearl.types import Params
 
 
@@ -65,4 +64,4 @@ def _eval_adapter(runner: SegmentLauncher, setup: RunSetup):
         return runner.adapters[act]
     from pearl.adapters import open_adapter
     place = setup.options.placement
-    return open_adapter(act, place.threads, place.descriptor if is_opencl(act) else None)
+    return open_adapter(act, place.threads, place.descriptor if act.is_opencl else None)

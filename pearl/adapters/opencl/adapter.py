@@ -16,6 +16,7 @@ from pearl.adapters.opencl.runtime import BinaryMismatch, CLRuntime, find_device
 from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import network_sizes
 from pearl.descriptors import DeviceDescriptor
+from pearl.device import DeviceId
 from pearl.errors import DeviceError
 from pearl.kernels import DEVICE_KERNELS
 from pearl.types import EnvSpec, Params
@@ -25,15 +26,18 @@ class OpenCLAdapter(Adapter):
     backend = "opencl"
     implements = frozenset(DEVICE_KERNELS)
 
-    def __init__(self, device_id: str, descriptor: DeviceDescriptor | None = None) -> None:
+    def __init__(self, device: DeviceId | str, descriptor: DeviceDescriptor | None = None) -> None:
+        """`device`: opencl:P:D; `descriptor`: a board's, whose precompiled kernel binary the device loads."""
+        parsed = DeviceId.of(device)
+        device_id = str(parsed)
         super().__init__(device_id)
-        device = find_device(device_id)
+        device = find_device(parsed)
         spec = descriptor.binary if descriptor is not None else None
         if spec is None and device.type & cl.device_type.ACCELERATOR:
             raise DeviceError(f"{device_id} ({device.name.strip()}) is an accelerator board: it runs a precompiled "
                               "kernel binary; pass --descriptor devices/<board>.toml naming it")
         self.descriptor = descriptor
-        self.rt = CLRuntime.open(device_id, (spec.path, spec.sha256, spec.target) if spec else None)
+        self.rt = CLRuntime.open(parsed, (spec.path, spec.sha256, spec.target) if spec else None)
         self.available = frozenset(spec.kernels) if spec else self.implements
 
     def _need(self, kernel: str) -> None:

@@ -25,6 +25,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from pearl.algos.registry import algorithm_names
+from pearl.device import DeviceId
 from pearl.errors import BackendMissing, DeviceError, PearlError
 
 KERNEL_DIR = Path(__file__).parent
@@ -81,17 +82,13 @@ def kernel_signatures(source: str) -> dict[str, list[Any]]:
     return signatures
 
 
-def parse_device_id(device_id: str) -> tuple[int, int]:
-    head, _, rest = device_id.partition(":")
-    p, _, d = rest.partition(":")
-    if head != "opencl" or not p.isdigit() or not d.isdigit():
-        raise DeviceError(f"OpenCL device ids look like opencl:<platform>:<device>, not {device_id!r}")
-    return int(p), int(d)
-
-
-def find_device(device_id: str) -> cl.Device:
-    """The device behind opencl:P:D, or a DeviceError naming what exists."""
-    p, d = parse_device_id(device_id)
+def find_device(device: DeviceId | str) -> cl.Device:
+    """The device behind opencl:P:D (a DeviceId, or its text from the Python API or `pearl build-binary`), or a
+    DeviceError naming what exists."""
+    parsed = DeviceId.of(device)
+    if not parsed.is_opencl:
+        raise DeviceError(f"OpenCL device ids look like opencl:<platform>:<device>, not {str(parsed)!r}")
+    device_id, (p, d) = str(parsed), parsed.index
     try:
         platforms = cl.get_platforms()
     except cl.Error as exc:
@@ -151,13 +148,14 @@ class CLRuntime:
     _kernels: dict[str, cl.Kernel] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, device_id: str, binary: tuple[Path, str, str] | None = None) -> "CLRuntime":
+    def open(cls, device: DeviceId | str, binary: tuple[Path, str, str] | None = None) -> "CLRuntime":
         """binary = (path, sha256, target) loads a precompiled program instead of building from source."""
-        device = find_device(device_id)
-        ctx = cl.Context([device])
+        parsed = DeviceId.of(device)
+        found = find_device(parsed)
+        ctx = cl.Context([found])
         queue = cl.CommandQueue(ctx)
-        program = load_binary(ctx, device, *binary) if binary else build_from_source(ctx)
-        return cls(device_id, device, ctx, queue, program)
+        program = load_binary(ctx, found, *binary) if binary else build_from_source(ctx)
+        return cls(str(parsed), found, ctx, queue, program)
 
     def kernel_names(self) -> set[str]:
         return {k.function_name for k in self.program.all_kernels()}

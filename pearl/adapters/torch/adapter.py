@@ -24,10 +24,12 @@ class TorchAdapter(Adapter):
     backend = "torch"
     implements = frozenset(DEVICE_KERNELS)
 
-    def __init__(self, device_id: str, threads: int | None = None) -> None:
-        """threads, when given, sets torch's intra-op CPU threads (process-wide, as torch keeps it)."""
-        super().__init__(device_id)
-        self.device = torch.device(_check_device(device_id))
+    def __init__(self, device: DeviceId | str, threads: int | None = None) -> None:
+        """`device`: cpu or cuda:N (or a slice of it); threads, when given, sets torch's intra-op CPU threads
+        (process-wide, as torch keeps it)."""
+        parsed = DeviceId.of(device)
+        super().__init__(str(parsed))
+        self.device = torch.device(_check_device(parsed))
         if threads is not None:
             torch.set_num_threads(threads)
 
@@ -65,16 +67,15 @@ class TorchAdapter(Adapter):
             torch.cuda.synchronize(self.device)
 
 
-def _check_device(device_id: str) -> str:
-    """Normalise `cuda` to `cuda:0`; refuse ids torch cannot run here, saying why."""
-    parsed = DeviceId.parse(device_id)
+def _check_device(parsed: DeviceId) -> str:
+    """torch's name of the device (`cuda` is read as `cuda:0`); refuse ids torch cannot run here, saying why."""
     if parsed.is_host:
         return "cpu"
-    if parsed.family != "cuda":
-        raise DeviceError(f"the torch adapter runs on cpu or cuda:N, not {device_id!r}")
+    if not parsed.is_cuda:
+        raise DeviceError(f"the torch adapter runs on cpu or cuda:N, not {str(parsed)!r}")
     device_id, index = str(parsed.whole), parsed.index[0]
     if parsed.slice is not None:
-        index = _slice_index(str(parsed))
+        index = _slice_index(parsed)
         device_id = f"cuda:{index}"
     reason = cuda_unavailable_reason()
     if reason:
@@ -87,17 +88,17 @@ def _check_device(device_id: str) -> str:
     return device_id
 
 
-def _slice_index(device_id: str) -> int:
+def _slice_index(device: DeviceId) -> int:
     """The CUDA index a slice is under in this process: 0 for a MIG instance (the process sees only it), the
     GPU's own for an MPS share. DeviceError when the process did not start with the slice's environment
     (CUDA reads it once, when it starts), naming the variables to set."""
-    wanted = slice_env(device_id)
+    wanted = slice_env(device)
     have = {k: os.environ.get(k) for k in wanted}
     if any(have[k] != v for k, v in wanted.items() if k != "CUDA_MPS_PIPE_DIRECTORY"):
         needed = " ".join(f"{k}={v}" for k, v in wanted.items())
-        raise DeviceError(f"{device_id} is a slice: its process must start with {needed} (the launchers "
+        raise DeviceError(f"{device} is a slice: its process must start with {needed} (the launchers "
                           "start each role's process so; in this process they are not set)")
-    return DeviceId.parse(inner_device(device_id)).index[0]
+    return inner_device(device).index[0]
 
 
 def cuda_unavailable_reason() -> str:

@@ -138,11 +138,11 @@ class RayLauncher(SegmentLauncher):
         return None  # placed by `start`, once Ray runs
 
     @property
-    def adapters(self) -> dict[str, Any]:
+    def adapters(self) -> dict[DeviceId, Any]:
         return {}  # the driver opens no device: the roles open theirs
 
-    def _learner_devices(self) -> list[str]:
-        return sorted({self.placement.replay, self.placement.learn})  # the workers open the act device
+    def _learner_devices(self) -> list[DeviceId]:
+        return sorted({self.placement.replay, self.placement.learn}, key=str)  # the workers open the act device
 
     # --------------------------------------------------------------------------------- start / stop
     def start(self) -> None:
@@ -209,7 +209,7 @@ class RayLauncher(SegmentLauncher):
         remove_lost_runs(self.namespace.name)
         return require_ray()
 
-    def act_devices(self) -> list[str]:
+    def act_devices(self) -> list[DeviceId]:
         """Each worker's act device: the job's, or for a cluster plan that spreads the actors its node's."""
         if self.plan_nodes is None:
             return [self.placement.act] * self.job.actors
@@ -228,7 +228,7 @@ class RayLauncher(SegmentLauncher):
         have = ray.cluster_resources()
         learners = self.job.learners
         cpus = min(1.0, float(have.get("CPU", 1.0)) / (self.job.actors + learners))
-        learn_gpu, act_gpu = (DeviceId.parse(d).family == "cuda" for d in (self.placement.learn, self.placement.act))
+        learn_gpu, act_gpu = self.placement.learn.is_cuda, self.placement.act.is_cuda
         shared = 1.0 / (self.job.actors + learners) if learn_gpu and act_gpu else None  # one GPU for all of them
         gpus = max(float(have.get("GPU", 0.0)), 1.0)
         worker = self.actor_placement or ShardPlacement(
@@ -266,15 +266,15 @@ class RayLauncher(SegmentLauncher):
         acts = [nodes.worker(i, self.placement.act) for i in range(self.job.actors)]
         homes = [nodes.learner] + [nodes.member(r) for r in range(1, self.job.learners)]  # each learner's node
         on_node = {name: sum(node == name for node, _ in acts) + homes.count(name) for name in nodes.names()}
-        learn_gpu = _is_cuda(self.placement.learn)
+        learn_gpu = self.placement.learn.is_cuda
         learner_gpu = (nodes.learner, self.placement.learn)
 
         def cpus(name: str) -> float:
             return min(1.0, cpus_of.get(ids[name], 0.0) / max(on_node[name], 1))
 
-        def gpus(where: tuple[str, str]) -> float:  # an equal part of the GPU for every role on it
+        def gpus(where: tuple[str, DeviceId]) -> float:  # an equal part of the GPU for every role on it
             sharing = acts.count(where) + sum(learn_gpu and where == (home, self.placement.learn) for home in homes)
-            return 1.0 / sharing if _is_cuda(where[1]) else 0.0
+            return 1.0 / sharing if where[1].is_cuda else 0.0
 
         workers = [self.actor_placement or ShardPlacement(num_cpus=cpus(node), node_id=ids[node],
                                                           num_gpus=gpus((node, act))) for node, act in acts]
@@ -642,7 +642,3 @@ def _answered(ray: ModuleType, ref: Any) -> bool:
         return bool(ray.get(ref, timeout=0))
     except Exception:  # noqa: BLE001 - any failure of the probe: the node did not run it
         return False
-
-
-def _is_cuda(device: str) -> bool:
-    return DeviceId.parse(device).family == "cuda"

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from pearl.adapters.group import JOIN_GRACE_S, LearnerArgs, run
+from pearl.device import DeviceId
 from pearl.errors import ConfigError, PearlError
 from pearl.runtime.checkpoint import Checkpoint
 from pearl.runtime.launcher import Job
@@ -64,7 +65,7 @@ class RayLearnerRole(LearnerRole):
     """The learner's role as the Ray launcher places it: replay in the role, or the replay server's shards
     (their handles given), and the node it runs on, asked from inside."""
 
-    def __init__(self, job: Job, devices: list[str], shards: list[Any] | None = None) -> None:
+    def __init__(self, job: Job, devices: list[DeviceId], shards: list[Any] | None = None) -> None:
         kernels = None
         if shards:
             cfg = job.config

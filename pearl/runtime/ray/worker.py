@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from pearl.algos.base import OffPolicyConfig
+from pearl.device import DeviceId
 from pearl.errors import PearlError
 from pearl.runtime.actors import actor_adapter, build_actor
 from pearl.runtime.protocol import Episode
@@ -62,7 +63,7 @@ def worker_class() -> Any:
 class ActorWorker:
     """A VectorActor and its ActorShare (see the module docstring); `setup` builds them, `collect` steps."""
 
-    def __init__(self, actor_id: int, config: OffPolicyConfig, spec: EnvSpec, device: str, descriptor: str | None,
+    def __init__(self, actor_id: int, config: OffPolicyConfig, spec: EnvSpec, device: DeviceId, descriptor: str | None,
                  schedule: Schedule) -> None:
         # small arguments only: Ray keeps them to construct the worker again when it restarts it
         self.id, self.config, self.spec, self.schedule = actor_id, config, spec, schedule
