@@ -10,9 +10,10 @@ import math
 import pulp
 
 from pearl.planner import accounting as acc
-from pearl.planner.accounting import ACT, LEARN, Row, Term
+from pearl.planner.accounting import Row
 from pearl.planner.feasibility import partitioned
 from pearl.planner.problem import PLACED, REPLAY, Problem
+from pearl.planner.terms import ACT, LEARN, LEARNER_PROCESS, Term, busy
 from pearl.planner.program import Builder, Model, affine, time_scale, variable
 
 
@@ -152,7 +153,7 @@ def _slices(b: Builder) -> None:
             if not indicators:
                 continue
             held = variable(b.lp, f"held_d{j}", 0, 1, pulp.LpContinuous)  # the learner process, or anything, on d
-            ties = [b.on(k, d.id) for k in acc.LEARNER_PROCESS] if d.instances > 1 else indicators
+            ties = [b.on(k, d.id) for k in LEARNER_PROCESS] if d.instances > 1 else indicators
             for i, ind in enumerate(ties):
                 if not isinstance(ind, int):
                     b.add(held - ind >= 0, f"held_d{j}_{i}", f"slices[{r}]")
@@ -179,9 +180,9 @@ def _slices(b: Builder) -> None:
                         b.add(ind - way[d.slicing] <= 0, f"one_way_d{b.didx[d.id]}_{i}", f"one_way[{r}]")
 
 
-def _energy(b: Builder, busy: dict[str, list[Term]]) -> pulp.LpAffineExpression:
+def _energy(b: Builder, busy_terms: dict[str, list[Term]]) -> pulp.LpAffineExpression:
     """E = Σ_r idle_w·P + (busy_w − idle_w)·busy[r]/lanes(r)."""
-    return pulp.lpSum(r.idle_w * b.period + (r.busy_w - r.idle_w) / r.lanes * b.seconds(busy[r.id])
+    return pulp.lpSum(r.idle_w * b.period + (r.busy_w - r.idle_w) / r.lanes * b.seconds(busy_terms[r.id])
                       for r in b.problem.resources)
 
 
@@ -192,8 +193,8 @@ def build(problem: Problem, relax: frozenset[str] = frozenset()) -> Model:
     _variables(b)
     _assign(b)
     _spread(b)
-    busy = acc.busy(problem)
-    before, after = acc.period_rows(problem, busy)
+    busy_terms = busy(problem)
+    before, after = acc.period_rows(problem, busy_terms)
     _rows(b, before)
     if "memory" not in relax:
         _memory(b)
@@ -203,5 +204,5 @@ def build(problem: Problem, relax: frozenset[str] = frozenset()) -> Model:
         after = [row for row in after if not row.label.startswith(acc.CONTENTION)]
     _slices(b)
     _rows(b, after)
-    return Model(lp=lp, period=b.period, energy=_energy(b, busy), x=b.x, v=b.v, scale=b.scale, names=b.names,
+    return Model(lp=lp, period=b.period, energy=_energy(b, busy_terms), x=b.x, v=b.v, scale=b.scale, names=b.names,
                   s=b.s, w=b.w, processes=b.processes(), sigma=b.sigma)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pearl.errors import PlanError
 from pearl.planner import accounting as acc
-from pearl.planner.accounting import ACT, ENV
 from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem
+from pearl.planner.terms import ACT, ENV, LEARNER_PROCESS
 
 
 def check(problem: Problem) -> None:
@@ -100,7 +100,7 @@ def _slices_fit(problem: Problem, where: dict[str, str], spread: dict[str, int])
     cut = partitioned(problem)
     if not cut:
         return True
-    learner_devices = {where[k] for k in acc.LEARNER_PROCESS}
+    learner_devices = {where[k] for k in LEARNER_PROCESS}
     used: dict[str, int] = {}
     for dev in problem.devices:
         if dev.resource not in cut:

@@ -147,10 +147,11 @@ import pulp
 
 from pearl.errors import ConfigError, PlanError, PlanInfeasible
 from pearl.planner import accounting as acc
-from pearl.planner.accounting import ACT, LEARN, Row, Term
+from pearl.planner.accounting import Row
 from pearl.planner.families import build
 from pearl.planner.feasibility import check, check_spread, feasible
 from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
+from pearl.planner.terms import ACT, LEARN, Term, busy, multi_node
 from pearl.planner.program import Model, variable
 from pearl.planner.solver import extract, pick_solver, run_solver, solver_label
 
@@ -183,12 +184,12 @@ def evaluator(problem: Problem) -> Callable[..., tuple[float, float, str] | None
     """`evaluate` for many placements of one problem: its rows (the bounds on P and the memory rows) are built
     once (the problem must not change while the evaluator is in use)."""
     check(problem)
-    busy = acc.busy(problem)
-    before, after = acc.period_rows(problem, busy)
-    return partial(_evaluate, problem, busy, before + after, acc.memory_rows(problem))
+    busy_terms = busy(problem)
+    before, after = acc.period_rows(problem, busy_terms)
+    return partial(_evaluate, problem, busy_terms, before + after, acc.memory_rows(problem))
 
 
-def _evaluate(problem: Problem, busy: dict[str, list[Term]], rows: list[Row], memory: list[acc.MemoryRow],
+def _evaluate(problem: Problem, busy_terms: dict[str, list[Term]], rows: list[Row], memory: list[acc.MemoryRow],
               placement: dict[str, str], actors: ActorOption, spread: dict[str, int] | None = None,
               shards: tuple[str, ...] | list[str] = ()) -> tuple[float, float, str] | None:
     missing = [k for k in PLACED if k not in placement]
@@ -209,7 +210,7 @@ def _evaluate(problem: Problem, busy: dict[str, list[Term]], rows: list[Row], me
     period = max(bounds.values())
     binding = next(name for name, value in bounds.items() if value == period)
     energy = sum(r.idle_w * period + (r.busy_w - r.idle_w)
-                 * acc.value(problem, busy[r.id], where, actors, spread, shards) / r.lanes
+                 * acc.value(problem, busy_terms[r.id], where, actors, spread, shards) / r.lanes
                  for r in problem.resources)
     return period, energy, binding
 
@@ -323,7 +324,7 @@ def solve(
         gap=run.gap,
         solve_s=time.perf_counter() - start,
         binding=binding,
-        spread=spread if acc.multi_node(problem) else {},
+        spread=spread if multi_node(problem) else {},
         shards=shards,
     )
 

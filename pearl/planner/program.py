@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import pulp
 
 from pearl.planner import accounting as acc
-from pearl.planner.accounting import ACT, LEARN, Literal, Term
 from pearl.planner.problem import REPLAY, ActorOption, Problem
+from pearl.planner.terms import ACT, LEARN, SHARES, Literal, Term, multi_node
 
 
 @dataclass
@@ -80,7 +80,7 @@ class Builder:
     def __post_init__(self) -> None:
         self.didx = {d.id: j for j, d in enumerate(self.problem.devices)}
         self.options = self.problem.actor_options()
-        self.multi = acc.multi_node(self.problem)
+        self.multi = multi_node(self.problem)
 
     def cap(self, a: ActorOption, d: str) -> int:
         """The most processes of option a that d's node may run: its host's lanes (unless `actors` is relaxed)."""
@@ -202,7 +202,7 @@ class Builder:
         """The term's factor: 1, a literal, or couple[a,b], y = a·b, exact for a binary b and a in [0, 1] (a
         binary, or a share of the actor processes). Three literals (a sharded replay end): the binaries are
         coupled first, then their product with the share, if any, so every couple is exact."""
-        lits = sorted(dict.fromkeys(term.when), key=lambda lit: lit[0] in acc.SHARES)  # a share last
+        lits = sorted(dict.fromkeys(term.when), key=lambda lit: lit[0] in SHARES)  # a share last
         if not lits:
             return 1
         factor = self.literal(lits[0])

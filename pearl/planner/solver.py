@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import pulp
 
 from pearl.errors import ConfigError, PlanError
-from pearl.planner.accounting import ACT
 from pearl.planner.problem import PLACED, REPLAY, ActorOption
+from pearl.planner.terms import ACT
 from pearl.planner.program import Model
 
 SOLVERS = ("highs", "cbc")
