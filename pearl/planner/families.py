@@ -13,8 +13,8 @@ from pearl.planner import accounting as acc
 from pearl.planner.accounting import Row
 from pearl.planner.feasibility import partitioned
 from pearl.planner.problem import PLACED, REPLAY, Problem
-from pearl.planner.terms import ACT, LEARN, LEARNER_PROCESS, Term, busy
 from pearl.planner.program import Builder, Model, affine, time_scale, variable
+from pearl.planner.terms import ACT, LEARN, LEARNER_PROCESS, Term, busy
 
 
 def _variables(b: Builder) -> None:

@@ -151,9 +151,9 @@ from pearl.planner.accounting import Row
 from pearl.planner.families import build
 from pearl.planner.feasibility import check, check_spread, feasible
 from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
-from pearl.planner.terms import ACT, LEARN, Term, busy, multi_node
 from pearl.planner.program import Model, variable
 from pearl.planner.solver import extract, pick_solver, run_solver, solver_label
+from pearl.planner.terms import ACT, LEARN, Term, busy, multi_node
 
 OBJECTIVES = ("throughput", "perf-per-watt")
 #: how plans with equal objectives are told apart (plans report it)

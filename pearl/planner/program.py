@@ -1,7 +1,7 @@
 """The integer program of pearl/planner/ilp.py while it is built: `Builder` holds its variables and turns the
-literals of pearl/planner/accounting.py's rows into PuLP expressions (x[k,d], v[a,d], w[a,d], f[d], o[a], c[n],
-r[a], σ[K], and couple[...] for a product of literals), making each auxiliary variable once; `Model` is the
-built program that the solver runs and reads back.
+literals of the accounting's rows (pearl/planner/terms.py) into PuLP expressions (x[k,d], v[a,d], w[a,d], f[d],
+o[a], c[n], r[a], σ[K], and couple[...] for a product of literals), making each auxiliary variable once;
+`Model` is the built program that the solver runs and reads back.
 """
 
 from __future__ import annotations

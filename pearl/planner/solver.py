@@ -12,8 +12,8 @@ import pulp
 
 from pearl.errors import ConfigError, PlanError
 from pearl.planner.problem import PLACED, REPLAY, ActorOption
-from pearl.planner.terms import ACT
 from pearl.planner.program import Model
+from pearl.planner.terms import ACT
 
 SOLVERS = ("highs", "cbc")
 _MIP_GAP_REL = 1e-9  # ask the solvers for a proof of optimality, not their defaults (HiGHS stops at 1e-4)
