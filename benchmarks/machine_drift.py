@@ -31,7 +31,8 @@ from pearl.envs import env_spec
 from pearl.errors import PearlError
 from pearl.hostinfo import cpu_name
 from pearl.profiling.options import ProfileOptions
-from pearl.profiling.profiler import GRIDS, prefill, plan_devices
+from pearl.profiling.grids import GRIDS, prefill
+from pearl.profiling.profiler import plan_devices
 
 BLOCK_S = 0.05
 

@@ -13,6 +13,7 @@ devices, which it costs).
 Pure Python + numpy: importing it loads no torch and no pyopencl.
 """
 
-from pearl.costmodel.model import CostModel, Estimate, PowerEstimate
+from pearl.costmodel.estimate import Estimate, PowerEstimate
+from pearl.costmodel.model import CostModel
 
 __all__ = ["CostModel", "Estimate", "PowerEstimate"]

@@ -60,93 +60,25 @@ none was modelled), else "modelled". Measured beats scaled beats modelled: a com
 label, and a measured series is always used before a scaled one. Modelled figures are never passed off as
 measured.
 
+The estimates, their labels and a kernel's batch series (t(b) above) are pearl/costmodel/estimate.py's.
 Pure Python + numpy and scipy: this module imports no torch and no pyopencl.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from pearl.costmodel.estimate import MEASURED, SCALED, Estimate, PowerEstimate, Series, combine, piecewise
 from pearl.device import HOST_DEVICE
 from pearl.kernels import sample_timing
-from pearl.profile.format import IN_SITU, ActorStepTiming, KernelTiming, Power, Profile, Transfer, Workload
+from pearl.profile.format import ActorStepTiming, KernelTiming, Power, Profile, Transfer, Workload
 from pearl.roofline import Work, kernel_work
 
-__all__ = ["HOST", "MEASURED", "MODELLED", "SCALED", "CostModel", "Estimate", "PowerEstimate"]
+__all__ = ["HOST", "CostModel"]
 
 #: The id of the host CPU device (pearl.device.HOST_DEVICE).
 HOST = str(HOST_DEVICE)
-
-MEASURED, SCALED, MODELLED = "measured", "scaled", "modelled"
-# a combination of figures takes the worst label; a figure folded from a run on this machine is measured
-_RANK = {MEASURED: 0, IN_SITU: 0, SCALED: 1, MODELLED: 2}
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A time in seconds; `extrapolated` when the batch lies outside the measured range."""
-
-    seconds: float
-    extrapolated: bool
-    source: str
-    #: the measured workload a scaled estimate came from (None unless source is "scaled" or a modelled
-    #: figure was scaled)
-    scaled_from: str | None = None
-
-
-@dataclass(frozen=True)
-class PowerEstimate:
-    idle_w: float
-    busy_w: float
-    source: str
-    method: str
-
-
-def _combine(*sources: str) -> str:
-    worst = max((_RANK.get(s, _RANK[MODELLED]) for s in sources), default=0)
-    return (MEASURED, SCALED, MODELLED)[worst]
-
-
-@dataclass(frozen=True)
-class _Series:
-    """The timings of one (workload, kernel, device), sorted by batch, with their monotone envelope."""
-
-    batches: tuple[int, ...]
-    raw: tuple[float, ...]
-    adjusted: tuple[float, ...]
-    #: source of adjusted[i]: that of the raw point whose median it is (the running max's argmax)
-    sources: tuple[str, ...]
-
-    @classmethod
-    def of(cls, timings: list[KernelTiming], device_source: str) -> _Series:
-        timings = sorted(timings, key=lambda t: t.batch)
-        adjusted, sources = [], []
-        best, best_source = float("-inf"), MEASURED
-        for t in timings:
-            if t.median_s >= best:  # a tie keeps the point's own measurement
-                best, best_source = t.median_s, _combine(t.source, device_source)
-            adjusted.append(best)
-            sources.append(best_source)
-        return cls(tuple(t.batch for t in timings), tuple(t.median_s for t in timings), tuple(adjusted),
-                   tuple(sources))
-
-    def at(self, batch: int) -> Estimate:
-        b, y, src = self.batches, self.adjusted, self.sources
-        i = bisect.bisect_left(b, batch)
-        if i < len(b) and b[i] == batch:
-            return Estimate(y[i], False, src[i])
-        if i == 0:
-            return Estimate(y[0], True, src[0])
-        if i == len(b):
-            if len(b) == 1:
-                return Estimate(y[0], True, src[0])
-            slope = max(0.0, (y[-1] - y[-2]) / (b[-1] - b[-2]))
-            return Estimate(y[-1] + slope * (batch - b[-1]), True, _combine(src[-1], src[-2]))
-        lo, hi = i - 1, i
-        t = y[lo] + (y[hi] - y[lo]) * ((batch - b[lo]) / (b[hi] - b[lo]))
-        return Estimate(min(max(t, y[lo]), y[hi]), False, _combine(src[lo], src[hi]))
 
 
 class CostModel:
@@ -172,14 +104,14 @@ class CostModel:
                                                                               {})[t.threads] = t
                 continue
             grouped.setdefault((t.workload, t.kernel, t.device), []).append(t)
-        self._series: dict[tuple[str, str, str], _Series] = {}
+        self._series: dict[tuple[str, str, str], Series] = {}
         for key, timings in grouped.items():
             batches = [t.batch for t in timings]
             dup = sorted({b for b in batches if batches.count(b) > 1})
             if dup:
                 raise ValueError(f"the profile times kernel {key[1]!r} on device {key[2]!r} for workload "
                                  f"{key[0]!r} more than once at batch size(s) {dup}")
-            self._series[key] = _Series.of(timings, self._device_source.get(key[2], MEASURED))
+            self._series[key] = Series.of(timings, self._device_source.get(key[2], MEASURED))
 
         self._workloads = {w.key: w for w in profile.workloads}
         self._fits: dict[str, tuple[float, float, float]] = {}  # device → (λ, φ, β), fitted when first asked
@@ -280,7 +212,7 @@ class CostModel:
         near = self._beside.get((key, kernel, device), {}).get(threads)
         if near is not None and beside > 0:  # linear in the actors' busy share, up to the stand-in's
             factor += (near.median_s / base - factor) * min(1.0, beside / near.beside)
-        return replace(one, seconds=one.seconds * factor, source=_combine(one.source, timing.source))
+        return replace(one, seconds=one.seconds * factor, source=combine(one.source, timing.source))
 
     def _one_thread_time(self, kernel: str, device: str, workload: str | Workload, batch: int) -> Estimate:
         key = workload if isinstance(workload, str) else workload.key
@@ -295,7 +227,7 @@ class CostModel:
         base = self._series[(nearest, kernel, device)].at(int(batch))
         ratio = self._work_ratio(device, kernel_work(kernel, workload, int(batch)),
                                  kernel_work(kernel, self._workloads[nearest], int(batch)))
-        return replace(base, seconds=base.seconds * ratio, source=_combine(base.source, SCALED), scaled_from=nearest)
+        return replace(base, seconds=base.seconds * ratio, source=combine(base.source, SCALED), scaled_from=nearest)
 
     def work_coefficients(self, device: str) -> tuple[float, float, float]:
         """(λ, φ, β) of m_d = λ·launches + φ·flops + β·bytes fitted to the device's timings (module docstring)."""
@@ -382,7 +314,7 @@ class CostModel:
         t = self._weight_sync.get((key, device))
         if t is None:
             return None
-        source = _combine(t.source, self._device_source.get(device, MEASURED))
+        source = combine(t.source, self._device_source.get(device, MEASURED))
         return Estimate(t.publish_s, False, source), Estimate(t.load_s, False, source)
 
     def _scaled_weight_sync(self, device: str, workload: Workload) -> tuple[Estimate, Estimate] | None:
@@ -393,7 +325,7 @@ class CostModel:
             return None
         publish, load = self.weight_sync_time(device, nearest)
         ratio = self._work_ratio(device, _policy_copy(workload), _policy_copy(self._workloads[nearest]))
-        return tuple(replace(e, seconds=e.seconds * ratio, source=_combine(e.source, SCALED), scaled_from=nearest)
+        return tuple(replace(e, seconds=e.seconds * ratio, source=combine(e.source, SCALED), scaled_from=nearest)
                      for e in (publish, load))
 
     def _nearest_entry(self, table: dict[tuple[str, str], object], device: str, workload: Workload) -> str | None:
@@ -429,7 +361,7 @@ class CostModel:
             act = self.kernel_time("act", t.device, key, t.envs)
             points.append((t.envs, max(t.step_s - act.seconds, 0.1 * t.step_s)))
             sources += [t.source, act.source]
-        return Estimate(_piecewise(points, envs), False, _combine(*sources))
+        return Estimate(piecewise(points, envs), False, combine(*sources))
 
     def transfer_time(self, src: str, dst: str, nbytes: int, arrays: int = 1) -> Estimate:
         """Seconds to move `nbytes`, in `arrays` separate arrays, from device `src` to device `dst` (see the
@@ -448,8 +380,8 @@ class CostModel:
         if dst != HOST:
             legs.append(self._transfer(dst, "h2d"))
         seconds = sum(arrays * tr.latency_s + nbytes / tr.bandwidth_bytes_per_s for tr in legs)
-        sources = [_combine(tr.source, self._device_source.get(tr.device, MEASURED)) for tr in legs]
-        return Estimate(float(seconds), False, _combine(*sources))
+        sources = [combine(tr.source, self._device_source.get(tr.device, MEASURED)) for tr in legs]
+        return Estimate(float(seconds), False, combine(*sources))
 
     def group_learn_time(self, workload: str, device: str, learners: int) -> Estimate | None:
         """One update of a learner group as the profiler timed it (`GroupLearnTiming`), or None where it did not
@@ -494,7 +426,7 @@ class CostModel:
         except KeyError:
             raise KeyError(f"the profile has no power figures of device {device!r}; it has them for "
                            f"{', '.join(self._power) or 'no device'}") from None
-        return PowerEstimate(p.idle_w, p.busy_w, _combine(p.source, self._device_source.get(device, MEASURED)),
+        return PowerEstimate(p.idle_w, p.busy_w, combine(p.source, self._device_source.get(device, MEASURED)),
                              p.method)
 
 
@@ -518,12 +450,3 @@ def _distance(a: Work, b: Work) -> float:
     return total
 
 
-def _piecewise(points: list[tuple[int, float]], x: int) -> float:
-    """Linear between the points (sorted by x), proportional to x above the last, the first's below it."""
-    if x <= points[0][0]:
-        return points[0][1]
-    if x >= points[-1][0]:
-        return points[-1][1] * x / points[-1][0]
-    i = bisect.bisect_right([p[0] for p in points], x)
-    (x0, y0), (x1, y1) = points[i - 1], points[i]
-    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)

@@ -40,7 +40,7 @@ Constraints (the names the code gives them)
     (h) process[learner]  the replay kernels and learn placed on the host resource, + the sample→learn and
                           learn→priority transfers, ≤ P: one interpreter runs them in turn (see ilp.py)
     (i) network[n,dir]    (clusters) the bytes of the edges leaving (entering) node n ÷ the link's bandwidth ≤ P
-    (j) slices[r]         on a GPU r offered in slices (ilp.py `_slices`): Σ_d share(d)·used(d) ≤ 1, where used(d)
+    (j) slices[r]         on a GPU r offered in slices (families.py `_slices`): Σ_d share(d)·used(d) ≤ 1, where used(d)
                           counts the instances of d in use (one per actor process and one for the learner process
                           when d gives each process its own, else 1 when anything runs on d; the whole GPU is a
                           device of share 1, so it is used alone); count[d] used(d) ≤ instances(d);

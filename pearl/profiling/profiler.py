@@ -28,6 +28,9 @@ run on the same physical resource (PoCL's CPU device and `cpu`) are marked with 
 get the same power figures, since they are one resource. GPU slices (MIG instances, MPS shares) this machine
 has are timed each in a child process started with the slice's environment (`profile_device_here` is the
 child's side), or modelled from their GPU's measurements when that fails, saying why (pearl.profiling.slices).
+This module runs the measuring and times the kernel grid, env steps, transfers and power; the learner's figures
+beyond the grid (threads, a learner group, in situ, weight sync) are pearl/profiling/learner.py's, the actor's
+step pearl/profiling/actor.py's, and the grids pearl/profiling/grids.py's.
 """
 
 from __future__ import annotations
@@ -36,10 +39,9 @@ import os
 import pickle
 import platform
 import sys
-import time
 from dataclasses import dataclass, replace
-from functools import partial
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -48,48 +50,25 @@ import numpy as np
 
 from pearl._version import __version__
 from pearl.adapters import Adapter, DeviceInfo, ReplayKernels, discover, open_adapter
-from pearl.adapters.group import lead_update, leave_group, open_group, stop_learners
 from pearl.algos import OffPolicyConfig, algorithm, algorithm_names, preset
-from pearl.algos.params import ParamLayout, init_params
+from pearl.algos.params import init_params
 from pearl.device import HOST, HOST_DEVICE, HOST_RESOURCE, DeviceKind  # noqa: F401 - HOST_RESOURCE read here by callers
 from pearl.descriptors import DeviceDescriptor, load_descriptor, resolve_descriptor
-from pearl.envs import EnvStepper, check_algo_fits, env_spec
+from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PearlError
 from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
-from pearl.profiling import power, standin
+from pearl.profile.format import (DeviceEntry, EnvStepTiming, KernelTiming, Power, Profile, Transfer, Workload,
+                                  save_profile, workload_key)
+from pearl.profiling import power
+from pearl.profiling.actor import actor_steps
+from pearl.profiling.grids import GRIDS, Grid, prefill, random_transitions
+from pearl.profiling.learner import group_learn, in_situ, threaded_learn, weight_sync
 from pearl.profiling.options import ProfileOptions
-from pearl.profile.format import (ActorStepTiming, DeviceEntry, EnvStepTiming, GroupLearnTiming, InSituTiming,
-                                  KernelTiming, Power, Profile, Transfer, WeightSyncTiming, Workload, save_profile,
-                                  workload_key)
 from pearl.profiling.slices import ChildArgs, add_slices, slices_to_profile
-from pearl.profiling.timing import Point, Stats, durations, measure, measure_interleaved, stats_of
-from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
+from pearl.profiling.timing import Point, measure, measure_interleaved
+from pearl.types import EnvSpec, PriorityUpdate
 
 GENERIC_CPU_DESCRIPTOR = "generic-x86-server-cpu.toml"
-
-
-@dataclass(frozen=True)
-class Grid:
-    act: tuple[int, ...]
-    insert: tuple[int, ...]
-    batch_factors: tuple[float, ...]  # sample / learn / priority_update batches, as multiples of the preset's
-    min_time: float  # per figure, spread over `rounds` blocks (timing.measure_interleaved)
-    rounds: int
-    warmup: int
-    min_samples: int
-    prefill: int
-    transfer_bytes: int
-    power_seconds: float
-
-
-GRIDS = {
-    # quick: 80 ms and 5 calls per point in 5 rounds, about 15 s for cpu + PoCL and both presets on 2 cores
-    "quick": Grid(act=(1, 8, 32), insert=(1, 8, 32), batch_factors=(0.5, 1.0, 2.0), min_time=0.08, rounds=5,
-                  warmup=3, min_samples=5, prefill=2_000, transfer_bytes=1 << 22, power_seconds=0.5),
-    "full": Grid(act=(1, 2, 4, 8, 16, 32, 64), insert=(1, 4, 16, 64, 256), batch_factors=(0.25, 0.5, 1.0, 2.0, 4.0),
-                 min_time=0.3, rounds=5, warmup=5, min_samples=10, prefill=20_000, transfer_bytes=1 << 26,
-                 power_seconds=2.0),
-}
 
 
 def workloads(options: ProfileOptions) -> list[tuple[OffPolicyConfig, EnvSpec]]:
@@ -185,18 +164,18 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
             note(f"env_step {spec.env_id}")
             actor = _actor_target(targets, config)
             if actor is not None:
-                profile.actor_step += _actor_steps(actor, workload, config, spec, grid)
+                profile.actor_step += actor_steps(actor.adapter, actor.info, workload, config, spec, grid)
                 note(f"actor step {actor.info.id}")
         for target in targets:
             if target.adapter.backend not in algorithm(config.algo).kernels:
                 continue  # no kernels of this algorithm on this backend (SAC on OpenCL): nothing to time, nor to plan
             profile.kernels += _kernels(target, workload, config, spec, grid, note)
             actor_s = next((t.step_s for t in profile.actor_step if t.workload == workload.key), None)
-            profile.kernels += _threaded_learn(target, workload, config, spec, grid, actor_s)
-            profile.group_learn += _group_learn(target, workload, config, spec, grid)
-            profile.in_situ.append(_in_situ(target, workload, config, spec, grid))
+            profile.kernels += threaded_learn(target.info, workload, config, spec, grid, actor_s)
+            profile.group_learn += group_learn(target.adapter, target.info, workload, config, spec, grid)
+            profile.in_situ.append(in_situ(target.adapter, target.info, workload, config, spec, grid))
             note(f"in-situ learner iteration {target.info.id}")
-            profile.weight_sync.append(_weight_sync(target, workload, config, spec, grid))
+            profile.weight_sync.append(weight_sync(target.adapter, target.info, workload, config, spec, grid))
             note(f"weight sync {target.info.id}")
     for target in targets:
         profile.transfers += _transfers(target, grid)
@@ -300,21 +279,6 @@ def _workload(config: OffPolicyConfig, spec: EnvSpec) -> Workload:
 
 
 # --------------------------------------------------------------------------- kernels
-def _random_transitions(spec: EnvSpec, m: int, rng: np.random.Generator) -> TransitionBatch:
-    action = (rng.integers(0, spec.action_dim, m) if spec.discrete
-              else rng.uniform(-1, 1, (m, spec.action_dim)).astype(np.float32))
-    obs = rng.normal(size=(m, spec.obs_dim)).astype(np.float32)
-    return TransitionBatch(obs, action, rng.normal(size=m).astype(np.float32),
-                           rng.normal(size=(m, spec.obs_dim)).astype(np.float32),
-                           (rng.random(m) < 0.05).astype(np.float32))
-
-
-def prefill(replay: ReplayKernels, spec: EnvSpec, rows: int, rng: np.random.Generator) -> None:
-    """rows random transitions into replay, in inserts of up to 1,000."""
-    for start in range(0, rows, 1000):
-        replay.insert(_random_transitions(spec, min(1000, rows - start), rng))
-
-
 def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec, grid: Grid,
              note: Callable[[str], None]) -> list[KernelTiming]:
     """Every grid point of every device kernel, measured in interleaved rounds (timing.measure_interleaved)."""
@@ -338,7 +302,7 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
         prefill(replay, spec, grid.prefill, rng)
     uniform, prioritized = replays[False], replays[True]
     for m in grid.insert:
-        point("replay_insert", m, partial(uniform.insert, _random_transitions(spec, m, rng)))
+        point("replay_insert", m, partial(uniform.insert, random_transitions(spec, m, rng)))
 
     learner = adapter.make_learn(config, spec, params)
     for b in sorted({max(2, int(round(config.batch_size * f))) for f in grid.batch_factors}):
@@ -359,212 +323,11 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
     return out
 
 
-def _threaded_learn(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,
-                    grid: Grid, actor_s: float | None = None) -> list[KernelTiming]:
-    """learn at the preset's batch with the host's lanes as intra-op threads, on `cpu` with more than one lane
-    ([] elsewhere), alone and then beside a stand-in actor process (pearl/profiling/standin.py) that spins an
-    actor's work for one update's env steps (actor_s, the actor's iteration at the grid's fewest envs, × 1/ρ;
-    at most standin.BUSIEST of an update) every update, recorded with that share (`beside`): torch's thread count is the
-    process's, so it is set for these figures and put back to 1."""
-    lanes = target.info.lanes
-    if target.info.device_id != HOST_DEVICE or lanes < 2:
-        return []
-    rng = np.random.default_rng(3)
-    adapter = open_adapter(target.info.id, threads=lanes)
-    timing = {"min_time": grid.min_time, "warmup": grid.warmup, "min_samples": grid.min_samples}
-    try:
-        replay = adapter.make_replay(config, spec, seed=3)
-        prefill(replay, spec, grid.prefill, rng)
-        learner = adapter.make_learn(config, spec, init_params(config, spec, seed=3))
-        learn = partial(learner.learn, replay.sample(config.batch_size, 0.4))
-        alone = measure(learn, adapter.synchronize, **timing)
-        figures = [(alone, False)]
-        busy = 0.0
-        if actor_s is not None:  # no actor timed (env steps are not this profile's): the figure alone
-            busy = min(standin.BUSIEST, actor_s / config.replay_ratio / alone.median_s)
-            figures = _beside_standin(learn, adapter.synchronize, grid,
-                                      standin.Pace(busy * alone.median_s, alone.median_s, 60.0))
-    finally:
-        open_adapter(target.info.id, threads=1)
-    return [KernelTiming(workload.key, "learn", target.info.id, config.batch_size, stats.median_s, stats.p10_s,
-                         stats.p90_s, stats.samples, "measured", threads=lanes, beside=busy if near else 0.0)
-            for stats, near in figures]
-
-
-def _beside_standin(call: Callable[[], object], sync: Callable[[], None], grid: Grid,
-                    pace: standin.Pace) -> list[tuple[Stats, bool]]:
-    """[(call alone, False), (call beside the stand-in, True)], timed in alternating blocks of the grid's rounds
-    (the stand-in paused for the blocks alone), so that both figures sample the same span of this machine."""
-    times: dict[bool, list[float]] = {False: [], True: []}
-    per_block = max(1, -(-grid.min_samples // grid.rounds))
-    actor = standin.start(pace)
-    try:
-        for _ in range(grid.rounds):
-            for near in (False, True):
-                (standin.resume if near else standin.pause)(actor)
-                times[near] += durations(call, sync, min_time=grid.min_time / grid.rounds, warmup=1,
-                                         min_samples=per_block)
-    finally:
-        standin.stop(actor)
-    return [(stats_of(times[near]), near) for near in (False, True)]
-
-
-def _group_learn(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,
-                 grid: Grid) -> list[GroupLearnTiming]:
-    """One update of a learner group of two one-thread learners on `cpu` (learner 0 here, the other a process
-    started as the local launcher starts it), as learner 0 leads it, at the preset's batch; [] elsewhere, on one
-    lane, or where the adapter cannot train in a group."""
-    if target.info.device_id != HOST_DEVICE or target.info.lanes < 2:
-        return []
-    adapter, rng = target.adapter, np.random.default_rng(3)
-    replay = adapter.make_replay(config, spec, seed=3)
-    prefill(replay, spec, grid.prefill, rng)
-    learner = adapter.make_learn(config, spec, init_params(config, spec, seed=3))
-    procs: list = []
-    try:
-        comm = open_group(adapter, learner, config, spec, 2, 1, 3, procs)
-    except DeviceError:
-        return []
-    try:
-        stats = measure(partial(lead_update, learner, comm, replay.sample(config.batch_size, 0.4)),
-                        adapter.synchronize, min_time=grid.min_time, warmup=grid.warmup, min_samples=grid.min_samples)
-    finally:
-        leave_group(comm)
-        stop_learners(procs)
-    return [GroupLearnTiming(workload.key, target.info.id, 2, stats.median_s, stats.samples, "measured")]
-
-
-IN_SITU_TIME_FACTOR = 5  # the in-situ loop runs 5 × a grid point's min_time: 0.4 s quick, 1.5 s full
-
-
-def _in_situ(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,
-             grid: Grid) -> InSituTiming:
-    """The learner's iteration as the runtime runs it, replay and learn on this device: per update, 1/ρ env
-    steps inserted in calls of n_envs rows, a sample, a learn and (prioritized replay) a priority update, each
-    sample fresh from a replay of `prefill` rows. The device is waited for only at the end, as in a run."""
-    loop = _LearnerLoop(target.adapter, config, spec, grid)
-    done, seconds = _time_loop(loop, target.adapter, grid)
-    return InSituTiming(workload.key, target.info.id, seconds, done, loop.inserts, loop.rows, config.batch_size,
-                        config.prioritized, "measured")
-
-
-class _LearnerLoop:
-    """One learner iteration a call (`_in_situ`)."""
-
-    def __init__(self, adapter: Adapter, config: OffPolicyConfig, spec: EnvSpec, grid: Grid) -> None:
-        rng = np.random.default_rng(1)
-        self.replay = adapter.make_replay(config, spec, seed=1)
-        prefill(self.replay, spec, grid.prefill, rng)
-        self.learner = adapter.make_learn(config, spec, init_params(config, spec, seed=1))
-        self.config, self.rows, self.i = config, config.n_envs, 0
-        self.inserts = max(1, round(1.0 / (config.replay_ratio * self.rows)))
-        self.pool = [_random_transitions(spec, self.rows, rng) for _ in range(64)]
-
-    def __call__(self) -> None:
-        for j in range(self.inserts):
-            self.replay.insert(self.pool[(self.i * self.inserts + j) % len(self.pool)])
-        self.i += 1
-        batch = self.replay.sample(self.config.batch_size, 0.4)
-        td = self.learner.learn(batch).td_errors
-        if self.config.prioritized:
-            self.replay.update_priorities(PriorityUpdate(batch.indices, td))
-
-
-def _time_loop(loop: Callable[[], None], adapter: Adapter, grid: Grid) -> tuple[int, float]:
-    """(iterations, mean seconds of one) of `loop` run for the in-situ time, after a warm-up, the device waited
-    for at both ends only."""
-    for _ in range(grid.warmup * 4):
-        loop()
-    adapter.synchronize()
-    done, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < IN_SITU_TIME_FACTOR * grid.min_time or done < grid.min_samples:
-        loop()
-        done += 1
-    adapter.synchronize()
-    return done, (time.perf_counter() - t0) / done
-
-
-def _weight_sync(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,
-                 grid: Grid) -> WeightSyncTiming:
-    """Both halves of one weight sync through host memory, as the parallel runtime does it: the learner writes
-    its policy into views of one flat float32 array (the shared board); an actor copies the array out and
-    loads it into its act kernel."""
-    adapter, sync = target.adapter, target.adapter.synchronize
-    timing = {"min_time": grid.min_time, "warmup": grid.warmup, "min_samples": grid.min_samples}
-    params = init_params(config, spec, seed=2)
-    learner = adapter.make_learn(config, spec, params)
-    layout = ParamLayout.of(learner.policy_params())
-    flat = np.zeros(layout.size, np.float32)
-    publish = measure(partial(learner.write_policy, layout.views(flat)), sync, **timing)
-    act = adapter.make_act(config, spec, params, seed=2)
-
-    def load() -> None:  # as an actor does: WeightBoard.read copies the board, then the act kernel loads it
-        act.set_params(layout.views(flat.copy()))
-
-    loading = measure(load, sync, **timing)
-    return WeightSyncTiming(workload.key, target.info.id, publish.median_s, loading.median_s,
-                            min(publish.samples, loading.samples), "measured")
-
-
 def _actor_target(targets: list[_Target], config: OffPolicyConfig) -> _Target | None:
     """The device the actor's iteration is timed on: `cpu` when profiled, else the first that runs the
     algorithm's kernels."""
     able = [t for t in targets if t.adapter.backend in algorithm(config.algo).kernels]
     return next((t for t in able if t.info.id == HOST), able[0] if able else None)
-
-
-#: rows of the ring the timed actor writes its transitions into (as the local launcher's smallest ring)
-ACTOR_RING_ROWS = 4096
-
-
-def _actor_steps(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,
-                 grid: Grid) -> list[ActorStepTiming]:
-    """An actor's iteration at each env count of the act grid, as an actor process runs it (module docstring)."""
-    out = []
-    for envs in grid.act:
-        loop = _ActorLoop(target.adapter, config, spec, envs)
-        stats = measure(loop, target.adapter.synchronize, min_time=IN_SITU_TIME_FACTOR * grid.min_time,
-                        warmup=grid.warmup, min_samples=grid.min_samples)
-        loop.stepper.close()
-        out.append(ActorStepTiming(workload.key, target.info.id, envs, stats.median_s, stats.samples, "measured"))
-    return out
-
-
-class _ActorLoop:
-    """One actor iteration a call: act on the observations, step the vector env, write the transitions."""
-
-    def __init__(self, adapter: Adapter, config: OffPolicyConfig, spec: EnvSpec, envs: int) -> None:
-        self.act = adapter.make_act(config, spec, init_params(config, spec, seed=0), seed=0)
-        self.stepper = EnvStepper(spec.env_id, spec, envs, seed=0)
-        self.ring = _HostRing(spec, max(ACTOR_RING_ROWS, envs))
-        self.explore = config.exploration(config.total_steps)
-
-    def __call__(self) -> None:
-        batch, restart = self.stepper.step(self.act.act(self.stepper.obs, self.explore))
-        if restart.any():
-            self.act.new_episodes(restart)
-        self.stepper.finished.clear()
-        self.ring.push(batch)
-
-
-class _HostRing:
-    """Transitions copied row by row into preallocated host arrays, wrapping around: an actor's ring write
-    without the shared memory's reader."""
-
-    def __init__(self, spec: EnvSpec, rows: int) -> None:
-        self.rows, self.head = rows, 0
-        self.arrays = {"obs": np.zeros((rows, spec.obs_dim), np.float32),
-                       "action": np.zeros((rows, *spec.action_shape), spec.action_dtype),
-                       "reward": np.zeros(rows, np.float32), "next_obs": np.zeros((rows, spec.obs_dim), np.float32),
-                       "terminated": np.zeros(rows, np.float32)}
-
-    def push(self, batch: TransitionBatch) -> None:
-        n = len(batch)
-        if self.head + n > self.rows:
-            self.head = 0
-        for name, rows in self.arrays.items():
-            rows[self.head:self.head + n] = getattr(batch, name)
-        self.head += n
 
 
 def _fresh_update(adapter: Adapter, replay: ReplayKernels, batch_size: int,
@@ -668,7 +431,7 @@ def _busy_loop(target: _Target) -> Callable[[], None]:
     config, spec = preset("dqn", "CartPole-v1"), env_spec("CartPole-v1")  # a fixed load, not one per algorithm
     adapter, rng = target.adapter, np.random.default_rng(1)
     replay = adapter.make_replay(config.replace(buffer_size=4096), spec, seed=1)
-    replay.insert(_random_transitions(spec, 4096, rng))
+    replay.insert(random_transitions(spec, 4096, rng))
     learner = adapter.make_learn(config, spec, init_params(config, spec, seed=1))
 
     def busy() -> None:

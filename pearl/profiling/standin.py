@@ -4,7 +4,7 @@ On a host whose lanes the learner's T threads fill, an actor process that wakes 
 them, and each parallel region of learn waits for the displaced thread: on the 2-core VM a 2-thread learn of
 small layers ran at a fraction of its speed alone beside an actor busy 15 % of the time, while 1 thread kept
 its speed (docs/MEASUREMENTS.md). The profiler times learn at the host's lanes once alone and once beside this
-stand-in (`profiler._threaded_learn`), which keeps pace with the learner as an actor does: it spins an actor's
+stand-in (`learner.threaded_learn`), which keeps pace with the learner as an actor does: it spins an actor's
 work for one update's env steps, then sleeps until the next update is due, for at most `seconds`.
 """
 

@@ -1,0 +1,72 @@
+"""The profiler's timing of an actor's step: its whole iteration at each env count of the act grid (one act
+call, one step of a vector env with its resets and bookkeeping, the transitions copied into a ring of host
+arrays), as an actor process runs it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pearl.adapters import Adapter, DeviceInfo
+from pearl.algos import OffPolicyConfig
+from pearl.algos.params import init_params
+from pearl.envs import EnvStepper
+from pearl.profile.format import ActorStepTiming, Workload
+from pearl.profiling.grids import IN_SITU_TIME_FACTOR, Grid
+from pearl.profiling.timing import measure
+from pearl.types import EnvSpec, TransitionBatch
+
+
+#: rows of the ring the timed actor writes its transitions into (as the local launcher's smallest ring)
+ACTOR_RING_ROWS = 4096
+
+
+def actor_steps(adapter: Adapter, info: DeviceInfo, workload: Workload, config: OffPolicyConfig,
+                spec: EnvSpec, grid: Grid) -> list[ActorStepTiming]:
+    """An actor's iteration at each env count of the act grid, as an actor process runs it (module docstring)."""
+    out = []
+    for envs in grid.act:
+        loop = _ActorLoop(adapter, config, spec, envs)
+        stats = measure(loop, adapter.synchronize, min_time=IN_SITU_TIME_FACTOR * grid.min_time,
+                        warmup=grid.warmup, min_samples=grid.min_samples)
+        loop.stepper.close()
+        out.append(ActorStepTiming(workload.key, info.id, envs, stats.median_s, stats.samples, "measured"))
+    return out
+
+
+class _ActorLoop:
+    """One actor iteration a call: act on the observations, step the vector env, write the transitions."""
+
+    def __init__(self, adapter: Adapter, config: OffPolicyConfig, spec: EnvSpec, envs: int) -> None:
+        self.act = adapter.make_act(config, spec, init_params(config, spec, seed=0), seed=0)
+        self.stepper = EnvStepper(spec.env_id, spec, envs, seed=0)
+        self.ring = _HostRing(spec, max(ACTOR_RING_ROWS, envs))
+        self.explore = config.exploration(config.total_steps)
+
+    def __call__(self) -> None:
+        batch, restart = self.stepper.step(self.act.act(self.stepper.obs, self.explore))
+        if restart.any():
+            self.act.new_episodes(restart)
+        self.stepper.finished.clear()
+        self.ring.push(batch)
+
+
+class _HostRing:
+    """Transitions copied row by row into preallocated host arrays, wrapping around: an actor's ring write
+    without the shared memory's reader."""
+
+    def __init__(self, spec: EnvSpec, rows: int) -> None:
+        self.rows, self.head = rows, 0
+        self.arrays = {"obs": np.zeros((rows, spec.obs_dim), np.float32),
+                       "action": np.zeros((rows, *spec.action_shape), spec.action_dtype),
+                       "reward": np.zeros(rows, np.float32), "next_obs": np.zeros((rows, spec.obs_dim), np.float32),
+                       "terminated": np.zeros(rows, np.float32)}
+
+    def push(self, batch: TransitionBatch) -> None:
+        n = len(batch)
+        if self.head + n > self.rows:
+            self.head = 0
+        for name, rows in self.arrays.items():
+            rows[self.head:self.head + n] = getattr(batch, name)
+        self.head += n
+
