@@ -124,7 +124,7 @@ def predictor(w: Workload, profile: Path, plan):
     """(actors, envs, threads) → the Layout with the planner's `evaluate` of it on the plan's mapping, on the
     problem built for that envs and thread count; None where it is infeasible (more processes than lanes)."""
     from pearl.envs import env_spec
-    from pearl.planner.build import build_cluster_problem
+    from pearl.planner.cluster_problem import build_cluster_problem
     from pearl.planner.ilp import evaluate
     from pearl.planner.problem import PLACED, ActorOption
     from pearl.profile.cluster import load_cluster

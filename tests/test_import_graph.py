@@ -31,7 +31,7 @@ ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {
     # `pearl profile --ray-address` measures a Ray cluster's nodes and links through the runtime's Ray plumbing:
     # `require_ray` (pearl.runtime.ray.session) and the node resource `RoleNodes.resource` names
-    # (pearl.runtime.launcher.NODE_RESOURCE). Moving `require_ray` below the profiler would add a module that
+    # (pearl.runtime.job.NODE_RESOURCE). Moving `require_ray` below the profiler would add a module that
     # imports Ray outside pearl/runtime/ray/, which tests/test_replay_server.py pins to that package and this one.
     ("pearl.profiling.cluster_nodes", "pearl.runtime"): "measures a Ray cluster through the runtime's Ray session",
 }

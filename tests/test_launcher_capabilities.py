@@ -11,7 +11,8 @@ import pytest
 from pearl.errors import ConfigError, PearlError
 from pearl.run_options import RunOptions
 from pearl.runtime.actors import ActorFailed, RestartPolicy
-from pearl.runtime.launcher import LauncherCapabilities, LearnerHandle
+from pearl.runtime.job import LauncherCapabilities
+from pearl.runtime.launcher import LearnerHandle
 from pearl.runtime.learner_role import LearnerRole
 from pearl.runtime.sequential import SequentialLauncher
 from pearl.training.configure import setup_run

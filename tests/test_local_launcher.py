@@ -23,7 +23,7 @@ from pearl.envs import env_spec
 from pearl.errors import PearlError
 from pearl.runtime import shm
 from pearl.device import HOST_DEVICE
-from pearl.runtime.launcher import Job, Placement
+from pearl.runtime.job import Job, Placement
 from pearl.runtime.local import LocalLauncher
 from pearl.runtime.sequential import SequentialLauncher
 from pearl.training import train

@@ -565,7 +565,8 @@ def test_crossings_are_a_segments_messages_spread_over_its_updates(algo, env, pr
     learner role's reads are counted in tests/test_replay_server.py), a priority message an update."""
     from pearl.algos import preset
     from pearl.envs import env_spec
-    from pearl.planner.build import crossings, transition_bytes
+    from pearl.planner.build import transition_bytes
+    from pearl.planner.cluster_problem import crossings
     from pearl.schedule import Schedule
 
     spec = env_spec(env)
@@ -700,7 +701,7 @@ def test_a_replay_server_away_from_the_learner_takes_a_lane_of_its_node(capsys, 
     one core a node, that placement ran 24-29 % below its prediction, the server waiting for the actor's
     core), beside the learner it is not; with two lanes a node both are feasible."""
     from pearl.envs import env_spec
-    from pearl.planner.build import build_cluster_problem
+    from pearl.planner.cluster_problem import build_cluster_problem
     from pearl.profile.cluster import load_cluster
 
     data = json.loads(REFERENCE.read_text())

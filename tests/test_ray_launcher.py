@@ -31,7 +31,7 @@ from pearl.algos import DDPGConfig, DQNConfig, SACConfig, TD3Config
 from pearl.envs import env_spec
 from pearl.errors import ConfigError
 from pearl.device import HOST_DEVICE, DeviceId
-from pearl.runtime.launcher import Job, Placement
+from pearl.runtime.job import Job, Placement
 from pearl.runtime.local import LocalLauncher
 from pearl.runtime.sequential import SequentialLauncher
 
@@ -425,7 +425,7 @@ def test_a_role_that_cannot_be_placed_is_refused_before_any_work(cluster) -> Non
     assert learner.num_gpus == workers[0].num_gpus == workers[1].num_gpus == pytest.approx(1 / 3)
     assert learner.node_id == ray.get_runtime_context().get_node_id() and learner.soft  # near the driver
     # a plan that spreads the actors: each worker on its node, sharing the GPU only with the roles on that GPU
-    from pearl.runtime.launcher import RoleNodes
+    from pearl.runtime.job import RoleNodes
 
     nodes = RoleNodes("a", "a", "a", workers=(("a", CUDA0), ("a", CUDA0), ("b", CUDA0)))
     spread = RayLauncher(Job(cfg, env_spec("CartPole-v1"), Placement.single(CUDA0), seed=0, actors=3, threads=1),
@@ -566,7 +566,7 @@ def cluster_plan(capsys, tmp_path: Path, nodes: tuple[str, str], act: str, repla
 def test_a_cluster_plan_puts_each_role_on_the_ray_node_of_its_plan_node(cluster) -> None:
     """Plan node NAME is the Ray node carrying pearl_node_NAME: the workers and the replay server's shard on
     "a" (the actors' node), the learner on "b" (the spare node), each asked from inside the role."""
-    from pearl.runtime.launcher import RoleNodes
+    from pearl.runtime.job import RoleNodes
     from pearl.runtime.ray.launcher import RayLauncher
 
     cfg = DQNConfig(total_steps=1536, learning_starts=256, train_freq=256, gradient_steps=8, n_envs=2, **SMALL)
@@ -764,7 +764,7 @@ def test_a_plan_that_spreads_the_actors_puts_each_worker_on_its_node_and_learns_
     """Worker 0 on plan node "a", worker 1 on "b" beside the learner: each asked from inside where it runs, and
     the parameters are the sequential launcher's bit for bit (the schedule decides the learning, not where the
     workers run)."""
-    from pearl.runtime.launcher import RoleNodes
+    from pearl.runtime.job import RoleNodes
     from pearl.runtime.ray.launcher import RayLauncher
 
     cfg = DQNConfig(total_steps=2048, learning_starts=256, train_freq=128, gradient_steps=16, n_envs=2,
@@ -786,7 +786,7 @@ def test_a_sharded_replay_server_puts_each_shard_on_its_node_and_learns_as_unpin
     """A plan that shards the replay server over "a" and "b": shard 0 on a, shard 1 on b, each asked from
     inside, and the parameters are those of two replay shards placed anywhere, bit for bit (the client's
     draws decide the learning, not where the shards run; `--replay-shards` runs repeat with themselves)."""
-    from pearl.runtime.launcher import RoleNodes
+    from pearl.runtime.job import RoleNodes
     from pearl.runtime.ray.launcher import RayLauncher
 
     cfg = DQNConfig(total_steps=1536, learning_starts=256, train_freq=128, gradient_steps=16, n_envs=2,

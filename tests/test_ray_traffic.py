@@ -16,7 +16,7 @@ from traffic_support import CASES, counted, stated
 from pearl import traffic
 from pearl.envs import env_spec
 from pearl.device import HOST_DEVICE
-from pearl.runtime.launcher import Job, Placement
+from pearl.runtime.job import Job, Placement
 
 TESTS = Path(__file__).parent
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,

@@ -391,7 +391,7 @@ def test_a_learner_on_the_replay_server_reads_uniform_shards_once_a_segment_and_
     from pearl.adapters.base import ReplayKernels
     from pearl.envs import env_spec
     from pearl.device import HOST_DEVICE
-    from pearl.runtime.launcher import Job, Placement
+    from pearl.runtime.job import Job, Placement
     from pearl.runtime.learner_role import LearnerRole
     from pearl.runtime.ray.replay_client import ShardedReplayKernels
 

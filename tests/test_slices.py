@@ -265,7 +265,7 @@ def test_actor_processes_start_with_their_slice_environment() -> None:
 
 
 def test_the_run_record_names_each_roles_slice() -> None:
-    from pearl.runtime.launcher import Placement
+    from pearl.runtime.job import Placement
     from pearl.training.plan_checks import role_slices
 
     assert role_slices(Placement.single(D("cpu")), 4) == {}

@@ -21,7 +21,7 @@ from pearl.envs import env_spec
 from pearl.profile.format import Workload, workload_key
 from pearl.rng import philox2x32, normal
 from pearl.device import HOST_DEVICE
-from pearl.runtime.launcher import Job, Placement
+from pearl.runtime.job import Job, Placement
 from pearl.runtime.local import LocalLauncher
 from pearl.runtime.sequential import SequentialLauncher
 from pearl.types import EnvSpec

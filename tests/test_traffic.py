@@ -9,9 +9,10 @@ from traffic_support import CASES, counted, stated
 from pearl import traffic
 from pearl.algos import preset
 from pearl.envs import env_spec
-from pearl.planner.build import CLUSTER_LAUNCHER, HOST_LAUNCHER, crossings, weight_syncs
+from pearl.planner.build import CLUSTER_LAUNCHER, HOST_LAUNCHER, weight_syncs
+from pearl.planner.cluster_problem import crossings
 from pearl.device import HOST_DEVICE
-from pearl.runtime.launcher import Job, Placement
+from pearl.runtime.job import Job, Placement
 from pearl.runtime.local import LocalLauncher
 from pearl.schedule import Schedule
 from pearl.runtime.sequential import SequentialLauncher

@@ -126,7 +126,7 @@ def test_default_threads_are_what_a_plan_would_choose_from_this_machines_profile
     from pearl.envs import env_spec
     from pearl.hostinfo import cpu_lanes
     from pearl.device import HOST_DEVICE
-    from pearl.runtime.launcher import Placement
+    from pearl.runtime.job import Placement
     from pearl.training.configure import default_threads
 
     config, spec = preset("ddpg", "Pendulum-v1"), env_spec("Pendulum-v1")
@@ -161,7 +161,7 @@ def test_a_long_run_without_a_profile_profiles_its_workload_once(tmp_path, capsy
     from pearl.envs import env_spec
     from pearl.hostinfo import cpu_lanes
     from pearl.device import HOST_DEVICE
-    from pearl.runtime.launcher import Placement
+    from pearl.runtime.job import Placement
     from pearl.training.configure import default_threads, long_run, profile_at_hand, times_threads
 
     config, spec = preset("ddpg", "Pendulum-v1"), env_spec("Pendulum-v1")

@@ -14,7 +14,8 @@ from pearl.device import HOST, NodeDevice
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, PlanError
 from pearl.kernels import GROUP_COMM
-from pearl.planner.build import Facts, build_cluster_problem, build_problem, config_workload
+from pearl.planner.build import Facts, build_problem, config_workload
+from pearl.planner.cluster_problem import build_cluster_problem
 from pearl.planner.accounting import server_nodes
 from pearl.planner.ilp import TIES, evaluate, evaluator, pareto, solve
 from pearl.planner.plan import Plan

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pearl.runtime.launcher import RoleNodes
+from pearl.runtime.job import RoleNodes
 from pearl.runtime.ray.session import require_ray
 
 __all__ = ["LINK_SIZES", "cluster_node_names", "measure_links", "run_on_each_node"]

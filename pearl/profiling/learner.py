@@ -35,7 +35,7 @@ def threaded_learn(info: DeviceInfo, workload: Workload, config: OffPolicyConfig
     if info.device_id != HOST_DEVICE or lanes < 2:
         return []
     rng = np.random.default_rng(3)
-    adapter = open_adapter(info.id, threads=lanes)
+    adapter = open_adapter(info.device_id, threads=lanes)
     timing = {"min_time": grid.min_time, "warmup": grid.warmup, "min_samples": grid.min_samples}
     try:
         replay = adapter.make_replay(config, spec, seed=3)
@@ -50,7 +50,7 @@ def threaded_learn(info: DeviceInfo, workload: Workload, config: OffPolicyConfig
             figures = _beside_standin(learn, adapter.synchronize, grid,
                                       standin.Pace(busy * alone.median_s, alone.median_s, 60.0))
     finally:
-        open_adapter(info.id, threads=1)
+        open_adapter(info.device_id, threads=1)
     return [KernelTiming(workload.key, "learn", info.id, config.batch_size, stats.median_s, stats.p10_s,
                          stats.p90_s, stats.samples, "measured", threads=lanes, beside=busy if near else 0.0)
             for stats, near in figures]

@@ -262,7 +262,7 @@ def _target(info: DeviceInfo, descriptors: list[DeviceDescriptor]) -> _Target:
     shares = info.resource if info.resource != info.id else None  # a resource of its own is not shared
     entry = DeviceEntry(info.id, info.kind, info.adapter, info.name, info.lanes, info.memory_bytes, "measured",
                         shares, descriptor.source.name if descriptor else None, matched)
-    return _Target(info, open_adapter(info.id, threads=1), entry, descriptor)
+    return _Target(info, open_adapter(info.device_id, threads=1), entry, descriptor)
 
 
 def _host() -> dict:

@@ -53,7 +53,8 @@ from pearl.errors import PearlError
 from pearl.runtime import actor_process, shm
 from pearl.runtime.actors import ActorFailed, RestartPolicy
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer
-from pearl.runtime.launcher import SHARES_POLL_S, Job, LauncherCapabilities, LoopStats, SegmentLauncher
+from pearl.runtime.job import Job, LauncherCapabilities
+from pearl.runtime.launcher import SHARES_POLL_S, LoopStats, SegmentLauncher
 from pearl.adapters.group import dead_learner, stop_learners
 from pearl.runtime.learner_group import DEBUG_CHECK_EVERY, GroupLearner, LearnerGroupFailed, form_group
 from pearl.runtime.protocol import Episode, merge_clocks

@@ -15,7 +15,8 @@ from typing import Callable
 
 from pearl.runtime.actors import build_actor
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer
-from pearl.runtime.launcher import Job, LauncherCapabilities, SegmentLauncher
+from pearl.runtime.job import Job, LauncherCapabilities
+from pearl.runtime.launcher import SegmentLauncher
 from pearl.runtime.protocol import Episode, merge_clocks
 from pearl.schedule import ActorShare
 from pearl.traffic import TRANSITIONS, WEIGHTS

@@ -24,7 +24,7 @@ from pearl.run_options import (
     max_actors,
     record_values,
 )
-from pearl.runtime.launcher import Job, Placement
+from pearl.runtime.job import Job, Placement
 from pearl.training.launchers import launcher_capabilities, launcher_name
 from pearl.training.plan_checks import (
     check_backends,

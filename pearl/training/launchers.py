@@ -5,7 +5,8 @@ from __future__ import annotations
 import difflib
 
 from pearl.errors import ConfigError
-from pearl.runtime.launcher import LauncherCapabilities, SegmentLauncher
+from pearl.runtime.job import LauncherCapabilities
+from pearl.runtime.launcher import SegmentLauncher
 
 # launcher name → "module:class"; each module is imported only when its launcher is named, and none imports
 # Ray itself (the Ray launcher's does so inside its functions)

@@ -10,7 +10,7 @@ from pearl.algos import OffPolicyConfig, algorithm
 from pearl.device import HOST_DEVICE, DeviceId, check_slice_use
 from pearl.errors import ConfigError, DeviceError, PlanError
 from pearl.kernels import GROUP_COMM
-from pearl.runtime.launcher import Placement, RoleNodes
+from pearl.runtime.job import Placement, RoleNodes
 from pearl.training.launchers import launcher_capabilities
 from pearl.training.result import TrainResult
 from pearl.types import EnvSpec

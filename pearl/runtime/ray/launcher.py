@@ -19,27 +19,29 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from pearl.adapters.slices import slice_env
 from pearl.device import DeviceId
-from pearl.errors import ConfigError, PearlError
+from pearl.errors import PearlError
 from pearl.runtime.actors import ActorFailed, RestartPolicy, RoleLost
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, latest
-from pearl.runtime.launcher import Job, LauncherCapabilities, LoopStats, RoleNodes, SegmentLauncher
+from pearl.runtime.job import Job, LauncherCapabilities, RoleNodes
+from pearl.runtime.launcher import LoopStats, SegmentLauncher
 from pearl.runtime.learner_group import DEBUG_CHECK_EVERY
 from pearl.runtime.local import raise_on_sigterm
 from pearl.runtime.protocol import Episode, KernelClock, merge_clocks
 from pearl.runtime.ray.learner import RayLearnerHandle, learner_class
-from pearl.runtime.ray.placement import ShardPlacement, check_roles, plan_node_ids
+from pearl.runtime.ray.nodes import await_node_deaths, described, lost_nodes
+from pearl.runtime.ray.placement import (GivenPlacements, Placements, ShardPlacement, check_roles, plan_node_ids,
+                                         plan_placements, role_placements)
 from pearl.runtime.ray.replay_client import remote_shards
 from pearl.runtime.ray.runs import RunNamespace, remove_lost_runs
 from pearl.runtime.ray.session import check_installed, connect, first_line, require_ray, shutdown, start_local_ray
-from pearl.runtime.ray.worker import Collected, WorkerRestarted, worker_class
+from pearl.runtime.ray.worker import (Collected, InFlight, WorkerRestarted, get_from_workers, set_up_again,
+                                      worker_class)
 from pearl.runtime.record import RunRecord
-from pearl.runtime.seeds import ActorSeeds
 from pearl.traffic import CALLS, TRANSITIONS, WEIGHTS
 from pearl.types import TransitionBatch
 
@@ -47,18 +49,6 @@ __all__ = ["RayLauncher"]
 
 STARTUP_TIMEOUT_S = 300.0  # roles are placed, started and set up (envs, act kernel, learner) within this
 STOP_STATE_TIMEOUT_S = 120.0  # an interrupted run's learner hands over its state for the checkpoint within this
-PING_S = 20.0  # a node a role ran on runs a probe task within this, or it is taken for lost (`_await_node_deaths`)
-NODE_DEATH_S = 90.0  # and a node taken for lost is counted dead by Ray within this (its health checks), or left
-
-
-@dataclass
-class _InFlight:
-    """A segment whose collection was asked for: the weights it acts with and each worker's two futures (the
-    batch, then what was measured)."""
-
-    tag: int
-    weights: Any  # the object ref of the published policy
-    futures: list[list[Any]]
 
 
 class RayLauncher(SegmentLauncher):
@@ -116,7 +106,7 @@ class RayLauncher(SegmentLauncher):
         self.member_nodes: list[str] = []  # learners 1 … N − 1 of a learner group, asked from inside each
         self.member_pids: list[int] = []  # their processes'
         self.member_placement = member_placement  # theirs; by default learner 0's (near it)
-        self.inflight: dict[int, _InFlight] = {}
+        self.inflight: dict[int, InFlight] = {}
         self.discarded: list[Any] = []  # futures a worker's death made void (read at stop, so Ray reports none)
         self.episodes: list[Episode] = []
         self.clocks: dict[int, KernelClock] = {}  # each worker's latest clock
@@ -167,8 +157,8 @@ class RayLauncher(SegmentLauncher):
         if self.replay_shards:
             self.shard_handles = remote_shards(self.config, self.spec, self.replay_shards, shards,
                                                self.namespace.options)
-            self.shard_nodes = self._get([h.node_id.remote() for h in self.shard_handles], "setting up",
-                                         STARTUP_TIMEOUT_S)  # asked from inside each shard
+            self.shard_nodes = get_from_workers([h.node_id.remote() for h in self.shard_handles], "setting up",
+                                                STARTUP_TIMEOUT_S)  # asked from inside each shard
         handle = learner_class().options(**learner.options(), **self.namespace.options("learner")).remote(
             self.job, self._learner_devices(), self.shard_handles or None)
         self.role = RayLearnerHandle(handle)
@@ -188,9 +178,10 @@ class RayLauncher(SegmentLauncher):
             i, self.config, self.spec, acts[i], self.job.descriptor_for(acts[i]), sched)
             for i in range(self.job.actors)]
         first = self.role.policy_ref()
-        self.pids = self._get([w.setup.remote(self.seeds.actor(i), sched.steps_before(self.first_segment, i), first)
-                               for i, w in enumerate(self.workers)], "setting up", STARTUP_TIMEOUT_S)
-        self.nodes = self._get([w.node_id.remote() for w in self.workers], "setting up")  # asked from inside
+        setups = [w.setup.remote(self.seeds.actor(i), sched.steps_before(self.first_segment, i), first)
+                  for i, w in enumerate(self.workers)]
+        self.pids = get_from_workers(setups, "setting up", STARTUP_TIMEOUT_S)
+        self.nodes = get_from_workers([w.node_id.remote() for w in self.workers], "setting up")  # asked from inside
         for k in range(self.first_segment, min(self.first_segment + sched.lag + 1, sched.segments)):
             self._submit(k, sched.weights_for(k), first)
 
@@ -215,33 +206,13 @@ class RayLauncher(SegmentLauncher):
             return [self.placement.act] * self.job.actors
         return [self.plan_nodes.worker(i, self.placement.act)[1] for i in range(self.job.actors)]
 
-    def _placements(self, ray: ModuleType) -> tuple[ShardPlacement, list[ShardPlacement], list[ShardPlacement],
-                                                    list[ShardPlacement]]:
-        """The learner's, the other learners' of a group, each replay shard's and each worker's placement: the
-        ones given, else an equal part of the cluster's CPUs, at most one, for each learner and each worker
-        (Ray's CPUs are admission only: the roles share the cores), none for a shard; on a CUDA device a GPU, or
-        an equal part of one for the roles that share it; the learner near the driver where that node can take
-        it, the other learners where Ray puts them. With `plan_nodes`, each role pinned to its plan node
+    def _placements(self, ray: ModuleType) -> Placements:
+        """Each role's placement (`placement.role_placements`), or with `plan_nodes` each pinned to its plan node
         (`_plan_placements`)."""
         if self.plan_nodes is not None:
             return self._plan_placements(ray, self.plan_nodes)
-        have = ray.cluster_resources()
-        learners = self.job.learners
-        cpus = min(1.0, float(have.get("CPU", 1.0)) / (self.job.actors + learners))
-        learn_gpu, act_gpu = self.placement.learn.is_cuda, self.placement.act.is_cuda
-        shared = 1.0 / (self.job.actors + learners) if learn_gpu and act_gpu else None  # one GPU for all of them
-        gpus = max(float(have.get("GPU", 0.0)), 1.0)
-        worker = self.actor_placement or ShardPlacement(
-            num_cpus=cpus, num_gpus=0.0 if not act_gpu else shared or min(1.0, gpus / self.job.actors))
-        here = str(ray.get_runtime_context().get_node_id())
-        learner = self.learner_placement or ShardPlacement(  # a group's learners: a GPU each, or a part of one
-            num_cpus=cpus, num_gpus=0.0 if not learn_gpu else shared or min(1.0, gpus / learners),
-            node_id=here, soft=True)
-        shard = self.replay_placement or ShardPlacement(num_cpus=0)
-        # as learner 0 but placed by Ray: a soft affinity to a busy node would wait for it
-        member = self.member_placement or dataclasses.replace(learner, node_id=None, soft=False)
-        return learner, [member] * (learners - 1), [shard] * self.replay_shards, \
-            [dataclasses.replace(worker, max_restarts=self.restart_policy.limit)] * self.job.actors
+        return role_placements(self.job, self._given(), self.replay_shards, ray.cluster_resources(),
+                               str(ray.get_runtime_context().get_node_id()))
 
     def run(self, record: RunRecord | None = None, progress: Callable[[int], None] | None = None,
             max_seconds: float | None = None) -> LoopStats:
@@ -254,42 +225,15 @@ class RayLauncher(SegmentLauncher):
                 raise SystemExit(128 + signal.SIGTERM) from None
             raise
 
-    def _plan_placements(self, ray: ModuleType, nodes: RoleNodes) -> tuple[
-            ShardPlacement, list[ShardPlacement], list[ShardPlacement], list[ShardPlacement]]:
-        """A cluster plan's placements: every role pinned (hard) to the Ray node of its plan node, each actor
-        worker and each learner of a group to its own (a plan may spread them over nodes); on each node the
-        learners and the workers there share its CPUs equally, at most one each (admission only, as above); a
-        CUDA role a GPU, or an equal part of one with the roles on the same node's same GPU. A sharded replay
-        server: each shard pinned to its own plan node (`RoleNodes.shards`)."""
+    def _plan_placements(self, ray: ModuleType, nodes: RoleNodes) -> Placements:
+        """A cluster plan's placements (`placement.plan_placements`), on the Ray nodes of its plan nodes."""
         self.node_ids = ids = plan_node_ids(nodes.names())
         cpus_of = {n["NodeID"]: float(n.get("Resources", {}).get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")}
-        acts = [nodes.worker(i, self.placement.act) for i in range(self.job.actors)]
-        homes = [nodes.learner] + [nodes.member(r) for r in range(1, self.job.learners)]  # each learner's node
-        on_node = {name: sum(node == name for node, _ in acts) + homes.count(name) for name in nodes.names()}
-        learn_gpu = self.placement.learn.is_cuda
-        learner_gpu = (nodes.learner, self.placement.learn)
+        return plan_placements(self.job, self._given(), self.replay_shards, nodes, ids, cpus_of)
 
-        def cpus(name: str) -> float:
-            return min(1.0, cpus_of.get(ids[name], 0.0) / max(on_node[name], 1))
-
-        def gpus(where: tuple[str, DeviceId]) -> float:  # an equal part of the GPU for every role on it
-            sharing = acts.count(where) + sum(learn_gpu and where == (home, self.placement.learn) for home in homes)
-            return 1.0 / sharing if where[1].is_cuda else 0.0
-
-        workers = [self.actor_placement or ShardPlacement(num_cpus=cpus(node), node_id=ids[node],
-                                                          num_gpus=gpus((node, act))) for node, act in acts]
-        learner = self.learner_placement or ShardPlacement(
-            num_cpus=cpus(nodes.learner), node_id=ids[nodes.learner], num_gpus=gpus(learner_gpu))
-        members = [self.member_placement or ShardPlacement(num_cpus=cpus(home), node_id=ids[home],
-                                                           num_gpus=gpus((home, self.placement.learn)))
-                   for home in homes[1:]]
-        if nodes.shards and len(nodes.shards) != self.replay_shards:
-            raise ConfigError(f"the plan shards the replay server over {len(nodes.shards)} nodes, the launcher was "
-                              f"given {self.replay_shards} replay shards")
-        shard_homes = nodes.shards or (nodes.replay,) * self.replay_shards
-        shards = [self.replay_placement or ShardPlacement(num_cpus=0, node_id=ids[n]) for n in shard_homes]
-        return learner, members, shards, [dataclasses.replace(w, max_restarts=self.restart_policy.limit)
-                                          for w in workers]
+    def _given(self) -> GivenPlacements:
+        return GivenPlacements(self.actor_placement, self.learner_placement, self.replay_placement,
+                               self.member_placement, self.restart_policy.limit)
 
     def stop(self) -> None:
         ray = sys.modules.get("ray")
@@ -303,7 +247,8 @@ class RayLauncher(SegmentLauncher):
                 self._drop_discarded(ray)
                 if role is not None:
                     self._keep_state(role)
-                    self._close_group(role)
+                    if self.job.learners > 1:
+                        role.close_group(STOP_STATE_TIMEOUT_S)
                     ray.kill(role.handle, no_restart=True)
                 for s in shards:
                     ray.kill(s)
@@ -329,14 +274,6 @@ class RayLauncher(SegmentLauncher):
         except (PearlError, OSError):
             self._kept = None
 
-    def _close_group(self, role: RayLearnerHandle) -> None:
-        """Let a learner group's other learners leave before the role goes (they end with it in any case)."""
-        if self.job.learners > 1:
-            try:
-                role._call("close_group", timeout=STOP_STATE_TIMEOUT_S)
-            except (PearlError, OSError):
-                pass
-
     # ------------------------------------------------------------------------------------ recovery
     def _recover(self, lost: RoleLost) -> int:
         """A role that holds the run's state died (the learner, a learner of its group, a replay shard; with
@@ -345,8 +282,8 @@ class RayLauncher(SegmentLauncher):
         written yet), and the loop goes on from the checkpoint's segment. The run then holds the bits a
         `pearl train --resume` from that checkpoint gives. Past the limit, ActorFailed saying what was lost."""
         ray = require_ray()
-        self._await_node_deaths(ray)
-        what = f"{lost}{self._lost_nodes(ray)}"
+        await_node_deaths(ray, self._role_node_ids())
+        what = f"{lost}{lost_nodes(ray, self._role_node_ids())}"
         try:
             self.restart_policy.check_loss(what)
         except ActorFailed as exc:
@@ -390,31 +327,6 @@ class RayLauncher(SegmentLauncher):
 
     def _role_node_ids(self) -> set[str]:
         return {self.learner_node, *self.member_nodes, *self.nodes, *self.shard_nodes} - {None}
-
-    def _await_node_deaths(self, ray: ModuleType) -> None:
-        """Wait until the cluster has made up its mind on every node a role ran on: it runs a task there within
-        `PING_S`, or Ray counts it dead (Ray needs its health checks' time, some seconds, to count a lost
-        node dead; a role placed again meanwhile may be sent to it and fail). A node that does neither within
-        `NODE_DEATH_S` is left to Ray."""
-        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
-        ping = ray.remote(num_cpus=0, max_retries=0)(_here)
-        probes = {node: ping.options(scheduling_strategy=_pinned(node)).remote()
-                  for node in self._role_node_ids() & alive}
-        done, _ = ray.wait(list(probes.values()), num_returns=len(probes), timeout=PING_S)
-        suspects = {node for node, ref in probes.items() if ref not in done or not _answered(ray, ref)}
-        deadline = time.monotonic() + NODE_DEATH_S
-        while suspects and time.monotonic() < deadline:
-            time.sleep(0.5)
-            suspects &= {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
-        for ref in probes.values():
-            if ref not in done:
-                ray.cancel(ref, force=True)
-
-    def _lost_nodes(self, ray: ModuleType) -> str:
-        """', node NODE (ADDRESS) lost' for each node a role ran on that the cluster no longer counts alive."""
-        ours = self._role_node_ids()
-        dead = [n for n in ray.nodes() if n["NodeID"] in ours and not n.get("Alive")]
-        return "".join(f", node {n['NodeID'][:8]} ({n.get('NodeManagerAddress', '?')}) lost" for n in dead)
 
     def _kill_roles(self, ray: ModuleType) -> None:
         """Kill every role of the run (not its lease): they are placed again from a checkpoint."""
@@ -462,7 +374,7 @@ class RayLauncher(SegmentLauncher):
 
     # ------------------------------------------------------------------------------ the schedule's hooks
     def _submit(self, k: int, tag: int, weights: Any) -> None:
-        self.inflight[k] = _InFlight(tag, weights, [self._ask(w, k, tag, weights) for w in self.workers])
+        self.inflight[k] = InFlight(tag, weights, [self._ask(w, k, tag, weights) for w in self.workers])
         self.sent.add(CALLS, len(self.workers))
 
     @staticmethod
@@ -543,16 +455,12 @@ class RayLauncher(SegmentLauncher):
         return "learner 0" if self.job.learners > 1 else "learner"
 
     def role_nodes(self) -> dict[str, str]:
-        """Each role's node, as each role reported it: the id's first 8 hex digits and the node's address."""
-        ray = require_ray()
-        address = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in ray.nodes()}
-        plan_name = {node: f", plan node {name}" for name, node in self.node_ids.items()}
+        """Each role's node, as each role reported it (`nodes.described`)."""
         named = [(self._learner_name, self.learner_node)]
         named += [(f"learner {r}", n) for r, n in enumerate(self.member_nodes, 1)]
         named += [(f"actor worker {i}", n) for i, n in enumerate(self.nodes)]
         named += [(f"replay shard {i}", n) for i, n in enumerate(self.shard_nodes)]
-        return {role: f"node {node[:8]} ({address.get(node, '?')}{plan_name.get(node, '')})"
-                for role, node in named if node is not None}
+        return described(require_ray(), named, self.node_ids)
 
     # ------------------------------------------------------------------------------------ failures
     def _result(self, k: int, i: int) -> Collected:
@@ -562,19 +470,16 @@ class RayLauncher(SegmentLauncher):
             try:
                 return ray.get(self.inflight[k].futures[i][1])
             except ray.exceptions.RayActorError as exc:
-                self._restart(k, i, f"died: {first_line(exc)}{self._lost_nodes(ray)}")
+                self._restart(k, i, f"died: {first_line(exc)}{lost_nodes(ray, self._role_node_ids())}")
             except ray.exceptions.RayTaskError as exc:
                 cause = exc.cause if exc.cause is not None else exc
                 if isinstance(cause, WorkerRestarted):  # it died after the call was sent; Ray restarted it
                     self._restart(k, i, "died (Ray restarted it)")
                     continue
                 reason = f"failed: {type(cause).__name__}: {first_line(cause)}"
-                self._check_restart_limit(i, reason)
+                self.restart_policy.check(i, reason)
                 ray.kill(self.workers[i], no_restart=False)  # its state is unknown: Ray starts it afresh
                 self._restart(k, i, reason)
-
-    def _check_restart_limit(self, i: int, reason: str) -> None:
-        self.restart_policy.check(i, reason)
 
     def _restart(self, k: int, i: int, reason: str) -> None:
         """Set worker i up again (Ray restarted its process) at the rows the learner received from it, and ask
@@ -584,61 +489,9 @@ class RayLauncher(SegmentLauncher):
             self.retired.append(self.clocks.pop(i))
         seed = self.seeds.actor(i, restarts)
         worker = self.workers[i]
-        self.pids[i], self.nodes[i] = self._setup_restarted(i, seed, self.schedule.steps_before(k, i),
-                                                            self.inflight[k].weights)
+        self.pids[i], self.nodes[i] = set_up_again(worker, i, self.pids[i], seed, self.schedule.steps_before(k, i),
+                                                   self.inflight[k].weights, STARTUP_TIMEOUT_S)
         for j in sorted(self.inflight):
             flight = self.inflight[j]
             self.discarded.extend(flight.futures[i])
             flight.futures[i] = self._ask(worker, j, flight.tag, flight.weights)
-
-    def _setup_restarted(self, i: int, seed: ActorSeeds, collected: int, weights: Any) -> list[Any]:
-        """Wait until Ray runs worker i in a new process (its pid changed: a killed one may still answer for a
-        moment), then set it up; the new pid and node. Calls that reach it while it restarts are sent again."""
-        ray, worker, old = require_ray(), self.workers[i], self.pids[i]
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            try:
-                if ray.get(worker.pid.remote()) != old:
-                    return self._get([worker.setup.remote(seed, collected, weights), worker.node_id.remote()],
-                                     "restarting")
-            except ray.exceptions.ActorUnavailableError:
-                pass
-            except ray.exceptions.RayActorError as exc:
-                raise ActorFailed(f"actor {i} could not be restarted: {first_line(exc)}") from None
-            if time.monotonic() > deadline:
-                raise ActorFailed(f"actor {i} was not restarted within {STARTUP_TIMEOUT_S:.0f} s")
-            time.sleep(0.05)
-
-    def _get(self, refs: list[Any], doing: str, timeout: float | None = None) -> list[Any]:
-        """``ray.get``; a worker's error (or death) while `doing` ends the run with its message."""
-        ray = require_ray()
-        try:
-            return ray.get(refs, timeout=timeout)
-        except ray.exceptions.GetTimeoutError:
-            raise ActorFailed(f"the actor workers were not running after {timeout:.0f} s {doing}: the cluster may "
-                              "lack the resources they ask for (`ray status` shows what is pending)") from None
-        except ray.exceptions.RayTaskError as exc:
-            cause = exc.cause if exc.cause is not None else exc
-            if isinstance(cause, PearlError):
-                raise cause from None
-            raise ActorFailed(f"an actor worker failed {doing}: {type(cause).__name__}: {first_line(cause)}") \
-                from None
-        except ray.exceptions.RayActorError as exc:
-            raise ActorFailed(f"an actor worker died {doing}: {first_line(exc)}") from None
-
-
-def _here() -> bool:
-    return True
-
-
-def _pinned(node: str) -> Any:
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    return NodeAffinitySchedulingStrategy(node, soft=False)
-
-
-def _answered(ray: ModuleType, ref: Any) -> bool:
-    try:
-        return bool(ray.get(ref, timeout=0))
-    except Exception:  # noqa: BLE001 - any failure of the probe: the node did not run it
-        return False

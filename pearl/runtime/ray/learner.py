@@ -24,7 +24,7 @@ from pearl.adapters.group import JOIN_GRACE_S, LearnerArgs, run
 from pearl.device import DeviceId
 from pearl.errors import ConfigError, PearlError
 from pearl.runtime.checkpoint import Checkpoint
-from pearl.runtime.launcher import Job
+from pearl.runtime.job import Job
 from pearl.runtime.learner_group import GroupLearner, form_group
 from pearl.runtime.learner_role import LearnerRole, LearnerStatus
 from pearl.runtime.actors import ActorFailed, RoleLost
@@ -174,6 +174,14 @@ class RayLearnerHandle:
             done, self.pending = ray.wait(self.pending, num_returns=len(self.pending), timeout=0)
             for ref in done:
                 _role_get(ref)
+
+    def close_group(self, timeout: float) -> None:
+        """Let a learner group's other learners leave before the role goes (they end with it in any case); best
+        effort."""
+        try:
+            self._call("close_group", timeout=timeout)
+        except (PearlError, OSError):
+            pass
 
     def drain(self, timeout: float | None = None) -> None:
         """Wait for every per-segment call sent so far and raise the first error among them: before the run's

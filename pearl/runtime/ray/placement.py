@@ -11,14 +11,16 @@ are logical: they decide admission, not which cores a role's process uses.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pearl.device import DeviceId
 from pearl.errors import ConfigError
-from pearl.runtime.launcher import RoleNodes
+from pearl.runtime.job import Job, RoleNodes
 from pearl.runtime.ray.session import require_ray
 
-__all__ = ["ShardPlacement", "check_placements", "check_roles", "plan_node_ids"]
+__all__ = ["GivenPlacements", "Placements", "ShardPlacement", "check_placements", "check_roles", "plan_node_ids",
+           "plan_placements", "role_placements"]
 
 
 @dataclass(frozen=True)
@@ -111,3 +113,77 @@ def check_roles(roles: Sequence[tuple[str, ShardPlacement]]) -> None:
             if total > have.get(res, 0.0) + 1e-9:
                 raise ConfigError(f"{name} cannot be placed on node {p.node_id}: it has {have.get(res, 0.0):g} "
                                   f"{res}, the roles pinned to it up to this one ask for {total:g}")
+
+
+#: the learner's, the other learners' of a group, each replay shard's and each actor worker's placement
+Placements = tuple[ShardPlacement, list[ShardPlacement], list[ShardPlacement], list[ShardPlacement]]
+
+
+@dataclass(frozen=True)
+class GivenPlacements:
+    """What the launcher was given: a placement for every actor worker, the learner, every replay shard and
+    learners 1 … N − 1 of a group, each winning over the computed one where given; and how often Ray restarts
+    a dead worker."""
+
+    actor: ShardPlacement | None = None
+    learner: ShardPlacement | None = None
+    replay: ShardPlacement | None = None
+    member: ShardPlacement | None = None
+    restarts: int = 0
+
+
+def role_placements(job: Job, given: GivenPlacements, replay_shards: int, have: dict[str, float],
+                    here: str) -> Placements:
+    """The roles' placements on a cluster with resources `have`: the ones given, else an equal part of the
+    cluster's CPUs, at most one, for each learner and each worker (Ray's CPUs are admission only: the roles share
+    the cores), none for a shard; on a CUDA device a GPU, or an equal part of one for the roles that share it;
+    the learner near the driver (node `here`) where that node can take it, the other learners where Ray puts
+    them."""
+    learners, placement = job.learners, job.placement
+    cpus = min(1.0, float(have.get("CPU", 1.0)) / (job.actors + learners))
+    learn_gpu, act_gpu = placement.learn.is_cuda, placement.act.is_cuda
+    shared = 1.0 / (job.actors + learners) if learn_gpu and act_gpu else None  # one GPU for all of them
+    gpus = max(float(have.get("GPU", 0.0)), 1.0)
+    worker = given.actor or ShardPlacement(
+        num_cpus=cpus, num_gpus=0.0 if not act_gpu else shared or min(1.0, gpus / job.actors))
+    learner = given.learner or ShardPlacement(  # a group's learners: a GPU each, or a part of one
+        num_cpus=cpus, num_gpus=0.0 if not learn_gpu else shared or min(1.0, gpus / learners),
+        node_id=here, soft=True)
+    shard = given.replay or ShardPlacement(num_cpus=0)
+    # as learner 0 but placed by Ray: a soft affinity to a busy node would wait for it
+    member = given.member or replace(learner, node_id=None, soft=False)
+    return learner, [member] * (learners - 1), [shard] * replay_shards, \
+        [replace(worker, max_restarts=given.restarts)] * job.actors
+
+
+def plan_placements(job: Job, given: GivenPlacements, replay_shards: int, nodes: RoleNodes, ids: dict[str, str],
+                    cpus_of: dict[str, float]) -> Placements:
+    """A cluster plan's placements: every role pinned (hard) to the Ray node of its plan node (`ids`), each actor
+    worker and each learner of a group to its own (a plan may spread them over nodes); on each node the
+    learners and the workers there share its CPUs (`cpus_of`, by Ray node id) equally, at most one each
+    (admission only, as above); a CUDA role a GPU, or an equal part of one with the roles on the same node's
+    same GPU. A sharded replay server: each shard pinned to its own plan node (`RoleNodes.shards`)."""
+    learn = job.placement.learn
+    acts = [nodes.worker(i, job.placement.act) for i in range(job.actors)]
+    homes = [nodes.learner] + [nodes.member(r) for r in range(1, job.learners)]  # each learner's node
+    on_node = {name: sum(node == name for node, _ in acts) + homes.count(name) for name in nodes.names()}
+
+    def cpus(name: str) -> float:
+        return min(1.0, cpus_of.get(ids[name], 0.0) / max(on_node[name], 1))
+
+    def gpus(where: tuple[str, DeviceId]) -> float:  # an equal part of the GPU for every role on it
+        sharing = acts.count(where) + sum(learn.is_cuda and where == (home, learn) for home in homes)
+        return 1.0 / sharing if where[1].is_cuda else 0.0
+
+    workers = [given.actor or ShardPlacement(num_cpus=cpus(node), node_id=ids[node], num_gpus=gpus((node, act)))
+               for node, act in acts]
+    learner = given.learner or ShardPlacement(num_cpus=cpus(nodes.learner), node_id=ids[nodes.learner],
+                                              num_gpus=gpus((nodes.learner, learn)))
+    members = [given.member or ShardPlacement(num_cpus=cpus(home), node_id=ids[home], num_gpus=gpus((home, learn)))
+               for home in homes[1:]]
+    if nodes.shards and len(nodes.shards) != replay_shards:
+        raise ConfigError(f"the plan shards the replay server over {len(nodes.shards)} nodes, the launcher was "
+                          f"given {replay_shards} replay shards")
+    shard_homes = nodes.shards or (nodes.replay,) * replay_shards
+    shards = [given.replay or ShardPlacement(num_cpus=0, node_id=ids[n]) for n in shard_homes]
+    return learner, members, shards, [replace(w, max_restarts=given.restarts) for w in workers]

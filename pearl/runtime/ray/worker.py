@@ -18,6 +18,7 @@ needs a newer version than it holds.
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,9 +28,9 @@ import numpy as np
 from pearl.algos.base import OffPolicyConfig
 from pearl.device import DeviceId
 from pearl.errors import PearlError
-from pearl.runtime.actors import actor_adapter, build_actor
+from pearl.runtime.actors import ActorFailed, actor_adapter, build_actor
 from pearl.runtime.protocol import Episode
-from pearl.runtime.ray.session import remote_class, require_ray
+from pearl.runtime.ray.session import first_line, remote_class, require_ray
 from pearl.runtime.seeds import ActorSeeds
 from pearl.schedule import ActorShare, Schedule
 from pearl.types import EnvSpec, Params, TransitionBatch, WeightSnapshot
@@ -53,6 +54,16 @@ class Collected:
     nbytes: int = 0  # the batch's bytes
     loads: int = 0  # weight versions the worker fetched so far, and their bytes (`pearl.traffic`)
     load_bytes: int = 0
+
+
+@dataclass
+class InFlight:
+    """A segment whose collection was asked for: the weights it acts with and each worker's two futures (the
+    batch, then what was measured)."""
+
+    tag: int
+    weights: Any  # the object ref of the published policy
+    futures: list[list[Any]]
 
 
 def worker_class() -> Any:
@@ -150,3 +161,42 @@ def concat(parts: list[TransitionBatch], spec: EnvSpec, actor_id: int) -> Transi
     fields = ("obs", "action", "reward", "next_obs", "terminated")
     return TransitionBatch(*(np.concatenate([getattr(p, f) for p in parts]) for f in fields), actor_id,
                            parts[0].policy_version)
+
+
+def get_from_workers(refs: list[Any], doing: str, timeout: float | None = None) -> list[Any]:
+    """``ray.get`` of what actor workers (or other roles) answer; an error or a death while `doing` ends the run
+    with its message (a PearlError as it was raised, anything else as ActorFailed)."""
+    ray = require_ray()
+    try:
+        return ray.get(refs, timeout=timeout)
+    except ray.exceptions.GetTimeoutError:
+        raise ActorFailed(f"the actor workers were not running after {timeout:.0f} s {doing}: the cluster may "
+                          "lack the resources they ask for (`ray status` shows what is pending)") from None
+    except ray.exceptions.RayTaskError as exc:
+        cause = exc.cause if exc.cause is not None else exc
+        if isinstance(cause, PearlError):
+            raise cause from None
+        raise ActorFailed(f"an actor worker failed {doing}: {type(cause).__name__}: {first_line(cause)}") from None
+    except ray.exceptions.RayActorError as exc:
+        raise ActorFailed(f"an actor worker died {doing}: {first_line(exc)}") from None
+
+
+def set_up_again(worker: Any, i: int, old_pid: int, seed: ActorSeeds, collected: int, weights: Any,
+                 timeout: float) -> list[Any]:
+    """Wait until Ray runs worker i in a new process (its pid is no longer `old_pid`: a killed one may still
+    answer for a moment), then set it up at `collected` rows with `seed` and `weights`; its new pid and node.
+    Calls that reach it while it restarts are sent again."""
+    ray = require_ray()
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if ray.get(worker.pid.remote()) != old_pid:
+                return get_from_workers([worker.setup.remote(seed, collected, weights), worker.node_id.remote()],
+                                        "restarting")
+        except ray.exceptions.ActorUnavailableError:
+            pass
+        except ray.exceptions.RayActorError as exc:
+            raise ActorFailed(f"actor {i} could not be restarted: {first_line(exc)}") from None
+        if time.monotonic() > deadline:
+            raise ActorFailed(f"actor {i} was not restarted within {timeout:.0f} s")
+        time.sleep(0.05)

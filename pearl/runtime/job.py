@@ -1,0 +1,124 @@
+"""What a launcher runs and what it can do: the `Job` (one algorithm's roles on their devices, and the schedule
+they follow), its `Placement` (the device of each role's kernels), a cluster plan's `RoleNodes` (the plan node
+of each role, found on Ray by `NODE_RESOURCE`), and the `LauncherCapabilities` each launcher class declares.
+Plain values: the training layer builds them, every launcher reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pearl.algos.base import OffPolicyConfig
+from pearl.device import HOST, DeviceId
+from pearl.runtime.checkpoint import Checkpoint, learning_resumes_at
+from pearl.schedule import DEFAULT_LAG, Schedule
+from pearl.types import EnvSpec
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Device of each role's kernels. The replay kernels share one device: their storage lives there."""
+
+    act: DeviceId
+    replay: DeviceId
+    learn: DeviceId
+
+    @classmethod
+    def single(cls, device: DeviceId) -> "Placement":
+        return cls(device, device, device)
+
+    def devices(self) -> list[DeviceId]:
+        return sorted({self.act, self.replay, self.learn}, key=str)
+
+    def to_dict(self) -> dict[str, str]:
+        """The placement as config.json and the run record write it: device ids as text."""
+        return {"act": str(self.act), "replay_insert": str(self.replay), "replay_sample": str(self.replay),
+                "priority_update": str(self.replay), "learn": str(self.learn), "env_step": HOST}
+
+
+#: a Ray node is plan node NAME when it carries this custom resource (``ray start --resources
+#: '{"pearl_node_NAME": 1}'``): the name the plan gives the node, set by whoever starts the node
+NODE_RESOURCE = "pearl_node_{}"
+
+
+@dataclass(frozen=True)
+class RoleNodes:
+    """The plan node of each role of a cluster plan. `workers`: each actor worker's (plan node, act device on
+    that node), in worker order, where the plan spreads the actors over nodes; empty: every worker on `actors`,
+    acting on the job's act device. `shards`: the plan node of each replay shard of a sharded replay server."""
+
+    actors: str
+    replay: str
+    learner: str
+    workers: tuple[tuple[str, DeviceId], ...] = ()
+    #: the plan node of each replay shard, in shard order, where the plan shards the replay server; empty: one
+    #: replay server, on `replay`
+    shards: tuple[str, ...] = ()
+    #: the plan node of learners 1 … N − 1 of a learner group spread over the nodes (one learner on every
+    #: node); empty: every learner of a group on `learner`
+    learners: tuple[str, ...] = ()
+
+    def names(self) -> list[str]:
+        return sorted({self.actors, self.replay, self.learner, *(node for node, _ in self.workers), *self.shards,
+                       *self.learners})
+
+    def member(self, rank: int) -> str:
+        """Learner `rank` (≥ 1) of a group's plan node (the learner's beyond the plan's group)."""
+        return self.learners[rank - 1] if rank <= len(self.learners) else self.learner
+
+    def worker(self, i: int, act: DeviceId) -> tuple[str, DeviceId]:
+        """Worker i's plan node and act device (`act`: the job's, for a plan that does not spread them)."""
+        return self.workers[i] if self.workers else (self.actors, act)
+
+    @staticmethod
+    def resource(name: str) -> str:
+        return NODE_RESOURCE.format(name)
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a launcher runs: one algorithm's roles on their devices, and the schedule they follow."""
+
+    config: OffPolicyConfig
+    spec: EnvSpec
+    placement: Placement
+    seed: int
+    actors: int = 1
+    threads: int | None = None  # CPU threads one kernel may use
+    descriptor: str | None = None  # the kernel binary an OpenCL device loads
+    learn: bool = True  # False: collect only (no updates)
+    policy_lag: int = DEFAULT_LAG
+    segment_steps: int | None = None  # None: the schedule's own choice
+    eval_every: int = 0  # env steps between in-training evaluations (0: none)
+    eval_episodes: int = 10  # episodes of each in-training evaluation
+    learners: int = 1  # learners training together, each on its rows of every batch (`pearl.runtime.learner_group`)
+
+    def schedule(self, resume: Checkpoint | None = None) -> Schedule:
+        return Schedule.for_config(self.config, self.actors, self.policy_lag, self.segment_steps,
+                                   learning_resumes_at(self.config.learning_starts, resume))
+
+    def descriptor_for(self, device: DeviceId) -> str | None:
+        return self.descriptor if device.is_opencl else None
+
+
+@dataclass(frozen=True)
+class LauncherCapabilities:
+    """What a launcher can do, declared by its class (`SegmentLauncher.capabilities`): the options pearl accepts
+    for it, and what it says of a run, follow from these, never from the launcher's name."""
+
+    concurrent_roles: bool = False
+    """The actors run beside the learner, in processes of their own, while it trains (as a plan assumes);
+    False: every role runs in turn in the learner's process (act included)."""
+    replay_shards: bool = False
+    """Replay can be a replay server of shard actors (`--replay-shards`), and a plan's replay server on a node
+    of its own."""
+    cluster_plans: bool = False
+    """Roles can run on the nodes of a cluster: it joins a cluster at an address and runs cluster plans."""
+    actor_restarts: bool = False
+    """An actor that dies is started again, up to `max_restarts` times (`RestartPolicy`)."""
+    learner_group: bool = False
+    """Several learners train one policy together (`--learners N`, `pearl.runtime.learner_group`)."""
+    traffic: str = field(default="sequential", compare=False)
+    """The name of its traffic statement in `pearl.traffic.STATEMENTS`: what it sends on each edge a segment,
+    which the planner prices and its run counts (`LoopStats.traffic`). Not an ability: two launchers that can
+    do the same things compare equal whatever they send."""
