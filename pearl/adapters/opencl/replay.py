@@ -57,7 +57,7 @@ from pearl.adapters.base import ReplayKernels, check_state, host_array
 from pearl.adapters.opencl.runtime import CLRuntime
 from pearl.algos.base import OffPolicyConfig
 from pearl.replay.index import _check_float
-from pearl.replay.sumtree import as_indices, as_priorities, check_int, tree_depth
+from pearl.replay.sumtree import SumTreeBase, as_indices, as_priorities, check_int
 from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch
 
 __all__ = ["DeviceSumTree", "OpenCLReplay", "MAX_BATCH", "MAX_CAPACITY"]
@@ -92,16 +92,15 @@ def _whole(x: cla.Array, dtype: type, name: str) -> cla.Array:
     return x
 
 
-class DeviceSumTree:
+class DeviceSumTree(SumTreeBase):
     """K-ary float32 sum tree over ``capacity`` leaves in one device buffer (layout in the module docstring)."""
 
     def __init__(self, rt: CLRuntime, capacity: int, arity: int = 16, max_group: int = GROUP_SIZE) -> None:
         """max_group caps the work-items of a write's group (lower it for a compiler that assumes fewer)."""
+        super().__init__(capacity, arity)
         self.rt = rt
-        self._capacity = check_int("capacity", capacity, 1)
-        self._arity = check_int("arity", arity, 2)
         self._max_group = check_int("max_group", max_group, 1)
-        self._depth = depth = tree_depth(self._capacity, self._arity)
+        depth = self._depth
         self._offsets = tuple(sum(self._arity**e for e in range(d)) for d in range(depth + 1))
         nodes = self._offsets[depth] + self._arity**depth
         if nodes > _INT32_MAX:  # kernels index the tree with int
@@ -112,19 +111,6 @@ class DeviceSumTree:
         self._groups: dict[str, int] = {}  # per write kernel, its largest group here, found on first use
 
     # ------------------------------------------------------------------ properties
-    @property
-    def capacity(self) -> int:
-        return self._capacity
-
-    @property
-    def arity(self) -> int:
-        return self._arity
-
-    @property
-    def depth(self) -> int:
-        """Number of levels below the root."""
-        return self._depth
-
     @property
     def offsets(self) -> tuple[int, ...]:
         """Where each level starts in `buffer`, root level first."""
@@ -197,21 +183,12 @@ class DeviceSumTree:
                        self.rt.to_device(idx.astype(np.int32)), out)
         return out.get()
 
-    def find_prefix_sum(self, values: np.ndarray) -> np.ndarray:
-        """Leaf index (int64) for each value in [0, total], looked up on the device (values rounded to float32)."""
-        vals = np.asarray(values, dtype=np.float64)
-        if vals.ndim != 1:
-            raise ValueError(f"values must be 1-D, got shape {vals.shape}")
-        if vals.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        total = self._checked_total()
-        lo, hi = vals.min(), vals.max()
-        if not (lo >= 0.0 and hi <= total):  # also rejects NaN
-            raise ValueError(f"values must lie in [0, total={total!r}], got range [{lo!r}, {hi!r}]")
+    def _find(self, values: np.ndarray) -> np.ndarray:
+        """Looked up on the device, the values rounded to float32."""
         # total is a float32, so rounding a value <= total to float32 keeps it <= total.
-        out = self.rt.zeros(vals.size, np.int32)
-        self.rt.launch("sumtree_find", vals.size, self.buffer, self._arity, self._depth, self._capacity,
-                       self.rt.to_device(vals.astype(np.float32)), out)
+        out = self.rt.zeros(values.size, np.int32)
+        self.rt.launch("sumtree_find", values.size, self.buffer, self._arity, self._depth, self._capacity,
+                       self.rt.to_device(values.astype(np.float32)), out)
         return out.get().astype(np.int64)
 
     def sample_device(self, batch_size: int, key: int, call: int, out: cla.Array | None = None) -> cla.Array:
@@ -230,14 +207,6 @@ class DeviceSumTree:
         self.rt.launch("sumtree_sample", batch_size, self.buffer, self._arity, self._depth, self._capacity,
                        np.uint32(key & _U32), np.uint32(call & _U32), np.float32(1.0 / batch_size), out)
         return out
-
-    def _checked_total(self) -> float:
-        total = self.total
-        if not total > 0.0:
-            raise ValueError("cannot sample or search a sum tree whose total priority is 0")
-        if not np.isfinite(total):
-            raise ValueError(f"sum tree total is not finite ({total!r}); priorities are too large")
-        return total
 
 
 @dataclass
