@@ -56,7 +56,7 @@ import pyopencl.array as cla
 from pearl.adapters.base import ReplayKernels, check_state, host_array
 from pearl.adapters.opencl.runtime import CLRuntime
 from pearl.algos.base import OffPolicyConfig
-from pearl.replay.index import _check_float
+from pearl.replay.index import Ring, _check_float
 from pearl.replay.sumtree import SumTreeBase, as_indices, as_priorities, check_int
 from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch
 
@@ -260,8 +260,7 @@ class OpenCLReplay(ReplayKernels):
             self._max_priority = rt.to_device(np.ones(1, dtype=np.float32))
         # Uniform replay's gather takes no tree, but a kernel argument must be a buffer.
         self._no_tree = rt.zeros(1, np.float32)
-        self._position = 0
-        self._size = 0
+        self._ring = Ring(cap)
         self._call = 0
         self._batches: dict[int, _Buffers] = {}
         self._row_width = 2 * self._obs_dim + self._act_width + 2  # one transition in an upload, in words
@@ -270,7 +269,7 @@ class OpenCLReplay(ReplayKernels):
     # ------------------------------------------------------------------ properties
     @property
     def size(self) -> int:
-        return self._size
+        return self._ring.size
 
     @property
     def capacity(self) -> int:
@@ -292,9 +291,8 @@ class OpenCLReplay(ReplayKernels):
         if m == 0:
             return
         keep = max(0, m - self._capacity)  # an oversized batch: only its newest `capacity` rows survive
-        n, start = m - keep, (self._position + keep) % self._capacity
-        self._position = (self._position + m) % self._capacity
-        self._size = min(self._size + m, self._capacity)
+        n, start = m - keep, (self._ring.position + keep) % self._capacity
+        self._ring.advance(m)
         stage = self._staging
         if stage is None or stage.slots.size != n:
             stage = self._staging = _Staging(self.rt.zeros((n, self._row_width), np.uint32),
@@ -324,7 +322,7 @@ class OpenCLReplay(ReplayKernels):
         if batch_size > MAX_BATCH:
             raise ValueError(f"batch_size must be <= {MAX_BATCH}, got {batch_size}")
         beta = _check_float("beta", beta, 0.0)
-        if self._size == 0:
+        if self._ring.size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
         call = self._call
         self._call += 1
@@ -334,7 +332,7 @@ class OpenCLReplay(ReplayKernels):
             tree, leaf_offset = self.tree.buffer, self.tree.leaf_offset
         else:
             self.rt.launch("replay_sample_uniform", batch_size, np.uint32(self._key), np.uint32(call & _U32),
-                           self._size, out.slots)
+                           self._ring.size, out.slots)
             tree, leaf_offset = self._no_tree, 0
         s = self._store
         self.rt.launch("replay_gather", batch_size, s.obs, s.action, s.reward, s.next_obs, s.terminated, out.slots,
@@ -364,14 +362,14 @@ class OpenCLReplay(ReplayKernels):
         if idx.size == 0:
             return
         # Work-item 0 sets the leaves in order (last duplicate wins; the running max needs no atomics).
-        self.tree.write("replay_set_priorities", idx.size, self._size, idx, td, idx.size, self._alpha, self._eps,
+        self.tree.write("replay_set_priorities", idx.size, self._ring.size, idx, td, idx.size, self._alpha, self._eps,
                         self._max_priority)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> Params:
-        n, s = self._size, self._store
+        n, s = self._ring.size, self._store
         out: Params = {name: getattr(s, name).get(queue=self.rt.queue)[:n].copy() for name in _FIELDS}
-        out.update(position=np.asarray(self._position), size=np.asarray(n),
+        out.update(position=np.asarray(self._ring.position), size=np.asarray(n),
                    sampler=np.asarray([self._key, self._call], dtype=np.int64))
         if self.tree is not None:
             out["priorities"] = self.tree.get(np.arange(n))
@@ -381,10 +379,8 @@ class OpenCLReplay(ReplayKernels):
     def load_state_dict(self, state: Params) -> None:
         if "size" not in state:
             raise ValueError("replay state lacks 'size'")
-        n = int(state["size"])
-        position = int(state.get("position", -1))
-        if not (0 <= n <= self._capacity and 0 <= position < self._capacity):
-            raise ValueError(f"replay state has size {n}, position {position}: outside capacity {self._capacity}")
+        ring = Ring.restored(self._capacity, int(state.get("position", -1)), int(state["size"]), "replay state")
+        n = ring.size
         expected = {"obs": (n, self._obs_dim), "action": (n, *self._act_shape), "reward": (n,),
                     "next_obs": (n, self._obs_dim), "terminated": (n,), "sampler": (2,)}
         if self.tree is not None:
@@ -401,7 +397,7 @@ class OpenCLReplay(ReplayKernels):
         if self.tree is not None:
             self._max_priority.set(np.asarray([state["max_priority"]], dtype=np.float32), queue=self.rt.queue)
         self._key, self._call = (int(x) for x in np.asarray(state["sampler"]))
-        self._position, self._size = position, n
+        self._ring = ring
 
     # ------------------------------------------------------------------ helpers
     def _allocate(self, rows: int) -> _Buffers:
@@ -435,8 +431,7 @@ class OpenCLReplay(ReplayKernels):
         td = np.asarray(host_array(td_errors), dtype=np.float64)
         if idx.ndim != 1 or td.shape != idx.shape:
             raise ValueError(f"indices and td_errors must be 1-D of equal length, got {idx.shape} and {td.shape}")
-        if idx.size and idx.dtype.kind in "iu" and idx.max() >= self._size:
-            raise ValueError(f"slot {int(idx.max())} has never been written (size is {self._size})")
+        self._ring.check_written(idx)
         idx = as_indices(idx, self._capacity)  # dtype and range
         if not np.isfinite(td).all():
             raise ValueError("td_errors must be finite")
