@@ -174,17 +174,19 @@ class FieldChecker:
         shown = "" if got is ... else f", got {got!r}"
         raise self.error(f"{self.where}: field '{path or '<top>'}' must be {expected}{shown}")
 
-    def text(self, d: dict, key: str, prefix: str = "") -> str:
+    def checked(self, d: dict, key: str, prefix: str, ok: Callable[[Any], bool], expected: str) -> Any:
+        """d[key] when ok(it) holds (a missing key is None), else the failure naming the field and `expected`."""
         value = d.get(key)
-        if not isinstance(value, str) or not value:
-            self.fail(field_path(prefix, key), "a non-empty string", value)
+        if not ok(value):
+            self.fail(field_path(prefix, key), expected, value)
         return value
 
+    def text(self, d: dict, key: str, prefix: str = "") -> str:
+        return self.checked(d, key, prefix, lambda v: isinstance(v, str) and v != "", "a non-empty string")
+
     def integer(self, d: dict, key: str, prefix: str = "", minimum: int = 0, maximum: int = MAX_INT) -> int:
-        value = d.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-            self.fail(field_path(prefix, key), f"an integer from {minimum} to {maximum}", value)
-        return value
+        return self.checked(d, key, prefix, lambda v: is_int(v) and minimum <= v <= maximum,
+                            f"an integer from {minimum} to {maximum}")
 
     def number(self, d: dict, key: str, prefix: str = "", positive: bool = False) -> float:
         value = d.get(key)
@@ -194,22 +196,20 @@ class FieldChecker:
         return number
 
     def flag(self, d: dict, key: str, prefix: str = "") -> bool:
-        value = d.get(key)
-        if not isinstance(value, bool):
-            self.fail(field_path(prefix, key), "true or false", value)
-        return value
+        return self.checked(d, key, prefix, lambda v: isinstance(v, bool), "true or false")
 
     def member(self, d: dict, key: str, prefix: str, allowed: set[str]) -> str:
-        value = d.get(key)
-        if not isinstance(value, str) or value not in allowed:  # a list or object is unhashable: no `in`
-            self.fail(field_path(prefix, key), f"one of {', '.join(sorted(allowed))}", value)
-        return value
+        # only a string is looked up: a list or object is unhashable, no `in`
+        return self.checked(d, key, prefix, lambda v: isinstance(v, str) and v in allowed,
+                            f"one of {', '.join(sorted(allowed))}")
 
     def mapping(self, d: dict, key: str, prefix: str = "") -> dict:
-        value = d.get(key)
-        if not isinstance(value, dict):
-            self.fail(field_path(prefix, key), "an object", value)
-        return value
+        return self.checked(d, key, prefix, lambda v: isinstance(v, dict), "an object")
+
+
+def is_int(value: Any) -> bool:
+    """An int that is not a bool (JSON's true is no count)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def field_path(prefix: str, key: str) -> str:

@@ -68,7 +68,7 @@ from typing import Any
 
 from pearl.device import HOST_RESOURCE, DeviceKind
 from pearl.errors import PearlError
-from pearl.fileio import MAX_INT, FieldChecker, field_path, read_json, write_json_atomic
+from pearl.fileio import MAX_INT, FieldChecker, field_path, is_int, read_json, write_json_atomic
 from pearl.kernels import TIMING_NAMES
 
 SCHEMA = "pearl.profile/1"
@@ -458,17 +458,13 @@ class _Validator(FieldChecker):
             yield f"{name}[{i}]", item
 
     def optional_text(self, d: dict, key: str, prefix: str) -> str | None:
-        value = d.get(key)
-        if value is not None and not isinstance(value, str):
-            self.fail(field_path(prefix, key), "a string or null", value)
-        return value
+        return self.checked(d, key, prefix, lambda v: v is None or isinstance(v, str), "a string or null")
 
     def int_list(self, d: dict, key: str, prefix: str) -> list[int]:
-        value = d.get(key)
-        if not isinstance(value, list) or not value or \
-                not all(isinstance(x, int) and not isinstance(x, bool) and 0 < x <= MAX_INT for x in value):
-            self.fail(field_path(prefix, key), "a non-empty list of positive integers", value)
-        return value
+        def ok(v: Any) -> bool:
+            return isinstance(v, list) and v != [] and all(is_int(x) and 0 < x <= MAX_INT for x in v)
+
+        return self.checked(d, key, prefix, ok, "a non-empty list of positive integers")
 
     def share(self, d: dict, key: str, prefix: str) -> float:
         """A number in [0, 1]."""
