@@ -22,19 +22,13 @@ from __future__ import annotations
 
 import difflib
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from pearl.device import DeviceKind
 from pearl.errors import PearlError
-from pearl.fileio import finite_number, read_text
+from pearl.fileio import finite_number, read_toml
 from pearl.kernels import DEVICE_KERNELS
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 SCHEMA = "pearl.device/1"
 KINDS = tuple(k.value for k in DeviceKind)  # the one vocabulary (pearl.device)
@@ -131,15 +125,7 @@ def _exists(path: Path) -> bool:
 def load_descriptor(path: str | Path) -> DeviceDescriptor:
     """Parse and validate a descriptor; every problem names the file and the field."""
     path = Path(path)
-    text = read_text(path, DescriptorError, "no such device descriptor")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise DescriptorError(f"{path}: not valid TOML ({exc})") from None
-    except ValueError:  # an integer literal longer than Python converts (4300 digits by default)
-        raise DescriptorError(f"{path}: not a usable TOML file: it holds a number with thousands of digits") from None
-    except RecursionError:
-        raise DescriptorError(f"{path}: not a usable TOML file: its arrays or tables are nested too deeply") from None
+    data = read_toml(path, DescriptorError, "no such device descriptor")
     where = str(path)
     _known_keys(data, ("schema", "device", "figures", "binary", "mig"), where, "")
     if data.get("schema") != SCHEMA:

@@ -1,4 +1,4 @@
-"""Writing files so that an interrupted run never leaves half of one, and reading JSON with clear errors.
+"""Writing files so that an interrupted run never leaves half of one, and reading JSON and TOML with clear errors.
 
 Every file pearl writes for later stages (profiles, plans, run records, kernel binaries and their
 descriptors) goes through `write_atomic`: a temporary file in the same folder, then a rename, which either
@@ -10,11 +10,17 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import tempfile
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn
 
 from pearl.errors import PearlError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 #: the run record's schema (runs/<id>/*.json): written by pearl/runtime/record.py, read by calibration
 RUN_SCHEMA = "pearl.run/1"
@@ -113,15 +119,27 @@ def read_text(path: str | Path, error: type[PearlError], missing_hint: str) -> s
 
 def read_json(path: str | Path, error: type[PearlError], missing_hint: str) -> Any:
     """The parsed file, or `error` naming the file: missing (with missing_hint), unreadable, or not JSON."""
-    text = read_text(path, error, missing_hint)
+    return _parse(path, read_text(path, error, missing_hint), error, json.loads, "JSON", "arrays or objects")
+
+
+def read_toml(path: str | Path, error: type[PearlError], missing_hint: str) -> Any:
+    """The parsed file, or `error` naming the file: missing (with missing_hint), unreadable, or not TOML."""
+    return _parse(path, read_text(path, error, missing_hint), error, tomllib.loads, "TOML", "arrays or tables")
+
+
+def _parse(path: str | Path, text: str, error: type[PearlError], loads: Callable[[str], Any], fmt: str,
+           containers: str) -> Any:
+    """loads(text), each way a parser fails as one `error` naming the file."""
     try:
-        return json.loads(text)
+        return loads(text)
     except json.JSONDecodeError as exc:
         raise error(f"{path}: not valid JSON (truncated?) at line {exc.lineno}: {exc.msg}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{path}: not valid TOML ({exc})") from None
     except ValueError:  # an integer literal longer than Python converts (4300 digits by default)
-        raise error(f"{path}: not a usable JSON file: it holds a number with thousands of digits") from None
+        raise error(f"{path}: not a usable {fmt} file: it holds a number with thousands of digits") from None
     except RecursionError:
-        raise error(f"{path}: not a usable JSON file: its arrays or objects are nested too deeply") from None
+        raise error(f"{path}: not a usable {fmt} file: its {containers} are nested too deeply") from None
 
 
 def finite_number(value: Any, positive: bool = False) -> float | None:
@@ -156,17 +174,19 @@ class FieldChecker:
         shown = "" if got is ... else f", got {got!r}"
         raise self.error(f"{self.where}: field '{path or '<top>'}' must be {expected}{shown}")
 
-    def text(self, d: dict, key: str, prefix: str = "") -> str:
+    def checked(self, d: dict, key: str, prefix: str, ok: Callable[[Any], bool], expected: str) -> Any:
+        """d[key] when ok(it) holds (a missing key is None), else the failure naming the field and `expected`."""
         value = d.get(key)
-        if not isinstance(value, str) or not value:
-            self.fail(field_path(prefix, key), "a non-empty string", value)
+        if not ok(value):
+            self.fail(field_path(prefix, key), expected, value)
         return value
 
+    def text(self, d: dict, key: str, prefix: str = "") -> str:
+        return self.checked(d, key, prefix, lambda v: isinstance(v, str) and v != "", "a non-empty string")
+
     def integer(self, d: dict, key: str, prefix: str = "", minimum: int = 0, maximum: int = MAX_INT) -> int:
-        value = d.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-            self.fail(field_path(prefix, key), f"an integer from {minimum} to {maximum}", value)
-        return value
+        return self.checked(d, key, prefix, lambda v: is_int(v) and minimum <= v <= maximum,
+                            f"an integer from {minimum} to {maximum}")
 
     def number(self, d: dict, key: str, prefix: str = "", positive: bool = False) -> float:
         value = d.get(key)
@@ -176,22 +196,20 @@ class FieldChecker:
         return number
 
     def flag(self, d: dict, key: str, prefix: str = "") -> bool:
-        value = d.get(key)
-        if not isinstance(value, bool):
-            self.fail(field_path(prefix, key), "true or false", value)
-        return value
+        return self.checked(d, key, prefix, lambda v: isinstance(v, bool), "true or false")
 
     def member(self, d: dict, key: str, prefix: str, allowed: set[str]) -> str:
-        value = d.get(key)
-        if not isinstance(value, str) or value not in allowed:  # a list or object is unhashable: no `in`
-            self.fail(field_path(prefix, key), f"one of {', '.join(sorted(allowed))}", value)
-        return value
+        # only a string is looked up: a list or object is unhashable, no `in`
+        return self.checked(d, key, prefix, lambda v: isinstance(v, str) and v in allowed,
+                            f"one of {', '.join(sorted(allowed))}")
 
     def mapping(self, d: dict, key: str, prefix: str = "") -> dict:
-        value = d.get(key)
-        if not isinstance(value, dict):
-            self.fail(field_path(prefix, key), "an object", value)
-        return value
+        return self.checked(d, key, prefix, lambda v: isinstance(v, dict), "an object")
+
+
+def is_int(value: Any) -> bool:
+    """An int that is not a bool (JSON's true is no count)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def field_path(prefix: str, key: str) -> str:

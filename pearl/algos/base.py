@@ -26,7 +26,7 @@ class OffPolicyConfig:
     total_steps: int = 100_000
     """Environment steps to train for (summed over every environment of every actor)."""
     learning_rate: float = 1e-3
-    """Adam step size (for DDPG, of both the actor and the critic)."""
+    """Adam step size, of every network the algorithm trains (and of SAC's log α)."""
     gamma: float = 0.99
     """Discount factor of the TD target."""
     batch_size: int = 256
@@ -40,7 +40,7 @@ class OffPolicyConfig:
     gradient_steps: int = 1
     """Updates per round; the replay ratio is gradient_steps / train_freq updates per env step."""
     hidden: tuple[int, ...] = (256, 256)
-    """Hidden layer widths of every MLP (ReLU between layers)."""
+    """Hidden layer widths of every MLP (ReLU between layers): the Q-network, the actor and each critic."""
     n_envs: int = 1
     """Environments each actor steps in lockstep; `act` runs batched over them."""
     weight_sync_interval: int = 1
@@ -131,6 +131,24 @@ class OffPolicyConfig:
         out["hidden"] = list(self.hidden)
         out["algo"] = self.algo
         return out
+
+
+@dataclass
+class ActorCriticConfig(OffPolicyConfig):
+    """What the actor-critic algorithms (DDPG, TD3, SAC) share: Stable-Baselines3's defaults for them, and the
+    Polyak-averaged targets. Not an algorithm itself (no registry entry names it)."""
+
+    buffer_size: int = 1_000_000
+    learning_starts: int = 100
+    hidden: tuple[int, ...] = (400, 300)
+    tau: float = 0.005
+    """Polyak coefficient of the target networks (1 would copy them outright)."""
+
+    def validate(self) -> None:
+        super().validate()
+        if not 0.0 < self.tau <= 1.0:
+            raise ConfigError(f"tau must be in (0, 1], got {self.tau}")
+
 
 def _parse(name: str, text: str, default: Any) -> Any:
     """`text` as the kind of value `default` is; ConfigError naming the field when it is not one."""

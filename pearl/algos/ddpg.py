@@ -32,7 +32,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from pearl.algos.base import Algorithm, LearnWork, OffPolicyConfig
+from pearl.algos.base import ActorCriticConfig, Algorithm, LearnWork
 from pearl.errors import ConfigError
 
 NoiseType = Literal["gaussian", "ornstein-uhlenbeck"]
@@ -54,25 +54,12 @@ def ou_step(x: np.ndarray, eps: np.ndarray, sigma: float) -> np.ndarray:
 
 
 @dataclass
-class DDPGConfig(OffPolicyConfig):
+class DDPGConfig(ActorCriticConfig):
     """DDPG hyperparameters. Defaults follow common continuous-control settings; presets hold tuned values."""
 
     algo = "ddpg"
 
-    total_steps: int = 100_000
-    """Environment steps to train for."""
-    learning_rate: float = 1e-3
-    """Adam step size of the actor and of the critic."""
-    batch_size: int = 256
-    """Transitions per gradient update."""
-    buffer_size: int = 1_000_000
-    """Replay capacity in transitions."""
     learning_starts: int = 1_000
-    """Env steps of uniformly random actions before the first update."""
-    hidden: tuple[int, ...] = (400, 300)
-    """Hidden layer widths of the actor and of the critic."""
-    tau: float = 0.005
-    """Polyak coefficient of the target networks (1 would copy them outright)."""
     action_noise: float = 0.1
     """σ of the exploration noise, in the policy's [-1, 1] action space (of the Gaussian, or the
     Ornstein–Uhlenbeck process's σ)."""
@@ -85,8 +72,6 @@ class DDPGConfig(OffPolicyConfig):
 
     def validate(self) -> None:
         super().validate()
-        if not 0.0 < self.tau <= 1.0:
-            raise ConfigError(f"tau must be in (0, 1], got {self.tau}")
         if self.action_noise < 0:
             raise ConfigError(f"action_noise must be >= 0, got {self.action_noise}")
         if self.noise_type not in NOISE_TYPES:

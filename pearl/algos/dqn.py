@@ -25,22 +25,12 @@ class DQNConfig(OffPolicyConfig):
 
     algo = "dqn"
 
-    total_steps: int = 100_000
-    """Environment steps to train for."""
     learning_rate: float = 2.5e-4
-    """Adam step size."""
     batch_size: int = 128
-    """Transitions per gradient update."""
     buffer_size: int = 50_000
-    """Replay capacity in transitions."""
     learning_starts: int = 10_000
-    """Env steps of random actions before the first update."""
     train_freq: int = 10
-    """Env steps between rounds of updates."""
-    gradient_steps: int = 1
-    """Updates per round."""
     hidden: tuple[int, ...] = (64, 64)
-    """Hidden layer widths of the Q-network."""
     target_update_interval: int = 500
     """Updates between hard copies of the online network into the target network."""
     exploration_fraction: float = 0.5

@@ -34,160 +34,64 @@ from pearl.algos.sac import SACConfig
 from pearl.algos.td3 import TD3Config
 from pearl.algos.registry import algorithm
 
+_DQN_COLUMNS = ("total_steps", "learning_rate", "batch_size", "buffer_size", "learning_starts", "gamma",
+                "target_update_interval", "train_freq", "gradient_steps", "exploration_fraction",
+                "exploration_final_eps")
+
+
+def _dqn(*values: float) -> DQNConfig:
+    """A zoo DQN entry from one row of _DQN_COLUMNS; every one has [256, 256] layers, and SB3's Huber loss and
+    gradient clip at 10, which are DQNConfig's defaults."""
+    return DQNConfig(hidden=(256, 256), **dict(zip(_DQN_COLUMNS, values, strict=True)))
+
+
+# The zoo's DDPG "Pendulum-v1" settings; its TD3 Pendulum and DDPG LunarLanderContinuous entries use them too
+# (their comments below).
+_PENDULUM = dict(total_steps=20_000, learning_rate=1e-3, batch_size=256, buffer_size=200_000, learning_starts=10_000,
+                 gamma=0.98, tau=0.005, action_noise=0.1, train_freq=1, gradient_steps=1, hidden=(400, 300))
+
 PRESETS: dict[tuple[str, str], OffPolicyConfig] = {
-    ("dqn", "CartPole-v1"): DQNConfig(
-        total_steps=50_000,
-        learning_rate=2.3e-3,
-        batch_size=64,
-        buffer_size=100_000,
-        learning_starts=1_000,
-        gamma=0.99,
-        target_update_interval=128,  # updates; the zoo's 10 env steps, see the module docstring
-        train_freq=256,
-        gradient_steps=128,
-        exploration_fraction=0.16,
-        exploration_final_eps=0.04,
-        hidden=(256, 256),
-        huber=True,
-        max_grad_norm=10.0,
-    ),
-    # rl-baselines3-zoo hyperparams/dqn.yml (commit ce95481), "Acrobot-v1"; its benchmark.md: -76.6 ± 11.8
-    # over 100k steps. gradient_steps -1 there means train_freq of them; target_update_interval 250 counts env
-    # steps, which at one update per env step is 250 updates.
-    ("dqn", "Acrobot-v1"): DQNConfig(
-        total_steps=100_000,
-        learning_rate=6.3e-4,
-        batch_size=128,
-        buffer_size=50_000,
-        learning_starts=0,
-        gamma=0.99,
-        target_update_interval=250,
-        train_freq=4,
-        gradient_steps=4,
-        exploration_fraction=0.12,
-        exploration_final_eps=0.1,
-        hidden=(256, 256),
-    ),
-    # The zoo's hyperparams/dqn.yml (commit ce95481), "MountainCar-v0"; its benchmark.md: -100.8 ± 9.9 over
-    # 120k steps. target_update_interval 600 counts env steps; at 8 updates per 16 env steps that is 300
-    # updates.
-    ("dqn", "MountainCar-v0"): DQNConfig(
-        total_steps=120_000,
-        learning_rate=4e-3,
-        batch_size=128,
-        buffer_size=10_000,
-        learning_starts=1_000,
-        gamma=0.98,
-        target_update_interval=300,
-        train_freq=16,
-        gradient_steps=8,
-        exploration_fraction=0.2,
-        exploration_final_eps=0.07,
-        hidden=(256, 256),
-    ),
-    # The zoo's hyperparams/dqn.yml (commit ce95481), "LunarLander-v2" (gymnasium 1.x names it
-    # LunarLander-v3); its benchmark.md: 154.4 ± 79.2 over 100k steps. The same settings as Acrobot-v1 above.
-    # Needs Box2D: pip install "pearl[box2d]".
-    ("dqn", "LunarLander-v3"): DQNConfig(
-        total_steps=100_000,
-        learning_rate=6.3e-4,
-        batch_size=128,
-        buffer_size=50_000,
-        learning_starts=0,
-        gamma=0.99,
-        target_update_interval=250,
-        train_freq=4,
-        gradient_steps=4,
-        exploration_fraction=0.12,
-        exploration_final_eps=0.1,
-        hidden=(256, 256),
-    ),
+    # DQN, a row of _DQN_COLUMNS each, from rl-baselines3-zoo hyperparams/dqn.yml (commit ce95481):
+    # - CartPole-v1: target_update_interval 128 counts updates, the zoo's 10 env steps (the module docstring).
+    # - Acrobot-v1: its benchmark.md: -76.6 ± 11.8 over 100k steps. gradient_steps -1 there means train_freq of
+    #   them; target_update_interval 250 counts env steps, which at one update per env step is 250 updates.
+    # - MountainCar-v0: its benchmark.md: -100.8 ± 9.9 over 120k steps. target_update_interval 600 counts env
+    #   steps; at 8 updates per 16 env steps that is 300 updates.
+    # - LunarLander-v3: the zoo's "LunarLander-v2" (gymnasium 1.x names it LunarLander-v3); its benchmark.md:
+    #   154.4 ± 79.2 over 100k steps. The same settings as Acrobot-v1. Needs Box2D: pip install "pearl[box2d]".
+    #                               steps    lr      batch buffer   starts gamma target freq grad explore final ε
+    ("dqn", "CartPole-v1"):    _dqn(50_000,  2.3e-3, 64,   100_000, 1_000, 0.99, 128,   256, 128, 0.16,   0.04),
+    ("dqn", "Acrobot-v1"):     _dqn(100_000, 6.3e-4, 128,  50_000,  0,     0.99, 250,   4,   4,   0.12,   0.1),
+    ("dqn", "MountainCar-v0"): _dqn(120_000, 4e-3,   128,  10_000,  1_000, 0.98, 300,   16,  8,   0.2,    0.07),
+    ("dqn", "LunarLander-v3"): _dqn(100_000, 6.3e-4, 128,  50_000,  0,     0.99, 250,   4,   4,   0.12,   0.1),
     # The zoo's hyperparams/ddpg.yml (commit 22e3ff2), "Pendulum-v1".
-    ("ddpg", "Pendulum-v1"): DDPGConfig(
-        total_steps=20_000,
-        learning_rate=1e-3,
-        batch_size=256,
-        buffer_size=200_000,
-        learning_starts=10_000,
-        gamma=0.98,
-        tau=0.005,
-        action_noise=0.1,
-        train_freq=1,
-        gradient_steps=1,
-        hidden=(400, 300),
-    ),
+    ("ddpg", "Pendulum-v1"): DDPGConfig(**_PENDULUM),
     # The zoo's hyperparams/ddpg.yml (commit 22e3ff2), "MountainCarContinuous-v0": 300k steps, Ornstein-Uhlenbeck
     # noise of σ 0.5 (noise_type 'ornstein-uhlenbeck', noise_std 0.5; SB3's θ 0.15 and dt 0.01), train_freq 1,
     # gradient_steps 1, lr 1e-3, batch 256, [400, 300], SB3's DDPG defaults otherwise (γ 0.99, buffer 1M,
     # learning_starts 100); its benchmark.md: 93.5 ± 0.05. The process is SB3's, driven by pearl's Philox draws
     # (pearl/algos/ddpg.py says where it differs).
-    ("ddpg", "MountainCarContinuous-v0"): DDPGConfig(
-        total_steps=300_000,
-        learning_rate=1e-3,
-        batch_size=256,
-        buffer_size=1_000_000,
-        learning_starts=100,
-        gamma=0.99,
-        tau=0.005,
-        action_noise=0.5,
-        noise_type="ornstein-uhlenbeck",
-        train_freq=1,
-        gradient_steps=1,
-        hidden=(400, 300),
-    ),
+    ("ddpg", "MountainCarContinuous-v0"): DDPGConfig(**_PENDULUM).replace(
+        total_steps=300_000, buffer_size=1_000_000, learning_starts=100, gamma=0.99, action_noise=0.5,
+        noise_type="ornstein-uhlenbeck"),
     # The zoo's hyperparams/ddpg.yml (commit 22e3ff2), "LunarLanderContinuous-v3": the Pendulum settings above
     # over 300k steps; its benchmark.md: 230.2 ± 92.4 (LunarLanderContinuous-v2, one run, published with v1.0
     # in 2021 under the file's settings then: train_freq [1, "episode"], gradient_steps -1, the same number of
     # updates in bursts at each episode's end; the zoo moved to train_freq 1, gradient_steps 1 in 2024, #430).
     # Needs Box2D: pip install "pearl[box2d]".
-    ("ddpg", "LunarLanderContinuous-v3"): DDPGConfig(
-        total_steps=300_000,
-        learning_rate=1e-3,
-        batch_size=256,
-        buffer_size=200_000,
-        learning_starts=10_000,
-        gamma=0.98,
-        tau=0.005,
-        action_noise=0.1,
-        train_freq=1,
-        gradient_steps=1,
-        hidden=(400, 300),
-    ),
+    ("ddpg", "LunarLanderContinuous-v3"): DDPGConfig(**_PENDULUM).replace(total_steps=300_000),
     # The zoo's hyperparams/td3.yml (commit a02f4fb), "Pendulum-v0" (gymnasium's Pendulum-v1 is the same task):
     # 20k steps, γ 0.98, buffer 200k, learning_starts 10k, normal noise σ 0.1, lr 1e-3, [400, 300]; SB3's TD3
     # defaults otherwise (batch 256, τ 0.005, policy_delay 2, target noise 0.2 clipped at 0.5). Its benchmark.md
     # (commit 02a1a90, one run): -151.9 ± 90.2. The file's train_freq [1, "episode"] with gradient_steps -1 is
     # the same number of updates in bursts at each episode's end; pearl runs them one per step, as the zoo's
     # DDPG Pendulum-v1 entry does since 2024 (the DDPG preset above).
-    ("td3", "Pendulum-v1"): TD3Config(
-        total_steps=20_000,
-        learning_rate=1e-3,
-        batch_size=256,
-        buffer_size=200_000,
-        learning_starts=10_000,
-        gamma=0.98,
-        tau=0.005,
-        action_noise=0.1,
-        train_freq=1,
-        gradient_steps=1,
-        hidden=(400, 300),
-    ),
+    ("td3", "Pendulum-v1"): TD3Config(**_PENDULUM),
     # The zoo's hyperparams/sac.yml (commit c94924e), "Pendulum-v1": 20k steps, lr 1e-3, SB3's SAC defaults
-    # otherwise (batch 256, buffer 1M, learning_starts 100, γ 0.99, τ 0.005, train_freq 1, gradient_steps 1,
-    # ent_coef "auto" from α = 1 towards −action_dim, [256, 256]). Its benchmark.md (commit 02a1a90, one run,
-    # Pendulum-v0): -157.0 ± 88.7.
-    ("sac", "Pendulum-v1"): SACConfig(
-        total_steps=20_000,
-        learning_rate=1e-3,
-        batch_size=256,
-        buffer_size=1_000_000,
-        learning_starts=100,
-        gamma=0.99,
-        tau=0.005,
-        train_freq=1,
-        gradient_steps=1,
-        hidden=(256, 256),
-    ),
+    # otherwise, which are SACConfig's (batch 256, buffer 1M, learning_starts 100, γ 0.99, τ 0.005, train_freq 1,
+    # gradient_steps 1, ent_coef "auto" from α = 1 towards −action_dim, [256, 256]). Its benchmark.md (commit
+    # 02a1a90, one run, Pendulum-v0): -157.0 ± 88.7.
+    ("sac", "Pendulum-v1"): SACConfig(total_steps=20_000, learning_rate=1e-3),
 }
 
 

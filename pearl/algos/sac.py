@@ -28,32 +28,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pearl.algos.base import Algorithm, LearnState, LearnWork, OffPolicyConfig
+from pearl.algos.base import ActorCriticConfig, Algorithm, LearnState, LearnWork
 from pearl.errors import ConfigError
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # SB3's clamp of the policy's log σ
 
 
 @dataclass
-class SACConfig(OffPolicyConfig):
+class SACConfig(ActorCriticConfig):
     """SAC hyperparameters. Defaults are Stable-Baselines3's SAC defaults; presets hold tuned values."""
 
     algo = "sac"
 
-    total_steps: int = 100_000
-    """Environment steps to train for."""
     learning_rate: float = 3e-4
-    """Adam step size of the actor, both critics and log α."""
-    batch_size: int = 256
-    """Transitions per gradient update."""
-    buffer_size: int = 1_000_000
-    """Replay capacity in transitions."""
-    learning_starts: int = 100
-    """Env steps of uniformly random actions before the first update."""
     hidden: tuple[int, ...] = (256, 256)
-    """Hidden layer widths of the actor and of each critic."""
-    tau: float = 0.005
-    """Polyak coefficient of the critics' targets."""
     initial_alpha: float = 1.0
     """The entropy temperature α at the start (log α starts at its log)."""
     target_entropy: float = 0.0
@@ -64,8 +52,6 @@ class SACConfig(OffPolicyConfig):
 
     def validate(self) -> None:
         super().validate()
-        if not 0.0 < self.tau <= 1.0:
-            raise ConfigError(f"tau must be in (0, 1], got {self.tau}")
         if not self.initial_alpha > 0:
             raise ConfigError(f"initial_alpha must be > 0, got {self.initial_alpha}")
 

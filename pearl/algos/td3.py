@@ -26,30 +26,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pearl.algos.base import Algorithm, LearnState, LearnWork, OffPolicyConfig
+from pearl.algos.base import ActorCriticConfig, Algorithm, LearnState, LearnWork
 from pearl.errors import ConfigError
 
 
 @dataclass
-class TD3Config(OffPolicyConfig):
+class TD3Config(ActorCriticConfig):
     """TD3 hyperparameters. Defaults are Stable-Baselines3's TD3 defaults; presets hold tuned values."""
 
     algo = "td3"
 
-    total_steps: int = 100_000
-    """Environment steps to train for."""
-    learning_rate: float = 1e-3
-    """Adam step size of the actor and of both critics."""
-    batch_size: int = 256
-    """Transitions per gradient update."""
-    buffer_size: int = 1_000_000
-    """Replay capacity in transitions."""
-    learning_starts: int = 100
-    """Env steps of uniformly random actions before the first update."""
-    hidden: tuple[int, ...] = (400, 300)
-    """Hidden layer widths of the actor and of each critic."""
-    tau: float = 0.005
-    """Polyak coefficient of the target networks (1 would copy them outright)."""
     action_noise: float = 0.1
     """σ of the Gaussian exploration noise, in the policy's [-1, 1] action space."""
     policy_delay: int = 2
@@ -64,8 +50,6 @@ class TD3Config(OffPolicyConfig):
 
     def validate(self) -> None:
         super().validate()
-        if not 0.0 < self.tau <= 1.0:
-            raise ConfigError(f"tau must be in (0, 1], got {self.tau}")
         if self.action_noise < 0 or self.target_policy_noise < 0 or self.target_noise_clip < 0:
             raise ConfigError("action_noise, target_policy_noise and target_noise_clip must be >= 0")
         if self.policy_delay < 1:

@@ -100,15 +100,10 @@ def _print_train(result: Any) -> None:
                    f"{result.learning_env_steps_per_s:,.0f} env steps/s, "
                    f"{result.learning_updates_per_s:,.0f} updates/s")
     if result.eval_episodes:
-        final = result.final
-        click.echo(f"  final policy over {result.eval_episodes} episodes: return "
-                   f"{final['return_mean']:.1f} ± {final['return_std']:.1f}"
-                   f"{'  (headline)' if result.headline == 'final' else ''}")
+        _print_policy(f"final policy over {result.eval_episodes} episodes", result.final, result.headline == "final")
         if result.best:
-            best = result.best
-            click.echo(f"  best policy (kept at {best['steps']:,} env steps, {len(result.evaluations)} in-training "
-                       f"evaluations): return {best['return_mean']:.1f} ± {best['return_std']:.1f}"
-                       f"{'  (headline)' if result.headline == 'best' else ''}")
+            _print_policy(f"best policy (kept at {result.best['steps']:,} env steps, {len(result.evaluations)} "
+                          "in-training evaluations)", result.best, result.headline == "best")
         if result.confirmation:
             c = result.confirmation
             click.echo(f"  headline chosen on {c['episodes']} other episodes: best {c['best_mean']:.1f}, final "
@@ -133,6 +128,12 @@ def _print_train(result: Any) -> None:
             else ""
         click.echo(f"  resumed from {result.resumed_from} at {result.start_steps:,} env steps{skipped}")
     click.echo(f"  run record: {result.run_dir}")
+
+
+def _print_policy(label: str, scores: dict[str, Any], headline: bool) -> None:
+    """One evaluated policy's line: its mean return ± std, marked when it is the run's headline."""
+    click.echo(f"  {label}: return {scores['return_mean']:.1f} ± {scores['return_std']:.1f}"
+               f"{'  (headline)' if headline else ''}")
 
 
 # What --resume takes beside the run folder: the rest is the recorded run's own configuration.

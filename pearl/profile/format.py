@@ -68,7 +68,7 @@ from typing import Any
 
 from pearl.device import HOST_RESOURCE, DeviceKind
 from pearl.errors import PearlError
-from pearl.fileio import MAX_INT, FieldChecker, field_path, read_json, write_json_atomic
+from pearl.fileio import MAX_INT, FieldChecker, field_path, is_int, read_json, write_json_atomic
 from pearl.kernels import TIMING_NAMES
 
 SCHEMA = "pearl.profile/1"
@@ -341,6 +341,11 @@ def parse_profile(data: Any, where: str) -> Profile:
                          for p, w in v.items(data, "workloads")]
     device_ids = {d.id for d in profile.devices}
     workload_keys = {w.key for w in profile.workloads}
+
+    def keyed(t: dict, p: str) -> tuple[str, str]:
+        """The workload and the device a timing is of, each one the profile lists."""
+        return v.member(t, "workload", p, workload_keys), v.member(t, "device", p, device_ids)
+
     for p, k in v.items(data, "kernels"):
         timing = KernelTiming(v.member(k, "workload", p, workload_keys), v.member(k, "kernel", p, set(TIMING_NAMES)),
                               v.member(k, "device", p, device_ids), v.integer(k, "batch", p, 1),
@@ -360,28 +365,22 @@ def parse_profile(data: Any, where: str) -> Profile:
                            v.number(w, "scale", p, positive=True) if "scale" in w else 1.0)
                      for p, w in v.items(data, "power")]
     if "in_situ" in data:
-        profile.in_situ = [InSituTiming(v.member(t, "workload", p, workload_keys), v.member(t, "device", p, device_ids),
-                                        v.number(t, "iteration_s", p, positive=True), v.integer(t, "iterations", p, 1),
+        profile.in_situ = [InSituTiming(*keyed(t, p), v.number(t, "iteration_s", p, positive=True),
+                                        v.integer(t, "iterations", p, 1),
                                         v.integer(t, "inserts", p, 1), v.integer(t, "insert_rows", p, 1),
                                         v.integer(t, "batch", p, 1), v.flag(t, "prioritized", p), v.source(t, p))
                            for p, t in v.items(data, "in_situ")]
     if "weight_sync" in data:
-        profile.weight_sync = [WeightSyncTiming(v.member(t, "workload", p, workload_keys),
-                                                v.member(t, "device", p, device_ids), v.number(t, "publish_s", p),
-                                                v.number(t, "load_s", p), v.integer(t, "samples", p, 1),
-                                                v.source(t, p))
+        profile.weight_sync = [WeightSyncTiming(*keyed(t, p), v.number(t, "publish_s", p), v.number(t, "load_s", p),
+                                                v.integer(t, "samples", p, 1), v.source(t, p))
                                for p, t in v.items(data, "weight_sync")]
     if "actor_step" in data:
-        profile.actor_step = [ActorStepTiming(v.member(t, "workload", p, workload_keys),
-                                              v.member(t, "device", p, device_ids),
-                                              v.integer(t, "envs", p, 1, MAX_INT),
+        profile.actor_step = [ActorStepTiming(*keyed(t, p), v.integer(t, "envs", p, 1, MAX_INT),
                                               v.number(t, "step_s", p, positive=True),
                                               v.integer(t, "samples", p, 1), v.source(t, p))
                               for p, t in v.items(data, "actor_step")]
     if "group_learn" in data:
-        profile.group_learn = [GroupLearnTiming(v.member(t, "workload", p, workload_keys),
-                                                v.member(t, "device", p, device_ids),
-                                                v.integer(t, "learners", p, 2, MAX_LANES),
+        profile.group_learn = [GroupLearnTiming(*keyed(t, p), v.integer(t, "learners", p, 2, MAX_LANES),
                                                 v.number(t, "update_s", p, positive=True),
                                                 v.integer(t, "samples", p, 1), v.source(t, p))
                                for p, t in v.items(data, "group_learn")]
@@ -458,17 +457,13 @@ class _Validator(FieldChecker):
             yield f"{name}[{i}]", item
 
     def optional_text(self, d: dict, key: str, prefix: str) -> str | None:
-        value = d.get(key)
-        if value is not None and not isinstance(value, str):
-            self.fail(field_path(prefix, key), "a string or null", value)
-        return value
+        return self.checked(d, key, prefix, lambda v: v is None or isinstance(v, str), "a string or null")
 
     def int_list(self, d: dict, key: str, prefix: str) -> list[int]:
-        value = d.get(key)
-        if not isinstance(value, list) or not value or \
-                not all(isinstance(x, int) and not isinstance(x, bool) and 0 < x <= MAX_INT for x in value):
-            self.fail(field_path(prefix, key), "a non-empty list of positive integers", value)
-        return value
+        def ok(v: Any) -> bool:
+            return isinstance(v, list) and v != [] and all(is_int(x) and 0 < x <= MAX_INT for x in v)
+
+        return self.checked(d, key, prefix, ok, "a non-empty list of positive integers")
 
     def share(self, d: dict, key: str, prefix: str) -> float:
         """A number in [0, 1]."""

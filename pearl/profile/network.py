@@ -12,18 +12,12 @@ hardware library.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from pearl.descriptors import devices_dir
 from pearl.errors import PearlError
-from pearl.fileio import finite_number, read_text
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from pearl.fileio import finite_number, read_toml
 
 SCHEMA = "pearl.network/1"
 FIGURES = ("bandwidth_bytes_per_s", "latency_s")
@@ -62,11 +56,7 @@ def load_network(path: str | Path) -> Network:
     """Parse and validate a network descriptor; every problem names the file and the field."""
     path = Path(path)
     where = str(path)
-    text = read_text(path, NetworkError, "no such network descriptor")
-    try:
-        data = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError, RecursionError) as exc:
-        raise NetworkError(f"{where}: not a usable TOML file ({exc})") from None
+    data = read_toml(path, NetworkError, "no such network descriptor")
     if data.get("schema") != SCHEMA:
         raise NetworkError(f"{where}: field 'schema' must be {SCHEMA!r}, got {data.get('schema')!r}")
     network = data.get("network")

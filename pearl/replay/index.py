@@ -31,7 +31,7 @@ import numpy as np
 
 from pearl.replay.sumtree import SumTree, check_int
 
-__all__ = ["ReplayIndex", "SampledIndices", "linear_beta"]
+__all__ = ["ReplayIndex", "Ring", "SampledIndices", "linear_beta"]
 
 _TINY32 = float(np.finfo(np.float32).tiny)
 
@@ -54,6 +54,34 @@ def _check_float(name: str, value: float, lo: float, lo_open: bool = False) -> f
     return value
 
 
+@dataclass
+class Ring:
+    """The ring of a replay buffer's slots (the module docstring): where the next write goes and how many slots are
+    valid. What every replay that keeps its transitions in ``capacity`` slots counts, on the host or a device."""
+
+    capacity: int
+    position: int = 0
+    size: int = 0
+
+    def advance(self, count: int) -> None:
+        """``count`` transitions written from ``position`` on (wrapping; past capacity the oldest are overwritten)."""
+        self.position = (self.position + count) % self.capacity
+        self.size = min(self.size + count, self.capacity)
+
+    @classmethod
+    def restored(cls, capacity: int, position: int, size: int, what: str) -> "Ring":
+        """The ring a checkpoint (`what`, for the message) records; ValueError when it cannot be one of capacity."""
+        if not (0 <= position < capacity and 0 <= size <= capacity):
+            raise ValueError(f"{what} has position={position}, size={size} outside capacity {capacity}")
+        return cls(capacity, position, size)
+
+    def check_written(self, indices: np.ndarray) -> None:
+        """ValueError when an integer slot of `indices` lies beyond the valid ones (other dtypes are checked by
+        whoever converts them)."""
+        if indices.size and indices.dtype.kind in "iu" and indices.max() >= self.size:
+            raise ValueError(f"slot {int(indices.max())} has never been written (size is {self.size})")
+
+
 class ReplayIndex:
     """Ring-slot allocation and (optionally prioritized) sampling for a replay buffer of ``capacity`` slots."""
 
@@ -64,8 +92,7 @@ class ReplayIndex:
         self._alpha = _check_float("alpha", alpha, 0.0)
         self._eps = _check_float("eps", eps, 0.0)
         self._arity = check_int("arity", arity, 2)
-        self._position = 0
-        self._size = 0
+        self._ring = Ring(self._capacity)
         self._max_priority = 1.0
         self._tree = SumTree(self._capacity, self._arity) if self._prioritized else None
 
@@ -81,12 +108,12 @@ class ReplayIndex:
     @property
     def size(self) -> int:
         """Number of valid slots (0 .. size - 1), at most capacity."""
-        return self._size
+        return self._ring.size
 
     @property
     def position(self) -> int:
         """The ring slot the next reserved transition goes to."""
-        return self._position
+        return self._ring.position
 
     @property
     def max_priority(self) -> float:
@@ -107,10 +134,9 @@ class ReplayIndex:
         (the earlier writes are overwritten). New slots get ``max_priority``.
         """
         count = check_int("count", count, 0)
-        slots = np.arange(self._position, self._position + count, dtype=np.int64)
+        slots = np.arange(self._ring.position, self._ring.position + count, dtype=np.int64)
         slots %= self._capacity
-        self._position = (self._position + count) % self._capacity
-        self._size = min(self._size + count, self._capacity)
+        self._ring.advance(count)
         if self._tree is not None and count:
             # Only the last `capacity` slots are distinct; all get the same priority anyway.
             self._tree.update(slots[-self._capacity:], self._max_priority)
@@ -130,8 +156,7 @@ class ReplayIndex:
             raise ValueError(f"indices and td_errors must be 1-D of equal length, got {idx.shape} and {td.shape}")
         if idx.size == 0:
             return
-        if idx.dtype.kind in "iu" and idx.max() >= self._size:
-            raise ValueError(f"slot {int(idx.max())} has never been written (size is {self._size})")
+        self._ring.check_written(idx)
         if not np.isfinite(td).all():
             raise ValueError("td_errors must be finite")
         priorities = (np.abs(td) + self._eps) ** self._alpha
@@ -143,14 +168,15 @@ class ReplayIndex:
         """Draw ``batch_size`` slots (with replacement) and their importance-sampling weights."""
         batch_size = check_int("batch_size", batch_size, 1)
         beta = _check_float("beta", beta, 0.0)
-        if self._size == 0:
+        size = self._ring.size
+        if size == 0:
             raise ValueError("cannot sample from an empty replay index")
         if self._tree is None:
-            indices = rng.integers(0, self._size, batch_size, dtype=np.int64)
+            indices = rng.integers(0, size, batch_size, dtype=np.int64)
             return SampledIndices(indices, np.ones(batch_size, dtype=np.float32))
         indices = self._tree.sample(batch_size, rng)
         probs = self._tree.get(indices) / self._tree.total
-        weights = (self._size * probs) ** -beta
+        weights = (size * probs) ** -beta
         weights /= weights.max()
         # Keep the documented (0, 1] even if an extreme priority ratio underflows float32.
         weights = np.maximum(weights, _TINY32).astype(np.float32)
@@ -166,8 +192,8 @@ class ReplayIndex:
             "alpha": self._alpha,
             "eps": self._eps,
             "arity": self._arity,
-            "position": self._position,
-            "size": self._size,
+            "position": self._ring.position,
+            "size": self._ring.size,
             "max_priority": self._max_priority,
             "priorities": priorities,
         }
@@ -188,9 +214,7 @@ class ReplayIndex:
                           ("arity", self._arity)):
             if int(state[key]) != mine:
                 raise ValueError(f"state dict has {key}={int(state[key])}, this index has {mine}")
-        position, size = int(state["position"]), int(state["size"])
-        if not (0 <= position < self._capacity and 0 <= size <= self._capacity):
-            raise ValueError(f"state dict has position={position}, size={size} outside capacity {self._capacity}")
+        ring = Ring.restored(self._capacity, int(state["position"]), int(state["size"]), "state dict")
         # float() also accepts the 0-d arrays that np.savez / np.load turn scalars into.
         alpha = _check_float("alpha", float(state["alpha"]), 0.0)
         eps = _check_float("eps", float(state["eps"]), 0.0)
@@ -203,7 +227,7 @@ class ReplayIndex:
             tree = SumTree(self._capacity, self._arity)
             tree.update(np.arange(self._capacity), priorities)
         self._alpha, self._eps, self._max_priority = alpha, eps, max_priority
-        self._position, self._size, self._tree = position, size, tree
+        self._ring, self._tree = ring, tree
 
 
 def linear_beta(beta0: float, step: int, total_steps: int) -> float:

@@ -79,7 +79,7 @@ import math
 
 import numpy as np
 
-__all__ = ["SumTree", "as_indices", "as_priorities", "check_int"]
+__all__ = ["SumTree", "SumTreeBase", "as_indices", "as_priorities", "check_int"]
 
 _FLOAT_MAX = float(np.finfo(np.float64).max)
 # The bits of the largest finite float64: read as unsigned integers, the bits of +0.0 .. _FLOAT_MAX are
@@ -222,17 +222,69 @@ class _LookupScratch:
         self.count = np.empty(batch_size, dtype=np.uint8 if arity <= 256 else np.int64)
 
 
-class SumTree:
+class SumTreeBase:
+    """What every sum tree of this layout shares, wherever its levels live (here in numpy, on an OpenCL device in
+    the adapter's DeviceSumTree): its geometry, and the checks of a prefix-sum query, so that every tree accepts
+    and refuses the same values. A subclass holds the levels: `total` reads the root, `_find` looks values up."""
+
+    def __init__(self, capacity: int, arity: int) -> None:
+        self._capacity = check_int("capacity", capacity, 1)
+        self._arity = check_int("arity", arity, 2)
+        self._depth = tree_depth(self._capacity, self._arity)
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
+    def arity(self) -> int:
+        return self._arity
+
+    @property
+    def depth(self) -> int:
+        """Number of levels below the root (the leaves are level ``depth``)."""
+        return self._depth
+
+    @property
+    def total(self) -> float:
+        """Sum of all priorities (the root)."""
+        raise NotImplementedError
+
+    def find_prefix_sum(self, values: np.ndarray) -> np.ndarray:
+        """Leaf index for each prefix-sum value ``v`` in [0, total] (int64; rule in the module docstring)."""
+        vals = np.asarray(values, dtype=np.float64)
+        if vals.ndim != 1:
+            raise ValueError(f"values must be 1-D, got shape {vals.shape}")
+        if vals.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        total = self._checked_total()
+        lo, hi = vals.min(), vals.max()
+        if not (lo >= 0.0 and hi <= total):  # also rejects NaN
+            raise ValueError(f"values must lie in [0, total={total!r}], got range [{lo!r}, {hi!r}]")
+        return self._find(vals)
+
+    def _find(self, values: np.ndarray) -> np.ndarray:
+        """Leaf indices (int64) of checked values: 1-D, not empty, each in [0, total]."""
+        raise NotImplementedError
+
+    def _checked_total(self) -> float:
+        total = self.total
+        if not total > 0.0:
+            raise ValueError("cannot sample or search a sum tree whose total priority is 0")
+        if not math.isfinite(total):
+            raise ValueError(f"sum tree total is not finite ({total!r}); priorities are too large")
+        return total
+
+
+class SumTree(SumTreeBase):
     """K-ary sum tree of float64 priorities over ``capacity`` leaves (see the module docstring).
 
     Not thread-safe: calls reuse scratch buffers (to save allocations in the hot path).
     """
 
     def __init__(self, capacity: int, arity: int = DEFAULT_ARITY) -> None:
-        self._capacity = check_int("capacity", capacity, 1)
-        self._arity = check_int("arity", arity, 2)
-        self._depth = depth = tree_depth(self._capacity, self._arity)
-        K = self._arity
+        super().__init__(capacity, arity)
+        K, depth = self._arity, self._depth
         self._levels: list[np.ndarray] = [np.zeros(K**d) for d in range(depth + 1)]
         # Row views (K**(d-1), K) of every level below the root: row g holds the children of node g of
         # level d-1. They share memory with `_levels`.
@@ -251,19 +303,6 @@ class SumTree:
         self._whole_views: dict[int, tuple[np.ndarray, ...]] = {}
 
     # ------------------------------------------------------------------ properties
-    @property
-    def capacity(self) -> int:
-        return self._capacity
-
-    @property
-    def arity(self) -> int:
-        return self._arity
-
-    @property
-    def depth(self) -> int:
-        """Number of levels below the root (the leaves are ``levels[depth]``)."""
-        return self._depth
-
     @property
     def total(self) -> float:
         """Sum of all priorities (the root)."""
@@ -356,18 +395,8 @@ class SumTree:
         idx = as_indices(indices, self._capacity)
         return self._levels[self._depth].take(idx)
 
-    def find_prefix_sum(self, values: np.ndarray) -> np.ndarray:
-        """Leaf index for each prefix-sum value ``v`` in [0, total] (int64; rule in the module docstring)."""
-        vals = np.asarray(values, dtype=np.float64)
-        if vals.ndim != 1:
-            raise ValueError(f"values must be 1-D, got shape {vals.shape}")
-        if vals.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        total = self._checked_total()
-        lo, hi = vals.min(), vals.max()
-        if not (lo >= 0.0 and hi <= total):  # also rejects NaN
-            raise ValueError(f"values must lie in [0, total={total!r}], got range [{lo!r}, {hi!r}]")
-        return self._descend(vals)
+    def _find(self, values: np.ndarray) -> np.ndarray:
+        return self._descend(values)
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
         """Stratified proportional sampling: one leaf per equal segment of [0, total) (int64).
@@ -387,14 +416,6 @@ class SumTree:
         if values[-1] > total:
             np.minimum(values, total, out=values)
         return self._descend(values)
-
-    def _checked_total(self) -> float:
-        total = self.total
-        if not total > 0.0:
-            raise ValueError("cannot sample or search a sum tree whose total priority is 0")
-        if not math.isfinite(total):
-            raise ValueError(f"sum tree total is not finite ({total!r}); priorities are too large")
-        return total
 
     def _scratch_for(self, batch_size: int) -> _LookupScratch:
         ws = self._lookup

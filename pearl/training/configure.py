@@ -14,7 +14,7 @@ from pearl.algos import OffPolicyConfig, algo_config_class, has_preset, preset
 from pearl.device import HOST, HOST_DEVICE, DeviceId
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PearlError
-from pearl.fileio import read_json
+from pearl.fileio import read_json, read_toml
 from pearl.run_options import (
     DEFAULT_THREADS,
     EVALUATIONS_PER_RUN,
@@ -232,13 +232,7 @@ def configured(algo: str, env_id: str, config_file: str | None = None,
 def _hyperparameters_file(path: str, config: OffPolicyConfig) -> OffPolicyConfig:
     """config with the fields a JSON or TOML file sets (validated field by field); ConfigError naming the file."""
     if path.endswith(".toml"):
-        from pearl.descriptors import tomllib
-        from pearl.fileio import read_text
-
-        try:
-            data = tomllib.loads(read_text(path, ConfigError, "pass --config with a TOML or JSON file"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        data = read_toml(path, ConfigError, "pass --config with a TOML or JSON file")
     else:
         data = read_json(path, ConfigError, "pass --config with a JSON or TOML file of hyperparameters")
     if not isinstance(data, dict):

@@ -37,20 +37,32 @@ def _u32(x: int) -> np.uint32:
     return np.uint32(x & 0xFFFFFFFF)
 
 
-class CLDQNAct(ActKernel):
-    def __init__(self, rt: CLRuntime, sizes: list[int], params: Params, seed: int) -> None:
-        self.rt, self.n_actions, self.key, self.call = rt, sizes[-1], seed, 0
-        self.q = DeviceMLP(rt, sizes, params, "q")
+class _CLAct(ActKernel):
+    """An act kernel on the device: its policy network, the Philox key and call count its draws take, and
+    scratch buffers."""
+
+    def __init__(self, rt: CLRuntime, net: DeviceMLP, seed: int) -> None:
+        self.rt, self.net, self.key, self.call = rt, net, seed, 0
         self.bufs = _Buffers(rt)
 
     def set_params(self, params: Params) -> None:
-        self.q.load(params)
+        self.net.load(params)
+
+    def _forward(self, obs: np.ndarray) -> cla.Array:
+        """The network's output for obs, on the device; the upload is asynchronous (`act` reads back later)."""
+        x = self.bufs.get("obs", obs.shape)
+        x.set(np.ascontiguousarray(obs, dtype=np.float32), queue=self.rt.queue, async_=True)
+        return self.net.forward(x, obs.shape[0])[-1]
+
+
+class CLDQNAct(_CLAct):
+    def __init__(self, rt: CLRuntime, sizes: list[int], params: Params, seed: int) -> None:
+        super().__init__(rt, DeviceMLP(rt, sizes, params, "q"), seed)
+        self.n_actions = sizes[-1]
 
     def act(self, obs: np.ndarray, explore: float) -> np.ndarray:
         n = obs.shape[0]
-        x = self.bufs.get("obs", obs.shape)
-        x.set(np.ascontiguousarray(obs, dtype=np.float32), queue=self.rt.queue, async_=True)  # read back below
-        q = self.q.forward(x, n)[-1]
+        q = self._forward(obs)
         actions = self.bufs.get("actions", (n,), np.int32)
         self.rt.launch("dqn_act", n, q, self.n_actions, float(explore), _u32(self.key), _u32(self.call), actions)
         self.call += 1
@@ -119,7 +131,7 @@ class CLDQNLearn(LearnKernel):
         return {"q": self.opt}
 
 
-class CLDDPGAct(ActKernel):
+class CLDDPGAct(_CLAct):
     """μ(s) plus noise from Philox draws on the device, as the torch adapter's DDPGAct: Gaussian (ddpg_act) or
     Ornstein–Uhlenbeck (ddpg_act_ou). The OU states live in a device buffer that the same launch reads and
     writes: no extra transfer per step (only a rare fill when an episode ends), and the noise comes from the
@@ -128,20 +140,12 @@ class CLDDPGAct(ActKernel):
 
     def __init__(self, rt: CLRuntime, sizes: list[int], params: Params, seed: int,
                  noise_type: str = "gaussian") -> None:
-        self.rt, self.key, self.call = rt, seed, 0
-        self.actor = DeviceMLP(rt, sizes, params, "actor", tanh_out=True)
-        self.bufs = _Buffers(rt)
+        super().__init__(rt, DeviceMLP(rt, sizes, params, "actor", tanh_out=True), seed)
         self.ou = noise_type == "ornstein-uhlenbeck"
         self.x: cla.Array | None = None  # the Ornstein–Uhlenbeck states, (n, action_dim)
 
-    def set_params(self, params: Params) -> None:
-        self.actor.load(params)
-
     def act(self, obs: np.ndarray, explore: float) -> np.ndarray:
-        n = obs.shape[0]
-        x = self.bufs.get("obs", obs.shape)
-        x.set(np.ascontiguousarray(obs, dtype=np.float32), queue=self.rt.queue, async_=True)  # read back below
-        actions = self.actor.forward(x, n)[-1]
+        actions = self._forward(obs)
         if self.ou and explore > 0:
             if self.x is None or self.x.shape != actions.shape:  # other rows, other envs: new processes
                 self.x = self.rt.zeros(actions.shape, np.float32)

@@ -56,8 +56,8 @@ import pyopencl.array as cla
 from pearl.adapters.base import ReplayKernels, check_state, host_array
 from pearl.adapters.opencl.runtime import CLRuntime
 from pearl.algos.base import OffPolicyConfig
-from pearl.replay.index import _check_float
-from pearl.replay.sumtree import as_indices, as_priorities, check_int, tree_depth
+from pearl.replay.index import Ring, _check_float
+from pearl.replay.sumtree import SumTreeBase, as_indices, as_priorities, check_int
 from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch
 
 __all__ = ["DeviceSumTree", "OpenCLReplay", "MAX_BATCH", "MAX_CAPACITY"]
@@ -92,16 +92,15 @@ def _whole(x: cla.Array, dtype: type, name: str) -> cla.Array:
     return x
 
 
-class DeviceSumTree:
+class DeviceSumTree(SumTreeBase):
     """K-ary float32 sum tree over ``capacity`` leaves in one device buffer (layout in the module docstring)."""
 
     def __init__(self, rt: CLRuntime, capacity: int, arity: int = 16, max_group: int = GROUP_SIZE) -> None:
         """max_group caps the work-items of a write's group (lower it for a compiler that assumes fewer)."""
+        super().__init__(capacity, arity)
         self.rt = rt
-        self._capacity = check_int("capacity", capacity, 1)
-        self._arity = check_int("arity", arity, 2)
         self._max_group = check_int("max_group", max_group, 1)
-        self._depth = depth = tree_depth(self._capacity, self._arity)
+        depth = self._depth
         self._offsets = tuple(sum(self._arity**e for e in range(d)) for d in range(depth + 1))
         nodes = self._offsets[depth] + self._arity**depth
         if nodes > _INT32_MAX:  # kernels index the tree with int
@@ -112,19 +111,6 @@ class DeviceSumTree:
         self._groups: dict[str, int] = {}  # per write kernel, its largest group here, found on first use
 
     # ------------------------------------------------------------------ properties
-    @property
-    def capacity(self) -> int:
-        return self._capacity
-
-    @property
-    def arity(self) -> int:
-        return self._arity
-
-    @property
-    def depth(self) -> int:
-        """Number of levels below the root."""
-        return self._depth
-
     @property
     def offsets(self) -> tuple[int, ...]:
         """Where each level starts in `buffer`, root level first."""
@@ -197,21 +183,12 @@ class DeviceSumTree:
                        self.rt.to_device(idx.astype(np.int32)), out)
         return out.get()
 
-    def find_prefix_sum(self, values: np.ndarray) -> np.ndarray:
-        """Leaf index (int64) for each value in [0, total], looked up on the device (values rounded to float32)."""
-        vals = np.asarray(values, dtype=np.float64)
-        if vals.ndim != 1:
-            raise ValueError(f"values must be 1-D, got shape {vals.shape}")
-        if vals.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        total = self._checked_total()
-        lo, hi = vals.min(), vals.max()
-        if not (lo >= 0.0 and hi <= total):  # also rejects NaN
-            raise ValueError(f"values must lie in [0, total={total!r}], got range [{lo!r}, {hi!r}]")
+    def _find(self, values: np.ndarray) -> np.ndarray:
+        """Looked up on the device, the values rounded to float32."""
         # total is a float32, so rounding a value <= total to float32 keeps it <= total.
-        out = self.rt.zeros(vals.size, np.int32)
-        self.rt.launch("sumtree_find", vals.size, self.buffer, self._arity, self._depth, self._capacity,
-                       self.rt.to_device(vals.astype(np.float32)), out)
+        out = self.rt.zeros(values.size, np.int32)
+        self.rt.launch("sumtree_find", values.size, self.buffer, self._arity, self._depth, self._capacity,
+                       self.rt.to_device(values.astype(np.float32)), out)
         return out.get().astype(np.int64)
 
     def sample_device(self, batch_size: int, key: int, call: int, out: cla.Array | None = None) -> cla.Array:
@@ -230,14 +207,6 @@ class DeviceSumTree:
         self.rt.launch("sumtree_sample", batch_size, self.buffer, self._arity, self._depth, self._capacity,
                        np.uint32(key & _U32), np.uint32(call & _U32), np.float32(1.0 / batch_size), out)
         return out
-
-    def _checked_total(self) -> float:
-        total = self.total
-        if not total > 0.0:
-            raise ValueError("cannot sample or search a sum tree whose total priority is 0")
-        if not np.isfinite(total):
-            raise ValueError(f"sum tree total is not finite ({total!r}); priorities are too large")
-        return total
 
 
 @dataclass
@@ -291,8 +260,7 @@ class OpenCLReplay(ReplayKernels):
             self._max_priority = rt.to_device(np.ones(1, dtype=np.float32))
         # Uniform replay's gather takes no tree, but a kernel argument must be a buffer.
         self._no_tree = rt.zeros(1, np.float32)
-        self._position = 0
-        self._size = 0
+        self._ring = Ring(cap)
         self._call = 0
         self._batches: dict[int, _Buffers] = {}
         self._row_width = 2 * self._obs_dim + self._act_width + 2  # one transition in an upload, in words
@@ -301,7 +269,7 @@ class OpenCLReplay(ReplayKernels):
     # ------------------------------------------------------------------ properties
     @property
     def size(self) -> int:
-        return self._size
+        return self._ring.size
 
     @property
     def capacity(self) -> int:
@@ -323,9 +291,8 @@ class OpenCLReplay(ReplayKernels):
         if m == 0:
             return
         keep = max(0, m - self._capacity)  # an oversized batch: only its newest `capacity` rows survive
-        n, start = m - keep, (self._position + keep) % self._capacity
-        self._position = (self._position + m) % self._capacity
-        self._size = min(self._size + m, self._capacity)
+        n, start = m - keep, (self._ring.position + keep) % self._capacity
+        self._ring.advance(m)
         stage = self._staging
         if stage is None or stage.slots.size != n:
             stage = self._staging = _Staging(self.rt.zeros((n, self._row_width), np.uint32),
@@ -355,7 +322,7 @@ class OpenCLReplay(ReplayKernels):
         if batch_size > MAX_BATCH:
             raise ValueError(f"batch_size must be <= {MAX_BATCH}, got {batch_size}")
         beta = _check_float("beta", beta, 0.0)
-        if self._size == 0:
+        if self._ring.size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
         call = self._call
         self._call += 1
@@ -365,7 +332,7 @@ class OpenCLReplay(ReplayKernels):
             tree, leaf_offset = self.tree.buffer, self.tree.leaf_offset
         else:
             self.rt.launch("replay_sample_uniform", batch_size, np.uint32(self._key), np.uint32(call & _U32),
-                           self._size, out.slots)
+                           self._ring.size, out.slots)
             tree, leaf_offset = self._no_tree, 0
         s = self._store
         self.rt.launch("replay_gather", batch_size, s.obs, s.action, s.reward, s.next_obs, s.terminated, out.slots,
@@ -395,14 +362,14 @@ class OpenCLReplay(ReplayKernels):
         if idx.size == 0:
             return
         # Work-item 0 sets the leaves in order (last duplicate wins; the running max needs no atomics).
-        self.tree.write("replay_set_priorities", idx.size, self._size, idx, td, idx.size, self._alpha, self._eps,
+        self.tree.write("replay_set_priorities", idx.size, self._ring.size, idx, td, idx.size, self._alpha, self._eps,
                         self._max_priority)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> Params:
-        n, s = self._size, self._store
+        n, s = self._ring.size, self._store
         out: Params = {name: getattr(s, name).get(queue=self.rt.queue)[:n].copy() for name in _FIELDS}
-        out.update(position=np.asarray(self._position), size=np.asarray(n),
+        out.update(position=np.asarray(self._ring.position), size=np.asarray(n),
                    sampler=np.asarray([self._key, self._call], dtype=np.int64))
         if self.tree is not None:
             out["priorities"] = self.tree.get(np.arange(n))
@@ -412,10 +379,8 @@ class OpenCLReplay(ReplayKernels):
     def load_state_dict(self, state: Params) -> None:
         if "size" not in state:
             raise ValueError("replay state lacks 'size'")
-        n = int(state["size"])
-        position = int(state.get("position", -1))
-        if not (0 <= n <= self._capacity and 0 <= position < self._capacity):
-            raise ValueError(f"replay state has size {n}, position {position}: outside capacity {self._capacity}")
+        ring = Ring.restored(self._capacity, int(state.get("position", -1)), int(state["size"]), "replay state")
+        n = ring.size
         expected = {"obs": (n, self._obs_dim), "action": (n, *self._act_shape), "reward": (n,),
                     "next_obs": (n, self._obs_dim), "terminated": (n,), "sampler": (2,)}
         if self.tree is not None:
@@ -432,7 +397,7 @@ class OpenCLReplay(ReplayKernels):
         if self.tree is not None:
             self._max_priority.set(np.asarray([state["max_priority"]], dtype=np.float32), queue=self.rt.queue)
         self._key, self._call = (int(x) for x in np.asarray(state["sampler"]))
-        self._position, self._size = position, n
+        self._ring = ring
 
     # ------------------------------------------------------------------ helpers
     def _allocate(self, rows: int) -> _Buffers:
@@ -466,8 +431,7 @@ class OpenCLReplay(ReplayKernels):
         td = np.asarray(host_array(td_errors), dtype=np.float64)
         if idx.ndim != 1 or td.shape != idx.shape:
             raise ValueError(f"indices and td_errors must be 1-D of equal length, got {idx.shape} and {td.shape}")
-        if idx.size and idx.dtype.kind in "iu" and idx.max() >= self._size:
-            raise ValueError(f"slot {int(idx.max())} has never been written (size is {self._size})")
+        self._ring.check_written(idx)
         idx = as_indices(idx, self._capacity)  # dtype and range
         if not np.isfinite(td).all():
             raise ValueError("td_errors must be finite")

@@ -10,15 +10,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel, check_gradients
-from pearl.adapters.torch.nets import (MLP, FlatAdam, build, dump_net, grad_shapes, load_net, named_grads, take_grads,
+from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
+from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, dump_net, grad_shapes, named_grads, take_grads,
                                       write_net)
 from pearl.algos.ddpg import DDPGConfig, ou_step
-from pearl.rng import CounterDraws, normal
+from pearl.rng import normal
 from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
 
-class DDPGAct(ActKernel):
+class DDPGAct(PolicyAct):
     """μ(s) plus noise from Philox draws (key = seed, counter = (flat index, call)), as on OpenCL: Gaussian, or
     an Ornstein–Uhlenbeck process per row and action dimension driven by the same draws.
 
@@ -30,19 +30,13 @@ class DDPGAct(ActKernel):
 
     def __init__(self, sizes: list[int], params: Params, device: torch.device, seed: int,
                  noise_type: str = "gaussian") -> None:
-        self.device = device
-        self.actor = build(sizes, params, "actor", device, tanh_out=True)
-        self.draws = CounterDraws(seed)
+        super().__init__("actor", sizes, params, device, seed, tanh_out=True)
         self.ou = noise_type == "ornstein-uhlenbeck"
         self.x: np.ndarray | None = None  # the Ornstein–Uhlenbeck states, (n, action_dim) float32
 
-    def set_params(self, params: Params) -> None:
-        load_net(self.actor, params, "actor")
-
     @torch.no_grad()
     def act(self, obs: np.ndarray, explore: float) -> np.ndarray:
-        x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-        actions = self.actor(x).cpu().numpy()
+        actions = self.forward(obs).cpu().numpy()
         r0, r1 = self.draws.next(actions.size)  # element (i, j) uses counter i·d + j, as on OpenCL
         if explore > 0:
             eps = normal(r0, r1).reshape(actions.shape)

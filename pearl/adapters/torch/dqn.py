@@ -10,26 +10,21 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel, check_gradients
-from pearl.adapters.torch.nets import (FlatAdam, build, clip_grad_norm_, dump_net, grad_shapes, load_net, named_grads,
+from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
+from pearl.adapters.torch.nets import (FlatAdam, PolicyAct, build, clip_grad_norm_, dump_net, grad_shapes, named_grads,
                                       take_grads, write_net)
 from pearl.algos.dqn import DQNConfig
-from pearl.rng import CounterDraws, below, uniform
+from pearl.rng import below, uniform
 from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
 
-class DQNAct(ActKernel):
+class DQNAct(PolicyAct):
     """Greedy actions from the Q-network; ε-greedy draws from Philox (key = seed, counter = (row, call)),
     the same draws the OpenCL adapter makes."""
 
     def __init__(self, sizes: list[int], params: Params, device: torch.device, seed: int) -> None:
-        self.device = device
+        super().__init__("q", sizes, params, device, seed)
         self.n_actions = sizes[-1]
-        self.q = build(sizes, params, "q", device)
-        self.draws = CounterDraws(seed)
-
-    def set_params(self, params: Params) -> None:
-        load_net(self.q, params, "q")
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, explore: float) -> np.ndarray:
@@ -39,8 +34,7 @@ class DQNAct(ActKernel):
         actions = below(r1, self.n_actions)
         if not random.all():  # the forward pass only for the greedy ones
             greedy = ~random
-            x = torch.as_tensor(obs[greedy], dtype=torch.float32, device=self.device)
-            actions[greedy] = self.q(x).argmax(dim=1).cpu().numpy()
+            actions[greedy] = self.forward(obs[greedy]).argmax(dim=1).cpu().numpy()
         return actions
 
 

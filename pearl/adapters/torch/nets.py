@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from pearl.adapters.base import ActKernel
+from pearl.rng import CounterDraws
 from pearl.types import Params
 
 
@@ -272,3 +274,21 @@ def build(sizes: list[int], params: Params, net: str, device: torch.device, tanh
     module = MLP(sizes, device, tanh_out)
     load_net(module, params, net)
     return module
+
+
+class PolicyAct(ActKernel):
+    """What every torch act kernel holds: its policy network `net` on device, and the Philox draws (key = seed,
+    counter = (element, call)) its exploration takes, the OpenCL adapter's draws."""
+
+    def __init__(self, net: str, sizes: list[int], params: Params, device: torch.device, seed: int,
+                 tanh_out: bool = False) -> None:
+        self.device, self.net_name = device, net
+        self.net = build(sizes, params, net, device, tanh_out)
+        self.draws = CounterDraws(seed)
+
+    def set_params(self, params: Params) -> None:
+        load_net(self.net, params, self.net_name)
+
+    def forward(self, obs: np.ndarray) -> torch.Tensor:
+        """The network's output for the observations obs (on device)."""
+        return self.net(torch.as_tensor(obs, dtype=torch.float32, device=self.device))

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel, check_gradients
+from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
 from pearl.adapters.torch.autograd import (CRITICS, Adam, LearnDraws, Net, average_flat, critic_grad_arrays,
                                           critics_ahead, min_q, net_adam, twin_critic_grads, twin_critic_step)
-from pearl.adapters.torch.nets import build, load_net
+from pearl.adapters.torch.nets import PolicyAct
 from pearl.algos.sac import LOG_STD_MAX, LOG_STD_MIN, SACConfig
-from pearl.rng import CounterDraws, normal
+from pearl.rng import normal
 from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -30,21 +30,16 @@ def squashed_sample(out: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, t
     return action, log_prob
 
 
-class SACAct(ActKernel):
+class SACAct(PolicyAct):
     """tanh(m + σ · ε) with ε from Philox (key = seed, counter = (flat index, call)), computed on the host so CPU
     and CUDA give the same bits; tanh(m) when explore is 0 (evaluation)."""
 
     def __init__(self, sizes: list[int], params: Params, device: torch.device, seed: int) -> None:
-        self.device = device
-        self.actor = build(sizes, params, "actor", device)
-        self.draws = CounterDraws(seed)
-
-    def set_params(self, params: Params) -> None:
-        load_net(self.actor, params, "actor")
+        super().__init__("actor", sizes, params, device, seed)
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, explore: float) -> np.ndarray:
-        out = self.actor(torch.as_tensor(obs, dtype=torch.float32, device=self.device)).cpu().numpy()
+        out = self.forward(obs).cpu().numpy()
         d = out.shape[1] // 2
         mean = out[:, :d]
         r0, r1 = self.draws.next(mean.size)  # drawn every call, as DDPG's act does, so the counters stay in step
