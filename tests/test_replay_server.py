@@ -409,7 +409,7 @@ def test_a_learner_on_the_replay_server_reads_uniform_shards_once_a_segment_and_
     replays, roles = [], []
     for kernels in (ShardedReplayKernels, OneByOne):
         replay = CountingReplay(cfg.buffer_size, spec, 2, prioritized, seed=9)
-        role = LearnerRole(job, ["cpu"], replay_kernels=kernels(replay))
+        role = LearnerRole(job, [HOST_DEVICE], replay_kernels=kernels(replay))
         role.insert(batch)
         assert role.train(12, 0.4) == 12
         replays.append(replay)
