@@ -107,22 +107,43 @@ class Plan:
         """A plan of a cluster profile (`pearl profile merge`): its device ids are NODE/DEVICE."""
         return isinstance(self.profile.get("nodes"), dict)
 
-    @cached_property
+    @property
     def devices(self) -> dict[str, NodeDevice]:
         """Each mapped kernel's device as a typed value: on a node of a cluster plan, or on the planned host."""
-        return {k: NodeDevice.parse(d, self.is_cluster) for k, d in self.mapping.items()}
+        return self._ids[0]
 
-    @cached_property
+    @property
     def actor_spread(self) -> dict[NodeDevice, int]:
         """Act's device on each node with actor processes → how many (every actor on devices["act"] when the
         plan spreads none)."""
-        return {NodeDevice.parse(d, self.is_cluster): n
-                for d, n in (self.actor_devices or {self.mapping["act"]: self.actors}).items()}
+        return self._ids[1]
 
-    @cached_property
+    @property
     def shard_devices(self) -> dict[NodeDevice, int]:
         """The replay server's shards on each device (empty: one replay server, on devices["replay_insert"])."""
-        return {NodeDevice.parse(d, self.is_cluster): n for d, n in self.replay_shards.items()}
+        return self._ids[2]
+
+    @cached_property
+    def _ids(self) -> tuple[dict[str, NodeDevice], dict[NodeDevice, int], dict[NodeDevice, int]]:
+        """Every device id of the plan, read once (parse_plan reads them when the plan loads): DeviceError naming
+        the field and the id when one is no device id (in a cluster plan: not NODE/DEVICE of one of its nodes)."""
+        nodes = self.profile["nodes"] if self.is_cluster else {}
+
+        def typed(name: str, text: str) -> NodeDevice:
+            try:
+                at = NodeDevice.parse(text, self.is_cluster)
+            except DeviceError as exc:
+                what = f"not a NODE/DEVICE id of its nodes ({', '.join(nodes)})" if self.is_cluster else str(exc)
+                raise DeviceError(f"field '{name}' names {text}, {what}") from None
+            if self.is_cluster and at.node not in nodes:
+                raise DeviceError(f"field '{name}' names {text}, on a node the plan's profile lacks "
+                                  f"(it has {', '.join(nodes)})")
+            return at
+
+        devices = {k: typed("mapping", d) for k, d in self.mapping.items()}
+        spread = {typed("actor_devices", d): n for d, n in self.actor_devices.items()}
+        shards = {typed("replay_shards", d): n for d, n in self.replay_shards.items()}
+        return devices, spread or {devices["act"]: self.actors}, shards
 
 
 def save_plan(plan: Plan, path: str | Path) -> Path:
@@ -194,25 +215,11 @@ def parse_plan(data: Any, where: str) -> Plan:
                 list(data.get("why", [])) if isinstance(data.get("why", []), list) else [], list(slices),
                 actor_devices, replay_shards, data.get("threads", 1), data.get("learners", 1),
                 data.get("learners_why", ""))
-    _check_device_ids(plan, where)
+    try:
+        _ = plan.devices  # every device id is read here, once: a bad one refuses the file
+    except DeviceError as exc:
+        raise PlanFileError(f"{where}: {exc}") from None
     return plan
-
-
-def _check_device_ids(plan: Plan, where: str) -> None:
-    """PlanFileError naming the field and the id when a device id of the plan is no device id (NODE/DEVICE, a
-    node of the plan's cluster and a device id, in a cluster plan): read once here, typed from then on."""
-    nodes = plan.profile["nodes"] if plan.is_cluster else {}
-    for name, ids in (("mapping", plan.mapping.values()), ("actor_devices", plan.actor_devices),
-                      ("replay_shards", plan.replay_shards)):
-        for text in ids:
-            try:
-                at = NodeDevice.parse(text, plan.is_cluster)
-            except DeviceError as exc:
-                what = f"not a NODE/DEVICE id of its nodes ({', '.join(nodes)})" if plan.is_cluster else str(exc)
-                raise PlanFileError(f"{where}: field '{name}' names {text}, {what}") from None
-            if plan.is_cluster and at.node not in nodes:
-                raise PlanFileError(f"{where}: field '{name}' names {text}, on a node the plan's profile lacks "
-                                    f"(it has {', '.join(nodes)})")
 
 
 def _actor_devices(data: dict, fail) -> dict[str, int]:

@@ -29,7 +29,7 @@ from pearl.runtime.launcher import SegmentLauncher
 from pearl.runtime.record import RunRecord, check_runs_dir
 from pearl.training.configure import RunSetup, hyperparameters_note, setup_run
 from pearl.training.launchers import launcher_class
-from pearl.training.plan_checks import emulated, plan_check, role_nodes
+from pearl.training.plan_checks import plan_check, role_nodes
 from pearl.training.recorded import check_same_run, recorded_setup
 from pearl.training.result import TrainResult
 from pearl.training.scoring import score_run
@@ -185,7 +185,7 @@ def _execute(setup: RunSetup, runner: SegmentLauncher, record: RunRecord, checkp
         result.learning_env_steps_per_s = (stats.steps - stats.learn_start_steps) / learning_s
         result.learning_updates_per_s = (stats.updates - stats.start_updates) / learning_s
     if setup.plan is not None:
-        result.plan_check = plan_check(setup.plan, stats, config, result, emulated(o.placement.emulate))
+        result.plan_check = plan_check(setup.plan, stats, config, result, setup.emulate)
     record.write("summary.json", {"kind": "summary", "status": "finished", **result.to_dict()})
     return result
 

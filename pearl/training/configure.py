@@ -57,6 +57,8 @@ class RunSetup:
     actors: int
     eval_every: int
     plan: "Plan | None"
+    #: --emulate's pairs as device ids (a plan's absent device → the OpenCL device that runs its kernels)
+    emulate: dict[DeviceId, DeviceId]
 
     @property
     def job(self) -> Job:
@@ -206,7 +208,7 @@ def setup_run(o: RunOptions) -> RunSetup:
         o = o.replace(threads=loaded.threads if loaded is not None else 1 if learners > 1 else
                       default_threads(config, spec, placement, actors, launch.name, o.checkpoints.runs_dir))
     setup = RunSetup(o, algo, env_id, config, spec, placement, device, actors, eval_every if launch.learn else 0,
-                     loaded)
+                     loaded, emulate)
     setup.job.schedule()  # a lag or segment layout that cannot work → ConfigError, before any work
     return setup
 

@@ -27,10 +27,10 @@ from pearl.runtime.checkpoint import Checkpoint
 from pearl.runtime.job import Job
 from pearl.runtime.learner_group import GroupLearner, form_group
 from pearl.runtime.learner_role import LearnerRole, LearnerStatus
-from pearl.runtime.actors import ActorFailed, RoleLost
+from pearl.runtime.actors import RoleLost
 from pearl.runtime.protocol import KernelClock
 from pearl.runtime.ray.replay_client import RemoteShardedReplay, ShardedReplayKernels
-from pearl.runtime.ray.session import first_line, remote_class, require_ray
+from pearl.runtime.ray.session import answer, first_line, remote_class, require_ray
 from pearl.runtime.seeds import Seeds
 from pearl.traffic import INSERTS
 from pearl.types import Params, TransitionBatch
@@ -231,16 +231,7 @@ def _writable(state: Params) -> Params:
 
 
 def _role_get(ref: Any, timeout: float | None = None) -> Any:
-    """``ray.get`` of a learner call: its pearl error as itself, any other failure or death as ActorFailed."""
-    ray = require_ray()
-    try:
-        return ray.get(ref, timeout=timeout)
-    except ray.exceptions.GetTimeoutError:
-        raise ActorFailed(f"the learner did not answer within {timeout:.0f} s") from None
-    except ray.exceptions.RayTaskError as exc:
-        cause = exc.cause if exc.cause is not None else exc
-        if isinstance(cause, PearlError):
-            raise cause from None
-        raise ActorFailed(f"the learner failed: {type(cause).__name__}: {first_line(cause)}") from None
-    except ray.exceptions.RayActorError as exc:
-        raise RoleLost(f"the learner died: {first_line(exc)}") from None
+    """``ray.get`` of a learner call (`session.answer`): its pearl error as itself, any other failure as
+    ActorFailed, its death as RoleLost."""
+    return answer(ref, timeout, f"the learner did not answer within {timeout or 0:.0f} s", "the learner failed",
+                  lambda why: RoleLost(f"the learner died: {why}"))

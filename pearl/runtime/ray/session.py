@@ -37,12 +37,12 @@ import re
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pearl.errors import ConfigError
+from pearl.errors import ConfigError, PearlError
 
 __all__ = ["INSTALL_HINT", "LOOPBACK", "check_address", "check_cluster", "check_installed", "client_server_failed",
            "connect", "first_line", "join_refused", "remote_class", "require_ray", "shutdown", "start_local_ray",
@@ -300,6 +300,26 @@ def shutdown() -> None:
     """Disconnect; an instance this process started (`start_local_ray`) stops with every process it ran."""
     ray = require_ray()
     ray.shutdown()
+
+
+def answer(refs: Any, timeout: float | None, late: str, failed: str, died: Callable[[str], Exception]) -> Any:
+    """``ray.get`` of a role's answer (a ref, or a list of them): an error the role raised that pearl knows (a
+    PearlError) as itself; past `timeout`, ActorFailed(`late`); any other failure, ActorFailed(`failed`: the
+    error's type and first line); the role's death, `died(first line)`."""
+    from pearl.runtime.actors import ActorFailed  # here: joining a cluster need not load the roles (gymnasium)
+
+    ray = require_ray()
+    try:
+        return ray.get(refs, timeout=timeout)
+    except ray.exceptions.GetTimeoutError:
+        raise ActorFailed(late) from None
+    except ray.exceptions.RayTaskError as exc:
+        cause = exc.cause if exc.cause is not None else exc
+        if isinstance(cause, PearlError):
+            raise cause from None
+        raise ActorFailed(f"{failed}: {type(cause).__name__}: {first_line(cause)}") from None
+    except ray.exceptions.RayActorError as exc:
+        raise died(first_line(exc)) from None
 
 
 def first_line(exc: BaseException) -> str:

@@ -30,7 +30,7 @@ from pearl.device import DeviceId
 from pearl.errors import PearlError
 from pearl.runtime.actors import ActorFailed, actor_adapter, build_actor
 from pearl.runtime.protocol import Episode
-from pearl.runtime.ray.session import first_line, remote_class, require_ray
+from pearl.runtime.ray.session import answer, first_line, remote_class, require_ray
 from pearl.runtime.seeds import ActorSeeds
 from pearl.schedule import ActorShare, Schedule
 from pearl.types import EnvSpec, Params, TransitionBatch, WeightSnapshot
@@ -165,20 +165,11 @@ def concat(parts: list[TransitionBatch], spec: EnvSpec, actor_id: int) -> Transi
 
 def get_from_workers(refs: list[Any], doing: str, timeout: float | None = None) -> list[Any]:
     """``ray.get`` of what actor workers (or other roles) answer; an error or a death while `doing` ends the run
-    with its message (a PearlError as it was raised, anything else as ActorFailed)."""
-    ray = require_ray()
-    try:
-        return ray.get(refs, timeout=timeout)
-    except ray.exceptions.GetTimeoutError:
-        raise ActorFailed(f"the actor workers were not running after {timeout:.0f} s {doing}: the cluster may "
-                          "lack the resources they ask for (`ray status` shows what is pending)") from None
-    except ray.exceptions.RayTaskError as exc:
-        cause = exc.cause if exc.cause is not None else exc
-        if isinstance(cause, PearlError):
-            raise cause from None
-        raise ActorFailed(f"an actor worker failed {doing}: {type(cause).__name__}: {first_line(cause)}") from None
-    except ray.exceptions.RayActorError as exc:
-        raise ActorFailed(f"an actor worker died {doing}: {first_line(exc)}") from None
+    with its message (`session.answer`: a PearlError as it was raised, anything else as ActorFailed)."""
+    late = (f"the actor workers were not running after {timeout or 0:.0f} s {doing}: the cluster may lack the "
+            "resources they ask for (`ray status` shows what is pending)")
+    return answer(refs, timeout, late, f"an actor worker failed {doing}",
+                  lambda why: ActorFailed(f"an actor worker died {doing}: {why}"))
 
 
 def set_up_again(worker: Any, i: int, old_pid: int, seed: ActorSeeds, collected: int, weights: Any,
