@@ -57,6 +57,16 @@ def normal(r0: np.ndarray, r1: np.ndarray) -> np.ndarray:
     return (radius * np.cos(np.float32(2.0 * np.pi) * u0)).astype(np.float32)
 
 
+#: XORed into the run's seed to key a learn kernel's draws (TD3's smoothing noise, SAC's sampled actions), so they
+#: are not the act kernels' (keyed by the seed itself)
+LEARN_STREAM = 0x4C45524E
+
+
+def learn_key(seed: int) -> int:
+    """The Philox key of a learn kernel's draws for a run's seed; update k's draws are counters (element, k)."""
+    return (seed ^ LEARN_STREAM) & 0xFFFFFFFF
+
+
 class CounterDraws:
     """The (r0, r1) bits of successive calls, counters (i, call) for i < n, computed a block of calls at a time.
 

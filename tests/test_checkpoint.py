@@ -29,7 +29,7 @@ from pearl.runtime import shm
 from pearl.training import resume, train
 from pearl.types import PriorityUpdate, TransitionBatch
 
-WORKLOADS = [("dqn", "CartPole-v1"), ("ddpg", "Pendulum-v1")]
+WORKLOADS = [("dqn", "CartPole-v1"), ("ddpg", "Pendulum-v1"), ("td3", "Pendulum-v1")]
 
 
 def _devices() -> list[str]:

@@ -15,10 +15,9 @@ from opencl_support import first_opencl_device
 
 from pearl.adapters.base import host_array
 from pearl.adapters.torch import TorchAdapter
-from pearl.adapters.torch.autograd import LEARN_STREAM
 from pearl.algos import DDPGConfig, DQNConfig, SACConfig, TD3Config
 from pearl.algos.params import init_params
-from pearl.rng import normal, philox2x32
+from pearl.rng import learn_key, normal, philox2x32
 from pearl.types import EnvSpec, Gradients
 
 DISCRETE = EnvSpec("test", obs_dim=4, action_kind="discrete", action_dim=3)
@@ -31,7 +30,7 @@ CONFIGS = {
     "td3": (TD3Config(**SMALL, tau=0.05, policy_delay=2), CONTINUOUS),
     "sac": (SACConfig(**SMALL, tau=0.05), CONTINUOUS),
 }
-OPENCL = ("dqn", "dqn-squared", "ddpg")  # the algorithms with OpenCL learn kernels
+OPENCL = ("dqn", "dqn-squared", "ddpg", "td3")  # the algorithms with OpenCL learn kernels
 UPDATES = 6  # enough for DQN's target copies and TD3's delayed actor to happen more than once
 SEED = 11
 
@@ -171,7 +170,7 @@ def _grads(loss: torch.Tensor, leaves: dict[str, torch.Tensor]) -> dict[str, np.
 
 
 def _normals(update: int, n: int) -> torch.Tensor:
-    r0, r1 = philox2x32((SEED ^ LEARN_STREAM) & 0xFFFFFFFF, np.arange(n, dtype=np.uint32), np.uint32(update))
+    r0, r1 = philox2x32(learn_key(SEED), np.arange(n, dtype=np.uint32), np.uint32(update))
     return torch.from_numpy(normal(r0, r1))
 
 

@@ -13,14 +13,13 @@ from learn_support import assert_same_params, final_learn_state, make_batches, t
 from opencl_support import first_opencl_device
 
 from pearl.adapters.torch import TorchAdapter
-from pearl.adapters.torch.autograd import LEARN_STREAM
 from pearl.algos import SACConfig, TD3Config, algorithm
 from pearl.algos.params import init_params
 from pearl.roofline import kernel_work
 from pearl.envs import env_spec
 from pearl.profile.format import Workload, workload_key
-from pearl.rng import philox2x32, normal
-from pearl.device import HOST_DEVICE
+from pearl.rng import learn_key, normal, philox2x32
+from pearl.device import HOST_DEVICE, DeviceId
 from pearl.runtime.job import Job, Placement
 from pearl.runtime.local import LocalLauncher
 from pearl.runtime.sequential import SequentialLauncher
@@ -60,7 +59,7 @@ def _polyak(target: torch.nn.Module, online: torch.nn.Module, tau: float) -> Non
 
 def _normals(seed: int, update: int, n: int) -> torch.Tensor:
     """The draws of update `update`, straight from Philox (not through the kernel's cached blocks)."""
-    r0, r1 = philox2x32((seed ^ LEARN_STREAM) & 0xFFFFFFFF, np.arange(n, dtype=np.uint32), np.uint32(update))
+    r0, r1 = philox2x32(learn_key(seed), np.arange(n, dtype=np.uint32), np.uint32(update))
     return torch.from_numpy(normal(r0, r1))
 
 
@@ -255,6 +254,18 @@ def test_sequential_and_local_launchers_give_bit_identical_parameters(config_cla
     assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
 
 
+def test_td3_on_opencl_gives_the_same_bits_on_the_sequential_and_local_launchers(monkeypatch) -> None:
+    """TD3's OpenCL kernels (pearl/adapters/opencl/td3.py) under both launchers: the smoothing noise is keyed
+    by (seed, update), so the learner's process gives what the sequential loop does."""
+    cfg = TD3Config(total_steps=600, learning_starts=200, n_envs=2, buffer_size=2_000, hidden=(16, 16),
+                    batch_size=16, policy_delay=3)
+    job = Job(cfg, env_spec("Pendulum-v1"), Placement.single(DeviceId.parse(first_opencl_device())), seed=5, actors=1,
+              policy_lag=1, threads=1)
+    a, b = SequentialLauncher(job).run(), LocalLauncher(job).run()
+    assert a.updates == b.updates == 400
+    assert_same_params(a.final_params, b.final_params)
+
+
 def test_a_seed_repeats_bit_for_bit_through_pearl_train(tmp_path) -> None:
     """Two runs of a seed on the default launcher end with the same learn state in their last checkpoint:
     networks, targets, every Adam's moments and step, and SAC's log α with its Adam."""
@@ -279,12 +290,11 @@ def test_sac_on_a_discrete_env_is_one_error_line(capsys, tmp_path, monkeypatch) 
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("algo", ["sac", "td3"])
-def test_a_torch_only_algorithm_on_opencl_is_one_error_line(capsys, tmp_path, monkeypatch, algo) -> None:
+def test_a_torch_only_algorithm_on_opencl_is_one_error_line(capsys, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    code, out, err = run_cli(capsys, "train", "--algo", algo, "--env", "Pendulum-v1", "--device", "opencl:0:0")
+    code, out, err = run_cli(capsys, "train", "--algo", "sac", "--env", "Pendulum-v1", "--device", "opencl:0:0")
     assert code == 2 and out == "" and err.count("\n") == 1, err
-    assert err.startswith(f"error: {algo.upper()} has no opencl kernels") and "--device cpu or cuda:N" in err, err
+    assert err.startswith("error: SAC has no opencl kernels") and "--device cpu or cuda:N" in err, err
     assert list(tmp_path.iterdir()) == []
 
 
@@ -306,3 +316,24 @@ def test_the_profiler_times_nothing_of_sac_on_opencl_and_the_planner_keeps_it_of
     assert {k.device for k in profile.kernels} == {"cpu"}
     problem, _ = build_problem(profile, CostModel(profile), "sac", env_spec("Pendulum-v1"))
     assert [d.id for d in problem.devices] == ["cpu"]
+
+
+def test_the_profiler_times_td3_on_opencl_and_the_planner_may_place_it_there() -> None:
+    from pearl.costmodel import CostModel
+    from pearl.planner.build import build_problem
+    from pearl.profiling.options import ProfileOptions
+    from pearl.profiling.profiler import run_profile
+    from pearl.profiling.whatif import add_what_if
+    from pearl.descriptors import load_descriptor, resolve_descriptor
+
+    ocl = first_opencl_device()
+    profile = run_profile(ProfileOptions(quick=True, algos=("td3",), devices=("cpu", ocl), env="Pendulum-v1",
+                                         hidden=(32, 32), batch_size=32))
+    timed = {(k.device, k.kernel) for k in profile.kernels}
+    assert {(ocl, "learn"), (ocl, "act"), ("cpu", "learn")} <= timed
+    add_what_if(profile, load_descriptor(resolve_descriptor("intel-agilex-7-fpga")))  # an OpenCL board: scaled
+    boards = {k.device for k in profile.kernels} - {"cpu", ocl}
+    assert boards
+    config = TD3Config(hidden=(32, 32), batch_size=32)
+    problem, _ = build_problem(profile, CostModel(profile), "td3", env_spec("Pendulum-v1"), config=config)
+    assert {d.id for d in problem.devices} == {"cpu", ocl, *boards}

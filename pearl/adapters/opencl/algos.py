@@ -169,18 +169,16 @@ class CLDDPGAct(_CLAct):
         return None if self.x is None else self.x.get(queue=self.rt.queue)
 
 
-class CLDDPGLearn(LearnKernel):
-    def __init__(self, rt: CLRuntime, config: DDPGConfig, actor_sizes: list[int], critic_sizes: list[int],
-                 params: Params) -> None:
-        self.rt, self.config = rt, config
+class CLActorCritic(LearnKernel):
+    """What DDPG's and TD3's learn kernels share: the tanh actor, its target and Adam, and the actor's gradient
+    through a critic."""
+
+    def __init__(self, rt: CLRuntime, learning_rate: float, actor_sizes: list[int], params: Params) -> None:
+        self.rt = rt
         self.obs_dim, self.act_dim = actor_sizes[0], actor_sizes[-1]
         self.actor = DeviceMLP(rt, actor_sizes, params, "actor", tanh_out=True)
         self.actor_target = DeviceMLP(rt, actor_sizes, params, "actor_target", tanh_out=True)
-        self.critic = DeviceMLP(rt, critic_sizes, params, "critic")
-        self.critic_target = DeviceMLP(rt, critic_sizes, params, "critic_target")
-        self.actor_opt = DeviceAdam(rt, self.actor.buffers(), self.actor.gradients(), config.learning_rate)
-        self.critic_opt = DeviceAdam(rt, self.critic.buffers(), self.critic.gradients(), config.learning_rate)
-        self.critic_ahead = DeviceMLP(rt, critic_sizes, params, "critic")  # `grads`' scratch: the stepped critic
+        self.actor_opt = DeviceAdam(rt, self.actor.buffers(), self.actor.gradients(), learning_rate)
         self.bufs = _Buffers(rt)
         self.updates = 0
 
@@ -188,6 +186,38 @@ class CLDDPGLearn(LearnKernel):
         out = self.bufs.get(name, (b, self.obs_dim + self.act_dim))
         self.rt.launch("concat_cols", out.size, obs, action, out, self.obs_dim, self.act_dim)
         return out
+
+    def _actor_grad(self, batch: SampleBatch, critic: DeviceMLP) -> DeviceMean:
+        """The gradient of −mean Q(s, μ(s)) through `critic` into the actor's dw/db (it reaches μ through the
+        critic's action input); the loss. `critic`'s own dw/db are overwritten on the way. The critic's activation
+        buffers are reused here: the in-order queue has finished with them in the critics' gradient."""
+        b, rt = len(batch), self.rt
+        actor_q = self.bufs.get("actor_q", (b, 1))
+        actor_acts = self.actor.forward(batch.obs, b)
+        critic_pi = critic.forward(self._concat("x_pi", batch.obs, actor_acts[-1], b), b)
+        cl.enqueue_copy(rt.queue, actor_q.data, critic_pi[-1].data)
+        g_pi = self.bufs.get("g_pi", (b, 1))
+        rt.launch("fill", b, g_pi, -1.0 / b)
+        d_input = critic.backward(critic_pi, g_pi, b, input_grad=True)
+        g_action = self.bufs.get("g_action", (b, self.act_dim))
+        rt.launch("slice_cols", g_action.size, d_input, g_action, self.obs_dim + self.act_dim, self.obs_dim,
+                  self.act_dim)
+        self.actor.backward(actor_acts, g_action, b)
+        return DeviceMean(rt, actor_q, sign=-1.0)
+
+    def policy_params(self) -> Params:
+        return self.actor.dump()
+
+
+class CLDDPGLearn(CLActorCritic):
+    def __init__(self, rt: CLRuntime, config: DDPGConfig, actor_sizes: list[int], critic_sizes: list[int],
+                 params: Params) -> None:
+        super().__init__(rt, config.learning_rate, actor_sizes, params)
+        self.config = config
+        self.critic = DeviceMLP(rt, critic_sizes, params, "critic")
+        self.critic_target = DeviceMLP(rt, critic_sizes, params, "critic_target")
+        self.critic_opt = DeviceAdam(rt, self.critic.buffers(), self.critic.gradients(), config.learning_rate)
+        self.critic_ahead = DeviceMLP(rt, critic_sizes, params, "critic")  # `grads`' scratch: the stepped critic
 
     def learn(self, batch: SampleBatch) -> LearnResult:
         td, metrics = self._critic_grad(batch)
@@ -225,32 +255,11 @@ class CLDDPGLearn(LearnKernel):
         self.critic.backward(critic_acts, g_q, b)
         return td, {"losses/td_loss": DeviceMean(rt, loss), "losses/q_values": DeviceMean(rt, q_taken)}
 
-    def _actor_grad(self, batch: SampleBatch, critic: DeviceMLP) -> DeviceMean:
-        """The gradient of −mean Q(s, μ(s)) through `critic` into the actor's dw/db (it reaches μ through the
-        critic's action input); the loss. `critic`'s own dw/db are overwritten on the way. The critic's activation
-        buffers are reused here: the in-order queue has finished with them in `_critic_grad`."""
-        b, rt = len(batch), self.rt
-        actor_q = self.bufs.get("actor_q", (b, 1))
-        actor_acts = self.actor.forward(batch.obs, b)
-        critic_pi = critic.forward(self._concat("x_pi", batch.obs, actor_acts[-1], b), b)
-        cl.enqueue_copy(rt.queue, actor_q.data, critic_pi[-1].data)
-        g_pi = self.bufs.get("g_pi", (b, 1))
-        rt.launch("fill", b, g_pi, -1.0 / b)
-        d_input = critic.backward(critic_pi, g_pi, b, input_grad=True)
-        g_action = self.bufs.get("g_action", (b, self.act_dim))
-        rt.launch("slice_cols", g_action.size, d_input, g_action, self.obs_dim + self.act_dim, self.obs_dim,
-                  self.act_dim)
-        self.actor.backward(actor_acts, g_action, b)
-        return DeviceMean(rt, actor_q, sign=-1.0)
-
     def _step_actor_and_targets(self) -> None:
         self.actor_opt.step()
         polyak(self.rt, self.actor_target, self.actor, self.config.tau)
         polyak(self.rt, self.critic_target, self.critic, self.config.tau)
         self.updates += 1
-
-    def policy_params(self) -> Params:
-        return self.actor.dump()
 
     def _nets(self) -> dict[str, DeviceMLP]:
         return {"actor": self.actor, "actor_target": self.actor_target, "critic": self.critic,

@@ -18,14 +18,11 @@ import torch
 import torch.nn.functional as F
 
 from pearl.adapters.torch.nets import _layer_views, _param_count, copy_param, named_views
-from pearl.rng import CounterDraws, normal
+from pearl.rng import CounterDraws, learn_key, normal
 from pearl.types import GroupShare, Params
 
 #: TD3's and SAC's twin critics (clipped double-Q)
 CRITICS = ("qf1", "qf2")
-
-#: XORed into the run's seed to key the learn kernel's draws, so they are not the act kernels' (keyed by seed)
-LEARN_STREAM = 0x4C45524E
 
 
 class Net:
@@ -147,12 +144,12 @@ def net_adam(net: Net, name: str, lr: float) -> Adam:
 
 
 class LearnDraws:
-    """Standard normals for update k of a learn kernel: Philox at key (seed ^ LEARN_STREAM), counters (element,
+    """Standard normals for update k of a learn kernel: Philox at key `learn_key(seed)`, counters (element,
     k), computed on the host (so CPU and CUDA draw the same bits) and moved to the device. A function of the seed
     and the update index alone: every launcher, and a resumed run, draws the same."""
 
     def __init__(self, seed: int, device: torch.device) -> None:
-        self.draws = CounterDraws((seed ^ LEARN_STREAM) & 0xFFFFFFFF)
+        self.draws = CounterDraws(learn_key(seed))
         self.device = device
 
     def normals(self, update: int, n: int) -> torch.Tensor:
