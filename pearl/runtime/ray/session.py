@@ -45,7 +45,7 @@ from typing import Any
 from pearl.errors import ConfigError, PearlError
 
 __all__ = ["INSTALL_HINT", "LOOPBACK", "check_address", "check_cluster", "check_installed", "client_server_failed",
-           "connect", "first_line", "join_refused", "node_lacks", "remote_class", "require_ray", "shutdown",
+           "connect", "first_line", "join_refused", "lacking", "node_lacks", "remote_class", "require_ray", "shutdown",
            "start_local_ray", "token_mode", "version_mismatch"]
 
 LOOPBACK = "127.0.0.1"
@@ -340,18 +340,30 @@ def _creation_error(exc: BaseException) -> Any:
 
 
 def _known_error(cause: BaseException | None, task: Any) -> PearlError | None:
-    """What a role's error says to the user: a PearlError as itself, and an algorithm or a module that the
-    role's node lacks (`node_lacks`); None for anything else."""
+    """What a role's error says to the user: what its node lacks (`lacking`), a PearlError as itself; None for
+    anything else."""
+    lacks = lacking(cause, task)
+    if lacks is not None:
+        return lacks
+    return cause if isinstance(cause, PearlError) else None
+
+
+def lacking(cause: BaseException | None, task: Any) -> ConfigError | None:
+    """An algorithm the node of a role lacks (its registry raised UnknownAlgorithm), or a module it cannot
+    import (a role's arguments could not be unpickled there), as `node_lacks`' one line; `task` is the role's
+    RayTaskError, which says the node. None for any other error."""
+    from pearl.algos.registry import algorithm_of_module
     from pearl.errors import UnknownAlgorithm
 
     where = f"Ray node {getattr(task, 'ip', None) or '(unknown)'}"
     if isinstance(cause, UnknownAlgorithm) and cause.algo:
         return node_lacks(where, algo=cause.algo, why=f"there: {first_line(cause)}")
-    if isinstance(cause, PearlError):
-        return cause
     ray = require_ray()
-    inner = cause.client_exc if isinstance(cause, ray.exceptions.RaySystemError) else cause
-    if isinstance(inner, ImportError) and inner.name:
+    unpickling = isinstance(cause, ray.exceptions.RaySystemError)  # Ray could not rebuild the role's arguments
+    inner = cause.client_exc if unpickling else cause
+    if not isinstance(inner, ImportError) or not inner.name:
+        return None
+    if unpickling or algorithm_of_module(inner.name) is not None:  # else the role's own import: its error as is
         return node_lacks(where, module=inner.name, why=first_line(inner))
     return None
 
