@@ -16,6 +16,16 @@ class ConfigError(PearlError):
     """A bad hyperparameter, step count, seed or option."""
 
 
+class UnknownAlgorithm(ConfigError):
+    """An algorithm name the registry of this process does not have (`algo`: the name); pearl/algos/registry.py
+    says why (unknown, or a plugin that did not load). The Ray launcher tells it apart when a role on another
+    node raises it: the driver has the algorithm, the node's Python environment does not."""
+
+    def __init__(self, message: str, algo: str = "") -> None:
+        super().__init__(message)  # the message alone in args: Ray pickles a role's error back to the driver
+        self.algo = algo
+
+
 class EnvError(PearlError):
     """An unknown gymnasium environment, or one whose spaces the chosen algorithm cannot handle."""
 

@@ -285,6 +285,23 @@ class Algorithm:
         used = {self.policy_net, *self.learn_work.names(), *(self.state.targets or ())}
         if not used <= set(nets):
             raise ValueError(f"algorithm {self.name!r} names networks it lacks: {sorted(used - set(nets))}")
+        self._check_extras(set(nets))
+
+    def _check_extras(self, nets: set[str]) -> None:
+        """Each extra learned array (`LearnState.extras`) once, with a shape of non-negative ints, and named
+        apart from every other array of the state: a checkpoint holds them all under their names."""
+        names = [name for name, _ in self.state.extras]
+        taken = {"updates", "adam", *nets, *(f"{net}_target" for net in nets)}
+        clashing = sorted({n for n in names if not isinstance(n, str) or n.split(".")[0] in taken or
+                           names.count(n) > 1}, key=str)
+        if clashing:
+            raise ValueError(f"algorithm {self.name!r} declares extra state {clashing} twice or under the name of "
+                             "a network, its target, its Adam state or the update count")
+        bad = [name for name, shape in self.state.extras
+               if not isinstance(shape, (tuple, list)) or not all(isinstance(d, int) and d >= 0 for d in shape)]
+        if bad:
+            raise ValueError(f"algorithm {self.name!r} declares extra state {bad} whose shape is no tuple of "
+                             "non-negative ints")
 
     def network_sizes(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> dict[str, list[int]]:
         return self.networks(obs_dim, action_dim, tuple(hidden))

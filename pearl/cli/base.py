@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from pearl._version import __version__
-from pearl.algos.registry import algorithm_names
+from pearl.algos.registry import algorithm, algorithm_names, broken_plugins
 
 EXIT_USER_ERROR = 2
 
@@ -30,12 +30,15 @@ def cli(debug: bool) -> None:
 
 
 class _Choice(click.Choice):
-    """click's Choice, whose error names the nearest choice: `--objective perf_per_watt` → perf-per-watt."""
+    """click's Choice, whose error names the nearest choice: `--objective perf_per_watt` → perf-per-watt; an
+    --algo naming an installed plugin that did not load is the registry's error, which says why."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter as exc:
+            if param is not None and param.name == "algo" and value in broken_plugins():
+                algorithm(value)  # raises UnknownAlgorithm: the plugin's name, why it was left out, what to do
             choices = [str(c) for c in self.choices]
             normal = str(value).strip().lower().replace("_", "-")
             close = [normal] if normal in choices else difflib.get_close_matches(normal, choices, n=1, cutoff=0.5)

@@ -30,7 +30,7 @@ from pearl.runtime.learner_role import LearnerRole, LearnerStatus
 from pearl.runtime.actors import RoleLost
 from pearl.runtime.protocol import KernelClock
 from pearl.runtime.ray.replay_client import RemoteShardedReplay, ShardedReplayKernels
-from pearl.runtime.ray.session import answer, first_line, remote_class, require_ray
+from pearl.runtime.ray.session import answer, first_line, lacking, remote_class, require_ray
 from pearl.runtime.seeds import Seeds
 from pearl.traffic import INSERTS
 from pearl.types import Params, TransitionBatch
@@ -136,7 +136,8 @@ class RayLearnerRole(LearnerRole):
                 return f"learner {rank} died: {first_line(exc)}"
             except ray.exceptions.RayTaskError as exc:
                 cause = exc.cause if exc.cause is not None else exc
-                return f"learner {rank} failed: {type(cause).__name__}: {first_line(cause)}"
+                lacks = lacking(cause, exc)  # its node lacks the algorithm (a plugin) or a module of its arguments
+                return f"learner {rank} failed: {lacks or f'{type(cause).__name__}: {first_line(cause)}'}"
         return ""
 
     def close_group(self) -> None:

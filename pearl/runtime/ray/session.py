@@ -45,8 +45,8 @@ from typing import Any
 from pearl.errors import ConfigError, PearlError
 
 __all__ = ["INSTALL_HINT", "LOOPBACK", "check_address", "check_cluster", "check_installed", "client_server_failed",
-           "connect", "first_line", "join_refused", "remote_class", "require_ray", "shutdown", "start_local_ray",
-           "token_mode", "version_mismatch"]
+           "connect", "first_line", "join_refused", "lacking", "node_lacks", "remote_class", "require_ray", "shutdown",
+           "start_local_ray", "token_mode", "version_mismatch"]
 
 LOOPBACK = "127.0.0.1"
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
@@ -304,8 +304,9 @@ def shutdown() -> None:
 
 def answer(refs: Any, timeout: float | None, late: str, failed: str, died: Callable[[str], Exception]) -> Any:
     """``ray.get`` of a role's answer (a ref, or a list of them): an error the role raised that pearl knows (a
-    PearlError) as itself; past `timeout`, ActorFailed(`late`); any other failure, ActorFailed(`failed`: the
-    error's type and first line); the role's death, `died(first line)`."""
+    PearlError, in a call or while the role was created) as itself, or what its node lacks of the driver's
+    Python environment (`node_lacks`); past `timeout`, ActorFailed(`late`); any other failure,
+    ActorFailed(`failed`: the error's type and first line); the role's death, `died(first line)`."""
     from pearl.runtime.actors import ActorFailed  # here: joining a cluster need not load the roles (gymnasium)
 
     ray = require_ray()
@@ -315,11 +316,69 @@ def answer(refs: Any, timeout: float | None, late: str, failed: str, died: Calla
         raise ActorFailed(late) from None
     except ray.exceptions.RayTaskError as exc:
         cause = exc.cause if exc.cause is not None else exc
-        if isinstance(cause, PearlError):
-            raise cause from None
+        known = _known_error(cause, exc)
+        if known is not None:
+            raise known from None
         raise ActorFailed(f"{failed}: {type(cause).__name__}: {first_line(cause)}") from None
     except ray.exceptions.RayActorError as exc:
+        task = _creation_error(exc)
+        known = None if task is None else _known_error(task.cause, task)
+        if known is not None:
+            raise known from None
         raise died(first_line(exc)) from None
+
+
+def _creation_error(exc: BaseException) -> Any:
+    """The RayTaskError of a role that died while Ray created it (its arguments could not be unpickled on its
+    node, or its ``__init__`` raised); None for any other death. Ray (2.60) builds the ActorDiedError of a
+    failed creation from that RayTaskError, its only argument, and keeps it nowhere else."""
+    ray = require_ray()
+    if not getattr(exc, "actor_init_failed", False) or not exc.args:
+        return None
+    task = exc.args[0]
+    return task if isinstance(task, ray.exceptions.RayTaskError) else None
+
+
+def _known_error(cause: BaseException | None, task: Any) -> PearlError | None:
+    """What a role's error says to the user: what its node lacks (`lacking`), a PearlError as itself; None for
+    anything else."""
+    lacks = lacking(cause, task)
+    if lacks is not None:
+        return lacks
+    return cause if isinstance(cause, PearlError) else None
+
+
+def lacking(cause: BaseException | None, task: Any) -> ConfigError | None:
+    """An algorithm the node of a role lacks (its registry raised UnknownAlgorithm), or a module it cannot
+    import (a role's arguments could not be unpickled there), as `node_lacks`' one line; `task` is the role's
+    RayTaskError, which says the node. None for any other error."""
+    from pearl.algos.registry import algorithm_of_module
+    from pearl.errors import UnknownAlgorithm
+
+    where = f"Ray node {getattr(task, 'ip', None) or '(unknown)'}"
+    if isinstance(cause, UnknownAlgorithm) and cause.algo:
+        return node_lacks(where, algo=cause.algo, why=f"there: {first_line(cause)}")
+    ray = require_ray()
+    unpickling = isinstance(cause, ray.exceptions.RaySystemError)  # Ray could not rebuild the role's arguments
+    inner = cause.client_exc if unpickling else cause
+    if not isinstance(inner, ImportError) or not inner.name:
+        return None
+    if unpickling or algorithm_of_module(inner.name) is not None:  # else the role's own import: its error as is
+        return node_lacks(where, module=inner.name, why=first_line(inner))
+    return None
+
+
+def node_lacks(where: str, why: str, algo: str | None = None, module: str | None = None) -> ConfigError:
+    """A role on `where` lacks algorithm `algo` (its registry there does not have it), or cannot import `module`
+    (a role's arguments hold objects of that module, e.g. a plugin algorithm's config): one line naming the
+    algorithm and what to install there (`pearl.algos.registry.missing_on_node`)."""
+    from pearl.algos.registry import algorithm_of_module, missing_on_node
+
+    algo = algo if algo is not None else algorithm_of_module(module or "")
+    if algo is not None:
+        return ConfigError(missing_on_node(algo, where, why))
+    return ConfigError(f"a role on {where} cannot import module {module!r} ({why}), which its arguments need: "
+                       "install it there, in the Python environment Ray runs pearl's roles with, as on the driver")
 
 
 def first_line(exc: BaseException) -> str:
