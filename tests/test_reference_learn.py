@@ -1,6 +1,5 @@
-"""Every fast learn path against its algorithm's autograd reference (pearl/adapters/torch/reference.py for DQN
-and DDPG; TD3's reference is its torch kernel, an autograd loss): the same initial parameters, the same batches,
-and the parameters compared after 100 updates.
+"""Every fast learn path against its algorithm's autograd reference (pearl/adapters/torch/reference.py: DQN, DDPG
+and TD3): the same initial parameters, the same batches, and the parameters compared after 100 updates.
 
 The torch hand-derived paths stay within 1e-5 (max over tensors of ‖fast − reference‖₂ / ‖reference‖₂) after
 100 updates where no hidden unit sits on its ReLU's edge. Measured on the 2-core AMD EPYC VM, for the cases
@@ -28,7 +27,7 @@ from opencl_support import first_opencl_device
 
 from pearl.adapters.torch import TorchAdapter
 from pearl.adapters.torch.reference import REFERENCES, clip_by_global_norm
-from pearl.algos import DDPGConfig, preset
+from pearl.algos import DDPGConfig, TD3Config, preset
 from pearl.algos.params import init_params, network_sizes
 from pearl.envs import env_spec
 
@@ -39,6 +38,7 @@ CASES = {
                     "CartPole-v1"),
     "ddpg-64": (DDPGConfig(hidden=(64, 64), batch_size=64), "Pendulum-v1"),
     "ddpg-400-300": (preset("ddpg", "Pendulum-v1"), "Pendulum-v1"),
+    "td3-64": (TD3Config(hidden=(64, 64), batch_size=64, policy_delay=3), "Pendulum-v1"),
     "td3-400-300": (preset("td3", "Pendulum-v1"), "Pendulum-v1"),
 }
 
@@ -53,10 +53,7 @@ def _reference(case: str, seed: int = 0):
     spec = env_spec(env_id)
     params = init_params(config, spec, seed=11)
     cpu = TorchAdapter("cpu")
-    if config.algo in REFERENCES:
-        kernel = REFERENCES[config.algo](torch.device("cpu"), config, network_sizes(config, spec), params, seed)
-    else:  # TD3: its registered torch kernel is an autograd loss
-        kernel = cpu.make_learn(config, spec, params, seed=seed)
+    kernel = REFERENCES[config.algo](torch.device("cpu"), config, network_sizes(config, spec), params, seed)
     return kernel, cpu, config, spec, params
 
 
@@ -71,13 +68,14 @@ def _train_both(case: str, adapter, updates: int) -> float:
     return _relative(fast.get_params(), ref.get_params())
 
 
-@pytest.mark.parametrize("case", ["dqn-huber-clip", "dqn-squared", "ddpg-64"])
+@pytest.mark.parametrize("case", ["dqn-huber-clip", "dqn-squared", "ddpg-64", "td3-64"])
 def test_the_hand_derived_torch_path_stays_with_autograd_over_100_updates(case) -> None:
     assert _train_both(case, TorchAdapter("cpu"), 100) <= 1e-5
 
 
-def test_the_hand_derived_ddpg_at_400_300_agrees_with_autograd_over_10_updates() -> None:
-    assert _train_both("ddpg-400-300", TorchAdapter("cpu"), 10) <= 1e-5
+@pytest.mark.parametrize("case", ["ddpg-400-300", "td3-400-300"])
+def test_the_hand_derived_path_at_400_300_agrees_with_autograd_over_10_updates(case) -> None:
+    assert _train_both(case, TorchAdapter("cpu"), 10) <= 1e-5
 
 
 @pytest.mark.parametrize("case", ["dqn-huber-clip", "dqn-squared", "ddpg-400-300", "td3-400-300"])
@@ -90,7 +88,7 @@ def test_the_opencl_path_agrees_with_autograd_over_10_updates(case) -> None:
 def test_the_references_train_and_checkpoint_like_the_fast_kernels() -> None:
     """A reference's state has the fast kernel's names and shapes, so each loads the other's checkpoint; and
     the reference moves every trained network (a loss that reached no parameter would leave one still)."""
-    for case in ("dqn-huber-clip", "ddpg-64"):
+    for case in ("dqn-huber-clip", "ddpg-64", "td3-64"):
         ref, cpu, config, spec, params = _reference(case)
         fast = cpu.make_learn(config, spec, params)
         for b in make_batches(spec, config.batch_size, seed=1, steps=3):
@@ -99,7 +97,9 @@ def test_the_references_train_and_checkpoint_like_the_fast_kernels() -> None:
         assert {k: np.shape(v) for k, v in state.items()} == {k: np.shape(v) for k, v in fast.state_dict().items()}
         fast.load_state_dict(state)
         moved = {k.split(".")[0] for k in params if not np.array_equal(state[k], params[k])}
-        assert moved >= ({"q"} if config.algo == "dqn" else {"actor", "critic", "actor_target", "critic_target"})
+        nets = {"dqn": {"q"}, "ddpg": {"actor", "critic", "actor_target", "critic_target"},
+                "td3": {"actor", "qf1", "qf2", "actor_target", "qf1_target", "qf2_target"}}[config.algo]
+        assert moved >= nets
 
 
 def test_clipping_by_global_norm_is_torchs() -> None:

@@ -59,6 +59,20 @@ class DDPGAct(PolicyAct):
         return None if self.x is None else self.x.copy()
 
 
+def actor_grad(actor: MLP, critic: MLP, obs: torch.Tensor, action_cols: slice) -> torch.Tensor:
+    """The actor's gradient into `actor.grad`, of loss = −mean_i Q(s_i, μ(s_i)) through `critic`; the loss.
+    Its gradient reaches μ through the critic's action input (`action_cols` of its input), so the critic returns
+    only its input gradient (no weight gradients). DDPG's and TD3's actor step."""
+    n = obs.shape[0]
+    actor_outs = actor.forward(obs, slot="actor step")
+    critic_outs = critic.forward(torch.cat([obs, actor_outs[-1]], dim=1), slot="actor step")
+    actor_loss = -critic_outs[-1].mean()
+    d_action = critic.backward(critic_outs, torch.full_like(critic_outs[-1], -1.0 / n), param_grads=False,
+                               input_grad=action_cols)
+    actor.backward(actor_outs, d_action)
+    return actor_loss
+
+
 class DDPGLearn(LearnKernel):
     def __init__(self, config: DDPGConfig, actor_sizes: list[int], critic_sizes: list[int], params: Params,
                  device: torch.device) -> None:
@@ -120,17 +134,7 @@ class DDPGLearn(LearnKernel):
         return td, {"losses/td_loss": critic_loss, "losses/q_values": q.mean()}
 
     def _actor_grad(self, batch: SampleBatch, critic: MLP) -> torch.Tensor:
-        """The actor's gradient into `actor.grad`, of loss = −mean_i Q(s_i, μ(s_i)) through `critic`; the loss.
-        Its gradient reaches μ through the critic's action input, so the critic returns only its input gradient
-        (no weight gradients)."""
-        n = batch.reward.shape[0]
-        actor_outs = self.actor.forward(batch.obs, slot="actor step")
-        critic_outs = critic.forward(torch.cat([batch.obs, actor_outs[-1]], dim=1), slot="actor step")
-        actor_loss = -critic_outs[-1].mean()
-        d_action = critic.backward(critic_outs, torch.full_like(critic_outs[-1], -1.0 / n), param_grads=False,
-                                   input_grad=self.action_cols)
-        self.actor.backward(actor_outs, d_action)
-        return actor_loss
+        return actor_grad(self.actor, critic, batch.obs, self.action_cols)
 
     def _step_actor_and_targets(self) -> None:
         self.actor_opt.step()

@@ -1,14 +1,17 @@
-"""TD3's `act` and `learn` in torch (maths in pearl/algos/td3.py). `learn` is one autograd loss per optimiser,
-CleanRL-style; `act` is DDPG's (μ(s) plus Gaussian Philox noise)."""
+"""TD3's `act` and `learn` in torch (maths in pearl/algos/td3.py). `learn` backpropagates by hand through the
+flat-parameter MLPs of nets.py, as DDPG's does (ddpg.py): both critics' weight gradients, the actor's through
+Q1's action input, one fused Adam step per network and one op per Polyak update. Its autograd reference,
+`reference.TD3Reference`, is what tests/test_reference_learn.py trains it against; `benchmarks/learn_paths.py`
+times the two. `act` is DDPG's (μ(s) plus Gaussian or Ornstein–Uhlenbeck Philox noise)."""
 
 from __future__ import annotations
 
 import torch
 
 from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
-from pearl.adapters.torch.autograd import (CRITICS, LearnDraws, Net, average_flat, critic_grad_arrays, critics_ahead,
-                                          min_q, net_adam, twin_critic_grads, twin_critic_step)
-from pearl.adapters.torch.ddpg import DDPGAct
+from pearl.adapters.torch.autograd import CRITICS, LearnDraws
+from pearl.adapters.torch.ddpg import DDPGAct, actor_grad
+from pearl.adapters.torch.nets import MLP, FlatAdam, build, dump_net, grad_shapes, named_grads, take_grads, write_net
 from pearl.algos.td3 import TD3Config
 from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
@@ -18,87 +21,96 @@ class TD3Learn(LearnKernel):
                  seed: int) -> None:
         self.config = config
         self.action_dim = nets["actor"][-1]
-        self.actor = Net(nets["actor"], params, "actor", device, tanh_out=True)
-        self.actor_target = Net(nets["actor"], params, "actor_target", device, tanh_out=True, trained=False)
-        self.critics = {q: Net(nets[q], params, q, device) for q in CRITICS}
-        self.targets = {q: Net(nets[q], params, f"{q}_target", device, trained=False) for q in CRITICS}
-        self.optimizers = {"actor": net_adam(self.actor, "actor", config.learning_rate),
-                           **{q: net_adam(self.critics[q], q, config.learning_rate) for q in CRITICS}}
+        self.actor = build(nets["actor"], params, "actor", device, tanh_out=True)
+        self.actor_target = build(nets["actor"], params, "actor_target", device, tanh_out=True)
+        self.critics = {q: build(nets[q], params, q, device) for q in CRITICS}
+        self.targets = {q: build(nets[q], params, f"{q}_target", device) for q in CRITICS}
+        self.optimizers = {"actor": FlatAdam(self.actor, config.learning_rate),
+                           **{q: FlatAdam(self.critics[q], config.learning_rate) for q in CRITICS}}
+        self.qf1_ahead = MLP(nets["qf1"], device)  # `grads`' scratch: Q1 after its coming step
+        self.action_cols = slice(nets["actor"][0], None)  # a critic's input is [obs, action]
         self.draws = LearnDraws(seed, device)
-        self._critic_shapes = {k: v for q in CRITICS for k, v in self.critics[q].shapes(q).items()}
+        self._critic_shapes = {k: v for q in CRITICS for k, v in grad_shapes(self.critics[q], q).items()}
         self.updates = 0
 
+    @torch.no_grad()
     def learn(self, batch: SampleBatch) -> LearnResult:
-        y = self._target(batch)
-        critic_loss, q1, _ = twin_critic_step(self.critics, self.optimizers, batch, y)
-        metrics = {"losses/td_loss": critic_loss.detach(), "losses/q_values": q1.detach().mean()}
-        if self._actor_update():
-            actor_loss, grad = self._actor_grad(batch, self.critics["qf1"])  # through the critic just updated
-            self._step_actor_and_targets(grad)
-            metrics["losses/actor_loss"] = actor_loss.detach()
+        td, metrics = self._critic_grads(batch)
+        for q in CRITICS:
+            self.optimizers[q].step()
+        if self._actor_update():  # through Q1 just stepped
+            metrics["losses/actor_loss"] = actor_grad(self.actor, self.critics["qf1"], batch.obs, self.action_cols)
+            self._step_actor_and_targets()
         self.updates += 1
-        return LearnResult((y - q1).detach(), metrics)
+        return LearnResult(td, metrics)
 
+    @torch.no_grad()
     def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
-        y = self._target(batch, share)
-        critic_loss, q1, critic_grads = twin_critic_grads(self.critics, batch, y)
-        if share is not None:  # the group's critic gradients are the ones the scratch steps below take
-            critic_grads = average_flat(share, CRITICS, critic_grads)
-        arrays = critic_grad_arrays(self.critics, critic_grads)
-        metrics = {"losses/td_loss": critic_loss.detach(), "losses/q_values": q1.detach().mean()}
+        td, metrics = self._critic_grads(batch, share)
+        arrays = {k: v for q in CRITICS for k, v in named_grads(self.critics[q], q).items()}
+        if share is not None:  # the group's critic gradients are the ones the scratch step below takes
+            arrays = share.average(arrays)
+            for q in CRITICS:
+                take_grads(self.critics[q], arrays, q)
         if self._actor_update():
-            ahead = critics_ahead(self.critics, self.optimizers, critic_grads, which=("qf1",))
-            actor_loss, grad = self._actor_grad(batch, ahead["qf1"])
-            if share is not None:
-                (grad,) = average_flat(share, ("actor",), (grad,))
-            arrays.update(self.actor.named(grad, "actor"))
-            metrics["losses/actor_loss"] = actor_loss.detach()
-        return Gradients(arrays, (y - q1).detach(), metrics)
+            self.optimizers["qf1"].step_ahead(self.qf1_ahead.flat)  # Q1 as `apply` will step it, a copy
+            metrics["losses/actor_loss"] = actor_grad(self.actor, self.qf1_ahead, batch.obs, self.action_cols)
+            actor = named_grads(self.actor, "actor")
+            arrays.update(actor if share is None else share.average(actor))
+        return Gradients(arrays, td, metrics)
 
+    @torch.no_grad()
     def apply(self, gradients: Gradients) -> LearnResult:
         actor = self._actor_update()
-        check_gradients(gradients, {**self._critic_shapes, **(self.actor.shapes("actor") if actor else {})})
+        check_gradients(gradients, {**self._critic_shapes, **(grad_shapes(self.actor, "actor") if actor else {})})
         for q in CRITICS:
-            self.optimizers[q].step(self.critics[q].flat_of(gradients.arrays, q))
+            take_grads(self.critics[q], gradients.arrays, q)
+            self.optimizers[q].step()
         if actor:
-            self._step_actor_and_targets(self.actor.flat_of(gradients.arrays, "actor"))
+            take_grads(self.actor, gradients.arrays, "actor")
+            self._step_actor_and_targets()
         self.updates += 1
         return gradients.result()
 
-    def _target(self, batch: SampleBatch, share: GroupShare | None = None) -> torch.Tensor:
-        """y = r + γ (1 − d) min_i Q'_i(s', clip(μ'(s') + clip(σ z, ±c), ±1)), z keyed by (seed, update): a
-        learner of a group takes its rows' draws of the whole batch's."""
-        cfg = self.config
-        n = batch.reward.shape[0] if share is None else share.total
-        z = self.draws.normals(self.updates, n * self.action_dim).view(n, self.action_dim)
+    def _critic_grads(self, batch: SampleBatch, share: GroupShare | None = None
+                      ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Both critics' gradients into their `grad`; the TD errors y − Q1 and the critics' metrics. The target
+        y = r + γ (1 − d) min_j Q'_j(s', clip(μ'(s') + clip(σ̃ z, ±c), ±1)), z keyed by (seed, update): a learner
+        of a group takes its rows' draws of the whole batch's."""
+        cfg, n = self.config, batch.reward.shape[0]
+        total = n if share is None else share.total
+        z = self.draws.normals(self.updates, total * self.action_dim).view(total, self.action_dim)
         z = z if share is None else share.mine(z)
-        with torch.no_grad():
-            smoothing = (z * cfg.target_policy_noise).clamp(-cfg.target_noise_clip, cfg.target_noise_clip)
-            next_action = (self.actor_target(batch.next_obs) + smoothing).clamp(-1.0, 1.0)
-            next_q = min_q(self.targets, batch.next_obs, next_action)
-            return batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
+        smoothing = (z * cfg.target_policy_noise).clamp_(-cfg.target_noise_clip, cfg.target_noise_clip)
+        next_action = (self.actor_target(batch.next_obs, slot="learn") + smoothing).clamp_(-1.0, 1.0)
+        x_next = torch.cat([batch.next_obs, next_action], dim=1)
+        next_q = torch.minimum(*(self.targets[q](x_next, slot="learn") for q in CRITICS)).squeeze(1)
+        y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
+
+        # loss = mean_i w_i (δ1_i² + δ2_i²), so ∂loss/∂q_j,i = −2 w_i δj_i / B.
+        x = torch.cat([batch.obs, batch.action], dim=1)
+        outs = {q: self.critics[q].forward(x, slot="critic step") for q in CRITICS}
+        deltas = {q: y - outs[q][-1].squeeze(1) for q in CRITICS}
+        loss = (batch.weights * (deltas["qf1"].square() + deltas["qf2"].square())).mean()
+        for q in CRITICS:
+            self.critics[q].backward(outs[q], (batch.weights * deltas[q]).mul_(-2.0 / n).unsqueeze(1))
+        return deltas["qf1"], {"losses/td_loss": loss, "losses/q_values": outs["qf1"][-1].mean()}
 
     def _actor_update(self) -> bool:
         """Whether this update steps the actor and the targets (every policy_delay-th)."""
         return (self.updates + 1) % self.config.policy_delay == 0
 
-    def _actor_grad(self, batch: SampleBatch, qf1: Net) -> tuple[torch.Tensor, torch.Tensor]:
-        """−mean Q1(s, μ(s)) through qf1, and its gradient in the actor's parameters."""
-        actor_loss = -qf1(torch.cat([batch.obs, self.actor(batch.obs)], dim=1)).mean()
-        (grad,) = torch.autograd.grad(actor_loss, [self.actor.flat])
-        return actor_loss, grad
-
-    def _step_actor_and_targets(self, grad: torch.Tensor) -> None:
-        self.optimizers["actor"].step(grad)
-        self.actor_target.lerp_to(self.actor, self.config.tau)
+    def _step_actor_and_targets(self) -> None:
+        self.optimizers["actor"].step()
+        self.actor_target.lerp_to(self.actor, self.config.tau)  # target += τ (online − target)
         for q in CRITICS:
             self.targets[q].lerp_to(self.critics[q], self.config.tau)
 
     def policy_params(self) -> Params:
-        return self.actor.dump("actor")
+        return dump_net(self.actor, "actor")
 
     def write_policy(self, out: Params) -> None:
-        self.actor.write(out, "actor")
+        write_net(self.actor, out, "actor")
 
     def _nets(self) -> dict:
         return {"actor": self.actor, "actor_target": self.actor_target, **self.critics,
