@@ -1,5 +1,6 @@
 """TD3's `act` and `learn` in torch (maths in pearl/algos/td3.py). `learn` is one autograd loss per optimiser,
-CleanRL-style; `act` is DDPG's (μ(s) plus Gaussian Philox noise)."""
+CleanRL-style; `act` is DDPG's (μ(s) plus Gaussian or Ornstein–Uhlenbeck noise on Philox draws, the config's
+`noise_type`)."""
 
 from __future__ import annotations
 
@@ -110,5 +111,5 @@ class TD3Learn(LearnKernel):
 
 #: What the TD3 registry entry names for the torch backend (pearl.algos.td3.TD3.kernels).
 KERNELS = AlgoKernels(
-    act=lambda device, config, nets, params, seed: DDPGAct(nets["actor"], params, device, seed),
+    act=lambda device, config, nets, params, seed: DDPGAct(nets["actor"], params, device, seed, config.noise_type),
     learn=lambda device, config, nets, params, seed: TD3Learn(config, nets, params, device, seed))
