@@ -96,8 +96,9 @@ PRESETS: dict[tuple[str, str], OffPolicyConfig] = {
     # [400, 300], SB3's TD3 defaults otherwise: γ 0.99, buffer 1M, learning_starts 100, τ 0.005, policy_delay 2,
     # target noise 0.2 clipped at 0.5); the OU process is DDPG's (pearl/algos/ddpg.py says where it differs from
     # SB3's). Its benchmark.md (commit 02a1a90, one run): 93.483 ± 0.075, published in 2021 when the entry held
-    # only the steps and the noise, SB3's TD3 defaults of then otherwise (updates in bursts at each episode's end;
-    # the zoo wrote today's values out in 2024, #430).
+    # only the steps and the noise, SB3 1.0's TD3 defaults otherwise: the same but batch 100, train_freq
+    # [1, "episode"] and gradient_steps -1 (updates in bursts at each episode's end); the zoo wrote today's values
+    # out in 2024 (#430).
     ("td3", "MountainCarContinuous-v0"): TD3Config(**_MOUNTAIN_CAR),
     # The zoo's hyperparams/td3.yml (commit 22e3ff2), "LunarLanderContinuous-v3": the Pendulum settings above over
     # 300k steps. Its benchmark.md (commit 02a1a90, one run, LunarLanderContinuous-v2): 207.451 ± 67.562, under the
@@ -113,10 +114,11 @@ PRESETS: dict[tuple[str, str], OffPolicyConfig] = {
     # 50k steps, lr 3e-4, buffer 50k, batch 512, ent_coef 0.1 (a fixed α: initial_alpha 0.1, tune_alpha false),
     # train_freq 32, gradient_steps 32, γ 0.9999, τ 0.01, learning_starts 0, [64, 64]. Its benchmark.md (commit
     # 02a1a90, one run): 94.679 ± 1.134. One deviation: the zoo's use_sde True with log_std_init -3.67 (gSDE:
-    # state-dependent noise from a noise matrix resampled each 32-step rollout, σ starting at e^-3.67 ≈ 0.025)
-    # has no counterpart in pearl, whose SAC samples its plain Gaussian policy afresh each step, σ from the
-    # network. Likely effect: independent per-step noise explores MountainCar's sparse goal far worse than
-    # gSDE's smooth, correlated noise, so runs may settle on standing still (return near 0). Not measured here.
+    # state-dependent noise from a noise matrix resampled at each 32-step rollout, its entries' σ starting at
+    # e^-3.67 ≈ 0.025) has no counterpart in pearl, whose SAC samples its plain Gaussian policy afresh each step,
+    # log σ an output of the network. Likely effect: independent per-step noise explores MountainCar's sparse goal
+    # far worse than gSDE's smooth, correlated noise, so runs may settle on standing still (return near 0). Not
+    # measured here.
     ("sac", "MountainCarContinuous-v0"): SACConfig(
         total_steps=50_000, learning_rate=3e-4, buffer_size=50_000, batch_size=512, initial_alpha=0.1,
         tune_alpha=False, train_freq=32, gradient_steps=32, gamma=0.9999, tau=0.01, learning_starts=0,
