@@ -21,14 +21,14 @@ Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --round
   on both sides), target policy noise 0.2 clipped at 0.5. Not matched: SB3 adds its action noise to the uniform
   warm-up actions too, pearl's warm-up actions are uniform without noise (as in DDPG); SB3's n_critics is pearl's
   fixed two, and its one Adam over both critics is pearl's Adam per critic (the same per-parameter step).
-- sac: SAC Pendulum-v1, 20,000 steps, pearl's preset on both sides, SB3's `SAC` built from it field by field:
-  256-256 actor and critics, batch 256, lr 1e-3 (actor, critics and the temperature), buffer 1,000,000, learning
-  starts 100, γ 0.99, τ 0.005, train_freq 1 and gradient_steps 1, ent_coef "auto_<initial_alpha>" (α learned from
-  pearl's initial_alpha, 1), target_entropy pearl's (its 0 is SB3's "auto", −action_dim). Settings of SB3 pearl
-  has no field for, at the value that is pearl's behaviour: target_update_interval 1 (pearl's critic targets move
-  every update), use_sde False (pearl has no gSDE), no action_noise (pearl's SAC explores by sampling its policy
-  only). Not matched: SB3's critic loss is ½ (MSE₁ + MSE₂), pearl's mean (δ₁² + δ₂²), twice it; Adam's step does
-  not depend on the loss's scale but through its ε.
+- sac: SAC Pendulum-v1, 20,000 steps, pearl's preset on both sides, SB3's `SAC` built from it field by field: 256-256
+  actor and critics, batch 256, lr 1e-3 (actor, critics and the temperature), buffer 1,000,000, learning starts 100, γ
+  0.99, τ 0.005, train_freq 1 and gradient_steps 1, ent_coef "auto_<initial_alpha>" (α learned from pearl's
+  initial_alpha, 1; the number initial_alpha where pearl's tune_alpha is false), target_entropy pearl's (its 0 is
+  SB3's "auto", −action_dim). Settings of SB3 pearl has no field for, at the value that is pearl's behaviour:
+  target_update_interval 1 (pearl's critic targets move every update), use_sde False (pearl has no gSDE), no
+  action_noise (pearl's SAC explores by sampling its policy only). Not matched: SB3's critic loss is ½ (MSE₁ + MSE₂),
+  pearl's mean (δ₁² + δ₂²), twice it; Adam's step does not depend on the loss's scale but through its ε.
   In both cases, as in ddpg, pearl's own fields have no SB3 counterpart: prioritized replay (off in the presets),
   n_envs and weight_sync_interval (pearl's actors and schedule), and pearl's default policy lag of one round
   (its actors act with weights one round older while the learner trains; SB3 steps and trains in turn).
@@ -142,13 +142,13 @@ def sb3_ddpg(env_id: str, seed: int) -> tuple[Any, int]:
 
 def sb3_td3(env_id: str, seed: int) -> tuple[Any, int]:
     """(SB3's TD3 built field by field from pearl's TD3 preset for env_id, the preset's total steps): the
-    shared fields, Gaussian action noise of pearl's σ, and the delay and target smoothing of pearl's config."""
+    shared fields, action noise of pearl's kind and σ, and the delay and target smoothing of pearl's config."""
     import gymnasium as gym
     from stable_baselines3 import TD3
 
     cfg = pearl_preset("td3", env_id)
     env = gym.make(env_id)
-    model = _sb3_off_policy(TD3, cfg, env, seed, action_noise=_sb3_noise(env, cfg.action_noise, "gaussian"),
+    model = _sb3_off_policy(TD3, cfg, env, seed, action_noise=_sb3_noise(env, cfg.action_noise, cfg.noise_type),
                             policy_delay=cfg.policy_delay, target_policy_noise=cfg.target_policy_noise,
                             target_noise_clip=cfg.target_noise_clip)
     return model, cfg.total_steps
@@ -157,12 +157,14 @@ def sb3_td3(env_id: str, seed: int) -> tuple[Any, int]:
 def sb3_sac(env_id: str, seed: int) -> tuple[Any, int]:
     """(SB3's SAC built field by field from pearl's SAC preset for env_id, the preset's total steps): the shared
     fields and a learned temperature from pearl's initial α towards pearl's target entropy (its 0 is SB3's
-    "auto", −action_dim); the critics' targets move every update, as pearl's do."""
+    "auto", −action_dim), or α fixed at initial_alpha where pearl's tune_alpha is false; the critics' targets move
+    every update, as pearl's do."""
     import gymnasium as gym
     from stable_baselines3 import SAC
 
     cfg = pearl_preset("sac", env_id)
-    model = _sb3_off_policy(SAC, cfg, gym.make(env_id), seed, ent_coef=f"auto_{cfg.initial_alpha}",
+    ent_coef = f"auto_{cfg.initial_alpha}" if cfg.tune_alpha else cfg.initial_alpha
+    model = _sb3_off_policy(SAC, cfg, gym.make(env_id), seed, ent_coef=ent_coef,
                             target_entropy=cfg.target_entropy if cfg.target_entropy != 0 else "auto",
                             target_update_interval=1)
     return model, cfg.total_steps

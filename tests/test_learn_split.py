@@ -29,6 +29,7 @@ CONFIGS = {
     "ddpg": (DDPGConfig(**SMALL, tau=0.05), CONTINUOUS),
     "td3": (TD3Config(**SMALL, tau=0.05, policy_delay=2), CONTINUOUS),
     "sac": (SACConfig(**SMALL, tau=0.05), CONTINUOUS),
+    "sac-fixed-alpha": (SACConfig(**SMALL, tau=0.05, initial_alpha=0.1, tune_alpha=False), CONTINUOUS),
 }
 OPENCL = ("dqn", "dqn-squared", "ddpg", "td3")  # the algorithms with OpenCL learn kernels
 UPDATES = 6  # enough for DQN's target copies and TD3's delayed actor to happen more than once
@@ -235,7 +236,7 @@ def _sac_reference(cfg, before, after, t, k) -> dict[str, np.ndarray]:
     alpha = log_alpha.detach().exp()
     target_entropy = cfg.target_entropy or -float(d)
     alpha_loss = -(log_alpha * (log_pi.detach() + target_entropy)).mean()
-    out = {"log_alpha": _grads(alpha_loss, {"log_alpha": log_alpha})["log_alpha"]}
+    out = {"log_alpha": _grads(alpha_loss, {"log_alpha": log_alpha})["log_alpha"]} if cfg.tune_alpha else {}
     with torch.no_grad():
         a2, log_pi2 = _sac_sample(_plain(before, "actor"), t["next_obs"], z[1])
         x2 = torch.cat([t["next_obs"], a2], 1)
@@ -249,7 +250,7 @@ def _sac_reference(cfg, before, after, t, k) -> dict[str, np.ndarray]:
 
 
 REFERENCES = {"dqn": _dqn_reference, "dqn-squared": _dqn_reference, "ddpg": _ddpg_reference,
-              "td3": _td3_reference, "sac": _sac_reference}
+              "td3": _td3_reference, "sac": _sac_reference, "sac-fixed-alpha": _sac_reference}
 
 
 @pytest.mark.parametrize("make_adapter,name", ADAPTERS)

@@ -35,6 +35,7 @@ CONFIGS = {
     "ddpg": (DDPGConfig(**SMALL, tau=0.05), CONTINUOUS),
     "td3": (TD3Config(**SMALL, tau=0.05, policy_delay=2), CONTINUOUS),
     "sac": (SACConfig(**SMALL, tau=0.05), CONTINUOUS),
+    "sac-fixed-alpha": (SACConfig(**SMALL, tau=0.05, initial_alpha=0.1, tune_alpha=False), CONTINUOUS),
 }
 SEED = 5
 UPDATES = 100
@@ -80,7 +81,8 @@ def test_a_batch_splits_into_contiguous_parts_that_cover_it() -> None:
         assert sum(r for _, r in parts) == total and max(r for _, r in parts) - min(r for _, r in parts) <= 1
 
 
-@pytest.mark.parametrize("name,learners", [("dqn", 2), ("dqn", 3), ("ddpg", 2), ("td3", 2), ("sac", 2)])
+@pytest.mark.parametrize("name,learners", [("dqn", 2), ("dqn", 3), ("ddpg", 2), ("td3", 2), ("sac", 2),
+                                                  ("sac-fixed-alpha", 2)])
 def test_a_group_learns_what_one_learner_learns_on_the_whole_batch(name: str, learners: int) -> None:
     """After 100 updates on the same batches (3 learners: parts of 11, 11 and 10 rows), the group's parameters
     and optimiser state are one learner's within float rounding, its TD errors cover the whole batch, and every

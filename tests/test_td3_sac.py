@@ -112,7 +112,7 @@ class SACReference:
         self.qf_t = [_mlp(params, f"{q}_target", nets[q]) for q in ("qf1", "qf2")]
         self.q_opt = torch.optim.Adam([*self.qf[0].parameters(), *self.qf[1].parameters()], lr=cfg.learning_rate)
         self.a_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.learning_rate)
-        self.log_alpha = torch.zeros((), requires_grad=True)
+        self.log_alpha = torch.tensor(float(np.log(cfg.initial_alpha)), requires_grad=cfg.tune_alpha)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.learning_rate)
 
     def sample(self, obs: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -129,10 +129,11 @@ class SACReference:
         z = _normals(self.seed, self.k, 2 * n * d).view(2, n, d)
         a_pi, log_pi = self.sample(t["obs"], z[0])
         alpha = self.log_alpha.detach().exp()
-        alpha_loss = -(self.log_alpha * (log_pi + (-d)).detach()).mean()
-        self.alpha_opt.zero_grad()
-        alpha_loss.backward()
-        self.alpha_opt.step()
+        if cfg.tune_alpha:  # else α stays at initial_alpha: SB3's ent_coef given as a number
+            alpha_loss = -(self.log_alpha * (log_pi + (-d)).detach()).mean()
+            self.alpha_opt.zero_grad()
+            alpha_loss.backward()
+            self.alpha_opt.step()
         with torch.no_grad():
             a2, log_pi2 = self.sample(t["next_obs"], z[1])
             x2 = torch.cat([t["next_obs"], a2], 1)
@@ -163,14 +164,14 @@ CASES = [(TD3Config(**SMALL, gamma=0.95, tau=0.05, policy_delay=2), TD3Reference
          (SACConfig(**SMALL, gamma=0.95, tau=0.05), SACReference)]
 
 
-@pytest.mark.parametrize("config,reference", CASES, ids=["td3", "sac"])
-def test_learn_matches_a_cleanrl_style_restatement_over_100_updates(config, reference) -> None:
+def _learn_beside_the_restatement(config, reference):
+    """(the kernel, its result) after 100 updates, each checked against the restatement's parameters."""
     torch.set_num_threads(1)
     params, seed = init_params(config, SPEC, seed=4), 11
     adapter = TorchAdapter("cpu")
     kernel, ref = adapter.make_learn(config, SPEC, params, seed=seed), reference(config, params, seed)
     for b in make_batches(SPEC, config.batch_size, seed=2, steps=100):
-        kernel.learn(to_sample_batch(adapter, b))
+        result = kernel.learn(to_sample_batch(adapter, b))
         ref.learn(b)
     got, want = kernel.get_params(), ref.params()
     assert got.keys() == want.keys()
@@ -178,6 +179,26 @@ def test_learn_matches_a_cleanrl_style_restatement_over_100_updates(config, refe
         np.testing.assert_allclose(got[name], want[name], rtol=RTOL, atol=1e-6, err_msg=name)
     moved = init_params(config, SPEC, seed=4)
     assert not np.allclose(got["actor.0.weight"], moved["actor.0.weight"])  # it trained
+    return kernel, result
+
+
+@pytest.mark.parametrize("config,reference", CASES, ids=["td3", "sac"])
+def test_learn_matches_a_cleanrl_style_restatement_over_100_updates(config, reference) -> None:
+    _learn_beside_the_restatement(config, reference)
+
+
+def test_a_fixed_alpha_never_moves_and_is_the_alpha_the_losses_use() -> None:
+    """tune_alpha false (SB3's numeric ent_coef, the zoo's MountainCarContinuous 0.1): the restatement with α held
+    at 0.1 in its target and actor loss matches, log α and its Adam stay as they started, and the metrics say 0.1."""
+    config = SACConfig(**SMALL, gamma=0.95, tau=0.05, initial_alpha=0.1, tune_alpha=False)
+    kernel, result = _learn_beside_the_restatement(config, SACReference)
+    state = kernel.state_dict()
+    assert state["log_alpha"] == np.float32(np.log(0.1))
+    assert int(state["adam.step.log_alpha"]) == 0 and not state["adam.exp_avg.log_alpha"].any()
+    assert float(result.metrics["losses/alpha"]) == pytest.approx(0.1, rel=1e-6)
+    tuned = TorchAdapter("cpu").make_learn(config.replace(tune_alpha=True), SPEC, init_params(config, SPEC, 4), 11)
+    tuned.learn(to_sample_batch(TorchAdapter("cpu"), make_batches(SPEC, config.batch_size, seed=2, steps=1)[0]))
+    assert tuned.state_dict()["log_alpha"] != state["log_alpha"]  # the same start, tuned, moves at once
 
 
 # ------------------------------------------------------------------------------------ state and repeats

@@ -91,3 +91,16 @@ def test_an_algorithm_without_a_preset_is_one_error_line(vs_sb3, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: pearl has no TD3 preset for 'CartPole-v1'") and err.count("\n") == 1
+
+
+def test_td3s_ornstein_uhlenbeck_noise_is_built_as_sb3s(vs_sb3, monkeypatch):
+    from stable_baselines3.common.noise import OrnsteinUhlenbeckActionNoise
+
+    cfg, model, _ = built(vs_sb3, monkeypatch, "td3", action_noise=0.5, noise_type="ornstein-uhlenbeck")
+    assert isinstance(model.action_noise, OrnsteinUhlenbeckActionNoise)
+    assert model.action_noise._sigma.tolist() == [cfg.action_noise]
+
+
+def test_sacs_fixed_alpha_is_sb3s_numeric_ent_coef(vs_sb3, monkeypatch):
+    cfg, model, _ = built(vs_sb3, monkeypatch, "sac", initial_alpha=0.1, tune_alpha=False)
+    assert model.ent_coef_optimizer is None and math.isclose(model.ent_coef_tensor.item(), 0.1, rel_tol=1e-6)

@@ -54,12 +54,11 @@ def ou_step(x: np.ndarray, eps: np.ndarray, sigma: float) -> np.ndarray:
 
 
 @dataclass
-class DDPGConfig(ActorCriticConfig):
-    """DDPG hyperparameters. Defaults follow common continuous-control settings; presets hold tuned values."""
+class DeterministicPolicyConfig(ActorCriticConfig):
+    """What DDPG and TD3 share: a deterministic policy explored with action noise of σ `action_noise`, Gaussian or
+    Ornstein–Uhlenbeck (this module's docstring; both algorithms act with DDPG's act kernel). Not an algorithm
+    itself (no registry entry names it)."""
 
-    algo = "ddpg"
-
-    learning_starts: int = 1_000
     action_noise: float = 0.1
     """σ of the exploration noise, in the policy's [-1, 1] action space (of the Gaussian, or the
     Ornstein–Uhlenbeck process's σ)."""
@@ -76,6 +75,15 @@ class DDPGConfig(ActorCriticConfig):
             raise ConfigError(f"action_noise must be >= 0, got {self.action_noise}")
         if self.noise_type not in NOISE_TYPES:
             raise ConfigError(f"noise_type must be one of {', '.join(NOISE_TYPES)}, got {self.noise_type!r}")
+
+
+@dataclass
+class DDPGConfig(DeterministicPolicyConfig):
+    """DDPG hyperparameters. Defaults follow common continuous-control settings; presets hold tuned values."""
+
+    algo = "ddpg"
+
+    learning_starts: int = 1_000
 
 
 def networks(obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> dict[str, list[int]]:

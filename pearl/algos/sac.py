@@ -6,7 +6,8 @@ a = tanh(m + σ · z), z ~ N(0, 1), with log π(a|s) = Σ_j [log N(m_j + σ_j z_
 Maths of one `learn` call, update number k, on a batch (s, a, r, s', d, w), α = exp(log α):
     ã, log π̃    = a sample of π(·|s)       (z: the Philox draws (learn key of the seed, (element, k)), first half)
     temperature : minimise −mean_i log α · (log π̃_i + H̄)          H̄ = target_entropy (−action_dim by default)
-                  (one Adam step of log α; α below is the value before it)
+                  (one Adam step of log α; α below is the value before it; skipped, α fixed at initial_alpha,
+                  when tune_alpha is false)
     a', log π'  = a sample of π(·|s')      (z: the same draws, second half)
     y           = r + γ (1 − d) (min(Q1_target(s', a'), Q2_target(s', a')) − α log π')
     δ_j         = y − Q_j(s, a)
@@ -44,6 +45,9 @@ class SACConfig(ActorCriticConfig):
     hidden: tuple[int, ...] = (256, 256)
     initial_alpha: float = 1.0
     """The entropy temperature α at the start (log α starts at its log)."""
+    tune_alpha: bool = True
+    """Learn α towards target_entropy (SB3's ent_coef "auto"); false keeps α at initial_alpha for the whole run, with
+    no temperature loss and no step of log α (SB3's ent_coef given as a number, e.g. the zoo's 0.1)."""
     target_entropy: float = 0.0
     """H̄, the entropy α is tuned towards; 0 means −action_dim, SB3's "auto"."""
 

@@ -14,7 +14,8 @@ policy's [-1, 1] space:
                                                         action input)
         targets ← τ · online + (1 − τ) · target         (actor and both critics)
 and returns δ1 (the priorities' input). σ̃ is target_policy_noise, c target_noise_clip. `act` is DDPG's: μ(s)
-plus Gaussian noise σ · ε_t (ε_t the act kernel's own Philox draws), clipped to [-1, 1].
+plus exploration noise of σ `action_noise`, Gaussian or Ornstein–Uhlenbeck (`noise_type`; the processes of
+pearl/algos/ddpg.py, driven by the act kernel's own Philox draws), clipped to [-1, 1].
 
 The noise of the target is keyed by (seed, update index), not drawn from a stream: a run repeats bit for bit on
 every launcher, and a resumed run draws what the uninterrupted one would have. This is Stable-Baselines3's TD3
@@ -26,18 +27,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pearl.algos.base import ActorCriticConfig, Algorithm, LearnState, LearnWork
+from pearl.algos.base import Algorithm, LearnState, LearnWork
+from pearl.algos.ddpg import DeterministicPolicyConfig
 from pearl.errors import ConfigError
 
 
 @dataclass
-class TD3Config(ActorCriticConfig):
-    """TD3 hyperparameters. Defaults are Stable-Baselines3's TD3 defaults; presets hold tuned values."""
+class TD3Config(DeterministicPolicyConfig):
+    """TD3 hyperparameters. Defaults are Stable-Baselines3's TD3 defaults; presets hold tuned values. The
+    exploration noise (action_noise, noise_type) is DDPG's."""
 
     algo = "td3"
 
-    action_noise: float = 0.1
-    """σ of the Gaussian exploration noise, in the policy's [-1, 1] action space."""
     policy_delay: int = 2
     """Updates per actor update: the actor and the targets move on every policy_delay-th update."""
     target_policy_noise: float = 0.2
@@ -45,13 +46,10 @@ class TD3Config(ActorCriticConfig):
     target_noise_clip: float = 0.5
     """c: the smoothing noise is clipped to [-c, c]."""
 
-    def exploration(self, step: int) -> float:
-        return self.action_noise  # constant σ
-
     def validate(self) -> None:
-        super().validate()
-        if self.action_noise < 0 or self.target_policy_noise < 0 or self.target_noise_clip < 0:
-            raise ConfigError("action_noise, target_policy_noise and target_noise_clip must be >= 0")
+        super().validate()  # the exploration noise's fields, as DDPG's
+        if self.target_policy_noise < 0 or self.target_noise_clip < 0:
+            raise ConfigError("target_policy_noise and target_noise_clip must be >= 0")
         if self.policy_delay < 1:
             raise ConfigError(f"policy_delay must be a positive integer, got {self.policy_delay}")
 

@@ -104,11 +104,7 @@ class CLTD3Learn(CLActorCritic):
         return {"actor": self.actor_opt, **self.critic_opts}
 
 
-def _act(rt: CLRuntime, config: TD3Config, nets: dict[str, list[int]], params: Params, seed: int) -> CLDDPGAct:
-    return CLDDPGAct(rt, nets["actor"], params, seed, getattr(config, "noise_type", "gaussian"))
-
-
 #: What the TD3 registry entry names for the OpenCL backend (pearl.algos.td3.TD3.kernels).
 TD3_KERNELS = AlgoKernels(
-    act=_act,
+    act=lambda rt, config, nets, params, seed: CLDDPGAct(rt, nets["actor"], params, seed, config.noise_type),
     learn=lambda rt, config, nets, params, seed: CLTD3Learn(rt, config, nets["actor"], nets["qf1"], params, seed))

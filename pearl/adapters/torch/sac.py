@@ -75,14 +75,17 @@ class SACLearn(LearnKernel):
                                       requires_grad=True)
         self.alpha_optimizer = Adam(self.log_alpha, config.learning_rate, lambda t: {"log_alpha": t})
         self.draws = LearnDraws(seed, device)
-        self._grad_shapes = {"log_alpha": (), **{k: v for q in CRITICS for k, v in self.critics[q].shapes(q).items()},
+        # a fixed α (tune_alpha false) has no gradient: log α and its Adam stay as they started
+        self._grad_shapes = {**({"log_alpha": ()} if config.tune_alpha else {}),
+                             **{k: v for q in CRITICS for k, v in self.critics[q].shapes(q).items()},
                              **self.actor.shapes("actor")}
         self.updates = 0
 
     def learn(self, batch: SampleBatch) -> LearnResult:
         # SB3's order: temperature, critics, then the actor through the critics just updated
         sample, alpha_grad = self._sample_and_alpha_grad(batch)
-        self.alpha_optimizer.step(alpha_grad)
+        if alpha_grad is not None:
+            self.alpha_optimizer.step(alpha_grad)
         y = self._target(batch, sample)
         critic_loss, q1, _ = twin_critic_step(self.critics, self.optimizers, batch, y)
         actor_loss, actor_grad = self._actor_grad(sample, self.critics)
@@ -96,33 +99,39 @@ class SACLearn(LearnKernel):
         if share is not None:  # the group's critic gradients are the ones the scratch steps below take
             critic_grads = average_flat(share, CRITICS, critic_grads)
         actor_loss, actor_grad = self._actor_grad(sample, critics_ahead(self.critics, self.optimizers, critic_grads))
-        if share is not None:
+        if share is not None and alpha_grad is not None:
             alpha_grad, actor_grad = average_flat(share, ("log_alpha", "actor"), (alpha_grad, actor_grad))
-        arrays = {"log_alpha": alpha_grad, **critic_grad_arrays(self.critics, critic_grads),
-                  **self.actor.named(actor_grad, "actor")}
+        elif share is not None:
+            (actor_grad,) = average_flat(share, ("actor",), (actor_grad,))
+        arrays = {**({} if alpha_grad is None else {"log_alpha": alpha_grad}),
+                  **critic_grad_arrays(self.critics, critic_grads), **self.actor.named(actor_grad, "actor")}
         return Gradients(arrays, (y - q1).detach(), self._metrics(sample, critic_loss, actor_loss, q1))
 
     def apply(self, gradients: Gradients) -> LearnResult:
         check_gradients(gradients, self._grad_shapes)
-        self.alpha_optimizer.step(gradients.arrays["log_alpha"])
+        if self.config.tune_alpha:
+            self.alpha_optimizer.step(gradients.arrays["log_alpha"])
         for q in CRITICS:
             self.optimizers[q].step(self.critics[q].flat_of(gradients.arrays, q))
         self._step_actor_and_targets(self.actor.flat_of(gradients.arrays, "actor"))
         return gradients.result()
 
     def _sample_and_alpha_grad(self, batch: SampleBatch, share: GroupShare | None = None
-                               ) -> tuple[_Sample, torch.Tensor]:
+                               ) -> tuple[_Sample, torch.Tensor | None]:
         """The policy's sample at obs and next_obs (draws keyed by (seed, update): a learner of a group takes its
-        rows' draws of the whole batch's), α as it is before this update, and the temperature's gradient."""
+        rows' draws of the whole batch's), α as it is before this update, and the temperature's gradient (None for
+        a fixed α)."""
         n = batch.reward.shape[0] if share is None else share.total
         d = self.action_dim
         z = self.draws.normals(self.updates, 2 * n * d).view(2, n, d)
         z = z if share is None else share.mine(z.transpose(0, 1)).transpose(0, 1)
         action_pi, log_pi = squashed_sample(self.actor(batch.obs), z[0])
-        alpha = self.log_alpha.detach().exp()
+        sample = _Sample(batch, z, action_pi, log_pi, self.log_alpha.detach().exp())
+        if not self.config.tune_alpha:
+            return sample, None
         alpha_loss = -(self.log_alpha * (log_pi.detach() + self.target_entropy)).mean()
         (grad,) = torch.autograd.grad(alpha_loss, [self.log_alpha])
-        return _Sample(batch, z, action_pi, log_pi, alpha), grad
+        return sample, grad
 
     def _target(self, batch: SampleBatch, sample: _Sample) -> torch.Tensor:
         """y = r + γ (1 − d) (min_i Q'_i(s', a') − α log π(a'|s')), a' the policy's sample at s'."""

@@ -2,7 +2,8 @@
 flat-parameter MLPs of nets.py, as DDPG's does (ddpg.py): both critics' weight gradients, the actor's through
 Q1's action input, one fused Adam step per network and one op per Polyak update. Its autograd reference,
 `reference.TD3Reference`, is what tests/test_reference_learn.py trains it against; `benchmarks/learn_paths.py`
-times the two. `act` is DDPG's (μ(s) plus Gaussian or Ornstein–Uhlenbeck Philox noise)."""
+times the two. `act` is DDPG's (μ(s) plus Gaussian or Ornstein–Uhlenbeck noise on Philox draws, the config's
+`noise_type`)."""
 
 from __future__ import annotations
 
@@ -122,5 +123,5 @@ class TD3Learn(LearnKernel):
 
 #: What the TD3 registry entry names for the torch backend (pearl.algos.td3.TD3.kernels).
 KERNELS = AlgoKernels(
-    act=lambda device, config, nets, params, seed: DDPGAct(nets["actor"], params, device, seed),
+    act=lambda device, config, nets, params, seed: DDPGAct(nets["actor"], params, device, seed, config.noise_type),
     learn=lambda device, config, nets, params, seed: TD3Learn(config, nets, params, device, seed))
