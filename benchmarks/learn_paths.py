@@ -1,7 +1,7 @@
-"""Time the torch adapter's hand-derived learn (pearl/adapters/torch/dqn.py, ddpg.py, td3.py) against its algorithm's
-autograd reference (pearl/adapters/torch/reference.py), on the presets' networks and batches.
+"""Time the torch adapter's hand-derived learn (pearl/adapters/torch/dqn.py, ddpg.py, td3.py, sac.py) against its
+algorithm's autograd reference (pearl/adapters/torch/reference.py), on the presets' networks and batches.
 
-    python benchmarks/learn_paths.py [--what dqn ddpg td3] [--threads 1] [--rounds 4] [--updates 200]
+    python benchmarks/learn_paths.py [--what dqn ddpg td3 sac] [--threads 1] [--rounds 4] [--updates 200]
 
 Both sides get the same initial parameters and the same batches (random data on the host, moved to torch tensors
 once). Each round times --updates learn calls of one side, then of the other, alternating which goes first, so the
@@ -27,7 +27,7 @@ from pearl.algos.params import init_params, network_sizes
 from pearl.envs import env_spec
 from pearl.types import SampleBatch
 
-WORKLOADS = {"dqn": "CartPole-v1", "ddpg": "Pendulum-v1", "td3": "Pendulum-v1"}
+WORKLOADS = {"dqn": "CartPole-v1", "ddpg": "Pendulum-v1", "td3": "Pendulum-v1", "sac": "Pendulum-v1"}
 
 
 def batches(adapter: TorchAdapter, spec, size: int, count: int, seed: int = 0) -> list[SampleBatch]:

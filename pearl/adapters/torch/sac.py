@@ -10,9 +10,9 @@ import numpy as np
 import torch
 
 from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
-from pearl.adapters.torch.autograd import (CRITICS, Adam, LearnDraws, Net, average_flat, critic_grad_arrays,
-                                          critics_ahead, min_q, net_adam, twin_critic_grads, twin_critic_step)
-from pearl.adapters.torch.nets import PolicyAct
+from pearl.adapters.torch.autograd import CRITICS, LearnDraws
+from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, dump_net, grad_shapes, named_grads, take_grads,
+                                      write_net)
 from pearl.algos.sac import LOG_STD_MAX, LOG_STD_MIN, SACConfig
 from pearl.rng import normal
 from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
@@ -49,13 +49,48 @@ class SACAct(PolicyAct):
         return np.tanh(mean).astype(np.float32)
 
 
-@dataclass
-class _Sample:
-    """One update's policy sample at the batch's observations, and α before the update."""
+class Temperature:
+    """log α and its Adam: torch.optim.Adam's update of one scalar, by the fused kernel `nets.FlatAdam` calls, its
+    state named as the autograd reference's (`log_alpha`, `adam.exp_avg.log_alpha`, `adam.step.log_alpha`)."""
 
-    batch: SampleBatch
+    def __init__(self, initial_alpha: float, lr: float, device: torch.device) -> None:
+        self.log_alpha = torch.tensor(math.log(initial_alpha), dtype=torch.float32, device=device)
+        self.grad = torch.zeros_like(self.log_alpha)
+        self.lr = lr
+        self.step_count = torch.zeros_like(self.log_alpha)
+        self.exp_avg, self.exp_avg_sq = torch.zeros_like(self.log_alpha), torch.zeros_like(self.log_alpha)
+
+    def step(self) -> None:
+        """log α ← Adam(log α, grad)."""
+        self.step_count.add_(1)
+        torch._fused_adam_([self.log_alpha], [self.grad], [self.exp_avg], [self.exp_avg_sq], [], [self.step_count],
+                           lr=self.lr, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False,
+                           maximize=False)
+
+    def state(self) -> Params:
+        return {"log_alpha": self.log_alpha.cpu().numpy().copy(),
+                "adam.step.log_alpha": np.asarray(int(self.step_count.item()), dtype=np.int64),
+                "adam.exp_avg.log_alpha": self.exp_avg.cpu().numpy().copy(),
+                "adam.exp_avg_sq.log_alpha": self.exp_avg_sq.cpu().numpy().copy()}
+
+    def load_state(self, state: Params) -> None:
+        for name, target in (("log_alpha", self.log_alpha), ("adam.exp_avg.log_alpha", self.exp_avg),
+                             ("adam.exp_avg_sq.log_alpha", self.exp_avg_sq)):
+            target.copy_(torch.from_numpy(np.asarray(state[name], dtype=np.float32)))
+        self.step_count.fill_(float(state["adam.step.log_alpha"]))
+
+
+@dataclass
+class _Policy:
+    """The policy's sample at the batch's observations, with what its backward pass needs, and α before the
+    update."""
+
+    obs: torch.Tensor
+    outs: list[torch.Tensor]  # the actor's layer outputs at obs (`MLP.forward`)
     z: torch.Tensor  # (2, B, d): the normals at obs and at next_obs
-    action: torch.Tensor
+    action: torch.Tensor  # a = tanh(m + σ z)
+    std: torch.Tensor  # σ = exp(clamp(ℓ))
+    inside: torch.Tensor  # where −20 ≤ ℓ ≤ 2: the clamp passes ℓ's gradient there only, as torch's does
     log_pi: torch.Tensor
     alpha: torch.Tensor
 
@@ -66,103 +101,141 @@ class SACLearn(LearnKernel):
         self.config = config
         self.action_dim = nets["actor"][-1] // 2
         self.target_entropy = config.target_entropy or -float(self.action_dim)
-        self.actor = Net(nets["actor"], params, "actor", device)
-        self.critics = {q: Net(nets[q], params, q, device) for q in CRITICS}
-        self.targets = {q: Net(nets[q], params, f"{q}_target", device, trained=False) for q in CRITICS}
-        self.optimizers = {"actor": net_adam(self.actor, "actor", config.learning_rate),
-                           **{q: net_adam(self.critics[q], q, config.learning_rate) for q in CRITICS}}
-        self.log_alpha = torch.tensor(math.log(config.initial_alpha), dtype=torch.float32, device=device,
-                                      requires_grad=True)
-        self.alpha_optimizer = Adam(self.log_alpha, config.learning_rate, lambda t: {"log_alpha": t})
+        self.actor = build(nets["actor"], params, "actor", device)
+        self.critics = {q: build(nets[q], params, q, device) for q in CRITICS}
+        self.targets = {q: build(nets[q], params, f"{q}_target", device) for q in CRITICS}
+        self.optimizers = {"actor": FlatAdam(self.actor, config.learning_rate),
+                           **{q: FlatAdam(self.critics[q], config.learning_rate) for q in CRITICS}}
+        self.ahead = {q: MLP(nets[q], device) for q in CRITICS}  # `grads`' scratch: the critics after their step
+        self.temperature = Temperature(config.initial_alpha, config.learning_rate, device)
+        self.action_cols = slice(nets["actor"][0], None)  # a critic's input is [obs, action]
         self.draws = LearnDraws(seed, device)
         # a fixed α (tune_alpha false) has no gradient: log α and its Adam stay as they started
         self._grad_shapes = {**({"log_alpha": ()} if config.tune_alpha else {}),
-                             **{k: v for q in CRITICS for k, v in self.critics[q].shapes(q).items()},
-                             **self.actor.shapes("actor")}
+                             **{k: v for q in CRITICS for k, v in grad_shapes(self.critics[q], q).items()},
+                             **grad_shapes(self.actor, "actor")}
         self.updates = 0
 
+    @torch.no_grad()
     def learn(self, batch: SampleBatch) -> LearnResult:
         # SB3's order: temperature, critics, then the actor through the critics just updated
-        sample, alpha_grad = self._sample_and_alpha_grad(batch)
-        if alpha_grad is not None:
-            self.alpha_optimizer.step(alpha_grad)
-        y = self._target(batch, sample)
-        critic_loss, q1, _ = twin_critic_step(self.critics, self.optimizers, batch, y)
-        actor_loss, actor_grad = self._actor_grad(sample, self.critics)
-        self._step_actor_and_targets(actor_grad)
-        return LearnResult((y - q1).detach(), self._metrics(sample, critic_loss, actor_loss, q1))
+        policy = self._policy(batch)
+        if self.config.tune_alpha:
+            self._alpha_grad(policy)
+            self.temperature.step()
+        td, metrics = self._critic_grads(batch, policy)
+        for q in CRITICS:
+            self.optimizers[q].step()
+        metrics["losses/actor_loss"] = self._actor_grad(policy, self.critics)
+        self._step_actor_and_targets()
+        return LearnResult(td, metrics)
 
+    @torch.no_grad()
     def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
-        sample, alpha_grad = self._sample_and_alpha_grad(batch, share)
-        y = self._target(batch, sample)
-        critic_loss, q1, critic_grads = twin_critic_grads(self.critics, batch, y)
+        policy = self._policy(batch, share)
+        alpha = {"log_alpha": self._alpha_grad(policy).clone()} if self.config.tune_alpha else {}
+        td, metrics = self._critic_grads(batch, policy)
+        arrays = {k: v for q in CRITICS for k, v in named_grads(self.critics[q], q).items()}
         if share is not None:  # the group's critic gradients are the ones the scratch steps below take
-            critic_grads = average_flat(share, CRITICS, critic_grads)
-        actor_loss, actor_grad = self._actor_grad(sample, critics_ahead(self.critics, self.optimizers, critic_grads))
-        if share is not None and alpha_grad is not None:
-            alpha_grad, actor_grad = average_flat(share, ("log_alpha", "actor"), (alpha_grad, actor_grad))
-        elif share is not None:
-            (actor_grad,) = average_flat(share, ("actor",), (actor_grad,))
-        arrays = {**({} if alpha_grad is None else {"log_alpha": alpha_grad}),
-                  **critic_grad_arrays(self.critics, critic_grads), **self.actor.named(actor_grad, "actor")}
-        return Gradients(arrays, (y - q1).detach(), self._metrics(sample, critic_loss, actor_loss, q1))
+            arrays = share.average(arrays)
+            for q in CRITICS:
+                take_grads(self.critics[q], arrays, q)
+        for q in CRITICS:
+            self.optimizers[q].step_ahead(self.ahead[q].flat)  # each critic as `apply` will step it, a copy
+        metrics["losses/actor_loss"] = self._actor_grad(policy, self.ahead)
+        rest = {**alpha, **named_grads(self.actor, "actor")}
+        arrays.update(rest if share is None else share.average(rest))
+        return Gradients(arrays, td, metrics)
 
+    @torch.no_grad()
     def apply(self, gradients: Gradients) -> LearnResult:
         check_gradients(gradients, self._grad_shapes)
         if self.config.tune_alpha:
-            self.alpha_optimizer.step(gradients.arrays["log_alpha"])
+            self.temperature.grad.copy_(gradients.arrays["log_alpha"])
+            self.temperature.step()
         for q in CRITICS:
-            self.optimizers[q].step(self.critics[q].flat_of(gradients.arrays, q))
-        self._step_actor_and_targets(self.actor.flat_of(gradients.arrays, "actor"))
+            take_grads(self.critics[q], gradients.arrays, q)
+            self.optimizers[q].step()
+        take_grads(self.actor, gradients.arrays, "actor")
+        self._step_actor_and_targets()
         return gradients.result()
 
-    def _sample_and_alpha_grad(self, batch: SampleBatch, share: GroupShare | None = None
-                               ) -> tuple[_Sample, torch.Tensor | None]:
-        """The policy's sample at obs and next_obs (draws keyed by (seed, update): a learner of a group takes its
-        rows' draws of the whole batch's), α as it is before this update, and the temperature's gradient (None for
-        a fixed α)."""
+    def _policy(self, batch: SampleBatch, share: GroupShare | None = None) -> _Policy:
+        """The policy's sample at obs (draws keyed by (seed, update): a learner of a group takes its rows' draws
+        of the whole batch's), and α as it is before this update."""
         n = batch.reward.shape[0] if share is None else share.total
         d = self.action_dim
         z = self.draws.normals(self.updates, 2 * n * d).view(2, n, d)
         z = z if share is None else share.mine(z.transpose(0, 1)).transpose(0, 1)
-        action_pi, log_pi = squashed_sample(self.actor(batch.obs), z[0])
-        sample = _Sample(batch, z, action_pi, log_pi, self.log_alpha.detach().exp())
-        if not self.config.tune_alpha:
-            return sample, None
-        alpha_loss = -(self.log_alpha * (log_pi.detach() + self.target_entropy)).mean()
-        (grad,) = torch.autograd.grad(alpha_loss, [self.log_alpha])
-        return sample, grad
+        outs = self.actor.forward(batch.obs, slot="actor step")
+        mean, raw_log_std = outs[-1][:, :d], outs[-1][:, d:]
+        log_std = raw_log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+        std = log_std.exp()
+        action = torch.tanh(mean + std * z[0])
+        log_pi = (-0.5 * z[0].square() - log_std - HALF_LOG_2PI).sum(1) \
+            - torch.log(1.0 - action.square() + 1e-6).sum(1)
+        inside = (raw_log_std >= LOG_STD_MIN) & (raw_log_std <= LOG_STD_MAX)
+        return _Policy(batch.obs, outs, z, action, std, inside, log_pi, self.temperature.log_alpha.exp())
 
-    def _target(self, batch: SampleBatch, sample: _Sample) -> torch.Tensor:
-        """y = r + γ (1 − d) (min_i Q'_i(s', a') − α log π(a'|s')), a' the policy's sample at s'."""
-        with torch.no_grad():
-            next_action, next_log_pi = squashed_sample(self.actor(batch.next_obs), sample.z[1])
-            next_q = min_q(self.targets, batch.next_obs, next_action)
-            return batch.reward + self.config.gamma * (1.0 - batch.terminated) * (next_q - sample.alpha * next_log_pi)
+    def _alpha_grad(self, policy: _Policy) -> torch.Tensor:
+        """∂/∂log α of −mean_i log α (log π_i + H̄) = −mean_i (log π_i + H̄), into the temperature's gradient."""
+        return torch.mean(policy.log_pi + self.target_entropy, 0, out=self.temperature.grad).neg_()
 
-    def _actor_grad(self, sample: _Sample, critics: dict[str, Net]) -> tuple[torch.Tensor, torch.Tensor]:
-        """mean(α log π(a|s) − min_i Q_i(s, a)) through `critics`, and its gradient in the actor's parameters."""
-        q_pi = min_q(critics, sample.batch.obs, sample.action)
-        actor_loss = (sample.alpha * sample.log_pi - q_pi).mean()
-        (grad,) = torch.autograd.grad(actor_loss, [self.actor.flat])
-        return actor_loss, grad
+    def _critic_grads(self, batch: SampleBatch, policy: _Policy) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Both critics' gradients into their `grad`; the TD errors y − Q1 and the critics' metrics. The target
+        y = r + γ (1 − d) (min_j Q'_j(s', a') − α log π(a'|s')), a' the policy's sample at s'."""
+        cfg, n = self.config, batch.reward.shape[0]
+        next_action, next_log_pi = squashed_sample(self.actor(batch.next_obs, slot="learn"), policy.z[1])
+        x_next = torch.cat([batch.next_obs, next_action], dim=1)
+        next_q = torch.minimum(*(self.targets[q](x_next, slot="learn") for q in CRITICS)).squeeze(1)
+        y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * (next_q - policy.alpha * next_log_pi)
 
-    def _step_actor_and_targets(self, actor_grad: torch.Tensor) -> None:
-        self.optimizers["actor"].step(actor_grad)
+        # loss = mean_i w_i (δ1_i² + δ2_i²), so ∂loss/∂q_j,i = −2 w_i δj_i / B.
+        x = torch.cat([batch.obs, batch.action], dim=1)
+        outs = {q: self.critics[q].forward(x, slot="critic step") for q in CRITICS}
+        deltas = {q: y - outs[q][-1].squeeze(1) for q in CRITICS}
+        loss = (batch.weights * (deltas["qf1"].square() + deltas["qf2"].square())).mean()
+        for q in CRITICS:
+            self.critics[q].backward(outs[q], (batch.weights * deltas[q]).mul_(-2.0 / n).unsqueeze(1))
+        return deltas["qf1"], {"losses/td_loss": loss, "losses/alpha": policy.alpha,
+                               "losses/q_values": outs["qf1"][-1].mean()}
+
+    def _actor_grad(self, policy: _Policy, critics: dict[str, MLP]) -> torch.Tensor:
+        """The actor's gradient into `actor.grad`, of loss = mean_i (α log π_i − min_j Q_j(s_i, ã_i)) through
+        `critics`; the loss. With u = m + σz, ã = tanh(u), log σ = clamp(ℓ) and
+        log π = Σ (−z²/2 − log σ − log √(2π) − log(1 − ã² + 1e-6)):
+            ∂loss/∂ã = (2α ã / (1 − ã² + 1e-6) − ∂q/∂ã) / B       (q_i = min_j Q_j, its gradient to the smaller)
+            ∂loss/∂m = ∂loss/∂u = ∂loss/∂ã · (1 − ã²)
+            ∂loss/∂ℓ = (∂loss/∂u · σ z − α / B) where −20 ≤ ℓ ≤ 2, else 0."""
+        n, d = policy.action.shape
+        x = torch.cat([policy.obs, policy.action], dim=1)
+        outs = {q: critics[q].forward(x, slot="actor step") for q in CRITICS}
+        q1, q2 = outs["qf1"][-1], outs["qf2"][-1]
+        actor_loss = (policy.alpha * policy.log_pi - torch.minimum(q1, q2).squeeze(1)).mean()
+        # torch.minimum's gradient goes to the smaller value, half to each on a tie
+        tie = (q1 == q2).float().mul_(0.5)
+        d_action = None
+        for q, smaller in (("qf1", q1 < q2), ("qf2", q2 < q1)):
+            grad_q = smaller.float().add_(tie).mul_(-1.0 / n)
+            part = critics[q].backward(outs[q], grad_q, param_grads=False, input_grad=self.action_cols)
+            d_action = part if d_action is None else d_action.add_(part)
+        one_minus_a2 = 1.0 - policy.action.square()
+        grad_u = (policy.action * (2.0 / n) * policy.alpha / (one_minus_a2 + 1e-6)).add_(d_action).mul_(one_minus_a2)
+        grad_ell = (grad_u * policy.std * policy.z[0]).sub_(policy.alpha / n).mul_(policy.inside)
+        self.actor.backward(policy.outs, torch.cat([grad_u, grad_ell], dim=1))
+        return actor_loss
+
+    def _step_actor_and_targets(self) -> None:
+        self.optimizers["actor"].step()
         for q in CRITICS:
             self.targets[q].lerp_to(self.critics[q], self.config.tau)
         self.updates += 1
 
-    @staticmethod
-    def _metrics(sample: _Sample, critic_loss: torch.Tensor, actor_loss: torch.Tensor, q1: torch.Tensor) -> dict:
-        return {"losses/td_loss": critic_loss.detach(), "losses/actor_loss": actor_loss.detach(),
-                "losses/alpha": sample.alpha, "losses/q_values": q1.detach().mean()}
-
     def policy_params(self) -> Params:
-        return self.actor.dump("actor")
+        return dump_net(self.actor, "actor")
 
     def write_policy(self, out: Params) -> None:
-        self.actor.write(out, "actor")
+        write_net(self.actor, out, "actor")
 
     def _nets(self) -> dict:
         return {"actor": self.actor, **self.critics, **{f"{q}_target": t for q, t in self.targets.items()}}
@@ -172,16 +245,11 @@ class SACLearn(LearnKernel):
 
     def state_dict(self) -> Params:
         """The base state (networks, targets, their Adams, updates) and log α with its Adam."""
-        out = super().state_dict()
-        out["log_alpha"] = self.log_alpha.detach().cpu().numpy().copy()
-        out.update(self.alpha_optimizer.state(None, "log_alpha"))
-        return out
+        return {**super().state_dict(), **self.temperature.state()}
 
     def load_state_dict(self, state: Params) -> None:
         super().load_state_dict(state)  # checks every name and shape of state_dict, log α's included, first
-        with torch.no_grad():
-            self.log_alpha.copy_(torch.from_numpy(np.asarray(state["log_alpha"], dtype=np.float32)))
-        self.alpha_optimizer.load_state(state, None, "log_alpha")
+        self.temperature.load_state(state)
 
 
 #: What the SAC registry entry names for the torch backend (pearl.algos.sac.SAC.kernels); no OpenCL entry.
