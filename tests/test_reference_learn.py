@@ -1,9 +1,10 @@
-"""Every fast learn path against its algorithm's autograd reference (pearl/adapters/torch/reference.py: DQN, DDPG
-and TD3): the same initial parameters, the same batches, and the parameters compared after 100 updates.
+"""Every fast learn path against its algorithm's autograd reference (pearl/adapters/torch/reference.py: DQN, DDPG,
+TD3 and SAC): the same initial parameters, the same batches, and the parameters compared after 100 updates.
 
 The torch hand-derived paths stay within 1e-5 (max over tensors of ‖fast − reference‖₂ / ‖reference‖₂) after
 100 updates where no hidden unit sits on its ReLU's edge. Measured on the 2-core AMD EPYC VM, for the cases
-below: DQN 256-256 1.6e-7 (Huber and clipping) and 1.7e-7 (squared); DDPG 64-64 1.5e-7.
+below: DQN 256-256 1.6e-7 (Huber and clipping) and 1.7e-7 (squared); DDPG 64-64 1.5e-7; SAC 64-64 1.0e-7 (α
+tuned) and 6.6e-8 (α fixed), and SAC 256-256 at batch 256 1.6e-7 after 10 updates (2.6e-7 after 100).
 
 A path whose sums run in another order does not stay there over 100 updates, and no bound on it at 100 would
 mean much: the first updates agree to 1e-7-1e-5 (float32 rounding), then a few elements whose gradient nearly
@@ -27,7 +28,7 @@ from opencl_support import first_opencl_device
 
 from pearl.adapters.torch import TorchAdapter
 from pearl.adapters.torch.reference import REFERENCES, clip_by_global_norm
-from pearl.algos import DDPGConfig, TD3Config, preset
+from pearl.algos import DDPGConfig, SACConfig, TD3Config, preset
 from pearl.algos.params import init_params, network_sizes
 from pearl.envs import env_spec
 
@@ -40,6 +41,10 @@ CASES = {
     "ddpg-400-300": (preset("ddpg", "Pendulum-v1"), "Pendulum-v1"),
     "td3-64": (TD3Config(hidden=(64, 64), batch_size=64, policy_delay=3), "Pendulum-v1"),
     "td3-400-300": (preset("td3", "Pendulum-v1"), "Pendulum-v1"),
+    "sac-64": (SACConfig(hidden=(64, 64), batch_size=64), "Pendulum-v1"),
+    "sac-64-fixed-alpha": (SACConfig(hidden=(64, 64), batch_size=64, initial_alpha=0.2, tune_alpha=False),
+                           "Pendulum-v1"),
+    "sac-256": (preset("sac", "Pendulum-v1"), "Pendulum-v1"),
 }
 
 
@@ -68,12 +73,13 @@ def _train_both(case: str, adapter, updates: int) -> float:
     return _relative(fast.get_params(), ref.get_params())
 
 
-@pytest.mark.parametrize("case", ["dqn-huber-clip", "dqn-squared", "ddpg-64", "td3-64"])
+@pytest.mark.parametrize("case", ["dqn-huber-clip", "dqn-squared", "ddpg-64", "td3-64", "sac-64",
+                                  "sac-64-fixed-alpha"])
 def test_the_hand_derived_torch_path_stays_with_autograd_over_100_updates(case) -> None:
     assert _train_both(case, TorchAdapter("cpu"), 100) <= 1e-5
 
 
-@pytest.mark.parametrize("case", ["ddpg-400-300", "td3-400-300"])
+@pytest.mark.parametrize("case", ["ddpg-400-300", "td3-400-300", "sac-256"])
 def test_the_hand_derived_path_at_400_300_agrees_with_autograd_over_10_updates(case) -> None:
     assert _train_both(case, TorchAdapter("cpu"), 10) <= 1e-5
 
@@ -88,7 +94,7 @@ def test_the_opencl_path_agrees_with_autograd_over_10_updates(case) -> None:
 def test_the_references_train_and_checkpoint_like_the_fast_kernels() -> None:
     """A reference's state has the fast kernel's names and shapes, so each loads the other's checkpoint; and
     the reference moves every trained network (a loss that reached no parameter would leave one still)."""
-    for case in ("dqn-huber-clip", "ddpg-64", "td3-64"):
+    for case in ("dqn-huber-clip", "ddpg-64", "td3-64", "sac-64"):
         ref, cpu, config, spec, params = _reference(case)
         fast = cpu.make_learn(config, spec, params)
         for b in make_batches(spec, config.batch_size, seed=1, steps=3):
@@ -98,8 +104,37 @@ def test_the_references_train_and_checkpoint_like_the_fast_kernels() -> None:
         fast.load_state_dict(state)
         moved = {k.split(".")[0] for k in params if not np.array_equal(state[k], params[k])}
         nets = {"dqn": {"q"}, "ddpg": {"actor", "critic", "actor_target", "critic_target"},
-                "td3": {"actor", "qf1", "qf2", "actor_target", "qf1_target", "qf2_target"}}[config.algo]
+                "td3": {"actor", "qf1", "qf2", "actor_target", "qf1_target", "qf2_target"},
+                "sac": {"actor", "qf1", "qf2", "qf1_target", "qf2_target"}}[config.algo]
         assert moved >= nets
+
+
+@pytest.mark.parametrize("case", ["sac-64", "sac-64-fixed-alpha"])
+def test_sacs_hand_path_and_reference_resume_from_each_others_checkpoints(case) -> None:
+    """Each side's state (log α and its Adam among it) loads into the other, and the two then take the same next
+    update from it: the names, shapes and meanings agree both ways."""
+    torch.set_num_threads(1)
+    ref, cpu, config, spec, params = _reference(case)
+    fast = cpu.make_learn(config, spec, params, seed=0)
+    first, second, last = make_batches(spec, config.batch_size, seed=2, steps=3)
+    for kernel, b in ((ref, first), (fast, second)):
+        kernel.learn(to_sample_batch(cpu, b))
+    ref_state, fast_state = ref.state_dict(), fast.state_dict()
+    assert {k: np.shape(v) for k, v in ref_state.items()} == {k: np.shape(v) for k, v in fast_state.items()}
+    assert ref_state["log_alpha"].shape == () and int(fast_state["adam.step.log_alpha"]) == config.tune_alpha
+    ref.load_state_dict(fast_state)
+    fast.load_state_dict(ref_state)
+    for kernel, state in ((ref, fast_state), (fast, ref_state)):  # each now holds exactly the other's state
+        got = kernel.state_dict()
+        assert all(np.array_equal(got[k], state[k]) for k in state)
+    fast.load_state_dict(ref.state_dict())  # both at the hand path's state, by way of the reference
+    moved = {}
+    for name, kernel in (("fast", fast), ("ref", ref)):
+        kernel.learn(to_sample_batch(cpu, last))
+        moved[name] = kernel.state_dict()
+    assert moved["fast"]["updates"] == moved["ref"]["updates"] == 2
+    assert _relative({k: v for k, v in moved["fast"].items() if k != "updates"},
+                     {k: v for k, v in moved["ref"].items() if k != "updates"}) <= 1e-5
 
 
 def test_clipping_by_global_norm_is_torchs() -> None:
