@@ -1,5 +1,5 @@
-"""Networks and optimisers for learn kernels written as autograd losses (TD3, SAC), CleanRL-style: the loss reads
-as the paper's, and torch derives every gradient.
+"""Networks and optimisers for learn kernels written as autograd losses (the references of reference.py),
+CleanRL-style: the loss reads as the paper's, and torch derives every gradient.
 
 A network keeps its parameters as ONE flat leaf tensor (as nets.MLP does), so Adam, Polyak averaging and the
 checkpoint's names work on one tensor per network; the forward pass takes weight and bias views of it each call,
