@@ -5,7 +5,7 @@
                                 [--rounds 1] [--threads 1] [--ddpg-threads 2] [--actors 1] [--envs-per-actor 8]
                                 [--ddpg-envs-per-actor 1] [--collect-actors 2] [--collect-envs 256]
                                 [--collect-steps 1000000] [--env LunarLanderContinuous-v3] [--sides sb3 pearl]
-                                [--defaults-steps 0] [--steps 0]
+                                [--defaults-steps 0] [--steps 0] [--pearl-launcher local|sequential]
 
 Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --rounds times):
 
@@ -239,8 +239,10 @@ def _sb3_eval(model, env_id: str, seed: int = 0) -> list[float]:
     return returns
 
 
-def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps: int) -> dict:
-    """Train with pearl's parallel launcher; add the bare learn rate measured right after, same threads."""
+def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps: int,
+               launcher: str = "local") -> dict:
+    """Train with pearl's `launcher` (local: actor processes beside the learner's; sequential: acting and
+    learning in turn in one process, as SB3 runs); add the bare learn rate measured right after, same threads."""
     from pearl.training import train
 
     algo, env_id = (case, "Pendulum-v1") if case in CONTINUOUS else ("dqn", "CartPole-v1")
@@ -253,7 +255,7 @@ def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps
                 "best_mean": result.best.get("return_mean"), "headline": result.headline}
     result = train(algo, env_id, seed=seed, eval_episodes=0 if case == "collect" else EVAL_EPISODES,
                    steps=steps or None, runs_dir=runs_dir, threads=threads, actors=actors,
-                   envs_per_actor=envs, learn=case != "collect", eval_every=0)
+                   envs_per_actor=envs, learn=case != "collect", eval_every=0, launcher=launcher)
     out = {"side": "pearl", "case": case, "steps": result.steps, "wall_s": result.train_wall_s,
            "env_steps_per_s": result.env_steps_per_s, "eval_mean": None if case == "collect" else
            result.eval_return_mean, "threads": threads, "actors": actors, "envs_per_actor": envs,
@@ -363,6 +365,9 @@ def main() -> None:
     parser.add_argument("--envs-per-actor", type=int, default=8, help="pearl's envs per actor for DQN")
     parser.add_argument("--ddpg-envs-per-actor", type=int, default=1, help="pearl's envs per actor for DDPG, TD3 "
                         "and SAC")
+    parser.add_argument("--pearl-launcher", choices=["local", "sequential"], default="local",
+                        help="pearl's launcher in the dqn, ddpg, td3 and sac cases (sequential: one actor in the "
+                        "learner's process, --actors ignored)")
     parser.add_argument("--collect-actors", type=int, default=2)
     parser.add_argument("--collect-envs", type=int, default=256)
     parser.add_argument("--collect-steps", type=int, default=1_000_000,
@@ -386,7 +391,7 @@ def main() -> None:
                 pearl_defaults(args.seed, args.defaults_steps)
         else:
             out = sb3_case(case, args.seed, args.steps) if side == "sb3" else \
-                pearl_case(case, args.seed, *map(int, rest))
+                pearl_case(case, args.seed, *map(int, rest[:4]), *rest[4:])
         print(json.dumps(out))
         return
 
@@ -421,10 +426,12 @@ def main() -> None:
                   f"({sb3['wall_s']:.1f} s, {sb3['threads']} torch threads)"
                   + (f"  eval {sb3['eval_mean']:.1f}" if sb3["eval_mean"] is not None else ""))
             for threads, actors, envs, steps in pearl_runs:
+                launcher = "local" if case == "collect" else args.pearl_launcher
                 p = run_child(["--seed", str(args.seed), "--child", "pearl", case,
-                               *map(str, (threads, actors, envs, steps))])
+                               *map(str, (threads, actors, envs, steps)), launcher])
                 line = (f"[{case} round {r + 1}] pearl {p['env_steps_per_s']:9,.0f} env steps/s  "
-                        f"({p['steps']:,} steps in {p['wall_s']:.1f} s, {actors} actor(s) × {envs} env(s), "
+                        f"({p['steps']:,} steps in {p['wall_s']:.1f} s, {launcher} launcher, "
+                        f"{actors if launcher == 'local' else 1} actor(s) × {envs} env(s), "
                         f"{threads} learner thread(s))  "
                         f"ratio pearl/SB3 {p['env_steps_per_s'] / sb3['env_steps_per_s']:.2f}")
                 if p["eval_mean"] is not None:
