@@ -5,9 +5,9 @@ the torch adapter's hand-derived backward passes (dqn.py, ddpg.py, td3.py, sac.p
 Training uses the hand-derived paths, because they are faster: `benchmarks/learn_paths.py` times both on the
 presets' networks and batches, alternating, in one invocation. On the 2-core AMD EPYC VM (4 rounds of 200
 updates a side at 1 thread, of 150 at 2; another agent's tests running beside), the hand-derived DQN
-(CartPole-v1, 256-256, batch 64) took 0.53 × the reference's time per update at 1 and at 2 threads (648 against
-1,235 µs at 1), and DDPG (Pendulum-v1, 400-300, batch 256) 0.74 × at 1 thread and 0.70 × at 2 (7.7 against
-10.4 ms at 1). SAC (Pendulum-v1, 256-256, batch 256; 150 updates a side) took 0.78 × at 1 thread (8.55 against
+(CartPole-v1, 256-256, batch 64) took 0.53 × the reference's time per update at 1 and at 2 threads (medians 651
+against 1,234 µs at 1), and DDPG (Pendulum-v1, 400-300, batch 256) 0.74 × at 1 thread and 0.70 × at 2 (7.7 against
+10.5 ms at 1). SAC (Pendulum-v1, 256-256, batch 256; 150 updates a side) took 0.78 × at 1 thread (8.55 against
 10.93 ms; sac.py has the noisier 2-thread figures).
 
 State names and layout are those of every learn kernel (`LearnKernel.state_dict`), so a reference and a fast
