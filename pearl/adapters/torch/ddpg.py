@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
-from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, dump_net, grad_shapes, named_grads, take_grads,
-                                      write_net)
+from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, critic_grads, dump_net, grad_shapes,
+                                      named_grads, take_grads, write_net)
 from pearl.algos.ddpg import DDPGConfig, ou_step
 from pearl.rng import normal
 from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
@@ -99,10 +99,7 @@ class DDPGLearn(LearnKernel):
     @torch.no_grad()
     def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
         td, metrics = self._critic_grad(batch)
-        critic = named_grads(self.critic, "critic")
-        if share is not None:  # the group's critic gradient is the one the scratch step below takes
-            critic = share.average(critic)
-            take_grads(self.critic, critic, "critic")
+        critic = critic_grads({"critic": self.critic}, share)
         self.critic_opt.step_ahead(self.critic_ahead.flat)  # the critic as `apply` will step it, in a scratch copy
         metrics["losses/actor_loss"] = self._actor_grad(batch, self.critic_ahead)
         actor = named_grads(self.actor, "actor")

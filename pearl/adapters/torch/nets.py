@@ -25,7 +25,7 @@ import torch
 
 from pearl.adapters.base import ActKernel
 from pearl.rng import CounterDraws
-from pearl.types import Params
+from pearl.types import GroupShare, Params
 
 
 def _layer_views(flat: torch.Tensor, sizes: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
@@ -222,6 +222,18 @@ def named_grads(module: MLP, net: str) -> dict[str, torch.Tensor]:
     """A copy of the gradient `backward` last wrote, as `<net>.<i>.weight/bias` views (a `Gradients`' arrays)."""
     assert module.grad is not None, "named_grads needs a trainable network"
     return named_views(module.grad.clone(), module.sizes, net)
+
+
+def critic_grads(critics: dict[str, MLP], share: GroupShare | None) -> dict[str, torch.Tensor]:
+    """Copies of the critics' gradients by parameter name (a `Gradients`' arrays); in a learner group, averaged
+    over it and written back into each critic's gradient, so that the scratch Adam step an actor-critic takes its
+    actor gradient through (LearnKernel) steps with the group's."""
+    arrays = {k: v for name, critic in critics.items() for k, v in named_grads(critic, name).items()}
+    if share is not None:
+        arrays = share.average(arrays)
+        for name, critic in critics.items():
+            take_grads(critic, arrays, name)
+    return arrays
 
 
 def take_grads(module: MLP, arrays: dict[str, torch.Tensor], net: str) -> None:

@@ -19,8 +19,8 @@ import torch
 
 from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
 from pearl.adapters.torch.autograd import CRITICS, LearnDraws
-from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, dump_net, grad_shapes, named_grads, take_grads,
-                                      write_net)
+from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, critic_grads, dump_net, grad_shapes,
+                                      named_grads, take_grads, write_net)
 from pearl.algos.sac import LOG_STD_MAX, LOG_STD_MIN, SACConfig
 from pearl.rng import normal
 from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
@@ -143,11 +143,7 @@ class SACLearn(LearnKernel):
         policy = self._policy(batch, share)
         alpha = {"log_alpha": self._alpha_grad(policy).clone()} if self.config.tune_alpha else {}
         td, metrics = self._critic_grads(batch, policy)
-        arrays = {k: v for q in CRITICS for k, v in named_grads(self.critics[q], q).items()}
-        if share is not None:  # the group's critic gradients are the ones the scratch steps below take
-            arrays = share.average(arrays)
-            for q in CRITICS:
-                take_grads(self.critics[q], arrays, q)
+        arrays = critic_grads(self.critics, share)
         for q in CRITICS:
             self.optimizers[q].step_ahead(self.ahead[q].flat)  # each critic as `apply` will step it, a copy
         metrics["losses/actor_loss"] = self._actor_grad(policy, self.ahead)

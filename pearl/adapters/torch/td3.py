@@ -13,7 +13,8 @@ import torch
 from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
 from pearl.adapters.torch.autograd import CRITICS, LearnDraws
 from pearl.adapters.torch.ddpg import DDPGAct, actor_grad
-from pearl.adapters.torch.nets import MLP, FlatAdam, build, dump_net, grad_shapes, named_grads, take_grads, write_net
+from pearl.adapters.torch.nets import (MLP, FlatAdam, build, critic_grads, dump_net, grad_shapes, named_grads,
+                                      take_grads, write_net)
 from pearl.algos.td3 import TD3Config
 from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
@@ -49,11 +50,7 @@ class TD3Learn(LearnKernel):
     @torch.no_grad()
     def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
         td, metrics = self._critic_grads(batch, share)
-        arrays = {k: v for q in CRITICS for k, v in named_grads(self.critics[q], q).items()}
-        if share is not None:  # the group's critic gradients are the ones the scratch step below takes
-            arrays = share.average(arrays)
-            for q in CRITICS:
-                take_grads(self.critics[q], arrays, q)
+        arrays = critic_grads(self.critics, share)
         if self._actor_update():
             self.optimizers["qf1"].step_ahead(self.qf1_ahead.flat)  # Q1 as `apply` will step it, a copy
             metrics["losses/actor_loss"] = actor_grad(self.actor, self.qf1_ahead, batch.obs, self.action_cols)
