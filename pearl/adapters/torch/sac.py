@@ -21,6 +21,7 @@ from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
 from pearl.adapters.torch.autograd import CRITICS, LearnDraws
 from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, critic_grads, dump_net, grad_shapes,
                                       named_grads, take_grads, write_net)
+from pearl.adapters.torch.td3 import twin_critic_backward
 from pearl.algos.sac import LOG_STD_MAX, LOG_STD_MIN, SACConfig
 from pearl.rng import normal
 from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
@@ -188,21 +189,14 @@ class SACLearn(LearnKernel):
     def _critic_grads(self, batch: SampleBatch, policy: _Policy) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Both critics' gradients into their `grad`; the TD errors y − Q1 and the critics' metrics. The target
         y = r + γ (1 − d) (min_j Q'_j(s', a') − α log π(a'|s')), a' the policy's sample at s'."""
-        cfg, n = self.config, batch.reward.shape[0]
+        cfg = self.config
         next_action, next_log_pi = squashed_sample(self.actor(batch.next_obs, slot="learn"), policy.z[1])
         x_next = torch.cat([batch.next_obs, next_action], dim=1)
         next_q = torch.minimum(*(self.targets[q](x_next, slot="learn") for q in CRITICS)).squeeze(1)
         y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * (next_q - policy.alpha * next_log_pi)
 
-        # loss = mean_i w_i (δ1_i² + δ2_i²), so ∂loss/∂q_j,i = −2 w_i δj_i / B.
-        x = torch.cat([batch.obs, batch.action], dim=1)
-        outs = {q: self.critics[q].forward(x, slot="critic step") for q in CRITICS}
-        deltas = {q: y - outs[q][-1].squeeze(1) for q in CRITICS}
-        loss = (batch.weights * (deltas["qf1"].square() + deltas["qf2"].square())).mean()
-        for q in CRITICS:
-            self.critics[q].backward(outs[q], (batch.weights * deltas[q]).mul_(-2.0 / n).unsqueeze(1))
-        return deltas["qf1"], {"losses/td_loss": loss, "losses/alpha": policy.alpha,
-                               "losses/q_values": outs["qf1"][-1].mean()}
+        td, loss, q1 = twin_critic_backward(self.critics, batch, y)
+        return td, {"losses/td_loss": loss, "losses/alpha": policy.alpha, "losses/q_values": q1.mean()}
 
     def _actor_grad(self, policy: _Policy, critics: dict[str, MLP]) -> torch.Tensor:
         """The actor's gradient into `actor.grad`, of loss = mean_i (α log π_i − min_j Q_j(s_i, ã_i)) through

@@ -19,6 +19,20 @@ from pearl.algos.td3 import TD3Config
 from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
 
+def twin_critic_backward(critics: dict[str, MLP], batch: SampleBatch, y: torch.Tensor
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Both critics' gradients (CRITICS) of loss = mean_i w_i (δ1_i² + δ2_i²), δj = y − Q_j(s, a), into their
+    `grad`; returns (δ1, the loss, Q1(s, a)). ∂loss/∂Q_j(s_i, a_i) = −2 w_i δj_i / B. TD3's and SAC's critic step."""
+    n = batch.reward.shape[0]
+    x = torch.cat([batch.obs, batch.action], dim=1)
+    outs = {q: critics[q].forward(x, slot="critic step") for q in CRITICS}
+    deltas = {q: y - outs[q][-1].squeeze(1) for q in CRITICS}
+    loss = (batch.weights * (deltas["qf1"].square() + deltas["qf2"].square())).mean()
+    for q in CRITICS:
+        critics[q].backward(outs[q], (batch.weights * deltas[q]).mul_(-2.0 / n).unsqueeze(1))
+    return deltas["qf1"], loss, outs["qf1"][-1].squeeze(1)
+
+
 class TD3Learn(LearnKernel):
     def __init__(self, config: TD3Config, nets: dict[str, list[int]], params: Params, device: torch.device,
                  seed: int) -> None:
@@ -86,14 +100,8 @@ class TD3Learn(LearnKernel):
         next_q = torch.minimum(*(self.targets[q](x_next, slot="learn") for q in CRITICS)).squeeze(1)
         y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
 
-        # loss = mean_i w_i (δ1_i² + δ2_i²), so ∂loss/∂q_j,i = −2 w_i δj_i / B.
-        x = torch.cat([batch.obs, batch.action], dim=1)
-        outs = {q: self.critics[q].forward(x, slot="critic step") for q in CRITICS}
-        deltas = {q: y - outs[q][-1].squeeze(1) for q in CRITICS}
-        loss = (batch.weights * (deltas["qf1"].square() + deltas["qf2"].square())).mean()
-        for q in CRITICS:
-            self.critics[q].backward(outs[q], (batch.weights * deltas[q]).mul_(-2.0 / n).unsqueeze(1))
-        return deltas["qf1"], {"losses/td_loss": loss, "losses/q_values": outs["qf1"][-1].mean()}
+        td, loss, q1 = twin_critic_backward(self.critics, batch, y)
+        return td, {"losses/td_loss": loss, "losses/q_values": q1.mean()}
 
     def _actor_update(self) -> bool:
         """Whether this update steps the actor and the targets (every policy_delay-th)."""
