@@ -27,7 +27,7 @@ from learn_support import make_batches, to_sample_batch
 from opencl_support import first_opencl_device
 
 from pearl.adapters.torch import TorchAdapter
-from pearl.adapters.torch.reference import REFERENCES, clip_by_global_norm
+from pearl.adapters.torch.reference import REFERENCES
 from pearl.algos import DDPGConfig, SACConfig, TD3Config, preset
 from pearl.algos.params import init_params, network_sizes
 from pearl.envs import env_spec
@@ -135,13 +135,3 @@ def test_sacs_hand_path_and_reference_resume_from_each_others_checkpoints(case) 
     assert moved["fast"]["updates"] == moved["ref"]["updates"] == 2
     assert _relative({k: v for k, v in moved["fast"].items() if k != "updates"},
                      {k: v for k, v in moved["ref"].items() if k != "updates"}) <= 1e-5
-
-
-def test_clipping_by_global_norm_is_torchs() -> None:
-    grad = torch.linspace(-3, 5, 50)
-    for max_norm in (0.5, 100.0):
-        leaf = torch.zeros(50, requires_grad=True)
-        leaf.grad = grad.clone()
-        torch.nn.utils.clip_grad_norm_([leaf], max_norm)
-        assert torch.equal(clip_by_global_norm(grad, max_norm), leaf.grad)
-

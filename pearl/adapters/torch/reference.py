@@ -34,11 +34,6 @@ from pearl.algos.td3 import TD3Config
 from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
 
-def clip_by_global_norm(grad: torch.Tensor, max_norm: float) -> torch.Tensor:
-    """grad · min(1, max_norm / (‖grad‖ + 1e-6)): torch.nn.utils.clip_grad_norm_'s scaling, on one flat tensor."""
-    return grad * (max_norm / (grad.norm() + 1e-6)).clamp(max=1.0)
-
-
 class DQNReference(LearnKernel):
     """y = r + γ(1 − d) max_a Q'(s', a); minimise mean_i w_i ℓ(Q(s_i, a_i) − y_i), ℓ Huber (β = 1) or the
     square; clip by global norm, one Adam step, and copy the target every target_update_interval updates."""
@@ -66,8 +61,10 @@ class DQNReference(LearnKernel):
     def apply(self, gradients: Gradients) -> LearnResult:
         check_gradients(gradients, self.q.shapes("q"))
         grad = self.q.flat_of(gradients.arrays, "q")
-        if self.config.max_grad_norm > 0:
-            grad = clip_by_global_norm(grad, self.config.max_grad_norm)
+        if self.config.max_grad_norm > 0:  # torch's own clipping, on the gradient as the parameter's
+            self.q.flat.grad = grad
+            torch.nn.utils.clip_grad_norm_([self.q.flat], self.config.max_grad_norm)
+            grad, self.q.flat.grad = self.q.flat.grad, None
         self.optimizer.step(grad)
         self.updates += 1
         if self.updates % self.config.target_update_interval == 0:
@@ -161,7 +158,7 @@ class TD3Reference(LearnKernel):
         y = self._target(batch)
         critic_loss, q1, _ = twin_critic_step(self.critics, self.optimizers, batch, y)
         metrics = {"losses/td_loss": critic_loss.detach(), "losses/q_values": q1.detach().mean()}
-        if self._actor_update():
+        if self.config.steps_actor(self.updates):
             actor_loss, grad = self._actor_grad(batch, self.critics["qf1"])  # through the critic just updated
             self._step_actor_and_targets(grad)
             metrics["losses/actor_loss"] = actor_loss.detach()
@@ -175,7 +172,7 @@ class TD3Reference(LearnKernel):
             critic_grads = average_flat(share, CRITICS, critic_grads)
         arrays = critic_grad_arrays(self.critics, critic_grads)
         metrics = {"losses/td_loss": critic_loss.detach(), "losses/q_values": q1.detach().mean()}
-        if self._actor_update():
+        if self.config.steps_actor(self.updates):
             ahead = critics_ahead(self.critics, self.optimizers, critic_grads, which=("qf1",))
             actor_loss, grad = self._actor_grad(batch, ahead["qf1"])
             if share is not None:
@@ -185,7 +182,7 @@ class TD3Reference(LearnKernel):
         return Gradients(arrays, (y - q1).detach(), metrics)
 
     def apply(self, gradients: Gradients) -> LearnResult:
-        actor = self._actor_update()
+        actor = self.config.steps_actor(self.updates)
         check_gradients(gradients, {**self._critic_shapes, **(self.actor.shapes("actor") if actor else {})})
         for q in CRITICS:
             self.optimizers[q].step(self.critics[q].flat_of(gradients.arrays, q))
@@ -206,10 +203,6 @@ class TD3Reference(LearnKernel):
             next_action = (self.actor_target(batch.next_obs) + smoothing).clamp(-1.0, 1.0)
             next_q = min_q(self.targets, batch.next_obs, next_action)
             return batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
-
-    def _actor_update(self) -> bool:
-        """Whether this update steps the actor and the targets (every policy_delay-th)."""
-        return (self.updates + 1) % self.config.policy_delay == 0
 
     def _actor_grad(self, batch: SampleBatch, qf1: Net) -> tuple[torch.Tensor, torch.Tensor]:
         """−mean Q1(s, μ(s)) through qf1, and its gradient in the actor's parameters."""
