@@ -46,6 +46,11 @@ class TD3Config(DeterministicPolicyConfig):
     target_noise_clip: float = 0.5
     """c: the smoothing noise is clipped to [-c, c]."""
 
+    def steps_actor(self, update: int) -> bool:
+        """Whether update number `update` (counted from 0) steps the actor and the targets: every
+        policy_delay-th, (update + 1) mod policy_delay = 0."""
+        return (update + 1) % self.policy_delay == 0
+
     def validate(self) -> None:
         super().validate()  # the exploration noise's fields, as DDPG's
         if self.target_policy_noise < 0 or self.target_noise_clip < 0:

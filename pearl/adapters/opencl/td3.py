@@ -38,7 +38,7 @@ class CLTD3Learn(CLActorCritic):
         td, metrics = self._critic_grads(batch)
         for q in CRITICS:
             self.critic_opts[q].step()
-        if self._actor_update():
+        if self.config.steps_actor(self.updates):
             metrics["losses/actor_loss"] = self._actor_grad(batch, self.critics["qf1"])  # through Q1 just stepped
             self._step_actor_and_targets()
         self.updates += 1
@@ -48,14 +48,14 @@ class CLTD3Learn(CLActorCritic):
         _alone(share)
         td, metrics = self._critic_grads(batch)
         arrays = {name: g for q in CRITICS for name, g in self.critics[q].named_grads().items()}
-        if self._actor_update():
+        if self.config.steps_actor(self.updates):
             self.critic_opts["qf1"].step_ahead(self.qf1_ahead.buffers())
             metrics["losses/actor_loss"] = self._actor_grad(batch, self.qf1_ahead)
             arrays.update(self.actor.named_grads())
         return Gradients(arrays, td, metrics)
 
     def apply(self, gradients: Gradients) -> LearnResult:
-        actor = self._actor_update()
+        actor = self.config.steps_actor(self.updates)
         shapes = {name: s for q in CRITICS for name, s in self.critics[q].grad_shapes().items()}
         check_gradients(gradients, {**shapes, **(self.actor.grad_shapes() if actor else {})})
         for q in CRITICS:
@@ -85,10 +85,6 @@ class CLTD3Learn(CLActorCritic):
         for q, q_acts, g_q in zip(CRITICS, acts, g):
             self.critics[q].backward(q_acts, g_q, b)
         return td, {"losses/td_loss": DeviceMean(rt, loss), "losses/q_values": DeviceMean(rt, q_taken)}
-
-    def _actor_update(self) -> bool:
-        """Whether this update steps the actor and the targets (every policy_delay-th)."""
-        return (self.updates + 1) % self.config.policy_delay == 0
 
     def _step_actor_and_targets(self) -> None:
         self.actor_opt.step()

@@ -55,7 +55,7 @@ class TD3Learn(LearnKernel):
         td, metrics = self._critic_grads(batch)
         for q in CRITICS:
             self.optimizers[q].step()
-        if self._actor_update():  # through Q1 just stepped
+        if self.config.steps_actor(self.updates):  # through Q1 just stepped
             metrics["losses/actor_loss"] = actor_grad(self.actor, self.critics["qf1"], batch.obs, self.action_cols)
             self._step_actor_and_targets()
         self.updates += 1
@@ -65,7 +65,7 @@ class TD3Learn(LearnKernel):
     def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
         td, metrics = self._critic_grads(batch, share)
         arrays = critic_grads(self.critics, share)
-        if self._actor_update():
+        if self.config.steps_actor(self.updates):
             self.optimizers["qf1"].step_ahead(self.qf1_ahead.flat)  # Q1 as `apply` will step it, a copy
             metrics["losses/actor_loss"] = actor_grad(self.actor, self.qf1_ahead, batch.obs, self.action_cols)
             actor = named_grads(self.actor, "actor")
@@ -74,7 +74,7 @@ class TD3Learn(LearnKernel):
 
     @torch.no_grad()
     def apply(self, gradients: Gradients) -> LearnResult:
-        actor = self._actor_update()
+        actor = self.config.steps_actor(self.updates)
         check_gradients(gradients, {**self._critic_shapes, **(grad_shapes(self.actor, "actor") if actor else {})})
         for q in CRITICS:
             take_grads(self.critics[q], gradients.arrays, q)
@@ -102,10 +102,6 @@ class TD3Learn(LearnKernel):
 
         td, loss, q1 = twin_critic_backward(self.critics, batch, y)
         return td, {"losses/td_loss": loss, "losses/q_values": q1.mean()}
-
-    def _actor_update(self) -> bool:
-        """Whether this update steps the actor and the targets (every policy_delay-th)."""
-        return (self.updates + 1) % self.config.policy_delay == 0
 
     def _step_actor_and_targets(self) -> None:
         self.optimizers["actor"].step()
