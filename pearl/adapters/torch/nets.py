@@ -205,8 +205,17 @@ class FlatAdam:
 
     def _fused(self, params: list[torch.Tensor], exp_avgs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor],
                steps: list[torch.Tensor]) -> None:
-        torch._fused_adam_(params, self._grads, exp_avgs, exp_avg_sqs, [], steps, lr=self.lr, beta1=self.betas[0],
-                           beta2=self.betas[1], weight_decay=0.0, eps=self.eps, amsgrad=False, maximize=False)
+        fused_adam_step(params, self._grads, exp_avgs, exp_avg_sqs, steps, self.lr, self.betas, self.eps)
+
+
+def fused_adam_step(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
+                    exp_avg_sqs: list[torch.Tensor], steps: list[torch.Tensor], lr: float,
+                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+    """One Adam step of each tensor in params, in place, by the fused kernel torch.optim.Adam(fused=True) runs
+    (the one call of the private `torch._fused_adam_` in pearl, which tests/test_torch_private_ops.py checks
+    against torch.optim.Adam through `FlatAdam`); the step counts in `steps` must be incremented first."""
+    torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, [], steps, lr=lr, beta1=betas[0], beta2=betas[1],
+                       weight_decay=0.0, eps=eps, amsgrad=False, maximize=False)
 
 
 def named_views(flat: torch.Tensor, sizes: list[int], net: str) -> dict[str, torch.Tensor]:

@@ -19,8 +19,8 @@ import torch
 
 from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
 from pearl.adapters.torch.autograd import CRITICS, LearnDraws
-from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, critic_grads, dump_net, grad_shapes,
-                                      named_grads, take_grads, write_net)
+from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, critic_grads, dump_net,
+                                      fused_adam_step, grad_shapes, named_grads, take_grads, write_net)
 from pearl.adapters.torch.td3 import twin_critic_backward
 from pearl.algos.sac import LOG_STD_MAX, LOG_STD_MIN, SACConfig
 from pearl.rng import normal
@@ -59,8 +59,9 @@ class SACAct(PolicyAct):
 
 
 class Temperature:
-    """log α and its Adam: torch.optim.Adam's update of one scalar, by the fused kernel `nets.FlatAdam` calls, its
-    state named as the autograd reference's (`log_alpha`, `adam.exp_avg.log_alpha`, `adam.step.log_alpha`)."""
+    """log α and its Adam: torch.optim.Adam's update of one scalar, by the fused kernel `FlatAdam` runs too
+    (`nets.fused_adam_step`), its state named as the autograd reference's (`log_alpha`, `adam.exp_avg.log_alpha`,
+    `adam.step.log_alpha`)."""
 
     def __init__(self, initial_alpha: float, lr: float, device: torch.device) -> None:
         self.log_alpha = torch.tensor(math.log(initial_alpha), dtype=torch.float32, device=device)
@@ -72,9 +73,7 @@ class Temperature:
     def step(self) -> None:
         """log α ← Adam(log α, grad)."""
         self.step_count.add_(1)
-        torch._fused_adam_([self.log_alpha], [self.grad], [self.exp_avg], [self.exp_avg_sq], [], [self.step_count],
-                           lr=self.lr, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False,
-                           maximize=False)
+        fused_adam_step([self.log_alpha], [self.grad], [self.exp_avg], [self.exp_avg_sq], [self.step_count], self.lr)
 
     def state(self) -> Params:
         return {"log_alpha": self.log_alpha.cpu().numpy().copy(),
