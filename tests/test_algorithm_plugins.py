@@ -17,30 +17,8 @@ import importlib.util
 import numpy as np
 import pytest
 
-PLUGIN = '''
-from dataclasses import dataclass
-
-from pearl.algos.base import Algorithm
-from pearl.algos.dqn import DQN, DQNConfig
-
-
-@dataclass
-class PlugConfig(DQNConfig):
-    algo = "plug"
-
-
-PLUG = Algorithm(name="plug", title="Plug", config_class=PlugConfig, action_kind="discrete", networks=DQN.networks,
-                 policy_net="q", learn_work=DQN.learn_work, profile_env="CartPole-v1",
-                 kernels={"torch": "pearl.adapters.torch.dqn:KERNELS"})
-'''
-
-
-BAD_STATE = {  # module → an entry whose declared state does not hold together: its import fails
-    "pearl_plug_badtarget": ("badtarget", "state=LearnState(targets=('q', 'critic'))"),
-    "pearl_plug_badextra": ("badextra", "state=LearnState(extras=(('q_target', ()),))"),
-}
-
-BAD_STATE_MODULE = '''
+#: a plugin's module: entry `{attr}`, algorithm `{name}` (DQN's maths under another name), with `{state}` added
+MODULE = '''
 from dataclasses import dataclass
 
 from pearl.algos.base import Algorithm, LearnState
@@ -48,14 +26,21 @@ from pearl.algos.dqn import DQN, DQNConfig
 
 
 @dataclass
-class BadConfig(DQNConfig):
+class {title}Config(DQNConfig):
     algo = "{name}"
 
 
-BAD = Algorithm(name="{name}", title="Bad", config_class=BadConfig, action_kind="discrete", networks=DQN.networks,
-                policy_net="q", learn_work=DQN.learn_work, profile_env="CartPole-v1",
-                kernels={{"torch": "pearl.adapters.torch.dqn:KERNELS"}}, {state})
+{attr} = Algorithm(name="{name}", title="{title}", config_class={title}Config, action_kind="discrete",
+                   networks=DQN.networks, policy_net="q", learn_work=DQN.learn_work, profile_env="CartPole-v1",
+                   kernels={{"torch": "pearl.adapters.torch.dqn:KERNELS"}}{state})
 '''
+
+PLUGIN = MODULE.format(attr="PLUG", name="plug", title="Plug", state="")
+
+BAD_STATE = {  # module → an entry whose declared state does not hold together: its import fails
+    "pearl_plug_badtarget": ("badtarget", "state=LearnState(targets=('q', 'critic'))"),
+    "pearl_plug_badextra": ("badextra", "state=LearnState(extras=(('q_target', ()),))"),
+}
 
 #: a short run: 2 actors, 400 env steps, 35 updates of a 16-unit network
 TRAIN = ("--algo", "plug", "--env", "CartPole-v1", "--steps", "400", "--set", "learning_starts=100", "--set",
@@ -72,7 +57,7 @@ def site(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("site")
     (folder / "pearl_plug.py").write_text(PLUGIN)
     for module, (name, state) in BAD_STATE.items():
-        (folder / f"{module}.py").write_text(BAD_STATE_MODULE.format(name=name, state=state))
+        (folder / f"{module}.py").write_text(MODULE.format(attr="BAD", name=name, title="Bad", state=f", {state}"))
     info = folder / "pearl_plug-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pearl-plug\nVersion: 0.1\n")
@@ -181,7 +166,7 @@ for algo in ("plug", "ghost"):
 shutdown()
 '''
 
-GHOST = PLUGIN.replace("Plug", "Ghost").replace("plug", "ghost").replace("PLUG", "GHOST")
+GHOST = MODULE.format(attr="GHOST", name="ghost", title="Ghost", state="")
 
 
 @needs_ray
