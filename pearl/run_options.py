@@ -26,6 +26,7 @@ from pearl.schedule import DEFAULT_LAG
 # thread suits the presets' small MLPs when nothing is known (DQN CartPole on a 2-core EPYC: about 1,190 env
 # steps/s with 1 thread against 850 with 2, same results).
 DEFAULT_THREADS = 1
+DEFAULT_LAUNCHER = "local"  # a run that names no launcher and has no plan may run sequential (LauncherOptions.name)
 MAX_THREADS = 4096  # a typo must not ask torch for millions of threads
 DEFAULT_CHECKPOINT_EVERY = 5_000  # updates; DQN CartPole's 50,000 steps make ~24,500 updates
 EVALUATIONS_PER_RUN = 10  # in-training evaluations when eval_every is left to pearl
@@ -109,11 +110,21 @@ class PlacementOptions:
 
 @dataclass
 class LauncherOptions:
-    """How the roles run and for how long: the launcher, the schedule's shape, restarts, the Ray cluster."""
+    """How the roles run and for how long: the launcher, the schedule's shape, restarts, the Ray cluster.
 
-    name: str = option("local", "How the roles run: actor processes beside the learner, in turn in one process, or "
-                       "on Ray. The learning is the same for a seed; only the speed differs.", flag="--launcher",
-                       record="required", kind=str, metavar="local|sequential|ray", rename="launcher")
+    The launcher, when none is named: local, unless the run has no plan, one learner, every kernel on `cpu`, no
+    Ray option, and a profile of this machine at hand (as for the learner's threads, PlacementOptions.threads);
+    then local or sequential, with the learner's threads, whichever the planner predicts faster for the layout
+    (pearl.planner.make.default_launch: the local launcher's rows, contention included, against the sequential
+    launcher's roles in turn, accounting.in_turn; ties to local), said in one stderr line when it is sequential.
+    A one-env actor beside a learner of as many threads as lanes (DDPG Pendulum-v1 on 2 cores) displaces one of
+    them at every step, and then the roles run faster in turn."""
+
+    name: str | None = option(
+        None, "How the roles run: actor processes beside the learner, in turn in one process, or on Ray. The "
+        "learning is the same for a seed; only the speed differs. [default: local; without a plan, with every "
+        "kernel on cpu and a profile of this machine at hand, local or sequential, whichever it predicts faster]",
+        flag="--launcher", record="required", kind=str, metavar="local|sequential|ray", rename="launcher")
     ray_address: str | None = option(
         None, "With --launcher ray: the Ray cluster to join (host:port of its head) [default: start a local Ray "
         "instance on this machine, loopback only].", flag="--ray-address", metavar="ADDR", record="optional",

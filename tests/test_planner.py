@@ -454,6 +454,49 @@ def test_the_learner_threads_are_priced_as_they_run_beside_the_actors(tmp_path) 
     assert 0.3 * one.cost[("learn", "cpu")] < learn[32] < learn[1] < 1.2 * one.cost[("learn", "cpu")]
 
 
+ON_CPU = dict.fromkeys(("act", "replay_insert", "replay_sample", "priority_update", "learn"), "cpu")
+
+
+def test_the_sequential_launcher_is_chosen_where_the_roles_run_faster_in_turn(tmp_path) -> None:
+    """2 threads fast alone (0.3 × 1 thread) but slow beside an actor (1.2 ×): side by side the learner keeps 1
+    thread, in turn it has 2 at its figure alone, and the in-turn period (every role's work once) is the least,
+    so `default_launch` takes the sequential launcher at 2 threads and says both predictions. Where 2 threads
+    are no faster anywhere (the reference profile) the overlap wins: local, 1 thread."""
+    from pearl.planner.make import default_launch, launch_periods
+
+    spec, config = env_spec("Pendulum-v1"), preset("ddpg", "Pendulum-v1")
+    crowded = load_profile(_with_threaded_learn(tmp_path, 0.3, beside=1.2))
+    periods = launch_periods(crowded, config, spec, ON_CPU, 1, in_turn=True)
+    assert periods[("sequential", 2)] < periods[("local", 1)] < periods[("local", 2)]
+    chosen = default_launch(crowded, config, spec, ON_CPU, 1)
+    assert (chosen.launcher, chosen.threads) == ("sequential", 2)
+    assert chosen.period_s == periods[("sequential", 2)]
+    assert "local" in chosen.why and "sequential" in chosen.why
+    plain = default_launch(load_profile(REFERENCE), config, spec, ON_CPU, 1)
+    assert (plain.launcher, plain.threads) == ("local", 1)
+    assert default_launch(crowded, config, spec, ON_CPU, 1, threads=1).threads == 1  # a T the run names is kept
+
+
+@pytest.mark.parametrize("algo, env_id", [("dqn", "CartPole-v1"), ("ddpg", "Pendulum-v1")])
+def test_side_by_side_never_loses_to_in_turn_when_nothing_is_crowded(algo, env_id) -> None:
+    """With a one-thread learner and one actor on a 2-lane host nothing shares a lane, so the local launcher's
+    period (the rows of accounting.py) is at most the sequential launcher's (accounting.in_turn), whatever the
+    envs per actor; and in turn, the period is at least each role's own work."""
+    from pearl.planner.accounting import in_turn
+    from pearl.planner.build import build_problem
+    from pearl.planner.ilp import evaluate
+
+    profile = load_profile(REFERENCE)
+    for envs in (1, 8, 32):
+        problem, _ = build_problem(profile, CostModel(profile), algo, env_spec(env_id), envs=envs,
+                                   beside_actors=False)
+        option = ActorOption(1, envs)
+        sequential = in_turn(problem, ON_CPU, option)
+        local = evaluate(problem, ON_CPU, option)
+        assert local is not None and local[0] <= sequential * (1 + 1e-12)
+        assert sequential >= problem.actor_period[(option, "cpu")] and sequential >= problem.cost[("learn", "cpu")]
+
+
 def test_the_learner_threads_are_a_plan_decision(capsys, tmp_path) -> None:
     """Where learn on cpu runs far faster at 2 threads the plan takes 2 (crowding priced: its prediction is
     the T = 2 program's, contention included); where 2 threads are no faster it keeps 1 (ties keep fewer);

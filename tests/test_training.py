@@ -99,9 +99,10 @@ def test_fastest_threads_rule_for_roles_in_turn():
     assert fastest_threads(1, {1: 1.0, 2: 0.1}) == 1  # never more threads than lanes
 
 
-def _profile_here(runs_dir, factor: float) -> None:
+def _profile_here(runs_dir, factor: float, beside: float | None = None) -> None:
     """The reference profile as if measured on this machine, DDPG's learn on cpu at this host's lanes timed at
-    `factor` × its 1-thread figure, where `pearl quickstart` keeps this machine's profile."""
+    `factor` × its 1-thread figure (and with `beside`, at that × it beside a stand-in actor busy 1 % of each
+    update), where `pearl quickstart` keeps this machine's profile."""
     import platform
     from dataclasses import replace
     from pathlib import Path
@@ -114,8 +115,10 @@ def _profile_here(runs_dir, factor: float) -> None:
     workload = next(w for w in profile.workloads if w.algo == "ddpg")
     one = next(k for k in profile.kernels if (k.workload, k.kernel, k.device, k.batch) ==
                (workload.key, "learn", "cpu", workload.batch_size))
-    profile.kernels.append(replace(one, median_s=one.median_s * factor, p10_s=one.p10_s * factor,
-                                   p90_s=one.p90_s * factor, threads=cpu_lanes()))
+    for f, busy in ((factor, 0.0), (beside, 0.01)):
+        if f is not None:
+            profile.kernels.append(replace(one, median_s=one.median_s * f, p10_s=one.p10_s * f,
+                                           p90_s=one.p90_s * f, threads=cpu_lanes(), beside=busy))
     save_profile(profile, Path(runs_dir) / "profiles" / f"{platform.node() or 'host'}-quick.json")
 
 
@@ -152,6 +155,33 @@ def test_default_threads_are_what_a_plan_would_choose_from_this_machines_profile
     again = pearl.train("ddpg", "Pendulum-v1", steps=300, eval_episodes=0, eval_every=0, runs_dir=str(fast),
                         launcher="sequential", threads=1)
     assert again.threads == 1
+
+
+def test_a_run_naming_no_launcher_takes_the_one_the_profile_predicts_faster(tmp_path, capsys):
+    """No --launcher, no plan, every kernel on cpu: with a profile at hand whose learn at the host's lanes is fast
+    alone but slow beside an actor, the run takes the sequential launcher at that many threads (one stderr line
+    says so and why) and gives the bits the local launcher gives at those threads; a named launcher keeps its own,
+    and a short run with no profile at hand takes the local launcher."""
+    from pearl.hostinfo import cpu_lanes
+
+    lanes = cpu_lanes()
+    runs = tmp_path / "crowded"
+    _profile_here(runs, 0.3 * 2 / lanes, beside=1.2)
+    short = {"steps": 300, "eval_episodes": 0, "eval_every": 0, "checkpoint_every": 300}
+    config = preset("ddpg", "Pendulum-v1").replace(learning_starts=200)  # the profile's workload: 100 updates
+    chosen = pearl.train("ddpg", "Pendulum-v1", runs_dir=str(runs), config=config, **short)
+    err = capsys.readouterr().err
+    if lanes < 2:
+        assert chosen.launcher == "local"
+        return
+    assert (chosen.launcher, chosen.threads) == ("sequential", lanes)
+    assert "the sequential launcher (the roles in turn, one process)" in err and "local" in err
+    named = pearl.train("ddpg", "Pendulum-v1", runs_dir=str(runs), config=config, launcher="local", threads=lanes,
+                        **short)
+    assert named.launcher == "local" and "sequential launcher" not in capsys.readouterr().err
+    assert_same_params(final_learn_state(chosen.run_dir), final_learn_state(named.run_dir))
+    bare = pearl.train("ddpg", "Pendulum-v1", runs_dir=str(tmp_path / "none"), config=config, **short)
+    assert bare.launcher == "local"  # no profile at hand and too short to take one
 
 
 def test_a_long_run_without_a_profile_profiles_its_workload_once(tmp_path, capsys):

@@ -19,6 +19,7 @@ brings any adapter's array back to numpy.
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager, nullcontext
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from collections.abc import Iterator
@@ -347,6 +348,12 @@ class Adapter(ABC):
 
     def to_host(self, x: Any) -> np.ndarray:
         return host_array(x)
+
+    def acting(self) -> AbstractContextManager[None]:
+        """Where a process that also learns (the sequential launcher's) runs act as an actor process runs it
+        (`runtime.actors.actor_adapter`: one intra-op thread), so that act's bits never depend on the launcher.
+        Nothing to do for a backend whose threads are not the process's."""
+        return nullcontext()
 
     def host_group(self, learners: int, spec: EnvSpec, batch_size: int,
                    start_others: Callable[[int], None], host: str = "127.0.0.1") -> GroupComm:

@@ -68,6 +68,12 @@ Memory rows (feasibility, not bounds on P; a row reads Σ its needs ≤ capacity
                        process's kernels there and each actor process's copy of the policy (n of them) count
                        together against the GPU's memory
 Energy per iteration: Σ_r idle_w(r)·P + (busy_w(r) − idle_w(r))·busy[r]/lanes(r).
+
+The rows are the local and Ray launchers', whose roles are processes side by side. The sequential launcher runs
+every role in turn in one process, so its period is the sum of an iteration's work (`in_turn`): it beats the
+rows where the learner's work outweighs the actors' and its threads lose more beside the actor processes (each
+wake-up displacing one of them, the contention rows) than the overlap gains; `pearl train` without a plan
+takes whichever launcher the profile predicts faster (pearl.planner.make.default_launch).
 """
 
 from __future__ import annotations
@@ -482,3 +488,17 @@ def fastest_threads(lanes: int, learn_s: dict[int, float]) -> int:
     sequential launcher's roles run in turn), over the counts `learn_s` times (a count it lacks costs its 1-thread
     figure, so it never wins: ties keep the fewer threads)."""
     return min(range(1, max(1, lanes) + 1), key=lambda t: (learn_s.get(t, learn_s[1]), t))
+
+
+def in_turn(problem: Problem, where: dict[str, str], actors: ActorOption) -> float:
+    """The period of one host's placement when every role runs in turn in one process (the sequential launcher):
+    nothing overlaps and no process waits on another, so an iteration costs all of its work once: the env
+    stepping, act with its weight loads, the replay kernels, learn, the learner's publishes and the transfers
+    between the kernels' devices. Build the problem with `beside_actors=False` (build.py) for learn's T-thread
+    figure alone on the host, which is how it runs there."""
+    if problem.nodes:
+        raise ValueError("the sequential launcher runs on one host; a cluster's problem has no in-turn period")
+    learn = where[LEARN]
+    work = problem.env_cost + problem.act_cost[(actors, where[ACT])] + problem.publish.get((actors, learn), 0.0)
+    work += sum(problem.cost[(k, where[k])] for k in (*REPLAY, LEARN))
+    return work + sum(problem.transfer.get((e.name, where[e.src], where[e.dst]), 0.0) for e in problem.edges)

@@ -152,14 +152,17 @@ class _Inputs:
 
 def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
                   envs: int | None = None, config: OffPolicyConfig | None = None,
-                  max_actors: int | None = None, threads: int = 1, learners: int = 1) -> tuple[Problem, Facts]:
+                  max_actors: int | None = None, threads: int = 1, learners: int = 1,
+                  beside_actors: bool = True) -> tuple[Problem, Facts]:
     """The problem for actors stepping `envs` environments each (default: the config's n_envs), and facts the
     plan reports (S, B, the workload key, the weight-sync seconds, the kernels whose times were scaled).
     `config` defaults to the preset. A workload the profile has not measured is costed from the nearest one it
     has, scaled by their work (CostModel.kernel_time). The actor options go from 1 to `max_actors` processes
     (default: the host's lanes; a cluster offers every node's lanes together, its nodes share them out).
     `threads`: the learner's CPU threads, T (Problem.learner_threads): learn on `cpu` at its T-thread figure.
-    `learners`: a learner group of N processes of T threads on the host (Problem.learners)."""
+    `learners`: a learner group of N processes of T threads on the host (Problem.learners). `beside_actors`:
+    learn's T-thread figure as it runs beside the actor processes (the local and Ray launchers); False: alone on
+    the host, as the sequential launcher runs it (its roles in turn: accounting.in_turn)."""
     config = config if config is not None else preset(algo, spec.env_id)
     if envs is not None:
         config = config.replace(n_envs=envs)
@@ -167,7 +170,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     devices = _devices(profile, inputs, algo)
     resources = _resources(profile, model, devices)
     sync_s: dict[tuple, float] = {}
-    cost = _learner_costs(inputs, devices, threads, learners)
+    cost = _learner_costs(inputs, devices, threads, learners, beside_actors)
     host_lanes = resources[model.resource(inputs.host_device)].lanes if max_actors is None else max_actors
     options = [ActorOption(n, config.n_envs) for n in range(1, host_lanes + 1)]
     publish = {(a, d): s for (a, d), s in _publish_costs(inputs, devices, options, sync_s).items()
@@ -256,11 +259,11 @@ def weight_syncs(config: OffPolicyConfig, spec: EnvSpec, actors: int) -> tuple[f
     return weights.publishes * per, weights.loads / sched.actors * per
 
 
-def _learner_costs(inputs: _Inputs, devices: list[str], threads: int = 1,
-                   learners: int = 1) -> dict[tuple[str, str], float]:
+def _learner_costs(inputs: _Inputs, devices: list[str], threads: int = 1, learners: int = 1,
+                   beside_actors: bool = True) -> dict[tuple[str, str], float]:
     """Seconds per iteration of the replay kernels and learn on each device (the publish is apart: it depends
     on the actor option, `_publish_costs`); learn on the host device at `threads` CPU threads, beside the actors
-    (CostModel.kernel_time's `beside`). A group of
+    (CostModel.kernel_time's `beside`) unless `beside_actors` is False. A group of
     `learners` learns on the host device only: one learner's learn on its B/N rows (the first learner's, the
     longest part) and the group's communication (`CostModel.group_time`), learner 0 waiting for both."""
     model, workload, config, can, t = inputs.model, inputs.workload, inputs.config, inputs.can, inputs.t
@@ -275,7 +278,8 @@ def _learner_costs(inputs: _Inputs, devices: list[str], threads: int = 1,
             cost[("replay_sample", d)] = f * t(model.sample_timing(config.prioritized, d, workload), d, batch)
             cost[("priority_update", d)] = f * t("priority_update", d, batch) if config.prioritized else 0.0
         if can("learn", d) and learners == 1:  # at T > 1 threads as it runs beside the actor processes
-            cost[("learn", d)] = f * (t("learn", d, batch, threads, _actors_busy(inputs, threads))
+            busy = _actors_busy(inputs, threads) if beside_actors else 0.0
+            cost[("learn", d)] = f * (t("learn", d, batch, threads, busy)
                                       if d == inputs.host_device and threads > 1 else t("learn", d, batch))
         elif can("learn", d) and d == inputs.host_device:
             cost[("learn", d)] = f * _group_learn(inputs, d, learners, threads)

@@ -16,6 +16,7 @@ from pearl.errors import ConfigError, PlanError
 from pearl.kernels import GROUP_COMM
 from pearl.planner.build import Facts, build_problem, config_workload
 from pearl.planner.cluster_problem import build_cluster_problem
+from pearl.planner.accounting import in_turn as in_turn_period
 from pearl.planner.accounting import server_nodes
 from pearl.planner.ilp import TIES, evaluate, evaluator, pareto, solve
 from pearl.planner.plan import Plan
@@ -138,18 +139,56 @@ def layout_threads(profile: Profile, config: OffPolicyConfig, spec: EnvSpec, whe
     side by side): each count T the profile times learn at on `cpu`, up to the host's lanes, priced as the
     planner prices it (the problem for T, `evaluate` of the layout: contention included); the least period,
     ties to fewer threads; 1 where no count's layout is feasible. `where`: the device of each kernel of PLACED."""
+    periods = launch_periods(profile, config, spec, where, actors, in_turn=False)
+    return min(periods, key=lambda k: (periods[k], k[1]))[1]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How `pearl train` runs a layout it has no plan for (`default_launch`)."""
+
+    launcher: str  # "local" (roles side by side) or "sequential" (in turn, one process)
+    threads: int  # the learner's T
+    period_s: float  # the predicted seconds per iteration (math.inf: no layout was feasible)
+    why: str  # one sentence: the two launchers' predictions
+
+
+def default_launch(profile: Profile, config: OffPolicyConfig, spec: EnvSpec, where: dict[str, str], actors: int,
+                   threads: int | None = None) -> Launch:
+    """The launcher and learner threads a plan would take for one layout of a host profile: the local
+    launcher's period at each T (`layout_threads`'s pricing, contention included) against the sequential
+    launcher's (accounting.in_turn: the roles in turn, learn at its T-thread figure alone); the least period,
+    ties to the local launcher and then to fewer threads. `threads`: only that T (the run names it)."""
+    periods = launch_periods(profile, config, spec, where, actors, in_turn=True, only=threads)
+    launcher, t = min(periods, key=lambda k: (periods[k], k[0] != "local", k[1]))
+    best = {name: min((p, n) for (la, n), p in periods.items() if la == name) for name in ("local", "sequential")}
+    rate = 1.0 / config.replay_ratio  # env steps per iteration (one update)
+    why = "; ".join(f"{name} {rate / p:,.0f} env steps/s at {n} thread(s)" if math.isfinite(p) else
+                    f"{name} infeasible" for name, (p, n) in best.items())
+    return Launch(launcher, t, periods[(launcher, t)], f"predicted from this machine's profile: {why}")
+
+
+def launch_periods(profile: Profile, config: OffPolicyConfig, spec: EnvSpec, where: dict[str, str], actors: int,
+                   in_turn: bool, only: int | None = None) -> dict[tuple[str, int], float]:
+    """The predicted period of the layout for ("local", T) (`evaluate`: the rows of accounting.py) and, with
+    `in_turn`, ("sequential", T) (accounting.in_turn), for each T the profile times learn at on `cpu` up to the
+    host's lanes (and 1), or only `only`; math.inf where infeasible."""
     model = CostModel(profile)
     problem, _ = build_problem(profile, model, config.algo, spec, config=config)
     lanes = problem.resource(problem.host).lanes
     counts = sorted({1, *(t for t in model.thread_counts("learn", HOST, config_workload(config, spec)) if t <= lanes)})
-    best = (math.inf, 1)
-    for threads in counts:
-        p_t = problem if threads == 1 else build_problem(profile, model, config.algo, spec, config=config,
-                                                           threads=threads)[0]
-        got = evaluate(p_t, where, ActorOption(actors, config.n_envs))
-        if got is not None:
-            best = min(best, (got[0], threads))
-    return best[1]
+    option = ActorOption(actors, config.n_envs)
+    periods: dict[tuple[str, int], float] = {}
+    for t in counts if only is None else [only]:
+        p_t = problem if t == 1 else build_problem(profile, model, config.algo, spec, config=config, threads=t)[0]
+        got = evaluate(p_t, where, option)
+        periods[("local", t)] = got[0] if got is not None else math.inf
+        if in_turn:
+            alone = p_t if t == 1 else build_problem(profile, model, config.algo, spec, config=config, threads=t,
+                                                       beside_actors=False)[0]
+            periods[("sequential", t)] = in_turn_period(alone, where, option) if (option, where["act"]) in \
+                alone.act_cost else math.inf
+    return periods
 
 
 def thread_choices(source: "Source", problem: Problem, facts: Facts) -> list[int]:

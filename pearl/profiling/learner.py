@@ -25,12 +25,13 @@ from pearl.types import EnvSpec, PriorityUpdate
 
 
 def threaded_learn(info: DeviceInfo, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,
-                   grid: Grid, actor_s: float | None = None) -> list[KernelTiming]:
+                   grid: Grid, actor_update_s: float | None = None) -> list[KernelTiming]:
     """learn at the preset's batch with the host's lanes as intra-op threads, on `cpu` with more than one lane
     ([] elsewhere), alone and then beside a stand-in actor process (pearl/profiling/standin.py) that spins an
-    actor's work for one update's env steps (actor_s, the actor's iteration at the grid's fewest envs, × 1/ρ;
-    at most standin.BUSIEST of an update) every update, recorded with that share (`beside`): torch's thread count is the
-    process's, so it is set for these figures and put back to 1."""
+    actor's work for one update (actor_update_s: its iterations for the update's env steps and its share of a
+    weight load, the profiler's `_actor_update_s`; at most standin.BUSIEST of an update) every update, recorded
+    with that share (`beside`): torch's thread count is the process's, so it is set for these figures and put
+    back to 1."""
     lanes = info.lanes
     if info.device_id != HOST_DEVICE or lanes < 2:
         return []
@@ -45,8 +46,8 @@ def threaded_learn(info: DeviceInfo, workload: Workload, config: OffPolicyConfig
         alone = measure(learn, adapter.synchronize, **timing)
         figures = [(alone, False)]
         busy = 0.0
-        if actor_s is not None:  # no actor timed (env steps are not this profile's): the figure alone
-            busy = min(standin.BUSIEST, actor_s / config.replay_ratio / alone.median_s)
+        if actor_update_s is not None:  # no actor timed (env steps are not this profile's): the figure alone
+            busy = min(standin.BUSIEST, actor_update_s / alone.median_s)
             figures = _beside_standin(learn, adapter.synchronize, grid,
                                       standin.Pace(busy * alone.median_s, alone.median_s, 60.0))
     finally:

@@ -57,8 +57,8 @@ from pearl.descriptors import DeviceDescriptor, load_descriptor, resolve_descrip
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PearlError
 from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
-from pearl.profile.format import (DeviceEntry, EnvStepTiming, KernelTiming, Power, Profile, Transfer, Workload,
-                                  save_profile, workload_key)
+from pearl.profile.format import (DeviceEntry, EnvStepTiming, KernelTiming, Power, Profile, Transfer,
+                                  WeightSyncTiming, Workload, save_profile, workload_key)
 from pearl.profiling import power
 from pearl.profiling.actor import actor_steps
 from pearl.profiling.grids import GRIDS, Grid, prefill, random_transitions
@@ -66,6 +66,7 @@ from pearl.profiling.learner import group_learn, in_situ, threaded_learn, weight
 from pearl.profiling.options import ProfileOptions
 from pearl.profiling.slices import ChildArgs, add_slices, slices_to_profile
 from pearl.profiling.timing import Point, measure, measure_interleaved
+from pearl.schedule import Schedule
 from pearl.types import EnvSpec, PriorityUpdate
 
 GENERIC_CPU_DESCRIPTOR = "generic-x86-server-cpu.toml"
@@ -150,6 +151,14 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
     return profile
 
 
+def _actor_update_s(config: OffPolicyConfig, actor_s: float, sync: WeightSyncTiming) -> float:
+    """One actor's host work per update beside a learner: its iterations for the update's env steps (actor_s each,
+    1/ρ of them) and its share of a weight load, one per schedule segment of one actor (DDPG's one-step segments:
+    a load every update)."""
+    updates = Schedule.for_config(config, actors=1).updates_per_segment
+    return actor_s / config.replay_ratio + sync.load_s / updates
+
+
 def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffPolicyConfig, EnvSpec]], grid: Grid,
              note: Callable[[str], None], env_steps: bool) -> None:
     """The targets' entries, and for each workload their kernels, in-situ iteration and weight sync (and the
@@ -170,13 +179,15 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
             if target.adapter.backend not in algorithm(config.algo).kernels:
                 continue  # no kernels of this algorithm on this backend (SAC on OpenCL): nothing to time, nor to plan
             profile.kernels += _kernels(target, workload, config, spec, grid, note)
+            sync = weight_sync(target.adapter, target.info, workload, config, spec, grid)
+            profile.weight_sync.append(sync)
+            note(f"weight sync {target.info.id}")
             actor_s = next((t.step_s for t in profile.actor_step if t.workload == workload.key), None)
-            profile.kernels += threaded_learn(target.info, workload, config, spec, grid, actor_s)
+            profile.kernels += threaded_learn(target.info, workload, config, spec, grid,
+                                              None if actor_s is None else _actor_update_s(config, actor_s, sync))
             profile.group_learn += group_learn(target.adapter, target.info, workload, config, spec, grid)
             profile.in_situ.append(in_situ(target.adapter, target.info, workload, config, spec, grid))
             note(f"in-situ learner iteration {target.info.id}")
-            profile.weight_sync.append(weight_sync(target.adapter, target.info, workload, config, spec, grid))
-            note(f"weight sync {target.info.id}")
     for target in targets:
         profile.transfers += _transfers(target, grid)
         note(f"transfers {target.info.id}")

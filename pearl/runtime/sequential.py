@@ -50,6 +50,16 @@ class SequentialLauncher(SegmentLauncher):
         self.shares = []
 
     def _collect(self, k: int, insert: Callable[[TransitionBatch], None], wait: Callable[[], None]) -> None:
+        with self.adapters[self.job.placement.act].acting():  # act's bits as in an actor process
+            self._step_shares(k)
+        for share, pending in zip(self.shares, self.pending):
+            n = self.schedule.share(k, share.id)
+            if n:
+                self.sent.add(TRANSITIONS, nbytes=_take(pending, n, insert))
+        self.dropped = sum(s.dropped for s in self.shares)
+
+    def _step_shares(self, k: int) -> None:
+        """Every actor's share of segment k, in turn, each with the weights the schedule gives it."""
         sched = self.schedule
         for share, pending in zip(self.shares, self.pending):
             while share.collected < sched.steps_before(k + 1, share.id):
@@ -58,11 +68,6 @@ class SequentialLauncher(SegmentLauncher):
                     share.load(tag, WeightSnapshot(tag, self.published[tag]))
                     self.sent.add(WEIGHTS, nbytes=_params_nbytes(self.published[tag]), loads=1)
                 pending.append(share.step())
-        for share, pending in zip(self.shares, self.pending):
-            n = sched.share(k, share.id)
-            if n:
-                self.sent.add(TRANSITIONS, nbytes=_take(pending, n, insert))
-        self.dropped = sum(s.dropped for s in self.shares)
 
     def _publish(self, tag: int) -> None:
         self.published[tag] = self.learner.snapshot().params

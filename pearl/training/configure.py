@@ -16,6 +16,7 @@ from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PearlError
 from pearl.fileio import read_json, read_toml
 from pearl.run_options import (
+    DEFAULT_LAUNCHER,
     DEFAULT_THREADS,
     EVALUATIONS_PER_RUN,
     MAX_THREADS,
@@ -38,6 +39,7 @@ from pearl.training.plan_checks import (
 from pearl.types import MAX_ENVS, EnvSpec
 
 if TYPE_CHECKING:
+    from pearl.planner.make import Launch
     from pearl.planner.plan import Plan
     from pearl.profile.format import Profile
 
@@ -154,7 +156,9 @@ def _hyperparameters(o: RunOptions, algo: str, env_id: str) -> OffPolicyConfig:
 
 def setup_run(o: RunOptions) -> RunSetup:
     """Check every option (one ConfigError naming the first bad one) and derive the run's configuration."""
-    o = o.replace(launcher=launcher_name(o.launcher.name), emulate=dict(o.placement.emulate))
+    named = o.launcher.name is not None  # else local, or sequential where the profile predicts it faster
+    o = o.replace(launcher=launcher_name(o.launcher.name if named else DEFAULT_LAUNCHER),
+                  emulate=dict(o.placement.emulate))
     place, launch = o.placement, o.launcher
     _check_counts(o)
     _check_launcher(o)
@@ -204,9 +208,18 @@ def setup_run(o: RunOptions) -> RunSetup:
     eval_every = o.evaluation.eval_every
     if eval_every is None:
         eval_every = max(1, config.total_steps // EVALUATIONS_PER_RUN)
-    if place.threads is None:  # a learner group's learners are one thread each unless told (its plan's T)
+    if not named and loaded is None and learners == 1 and launch.learn and not launch.ray_address \
+            and not launch.replay_shards:
+        chosen = default_launch_for(config, spec, placement, actors, place.threads, o.checkpoints.runs_dir)
+        if chosen is not None:
+            o = o.replace(launcher=chosen.launcher, threads=place.threads or chosen.threads)
+            if chosen.launcher != DEFAULT_LAUNCHER:
+                print(f"pearl: the {chosen.launcher} launcher (the roles in turn, one process), "
+                      f"{o.placement.threads} learner thread(s): {chosen.why} (--launcher local keeps the roles "
+                      "side by side)", file=sys.stderr, flush=True)
+    if o.placement.threads is None:  # a learner group's learners are one thread each unless told (its plan's T)
         o = o.replace(threads=loaded.threads if loaded is not None else 1 if learners > 1 else
-                      default_threads(config, spec, placement, actors, launch.name, o.checkpoints.runs_dir))
+                      default_threads(config, spec, placement, actors, o.launcher.name, o.checkpoints.runs_dir))
     setup = RunSetup(o, algo, env_id, config, spec, placement, device, actors, eval_every if launch.learn else 0,
                      loaded, emulate)
     setup.job.schedule()  # a lag or segment layout that cannot work → ConfigError, before any work
@@ -314,9 +327,7 @@ def default_threads(config: OffPolicyConfig, spec: EnvSpec, placement: Placement
     lanes = cpu_lanes()
     if placement.learn != HOST_DEVICE or lanes < 2:
         return DEFAULT_THREADS
-    profile = profile_at_hand(runs_dir)
-    if not times_threads(profile, config, spec) and long_run(config):
-        profile = profile_for_threads(config, spec, runs_dir, profile)
+    profile = _threads_profile(config, spec, runs_dir)
     if profile is None:
         return DEFAULT_THREADS
     from pearl.costmodel import CostModel
@@ -335,6 +346,37 @@ def default_threads(config: OffPolicyConfig, spec: EnvSpec, placement: Placement
                                        for t in counts})
     except (KeyError, ValueError, PearlError):  # the profile does not time this workload, or its devices
         return DEFAULT_THREADS
+
+
+def default_launch_for(config: OffPolicyConfig, spec: EnvSpec, placement: Placement, actors: int,
+                       threads: int | None, runs_dir: str) -> "Launch | None":
+    """The launcher (local or sequential) and learner threads a plan would take for a run that names no launcher
+    and has no plan (LauncherOptions.name says the rule): `pearl.planner.make.default_launch` on this machine's
+    profile (`_threads_profile`); None (the local launcher, threads as `default_threads` picks them) when every
+    kernel is not on the host's `cpu`, the host has one lane, or there is no such profile."""
+    from pearl.hostinfo import cpu_lanes
+
+    if set(placement.devices()) != {HOST_DEVICE} or cpu_lanes() < 2:
+        return None
+    profile = _threads_profile(config, spec, runs_dir)
+    if profile is None:
+        return None
+    from pearl.planner.make import default_launch
+    from pearl.planner.problem import PLACED
+
+    try:
+        return default_launch(profile, config, spec, {k: str(HOST_DEVICE) for k in PLACED}, actors, threads)
+    except (KeyError, ValueError, PearlError):  # the profile does not time this workload, or its devices
+        return None
+
+
+def _threads_profile(config: OffPolicyConfig, spec: EnvSpec, runs_dir: str) -> "Profile | None":
+    """This machine's profile at hand, or for a long run without one that times this workload's learn at several
+    threads, a quick profile of the workload taken now (`profile_for_threads`); None for a short run without one."""
+    profile = profile_at_hand(runs_dir)
+    if not times_threads(profile, config, spec) and long_run(config):
+        profile = profile_for_threads(config, spec, runs_dir, profile)
+    return profile
 
 
 #: A run of at least this many updates that finds no profile of this machine timing its learn at several threads

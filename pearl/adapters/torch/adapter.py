@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -61,6 +62,21 @@ class TorchAdapter(Adapter):
         from pearl.adapters.torch.group import time_all_gather
 
         return time_all_gather(sizes, repeats)  # host memory: CUDA learners' gradients travel through it too
+
+    @contextmanager
+    def acting(self) -> Iterator[None]:
+        """One intra-op thread while it lasts (torch's count is the process's): a batch-1 layer's sums are split
+        across threads, so the 400→300 layer of DDPG's actor gave other bits at 2 threads than at 1 (the 2-core
+        Xeon VM)."""
+        threads = torch.get_num_threads()
+        if threads == 1:
+            yield
+            return
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":
