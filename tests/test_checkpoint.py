@@ -392,7 +392,7 @@ def _sigkill_once_checkpointed(proc: subprocess.Popen, folder: Path, name: str |
 
 
 def test_a_parallel_run_killed_with_sigkill_resumes_to_its_budget(tmp_path) -> None:
-    proc = _pearl("--algo", "dqn", "--env", "CartPole-v1", "--steps", "12000", "--actors", "2",
+    proc = _pearl("--algo", "dqn", "--env", "CartPole-v1", "--steps", "12000", "--actors", "2", "--launcher", "local",
                   "--checkpoint-every", "500", "--runs-dir", str(tmp_path), "--eval-episodes", "0")
     deadline = time.monotonic() + 120
     while not list(tmp_path.glob("*/checkpoints")) and time.monotonic() < deadline:
