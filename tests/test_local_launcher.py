@@ -214,7 +214,8 @@ def _children(pid: int) -> list[int]:
 
 def test_sigterm_leaves_no_process_and_no_shared_memory(tmp_path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "pearl", "train", "--algo", "dqn", "--env", "CartPole-v1",
-                             "--steps", "1000000", "--actors", "2", "--runs-dir", str(tmp_path), "--json"],
+                             "--steps", "1000000", "--actors", "2", "--launcher", "local", "--runs-dir", str(tmp_path),
+                             "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     actors: list[int] = []
