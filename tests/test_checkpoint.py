@@ -411,7 +411,8 @@ def test_a_parallel_run_killed_with_sigkill_resumes_to_its_budget(tmp_path) -> N
     assert json.loads((run / "summary.json").read_text())["status"] == "finished"
 
 
-@pytest.mark.slow
+@pytest.mark.preset  # a 50,000-step run (56 s on the 2-core Xeon): -m preset, for CI's 30 minutes; the parallel
+#                      run's SIGKILL test above keeps the resume itself in CI
 def test_dqn_killed_with_sigkill_and_resumed_still_solves_cartpole(tmp_path) -> None:
     """The issue's acceptance: killed mid-training (after its checkpoint at 10,000 updates, about 21,000 of
     50,000 env steps), resumed, the same step budget: evaluation return >= 475."""

@@ -422,10 +422,11 @@ def test_sharding_the_replay_server_is_optimal_on_some_instances():
 
 def test_network_and_nodes_bind_somewhere():
     """The instances exercise the new rows: some optimum is bound by a network interface, some by a load. Each
-    replay server process away from the learner takes a lane, which leaves the network binding rarer: the
-    search goes on past the 40 instances above until both have bound (seeds 168, 170 and 182 below 200)."""
+    replay server process away from the learner takes a lane, which leaves the network binding rarer: past the
+    40 instances above only seeds 168, 170 and 182 below 200 bind it, so the search looks at the first ten and
+    those three (a search of all 200 took 45 s of the suite)."""
     bindings = set()
-    for seed in range(200):
+    for seed in (*range(10), 168, 170, 182):
         p = random_cluster(seed)
         if brute_force(p):
             bindings.add(solve(p, "throughput").binding.split("[")[0])
