@@ -67,6 +67,7 @@ from pearl.profiling.options import ProfileOptions
 from pearl.profiling.slices import ChildArgs, add_slices, slices_to_profile
 from pearl.profiling.timing import Point, measure, measure_interleaved
 from pearl.schedule import Schedule
+from pearl.traffic import WEIGHTS, statement
 from pearl.types import EnvSpec, PriorityUpdate
 
 GENERIC_CPU_DESCRIPTOR = "generic-x86-server-cpu.toml"
@@ -151,12 +152,13 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
     return profile
 
 
-def _actor_update_s(config: OffPolicyConfig, actor_s: float, sync: WeightSyncTiming) -> float:
+def _actor_update_s(config: OffPolicyConfig, spec: EnvSpec, actor_s: float, sync: WeightSyncTiming) -> float:
     """One actor's host work per update beside a learner: its iterations for the update's env steps (actor_s each,
-    1/ρ of them) and its share of a weight load, one per schedule segment of one actor (DDPG's one-step segments:
-    a load every update)."""
-    updates = Schedule.for_config(config, actors=1).updates_per_segment
-    return actor_s / config.replay_ratio + sync.load_s / updates
+    1/ρ of them) and its weight loads, as many a segment as the local launcher's traffic statement says (one:
+    with DDPG's one-step segments, a load every update)."""
+    sched = Schedule.for_config(config, actors=1)
+    loads = statement("local")(sched, config, spec)[WEIGHTS].loads
+    return actor_s / config.replay_ratio + sync.load_s * loads / sched.updates_per_segment
 
 
 def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffPolicyConfig, EnvSpec]], grid: Grid,
@@ -184,7 +186,7 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
             note(f"weight sync {target.info.id}")
             actor_s = next((t.step_s for t in profile.actor_step if t.workload == workload.key), None)
             profile.kernels += threaded_learn(target.info, workload, config, spec, grid,
-                                              None if actor_s is None else _actor_update_s(config, actor_s, sync))
+                                              None if actor_s is None else _actor_update_s(config, spec, actor_s, sync))
             profile.group_learn += group_learn(target.adapter, target.info, workload, config, spec, grid)
             profile.in_situ.append(in_situ(target.adapter, target.info, workload, config, spec, grid))
             note(f"in-situ learner iteration {target.info.id}")

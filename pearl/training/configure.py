@@ -352,8 +352,8 @@ def default_launch_for(config: OffPolicyConfig, spec: EnvSpec, placement: Placem
                        threads: int | None, runs_dir: str) -> "Launch | None":
     """The launcher (local or sequential) and learner threads a plan would take for a run that names no launcher
     and has no plan (LauncherOptions.name says the rule): `pearl.planner.make.default_launch` on this machine's
-    profile (`_threads_profile`); None (the local launcher, threads as `default_threads` picks them) when every
-    kernel is not on the host's `cpu`, the host has one lane, or there is no such profile."""
+    profile (`_threads_profile`); None (the local launcher, threads as `default_threads` picks them) when a
+    kernel is off the host's `cpu`, the host has one lane, or there is no such profile."""
     from pearl.hostinfo import cpu_lanes
 
     if set(placement.devices()) != {HOST_DEVICE} or cpu_lanes() < 2:
