@@ -461,6 +461,25 @@ def test_kernel_time_at_threads_scales_the_one_thread_figure_by_the_measured_rat
     assert model.batches("learn", "cpu", DQN) == [64, 128, 256]  # the multi-thread figure is not a grid point
 
 
+def test_the_thread_factor_is_the_ratio_to_the_one_thread_figure_timed_in_the_same_blocks():
+    """A 2-thread figure that carries its one-thread figure from the same blocks (the machine was slower then:
+    16 ms at 1 thread against the grid's 10 ms) scales by 0.012 / 0.016 = 0.75, not by 0.012 / 0.010; the one
+    beside the stand-in likewise; the field survives the file and a non-positive one is refused."""
+    two = {**_timing(DQN, "learn", "cpu", 128, 0.012), "threads": 2, "one_thread_s": 0.016}
+    near = {**_timing(DQN, "learn", "cpu", 128, 0.020), "threads": 2, "beside": 0.5, "one_thread_s": 0.016}
+    ones = series([64, 128, 256], [0.005, 0.010, 0.020])
+    model = CostModel(make_profile([*ones, two, near]))
+    assert model.kernel_time("learn", "cpu", DQN, 128, threads=2).seconds == pytest.approx(0.0075)
+    assert model.kernel_time("learn", "cpu", DQN, 256, threads=2).seconds == pytest.approx(0.015)
+    assert model.kernel_time("learn", "cpu", DQN, 128, threads=2, beside=0.5).seconds == pytest.approx(0.0125)
+    assert model.kernel_time("learn", "cpu", DQN, 128, threads=1).seconds == pytest.approx(0.010)
+    again = parse_profile(json.loads(json.dumps(make_profile([*ones, two, near]).to_dict())), "<again>")
+    assert [k.one_thread_s for k in again.kernels if k.threads == 2] == [0.016, 0.016]
+    assert [k.one_thread_s for k in again.kernels if k.threads == 1] == [None] * 3
+    with pytest.raises(ProfileError, match="one_thread_s"):
+        make_profile([*ones, {**two, "one_thread_s": 0.0}])
+
+
 def test_learn_beside_the_actors_moves_toward_the_figure_timed_beside_a_stand_in():
     """learn at 2 threads timed alone (0.6 × the 1-thread figure) and beside a stand-in actor busy half of each
     update (1.3 ×): with the actors busy a share u of each update the ratio is 0.6 + 0.7·min(1, u/0.5), at every

@@ -50,16 +50,21 @@ def test_learn_is_timed_at_the_host_lanes_as_threads_too(cpu_profile) -> None:
         [("learn", "cpu", 64, lanes, False), ("learn", "cpu", 64, lanes, True)]  # alone, then beside a stand-in
     for k in threaded:
         assert 0 < k.p10_s <= k.median_s <= k.p90_s and k.samples >= 3 and 0 <= k.beside <= 0.9
+        assert 0 < k.one_thread_s < float("inf")  # learn at one thread, timed in the same blocks
+    assert [k.one_thread_s for k in cpu_profile.kernels if k.threads == 1] == \
+        [None] * (len(cpu_profile.kernels) - len(threaded))
     assert torch.get_num_threads() == 1
 
 
 def test_the_learner_iteration_is_timed_in_situ(cpu_profile) -> None:
     from pearl.costmodel import CostModel
+    from pearl.profiling.learner import IN_SITU_CHAIN
 
     [t] = cpu_profile.in_situ
     assert (t.device, t.workload, t.inserts, t.insert_rows, t.batch) == ("cpu", "dqn-CartPole-v1-o4-a2-h256x256",
                                                                           2, 1, 64)  # ρ = 0.5: 2 steps per update
     assert t.iteration_s > 0 and t.iterations >= 5 and not t.prioritized
+    assert t.iterations % IN_SITU_CHAIN == 0  # timed in chains, among the kernel grid's points
     factor = CostModel(cpu_profile).in_situ_factor("cpu", t.workload)
     # a ratio of two timings: positive and finite; how large it is depends on the machine's load (timing
     # never decides a test; benchmarks/costmodel_holdout.py reports it)

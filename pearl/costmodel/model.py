@@ -12,8 +12,9 @@
 
   With a single measured batch, t is that median everywhere, extrapolated away from it.
 - `kernel_time(k, d, w, b, threads=T)`: the same at T CPU threads (torch's intra-op threads on `cpu`): the
-  1-thread figure × the profile's T-thread median ÷ its 1-thread figure at the batch the T-thread one was timed
-  at (the profiler times learn at the host's lanes); the 1-thread figure where the profile has no T-thread
+  1-thread figure × the profile's T-thread median ÷ the 1-thread median timed in the same blocks (its
+  `one_thread_s`; older profiles: ÷ the 1-thread figure at the batch the T-thread one was timed at) (the
+  profiler times learn at the host's lanes); the 1-thread figure where the profile has no T-thread
   timing of that (workload, kernel, device). `thread_counts(k, d, w)` lists the counts it has. With
   `beside=u`, the share of each call the actor processes beside it are busy (as on the local and Ray launchers,
   where a parallel region waits out the thread an actor displaced): the ratio moves from the figure alone toward
@@ -208,10 +209,10 @@ class CostModel:
         if timing is None:
             return one
         base = self._series[(key, kernel, device)].at(timing.batch).seconds
-        factor = timing.median_s / base
+        factor = timing.median_s / (timing.one_thread_s or base)
         near = self._beside.get((key, kernel, device), {}).get(threads)
         if near is not None and beside > 0:  # linear in the actors' busy share, up to the stand-in's
-            factor += (near.median_s / base - factor) * min(1.0, beside / near.beside)
+            factor += (near.median_s / (near.one_thread_s or base) - factor) * min(1.0, beside / near.beside)
         return replace(one, seconds=one.seconds * factor, source=combine(one.source, timing.source))
 
     def _one_thread_time(self, kernel: str, device: str, workload: str | Workload, batch: int) -> Estimate:

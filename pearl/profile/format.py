@@ -8,7 +8,7 @@
                    "descriptor", "descriptor_matched", "source", "share", "instances", "process_env"}],
       "workloads": [{"key", "algo", "env", "obs_dim", "action_dim", "hidden", "batch_size", "buffer_size"}],
       "kernels": [{"workload", "kernel", "device", "batch", "median_s", "p10_s", "p90_s", "samples", "source",
-                   "threads" (optional: 1), "beside" (optional: 0)}],
+                   "threads" (optional: 1), "beside" (optional: 0), "one_thread_s" (optional: null)}],
                  (kernel: a device kernel, or replay_sample_prioritized, the draw from a prioritized replay)
       "env_step": [{"env", "median_s", "p10_s", "p90_s", "samples", "source"}],
       "transfers": [{"device", "direction", "latency_s", "bandwidth_bytes_per_s", "source"}],
@@ -43,8 +43,9 @@
   a resource carry the same figures, so `descriptor` may be another device's (PoCL's for `cpu`).
 - `in_situ` (optional; older profiles lack it): the learner's iteration timed as the runtime runs it, replay
   and learn on one device: `inserts` calls of `insert_rows` transitions, a sample and a learn at `batch`,
-  and a priority update when `prioritized`, each on a freshly sampled batch, `iteration_s` the mean over
-  `iterations`. Kernels timed one at a time on one input run faster than interleaved on fresh data; the cost
+  and a priority update when `prioritized`, each on a freshly sampled batch; `iteration_s` per iteration, of
+  `iterations` in all (measured: timed in chains among the kernel grid's points, in the same interleaved
+  rounds). Kernels timed one at a time on one input run faster than interleaved on fresh data; the cost
   model scales the replay and learn kernels of that device by the ratio.
 - `weight_sync` (optional; older profiles lack it): the two halves of handing the policy from the learner to
   an actor process through host memory, on one device: `publish_s`, the learn kernel writing its policy
@@ -137,6 +138,10 @@ class KernelTiming:
     #: the share of each update a stand-in actor process beside it on the host was busy while it was timed, as
     #: the concurrent launchers run learn (pearl/profiling/standin.py); 0: timed alone (optional in the file)
     beside: float = 0.0
+    #: (threads > 1) the median of the same kernel at one thread, timed in the same alternating blocks: the
+    #: cost model's thread factor is median_s ÷ this, a ratio over one span of the machine; None (older
+    #: profiles, optional in the file): ÷ the grid's one-thread figure, timed at another moment
+    one_thread_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -351,7 +356,9 @@ def parse_profile(data: Any, where: str) -> Profile:
                               v.member(k, "device", p, device_ids), v.integer(k, "batch", p, 1),
                               *v.stats(k, p), v.source(k, p),
                               v.integer(k, "threads", p, 1, MAX_LANES) if "threads" in k else 1,
-                              v.share(k, "beside", p) if "beside" in k else 0.0)
+                              v.share(k, "beside", p) if "beside" in k else 0.0,
+                              v.number(k, "one_thread_s", p, positive=True) if k.get("one_thread_s") is not None
+                              else None)
         profile.kernels.append(timing)
     profile.env_step = [EnvStepTiming(v.text(e, "env", p), *v.stats(e, p), v.source(e, p))
                         for p, e in v.items(data, "env_step")]

@@ -35,7 +35,7 @@ GRIDS = {
                  power_seconds=2.0),
 }
 
-IN_SITU_TIME_FACTOR = 5  # the in-situ loop runs 5 × a grid point's min_time: 0.4 s quick, 1.5 s full
+IN_SITU_TIME_FACTOR = 5  # the actor step is timed for 5 × a grid point's min_time: 0.4 s quick, 1.5 s full
 
 
 def random_transitions(spec: EnvSpec, m: int, rng: np.random.Generator) -> TransitionBatch:

@@ -1,11 +1,11 @@
-"""The profiler's timings of the learner beyond the kernel grid: learn at the host's lanes as torch's intra-op
+"""The profiler's timings of the learner besides its kernels: learn at the host's lanes as torch's intra-op
 threads, alone and beside a stand-in actor process (pearl/profiling/standin.py); one update of a learner group
-of two; the learner's whole iteration in situ, as the runtime runs it; and both halves of a weight sync.
+of two; the learner's whole iteration as the runtime runs it (`LearnerLoop`, which the kernel grid times among
+its points); and both halves of a weight sync.
 """
 
 from __future__ import annotations
 
-import time
 from functools import partial
 from typing import Callable
 
@@ -19,7 +19,7 @@ from pearl.device import HOST_DEVICE
 from pearl.errors import DeviceError
 from pearl.profile.format import GroupLearnTiming, InSituTiming, KernelTiming, WeightSyncTiming, Workload
 from pearl.profiling import standin
-from pearl.profiling.grids import IN_SITU_TIME_FACTOR, Grid, prefill, random_transitions
+from pearl.profiling.grids import Grid, prefill, random_transitions
 from pearl.profiling.timing import Stats, durations, measure, stats_of
 from pearl.types import EnvSpec, PriorityUpdate
 
@@ -30,49 +30,55 @@ def threaded_learn(info: DeviceInfo, workload: Workload, config: OffPolicyConfig
     ([] elsewhere), alone and then beside a stand-in actor process (pearl/profiling/standin.py) that spins an
     actor's work for one update (actor_update_s: its iterations for the update's env steps and its share of a
     weight load, the profiler's `_actor_update_s`; at most standin.BUSIEST of an update) every update, recorded
-    with that share (`beside`): torch's thread count is the process's, so it is set for these figures and put
+    with that share (`beside`). Each figure carries learn at one thread timed in the same alternating blocks
+    (`one_thread_s`): the cost model's thread factor is their ratio, which this machine's drift between two
+    moments would swing otherwise. torch's thread count is the process's, so it is set for each block and put
     back to 1."""
     lanes = info.lanes
     if info.device_id != HOST_DEVICE or lanes < 2:
         return []
     rng = np.random.default_rng(3)
     adapter = open_adapter(info.device_id, threads=lanes)
-    timing = {"min_time": grid.min_time, "warmup": grid.warmup, "min_samples": grid.min_samples}
     try:
         replay = adapter.make_replay(config, spec, seed=3)
         prefill(replay, spec, grid.prefill, rng)
         learner = adapter.make_learn(config, spec, init_params(config, spec, seed=3))
         learn = partial(learner.learn, replay.sample(config.batch_size, 0.4))
-        alone = measure(learn, adapter.synchronize, **timing)
-        figures = [(alone, False)]
-        busy = 0.0
-        if actor_update_s is not None:  # no actor timed (env steps are not this profile's): the figure alone
-            busy = min(standin.BUSIEST, actor_update_s / alone.median_s)
-            figures = _beside_standin(learn, adapter.synchronize, grid,
-                                      standin.Pace(busy * alone.median_s, alone.median_s, 60.0))
+        alone = measure(learn, adapter.synchronize, min_time=grid.min_time / grid.rounds, warmup=grid.warmup,
+                        min_samples=1)  # the stand-in's pace, and a warm-up
+        busy = 0.0 if actor_update_s is None else min(standin.BUSIEST, actor_update_s / alone.median_s)
+        one, *figures = _alternating(learn, adapter.synchronize, grid, partial(open_adapter, info.device_id),
+                                     lanes, None if actor_update_s is None else
+                                     standin.Pace(busy * alone.median_s, alone.median_s, 60.0))
     finally:
         open_adapter(info.device_id, threads=1)
     return [KernelTiming(workload.key, "learn", info.id, config.batch_size, stats.median_s, stats.p10_s,
-                         stats.p90_s, stats.samples, "measured", threads=lanes, beside=busy if near else 0.0)
-            for stats, near in figures]
+                         stats.p90_s, stats.samples, "measured", threads=lanes, beside=busy if near else 0.0,
+                         one_thread_s=one.median_s)
+            for stats, near in zip(figures, (False, True))]
 
 
-def _beside_standin(call: Callable[[], object], sync: Callable[[], None], grid: Grid,
-                    pace: standin.Pace) -> list[tuple[Stats, bool]]:
-    """[(call alone, False), (call beside the stand-in, True)], timed in alternating blocks of the grid's rounds
-    (the stand-in paused for the blocks alone), so that both figures sample the same span of this machine."""
-    times: dict[bool, list[float]] = {False: [], True: []}
+def _alternating(call: Callable[[], object], sync: Callable[[], None], grid: Grid,
+                 set_threads: Callable[..., object], lanes: int, pace: standin.Pace | None) -> list[Stats]:
+    """[call at one thread, at `lanes` threads alone, and (with a pace) at `lanes` threads beside a stand-in
+    actor keeping that pace], timed in alternating blocks of the grid's rounds (the stand-in paused for the
+    blocks alone), so that the figures sample the same span of this machine."""
+    blocks: list[tuple[int, bool]] = [(1, False), (lanes, False)] + ([(lanes, True)] if pace else [])
+    times: list[list[float]] = [[] for _ in blocks]
     per_block = max(1, -(-grid.min_samples // grid.rounds))
-    actor = standin.start(pace)
+    actor = standin.start(pace) if pace else None
     try:
         for _ in range(grid.rounds):
-            for near in (False, True):
-                (standin.resume if near else standin.pause)(actor)
-                times[near] += durations(call, sync, min_time=grid.min_time / grid.rounds, warmup=1,
-                                         min_samples=per_block)
+            for i, (threads, near) in enumerate(blocks):
+                set_threads(threads=threads)
+                if actor is not None:
+                    (standin.resume if near else standin.pause)(actor)
+                times[i] += durations(call, sync, min_time=grid.min_time / grid.rounds, warmup=1,
+                                      min_samples=per_block)
     finally:
-        standin.stop(actor)
-    return [(stats_of(times[near]), near) for near in (False, True)]
+        if actor is not None:
+            standin.stop(actor)
+    return [stats_of(t) for t in times]
 
 
 def group_learn(adapter: Adapter, info: DeviceInfo, workload: Workload, config: OffPolicyConfig,
@@ -100,19 +106,16 @@ def group_learn(adapter: Adapter, info: DeviceInfo, workload: Workload, config: 
     return [GroupLearnTiming(workload.key, info.id, 2, stats.median_s, stats.samples, "measured")]
 
 
-def in_situ(adapter: Adapter, info: DeviceInfo, workload: Workload, config: OffPolicyConfig,
-            spec: EnvSpec, grid: Grid) -> InSituTiming:
-    """The learner's iteration as the runtime runs it, replay and learn on this device: per update, 1/ρ env
+#: learner iterations a timed in-situ call runs, the device waited for once at its end, as in a run
+IN_SITU_CHAIN = 4
+
+
+class LearnerLoop:
+    """The learner's iteration as the runtime runs it, replay and learn on one device: per update, 1/ρ env
     steps inserted in calls of n_envs rows, a sample, a learn and (prioritized replay) a priority update, each
-    sample fresh from a replay of `prefill` rows. The device is waited for only at the end, as in a run."""
-    loop = _LearnerLoop(adapter, config, spec, grid)
-    done, seconds = _time_loop(loop, adapter, grid)
-    return InSituTiming(workload.key, info.id, seconds, done, loop.inserts, loop.rows, config.batch_size,
-                        config.prioritized, "measured")
-
-
-class _LearnerLoop:
-    """One learner iteration a call (`in_situ`)."""
+    sample fresh from a replay of `prefill` rows. A call (`chain`) runs IN_SITU_CHAIN iterations; the profiler
+    times it as one more point of the kernel grid's interleaved rounds (profiler._kernels), so that the in-situ
+    figure and the kernels it is divided by sample the same span of the machine (`timing`)."""
 
     def __init__(self, adapter: Adapter, config: OffPolicyConfig, spec: EnvSpec, grid: Grid) -> None:
         rng = np.random.default_rng(1)
@@ -123,7 +126,11 @@ class _LearnerLoop:
         self.inserts = max(1, round(1.0 / (config.replay_ratio * self.rows)))
         self.pool = [random_transitions(spec, self.rows, rng) for _ in range(64)]
 
-    def __call__(self) -> None:
+    def chain(self) -> None:
+        for _ in range(IN_SITU_CHAIN):
+            self.iteration()
+
+    def iteration(self) -> None:
         for j in range(self.inserts):
             self.replay.insert(self.pool[(self.i * self.inserts + j) % len(self.pool)])
         self.i += 1
@@ -132,19 +139,10 @@ class _LearnerLoop:
         if self.config.prioritized:
             self.replay.update_priorities(PriorityUpdate(batch.indices, td))
 
-
-def _time_loop(loop: Callable[[], None], adapter: Adapter, grid: Grid) -> tuple[int, float]:
-    """(iterations, mean seconds of one) of `loop` run for the in-situ time, after a warm-up, the device waited
-    for at both ends only."""
-    for _ in range(grid.warmup * 4):
-        loop()
-    adapter.synchronize()
-    done, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < IN_SITU_TIME_FACTOR * grid.min_time or done < grid.min_samples:
-        loop()
-        done += 1
-    adapter.synchronize()
-    return done, (time.perf_counter() - t0) / done
+    def timing(self, info: DeviceInfo, workload: Workload, stats: Stats) -> InSituTiming:
+        """The figure from the stats of its chains: `iteration_s` the median chain ÷ IN_SITU_CHAIN."""
+        return InSituTiming(workload.key, info.id, stats.median_s / IN_SITU_CHAIN, stats.samples * IN_SITU_CHAIN,
+                            self.inserts, self.rows, self.config.batch_size, self.config.prioritized, "measured")
 
 
 def weight_sync(adapter: Adapter, info: DeviceInfo, workload: Workload, config: OffPolicyConfig,

@@ -57,12 +57,12 @@ from pearl.descriptors import DeviceDescriptor, load_descriptor, resolve_descrip
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PearlError
 from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
-from pearl.profile.format import (DeviceEntry, EnvStepTiming, KernelTiming, Power, Profile, Transfer,
+from pearl.profile.format import (DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power, Profile, Transfer,
                                   WeightSyncTiming, Workload, save_profile, workload_key)
 from pearl.profiling import power
 from pearl.profiling.actor import actor_steps
 from pearl.profiling.grids import GRIDS, Grid, prefill, random_transitions
-from pearl.profiling.learner import group_learn, in_situ, threaded_learn, weight_sync
+from pearl.profiling.learner import LearnerLoop, group_learn, threaded_learn, weight_sync
 from pearl.profiling.options import ProfileOptions
 from pearl.profiling.slices import ChildArgs, add_slices, slices_to_profile
 from pearl.profiling.timing import Point, measure, measure_interleaved
@@ -71,6 +71,8 @@ from pearl.traffic import WEIGHTS, statement
 from pearl.types import EnvSpec, PriorityUpdate
 
 GENERIC_CPU_DESCRIPTOR = "generic-x86-server-cpu.toml"
+#: the in-situ learner iteration's label among the kernel grid's points (progress lines)
+IN_SITU_POINT = "in-situ learner iteration"
 
 
 def workloads(options: ProfileOptions) -> list[tuple[OffPolicyConfig, EnvSpec]]:
@@ -180,7 +182,8 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
         for target in targets:
             if target.adapter.backend not in algorithm(config.algo).kernels:
                 continue  # no kernels of this algorithm on this backend (SAC on OpenCL): nothing to time, nor to plan
-            profile.kernels += _kernels(target, workload, config, spec, grid, note)
+            kernels, learner_iteration = _kernels(target, workload, config, spec, grid, note)
+            profile.kernels += kernels
             sync = weight_sync(target.adapter, target.info, workload, config, spec, grid)
             profile.weight_sync.append(sync)
             note(f"weight sync {target.info.id}")
@@ -188,8 +191,7 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
             profile.kernels += threaded_learn(target.info, workload, config, spec, grid,
                                               None if actor_s is None else _actor_update_s(config, spec, actor_s, sync))
             profile.group_learn += group_learn(target.adapter, target.info, workload, config, spec, grid)
-            profile.in_situ.append(in_situ(target.adapter, target.info, workload, config, spec, grid))
-            note(f"in-situ learner iteration {target.info.id}")
+            profile.in_situ.append(learner_iteration)
     for target in targets:
         profile.transfers += _transfers(target, grid)
         note(f"transfers {target.info.id}")
@@ -235,8 +237,8 @@ def count_measurements(options: ProfileOptions) -> int:
     timings, each device's transfers, the learner group's all-gather, each GPU slice (measured or modelled) and
     each what-if device."""
     grid = GRIDS["quick" if options.quick else "full"]
-    # + the in-situ iteration and the weight sync
-    per_device = (len(grid.act) + len(grid.insert) + 4 * len(grid.batch_factors)) * grid.rounds + 2
+    # the kernel grid with the in-situ iteration among its points, + the weight sync
+    per_device = (len(grid.act) + len(grid.insert) + 4 * len(grid.batch_factors) + 1) * grid.rounds + 1
     found = discover().devices
     chosen = plan_devices(options, found)
     planned = [d.id for d in chosen]
@@ -293,8 +295,10 @@ def _workload(config: OffPolicyConfig, spec: EnvSpec) -> Workload:
 
 # --------------------------------------------------------------------------- kernels
 def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec, grid: Grid,
-             note: Callable[[str], None]) -> list[KernelTiming]:
-    """Every grid point of every device kernel, measured in interleaved rounds (timing.measure_interleaved)."""
+             note: Callable[[str], None]) -> tuple[list[KernelTiming], InSituTiming]:
+    """Every grid point of every device kernel, and the learner's iteration in situ (`LearnerLoop`), measured in
+    interleaved rounds (timing.measure_interleaved): the cost model divides the one by the others (its in-situ
+    factor), so they are timed over the same span of this machine, whose speed drifts between them otherwise."""
     adapter, device, rng = target.adapter, target.info.id, np.random.default_rng(0)
     sync = adapter.synchronize
     labels: list[tuple[str, int]] = []
@@ -318,10 +322,13 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
         point("replay_insert", m, partial(uniform.insert, random_transitions(spec, m, rng)))
 
     learner = adapter.make_learn(config, spec, params)
+    loop = LearnerLoop(adapter, config, spec, grid)
     for b in sorted({max(2, int(round(config.batch_size * f))) for f in grid.batch_factors}):
         point("replay_sample", b, partial(uniform.sample, b, 0.4))
         point(PRIORITIZED_SAMPLE, b, partial(prioritized.sample, b, 0.4))
         point("learn", b, partial(learner.learn, uniform.sample(b, 0.4)))
+        if b == max(2, config.batch_size):  # next to the learn it is mostly made of: the same moment of the host
+            point(IN_SITU_POINT, b, loop.chain)
         # priority_update alone; each call gets a fresh untimed sample's indices and device-resident TD errors
         point("priority_update", b, prioritized.update_priorities, partial(_fresh_update, adapter, prioritized, b, rng))
 
@@ -331,9 +338,10 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
     stats = measure_interleaved(points, rounds=grid.rounds, min_time=grid.min_time, warmup=grid.warmup,
                                 min_samples=grid.min_samples, after=after)
     out = [KernelTiming(workload.key, kernel, device, batch, st.median_s, st.p10_s, st.p90_s, st.samples, "measured")
-           for (kernel, batch), st in zip(labels, stats)]
+           for (kernel, batch), st in zip(labels, stats) if kernel != IN_SITU_POINT]
     assert {k.kernel for k in out} == {*DEVICE_KERNELS, PRIORITIZED_SAMPLE}
-    return out
+    [iteration] = [st for (kernel, _), st in zip(labels, stats) if kernel == IN_SITU_POINT]
+    return out, loop.timing(target.info, workload, iteration)
 
 
 def _actor_target(targets: list[_Target], config: OffPolicyConfig) -> _Target | None:
