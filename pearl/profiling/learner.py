@@ -20,7 +20,7 @@ from pearl.errors import DeviceError
 from pearl.profile.format import GroupLearnTiming, InSituTiming, KernelTiming, WeightSyncTiming, Workload
 from pearl.profiling import standin
 from pearl.profiling.grids import Grid, prefill, random_transitions
-from pearl.profiling.timing import Stats, durations, measure, stats_of
+from pearl.profiling.timing import Point, Stats, measure, measure_interleaved
 from pearl.types import EnvSpec, PriorityUpdate
 
 
@@ -45,7 +45,7 @@ def threaded_learn(info: DeviceInfo, workload: Workload, config: OffPolicyConfig
         learner = adapter.make_learn(config, spec, init_params(config, spec, seed=3))
         learn = partial(learner.learn, replay.sample(config.batch_size, 0.4))
         alone = measure(learn, adapter.synchronize, min_time=grid.min_time / grid.rounds, warmup=grid.warmup,
-                        min_samples=1)  # the stand-in's pace, and a warm-up
+                        min_samples=1)  # the stand-in's pace
         busy = 0.0 if actor_update_s is None else min(standin.BUSIEST, actor_update_s / alone.median_s)
         one, *figures = _alternating(learn, adapter.synchronize, grid, partial(open_adapter, info.device_id),
                                      lanes, None if actor_update_s is None else
@@ -61,24 +61,23 @@ def threaded_learn(info: DeviceInfo, workload: Workload, config: OffPolicyConfig
 def _alternating(call: Callable[[], object], sync: Callable[[], None], grid: Grid,
                  set_threads: Callable[..., object], lanes: int, pace: standin.Pace | None) -> list[Stats]:
     """[call at one thread, at `lanes` threads alone, and (with a pace) at `lanes` threads beside a stand-in
-    actor keeping that pace], timed in alternating blocks of the grid's rounds (the stand-in paused for the
-    blocks alone), so that the figures sample the same span of this machine."""
-    blocks: list[tuple[int, bool]] = [(1, False), (lanes, False)] + ([(lanes, True)] if pace else [])
-    times: list[list[float]] = [[] for _ in blocks]
-    per_block = max(1, -(-grid.min_samples // grid.rounds))
+    actor keeping that pace], timed in the grid's interleaved rounds (timing.measure_interleaved; the stand-in
+    paused for the blocks alone), so that the figures sample the same span of this machine."""
     actor = standin.start(pace) if pace else None
+
+    def condition(threads: int, near: bool) -> None:
+        set_threads(threads=threads)
+        if actor is not None:
+            (standin.resume if near else standin.pause)(actor)
+
+    blocks = [(1, False), (lanes, False)] + ([(lanes, True)] if pace else [])
     try:
-        for _ in range(grid.rounds):
-            for i, (threads, near) in enumerate(blocks):
-                set_threads(threads=threads)
-                if actor is not None:
-                    (standin.resume if near else standin.pause)(actor)
-                times[i] += durations(call, sync, min_time=grid.min_time / grid.rounds, warmup=1,
-                                      min_samples=per_block)
+        return measure_interleaved([Point(call, sync, before=partial(condition, *b)) for b in blocks],
+                                   rounds=grid.rounds, min_time=grid.min_time, warmup=1,
+                                   min_samples=grid.min_samples)
     finally:
         if actor is not None:
             standin.stop(actor)
-    return [stats_of(t) for t in times]
 
 
 def group_learn(adapter: Adapter, info: DeviceInfo, workload: Workload, config: OffPolicyConfig,

@@ -80,11 +80,14 @@ def measure(call: Callable[..., object], sync: Callable[[], None], *, min_time: 
 
 @dataclass(frozen=True)
 class Point:
-    """One figure to measure: call (with prepare's result when prepare is given), ended by sync()."""
+    """One figure to measure: call (with prepare's result when prepare is given), ended by sync(); before, when
+    given, is called ahead of each of its blocks: the condition the figure is timed under (torch's threads, a
+    stand-in process running or paused), which the other points' blocks may change."""
 
     call: Callable[..., object]
     sync: Callable[[], None]
     prepare: Callable[[], Any] | None = None
+    before: Callable[[], None] | None = None
 
 
 def measure_interleaved(points: list[Point], *, rounds: int, min_time: float, warmup: int = 3, min_samples: int = 5,
@@ -96,13 +99,19 @@ def measure_interleaved(points: list[Point], *, rounds: int, min_time: float, wa
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     per_block = max(1, -(-min_samples // rounds))
+
+    def block(p: Point, calls: int) -> list[float]:
+        if p.before is not None:
+            p.before()
+        return durations(p.call, p.sync, min_time=min_time / rounds, warmup=calls, min_samples=per_block,
+                         prepare=p.prepare)
+
     for p in points:
-        durations(p.call, p.sync, min_time=min_time / rounds, warmup=warmup, min_samples=per_block, prepare=p.prepare)
+        block(p, warmup)
     times: list[list[float]] = [[] for _ in points]
     for r in range(rounds):
         for i, p in enumerate(points):
-            times[i] += durations(p.call, p.sync, min_time=min_time / rounds, warmup=1, min_samples=per_block,
-                                  prepare=p.prepare)
+            times[i] += block(p, 1)
             if after is not None:
                 after(r, i)
     return [stats_of(t) for t in times]
