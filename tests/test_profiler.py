@@ -294,6 +294,19 @@ def test_interleaved_rounds_visit_every_point_in_turn_and_pool_their_samples() -
         measure_interleaved(points, rounds=0, min_time=0.0)
 
 
+def test_a_point_s_condition_is_set_before_each_of_its_blocks() -> None:
+    """`before` runs ahead of every block of its point, the untimed one too, so each call sees its own
+    condition whatever the other points set (the threaded learn's threads and stand-in)."""
+    from pearl.profiling.timing import Point, measure_interleaved
+
+    state = {"threads": 0}
+    seen: dict[int, set[int]] = {1: set(), 2: set()}
+    points = [Point(lambda t=t: seen[t].add(state["threads"]), lambda: None, before=lambda t=t: state.update(threads=t))
+              for t in (1, 2)]
+    stats = measure_interleaved(points, rounds=3, min_time=0.0, warmup=1, min_samples=3)
+    assert seen == {1: {1}, 2: {2}} and [s.samples for s in stats] == [3, 3]
+
+
 def test_timed_calls_run_without_the_garbage_collector_and_it_is_restored() -> None:
     import gc
 
