@@ -21,25 +21,6 @@ from pearl.kernels import DEVICE_KERNELS
 from pearl.types import EnvSpec, Params
 
 
-def flush_denormals() -> None:
-    """Flush denormal floats to zero on this thread's CPU arithmetic; threads it starts later (torch's intra-op
-    pool among them) inherit the mode from it.
-
-    Why: Adam's first moment of a weight whose gradient stays exactly 0 (every input weight of a dead ReLU)
-    shrinks by β1 = 0.9 a step into the denormal range and then never leaves it: 0.9 × k·2⁻¹⁴⁹ rounds back to
-    k·2⁻¹⁴⁹ for k ≤ 4. x86 arithmetic on denormals is slow. On the 2-core Xeon VM, two learners from the same
-    parameters, one flushing and one not, took turns in 0.5 s blocks for 24 s at 1 thread. The flushing one
-    made 1.08 × (DQN 64-64) to 1.61 × (DQN 256-256 and 400-300) the updates (docs/MEASUREMENTS.md). Such a
-    moment moves its weight by at most lr × 2⁻¹²⁶ / ε ≈ 1e-33 a step at lr 1e-3, so results differ only where a denormal
-    would have been. A thread pool that exists before this call keeps its mode, so it runs before torch's first
-    parallel op.
-    """
-    torch.set_flush_denormal(True)
-
-
-flush_denormals()  # importing this module comes before any torch op of pearl's (only adapters import torch)
-
-
 class TorchAdapter(Adapter):
     backend = "torch"
     implements = frozenset(DEVICE_KERNELS)

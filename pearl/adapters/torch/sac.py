@@ -19,8 +19,9 @@ import torch
 
 from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
 from pearl.adapters.torch.autograd import CRITICS, LearnDraws
-from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, critic_grads, dump_net,
-                                      fused_adam_step, grad_shapes, named_grads, take_grads, write_net)
+from pearl.adapters.torch.nets import (DENORMAL_FLUSH_INTERVAL, MLP, FlatAdam, PolicyAct, build, critic_grads,
+                                      dump_net, flush_denormals_, fused_adam_step, grad_shapes, named_grads,
+                                      take_grads, write_net)
 from pearl.adapters.torch.td3 import twin_critic_backward
 from pearl.algos.sac import LOG_STD_MAX, LOG_STD_MIN, SACConfig
 from pearl.rng import normal
@@ -69,11 +70,15 @@ class Temperature:
         self.lr = lr
         self.step_count = torch.zeros_like(self.log_alpha)
         self.exp_avg, self.exp_avg_sq = torch.zeros_like(self.log_alpha), torch.zeros_like(self.log_alpha)
+        self._taken = 0  # step_count as a Python int
 
     def step(self) -> None:
         """log α ← Adam(log α, grad)."""
         self.step_count.add_(1)
         fused_adam_step([self.log_alpha], [self.grad], [self.exp_avg], [self.exp_avg_sq], [self.step_count], self.lr)
+        self._taken += 1
+        if self._taken % DENORMAL_FLUSH_INTERVAL == 0:  # as FlatAdam does
+            flush_denormals_(self.exp_avg, self.exp_avg_sq)
 
     def state(self) -> Params:
         return {"log_alpha": self.log_alpha.cpu().numpy().copy(),
@@ -85,7 +90,8 @@ class Temperature:
         for name, target in (("log_alpha", self.log_alpha), ("adam.exp_avg.log_alpha", self.exp_avg),
                              ("adam.exp_avg_sq.log_alpha", self.exp_avg_sq)):
             target.copy_(torch.from_numpy(np.asarray(state[name], dtype=np.float32)))
-        self.step_count.fill_(float(state["adam.step.log_alpha"]))
+        self._taken = int(state["adam.step.log_alpha"])
+        self.step_count.fill_(float(self._taken))
 
 
 @dataclass
