@@ -34,21 +34,29 @@ def test_flush_sets_exactly_the_denormals_to_zero() -> None:
     assert denormal_count([values]) == 4 and denormal_count([tensor.numpy()]) == 0
 
 
-def test_the_dqn_learners_moments_hold_no_denormal_after_many_updates() -> None:
-    """DQN 64-64 on random transitions: some units die, and their weights' first moments decay towards 0. Left
-    alone, they stop at a few units of 2⁻¹⁴⁹ (22 of them after 1,504 updates, on the Xeon VM)."""
+UPDATES = 94 * DENORMAL_FLUSH_INTERVAL
+
+
+@pytest.fixture(scope="module")
+def trained_state() -> dict[str, np.ndarray]:
+    """A DQN 64-64 learner's state after UPDATES updates on random transitions."""
     spec = env_spec("CartPole-v1")
     config = DQNConfig(hidden=(64, 64), batch_size=64)
     adapter = open_adapter("cpu", threads=1)
     replay = adapter.make_replay(config, spec, seed=0)
     prefill(replay, spec, 2000, np.random.default_rng(0))
     learn = adapter.make_learn(config, spec, init_params(config, spec, seed=0))
-    updates = 94 * DENORMAL_FLUSH_INTERVAL
-    for _ in range(updates):
+    for _ in range(UPDATES):
         learn.learn(replay.sample(config.batch_size, 0.4))
-    state = learn.state_dict()
+    return learn.state_dict()
+
+
+def test_the_dqn_learners_moments_hold_no_denormal_after_many_updates(trained_state) -> None:
+    """Some units die, and their weights' first moments decay towards 0. Left alone, they stop at a few units of
+    2⁻¹⁴⁹ (22 of them after 1,504 updates, on the Xeon VM)."""
+    state = trained_state
     moments = [v for name, v in state.items() if name.startswith(("adam.exp_avg.", "adam.exp_avg_sq."))]
-    assert moments and int(next(v for k, v in state.items() if k.startswith("adam.step."))) == updates
+    assert moments and int(next(v for k, v in state.items() if k.startswith("adam.step."))) == UPDATES
     assert denormal_count(moments) == 0
 
 
@@ -67,8 +75,7 @@ def test_the_autograd_references_adam_flushes_on_the_same_steps(steps: int, flus
     assert (m == 0).all() if flushed else (m == 4 * UNIT).all()
 
 
-def test_opening_and_training_leaves_the_processs_floats_alone() -> None:
+def test_opening_and_training_leaves_the_processs_floats_alone(trained_state) -> None:
     """numpy (and torch) still compute with denormals after the adapter opens and a learner trains."""
-    test_the_dqn_learners_moments_hold_no_denormal_after_many_updates()
     assert np.float32(TINY) * np.float32(0.5) != 0
     assert (torch.tensor(float(TINY)) * 0.5).item() != 0

@@ -17,8 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pearl.adapters.torch.nets import (DENORMAL_FLUSH_INTERVAL, _layer_views, _param_count, copy_param,
-                                      flush_denormals_, named_views)
+from pearl.adapters.torch.nets import _layer_views, _param_count, copy_param, flush_moments_when_due, named_views
 from pearl.rng import CounterDraws, learn_key, normal
 from pearl.types import GroupShare, Params
 
@@ -97,8 +96,7 @@ class Adam:
         self.optimizer.step()
         self.param.grad = None
         state = self.optimizer.state[self.param]
-        if int(state["step"]) % DENORMAL_FLUSH_INTERVAL == 0:  # as FlatAdam does
-            flush_denormals_(state["exp_avg"], state["exp_avg_sq"])
+        flush_moments_when_due(int(state["step"]), state["exp_avg"], state["exp_avg_sq"])
 
     @torch.no_grad()
     def ahead(self, grad: torch.Tensor) -> torch.Tensor:

@@ -179,6 +179,13 @@ def flush_denormals_(*tensors: torch.Tensor) -> None:
         tensor.masked_fill_(tensor.abs() < _TINY, 0.0)
 
 
+def flush_moments_when_due(step: int, *moments: torch.Tensor) -> None:
+    """After Adam's step number `step` (from 1): flush the moments' denormals on every DENORMAL_FLUSH_INTERVAL-th
+    step, the one schedule of every Adam in this adapter."""
+    if step % DENORMAL_FLUSH_INTERVAL == 0:
+        flush_denormals_(*moments)
+
+
 class FlatAdam:
     """Adam on one network's flat parameters, as torch.optim.Adam(fused=True) steps them: the same fused kernel
     on the same state (both moments, and the step count as a float32 tensor on the device), called directly.
@@ -218,8 +225,7 @@ class FlatAdam:
         self.step_count.add_(1)
         self._fused(self._params, self._exp_avgs, self._exp_avg_sqs, self._steps)
         self._taken += 1
-        if self._taken % DENORMAL_FLUSH_INTERVAL == 0:
-            flush_denormals_(self._exp_avgs[0], self._exp_avg_sqs[0])
+        flush_moments_when_due(self._taken, self._exp_avgs[0], self._exp_avg_sqs[0])
 
     def step_ahead(self, out: torch.Tensor) -> None:
         """out ← the parameters `step` would give now, bit for bit; the parameters and the moments stay as

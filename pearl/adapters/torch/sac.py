@@ -19,9 +19,9 @@ import torch
 
 from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
 from pearl.adapters.torch.autograd import CRITICS, LearnDraws
-from pearl.adapters.torch.nets import (DENORMAL_FLUSH_INTERVAL, MLP, FlatAdam, PolicyAct, build, critic_grads,
-                                      dump_net, flush_denormals_, fused_adam_step, grad_shapes, named_grads,
-                                      take_grads, write_net)
+from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, critic_grads, dump_net,
+                                      flush_moments_when_due, fused_adam_step, grad_shapes, named_grads, take_grads,
+                                      write_net)
 from pearl.adapters.torch.td3 import twin_critic_backward
 from pearl.algos.sac import LOG_STD_MAX, LOG_STD_MIN, SACConfig
 from pearl.rng import normal
@@ -77,8 +77,7 @@ class Temperature:
         self.step_count.add_(1)
         fused_adam_step([self.log_alpha], [self.grad], [self.exp_avg], [self.exp_avg_sq], [self.step_count], self.lr)
         self._taken += 1
-        if self._taken % DENORMAL_FLUSH_INTERVAL == 0:  # as FlatAdam does
-            flush_denormals_(self.exp_avg, self.exp_avg_sq)
+        flush_moments_when_due(self._taken, self.exp_avg, self.exp_avg_sq)
 
     def state(self) -> Params:
         return {"log_alpha": self.log_alpha.cpu().numpy().copy(),
