@@ -2,6 +2,7 @@
 
     python benchmarks/plan_fidelity.py [--passes 2] [--seconds 8] [--only N ...] [--out FILE] [--calibrate]
     python benchmarks/plan_fidelity.py --rescore FILE [--root DIR]
+    python benchmarks/plan_fidelity.py --loops FILE [--root DIR]
 
 For each workload of WORKLOADS (DQN and DDPG; CartPole, Acrobot, MountainCar, Pendulum, MountainCarContinuous
 and two envs of a module of the benchmark's own, benchmarks/fidelity_envs.py; hidden 64-64 to 400-300;
@@ -26,6 +27,8 @@ error figures, and the ratio to the best of them is printed beside it). `--out` 
 `--rescore FILE` trains nothing: it takes a run's JSON, predicts every layout again from the profile and plan
 that run saved (in its workload folders, or under `--root`), and prints the tables and summary anew, so the
 model can be judged again on the same measurements after it changes.
+`--loops FILE` trains nothing either: from the run records a run saved, it prints where each run's roles spent
+time beyond what the profile times (`loop_rows`): the learner per segment, an actor per iteration.
 Only the `cpu` device is profiled (PoCL would multiply the layouts; the planner's device choice is tested
 elsewhere). A bad option prints one `error:` line and exits 2.
 """
@@ -279,6 +282,48 @@ def rescore(path: Path, root: str | None) -> None:
     print_summary(s, len(data["results"]))
 
 
+def loop_rows(folder: Path) -> list[dict]:
+    """Per run record under `folder`/runs, what its roles spent beyond the figures the model prices them with:
+
+    learner, per segment   (train wall − its waits for the actors − its replay and learn kernels − the profile's
+                           publish × the segments) ÷ the segments: collecting the shares from the rings, waking
+                           the actors, the loop's own bookkeeping
+    actor, per iteration   (actors × train wall − their waits for weights − act − env step − the profile's load ×
+                           the loads) ÷ the actors' iterations: the schedule's and the shared counters' bookkeeping
+                           per step, the ring write and the learner's wake-up, a wait for room in the ring
+
+    Both include whatever their role lost to the host beside the kernels it timed; the pre-learning segments (random
+    actions, no updates) count as well."""
+    profile = json.loads((folder / "profile.json").read_text())
+    publish, load = profile["weight_sync"][0]["publish_s"], profile["weight_sync"][0]["load_s"]
+    rows = []
+    for summary in sorted((folder / "runs").glob("*/summary.json")):
+        s = json.loads(summary.read_text())
+        ks, waits, sched = s["kernel_seconds"], s["waits"], s["schedule"]
+        segments, wall = sched["segments"], s["train_wall_s"]
+        learner = (wall - waits["learner_wait_s"] - sum(ks.get(k, 0.0) for k in ("replay_insert", "replay_sample",
+                                                                                  "learn", "priority_update"))
+                   - publish * segments) / segments
+        iterations = s["steps"] / s["envs_per_actor"]
+        actor = (s["actors"] * wall - waits["actor_weights_wait_s"] - ks["act"] - ks["env_step"]
+                 - load * s["traffic"]["weights"]["loads"]) / iterations
+        rows.append({"actors": s["actors"], "envs": s["envs_per_actor"], "threads": s["threads"],
+                     "updates_per_segment": sched["updates_per_segment"], "learner_per_segment_s": learner,
+                     "actor_per_iteration_s": actor})
+    return rows
+
+
+def print_loops(path: Path, root: str | None) -> None:
+    data = json.loads(path.read_text())
+    print(f"  {'workload / layout':58} {'updates/seg':>11} {'learner/seg':>12} {'actor/iter':>11}")
+    for result in data["results"]:
+        folder = Path(root) / str(_number(result["workload"])) if root else Path(result["folder"])
+        for r in loop_rows(folder):
+            tag = f"{result['workload']}  {r['actors']}×{r['envs']}, {r['threads']} thr"
+            print(f"  {tag:58} {r['updates_per_segment']:11d} {r['learner_per_segment_s'] * 1e6:9.0f} µs "
+                  f"{r['actor_per_iteration_s'] * 1e6:8.0f} µs")
+
+
 def _number(name: str) -> int:
     return next(i for i, w in enumerate(WORKLOADS, 1) if w.name == name)
 
@@ -299,10 +344,18 @@ def main() -> None:
     parser.add_argument("--calibrate", action="store_true",
                         help="fold one run of the plan's layout into the profile and plan again before the layouts")
     parser.add_argument("--rescore", default=None, metavar="FILE", help="predict a finished run's layouts anew")
-    parser.add_argument("--root", default=None, help="with --rescore: the run's folder of workload folders")
+    parser.add_argument("--loops", default=None, metavar="FILE",
+                        help="print a finished run's loop times beyond the profile's figures")
+    parser.add_argument("--root", default=None,
+                        help="with --rescore or --loops: the run's folder of workload folders")
     args = parser.parse_args()
-    if args.rescore:
-        rescore(Path(args.rescore), args.root)
+    if args.rescore or args.loops:
+        try:
+            (rescore if args.rescore else print_loops)(Path(args.rescore or args.loops), args.root)
+        except (OSError, KeyError, ValueError) as exc:
+            print(f"error: {args.rescore or args.loops}: not a finished scoreboard's figures with their run folders "
+                  f"({exc!r}); pass the --out file of a run of this script", file=sys.stderr)
+            sys.exit(2)
         return
     chosen = args.only or list(range(1, len(WORKLOADS) + 1))
     if args.passes < 1 or args.seconds <= 0 or any(not 1 <= n <= len(WORKLOADS) for n in chosen):

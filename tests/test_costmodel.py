@@ -358,6 +358,24 @@ def test_in_situ_factor_is_the_iteration_over_its_kernels() -> None:
     assert model.in_situ_factor("opencl:0:0", DQN) == 1.0  # no in-situ timing of that device
 
 
+def test_first_iteration_factor_is_a_segments_first_iteration_over_the_chains() -> None:
+    """A segment's first iteration (after a pause) ÷ the in-situ iteration; never below 1 (a faster first
+    iteration is the host's noise); 1 without the figure, and the nearest workload's ratio for one not measured."""
+    from pearl.profile.format import Workload
+
+    slow = CostModel(make_profile(_learner_kernels(), in_situ=[{**_in_situ(600e-6), "first_iteration_s": 900e-6}]))
+    assert slow.first_iteration_factor("cpu", DQN) == pytest.approx(1.5)
+    fast = CostModel(make_profile(_learner_kernels(), in_situ=[{**_in_situ(600e-6), "first_iteration_s": 500e-6}]))
+    assert fast.first_iteration_factor("cpu", DQN) == 1.0
+    assert CostModel(make_profile(_learner_kernels(), in_situ=[_in_situ(600e-6)])).first_iteration_factor(
+        "cpu", DQN) == 1.0  # older profiles, and figures folded from a run
+    assert slow.first_iteration_factor("opencl:0:0", DQN) == 1.0  # no in-situ timing of that device
+    wider = Workload("dqn-CartPole-v1-o4-a2-h512x512", "dqn", "CartPole-v1", 4, 2, (512, 512), 128, 50_000)
+    assert slow.first_iteration_factor("cpu", wider) == pytest.approx(1.5)  # a ratio: the nearest's as it is
+    with pytest.raises(ProfileError, match=r"in_situ\[0\]\.first_iteration_s"):
+        make_profile(_learner_kernels(), in_situ=[{**_in_situ(600e-6), "first_iteration_s": -1.0}])
+
+
 def test_in_situ_entries_are_validated() -> None:
     with pytest.raises(ProfileError, match=r"in_situ\[0\]\.prioritized"):
         make_profile(_learner_kernels(), in_situ=[{**_in_situ(1e-3), "prioritized": "yes"}])

@@ -171,6 +171,40 @@ def test_in_situ_factor_scales_the_learner_side_costs() -> None:
     assert scaled.act_cost == base.act_cost
 
 
+def test_a_segments_first_iteration_is_charged_once_a_segment() -> None:
+    """A profile whose segment's first learner iteration took 1.5 × an iteration charges the learner half an
+    iteration more once a segment: (1.5 − 1) × (learn + the replay kernels) ÷ the segment's updates, with the
+    publishes (Problem.publish), per actor option; learn itself and the actors are left alone. DQN CartPole's
+    segments hold 128 updates, so the first update costs little; one env step an update makes it 1 a segment."""
+    import dataclasses
+
+    from pearl.costmodel import CostModel
+    from pearl.envs import env_spec
+    from pearl.planner.build import build_problem
+    from pearl.profile.format import load_profile
+    from pearl.schedule import Schedule
+
+    profile = load_profile(REFERENCE)
+    spec = env_spec("CartPole-v1")
+    key = build_problem(profile, CostModel(profile), "dqn", spec)[1].workload
+    plain = dataclasses.replace(profile, in_situ=[dataclasses.replace(t, first_iteration_s=None)
+                                                  for t in profile.in_situ])
+    cpu = next(t for t in plain.in_situ if (t.workload, t.device) == (key, "cpu"))
+    slow = dataclasses.replace(plain, in_situ=[dataclasses.replace(t, first_iteration_s=1.5 * t.iteration_s)
+                                               if t is cpu else t for t in plain.in_situ])
+    for config in (preset("dqn", "CartPole-v1"), preset("dqn", "CartPole-v1").replace(train_freq=2, gradient_steps=1,
+                                                                                       n_envs=1)):
+        base, _ = build_problem(plain, CostModel(plain), "dqn", spec, config=config)
+        first, _ = build_problem(slow, CostModel(slow), "dqn", spec, config=config)
+        iteration = base.cost[("learn", "cpu")] + sum(base.cost.get((k, "cpu"), 0.0)
+                                                      for k in ("replay_insert", "replay_sample", "priority_update"))
+        for a in base.actor_options():
+            updates = Schedule.for_config(config, a.n).updates_per_segment
+            assert first.publish[(a, "cpu")] == pytest.approx(base.publish[(a, "cpu")] + 0.5 * iteration / updates)
+            assert first.publish[(a, "opencl:0:0")] == base.publish[(a, "opencl:0:0")]  # its own figure: none
+        assert first.cost == base.cost and first.actor_period == base.actor_period
+
+
 def test_a_prioritized_config_pays_the_prioritized_draw() -> None:
     """replay_sample of a prioritized config is priced by the profile's replay_sample_prioritized timing, the
     uniform config's by replay_sample; a profile without the prioritized timing prices both by the uniform one."""

@@ -69,6 +69,9 @@ def test_the_learner_iteration_is_timed_in_situ(cpu_profile) -> None:
     # a ratio of two timings: positive and finite; how large it is depends on the machine's load (timing
     # never decides a test; benchmarks/costmodel_holdout.py reports it)
     assert 0 < factor < float("inf")
+    # a segment's first iteration, after a pause, timed among the same points (its size is the machine's)
+    assert t.first_iteration_s is not None and t.first_iteration_s > 0
+    assert CostModel(cpu_profile).first_iteration_factor("cpu", t.workload) >= 1.0
 
 
 def test_the_weight_sync_is_timed_on_each_device(cpu_profile) -> None:

@@ -25,6 +25,8 @@
   device → device goes through the host. A device on the host's own memory (PoCL's CPU device) pays its legs
   too: its buffers are read and written through its runtime (the 2-core EPYC's reference profile: PoCL d2h
   latency 53 µs, h2d 98 µs), which is what a batch moved from PoCL replay to a `cpu` learner costs.
+- `in_situ_factor(d, w)` and `first_iteration_factor(d, w)`: the learner's iteration as the runtime runs it ÷ its
+  kernels timed one at a time, and a segment's first iteration (after the learner waited) ÷ that iteration.
 - `weight_sync_time(d, w)`: the two halves of a weight sync through host memory on device d, (publish by the
   learn kernel, load into the act kernel), as the profile timed them; None where it has no such figure.
 - `actor_env_time(w, e)`: seconds of an actor's env side per iteration of e environments, as an actor runs
@@ -304,6 +306,22 @@ class CostModel:
                 + self.kernel_time("learn", device, workload, t.batch).seconds
                 + (self.kernel_time("priority_update", device, workload, t.batch).seconds if t.prioritized else 0.0))
         return t.iteration_s / bare if bare > 0 else 1.0
+
+    def first_iteration_factor(self, device: str, workload: str | Workload) -> float:
+        """How much longer a segment's first learner iteration on `device` took than one in the middle of a chain:
+        the profile's iteration after a pause ÷ its in-situ iteration (`InSituTiming.first_iteration_s`), at
+        least 1 (a first iteration timed faster is the host's noise). 1.0 where the profile has no such figure
+        (older profiles, figures folded from a run, what-if devices); a workload it has not measured takes the
+        nearest measured workload's ratio."""
+        if not isinstance(workload, str):
+            if (workload.key, device) not in self._in_situ:
+                nearest = self._nearest_entry(self._in_situ, device, workload)
+                return self.first_iteration_factor(device, nearest) if nearest else 1.0
+            workload = workload.key
+        t = self._in_situ.get((workload, device))
+        if t is None or t.first_iteration_s is None:
+            return 1.0
+        return max(1.0, t.first_iteration_s / t.iteration_s)
 
     def weight_sync_time(self, device: str, workload: str | Workload) -> tuple[Estimate, Estimate] | None:
         """(publish, load) seconds of one weight sync through host memory with learn and act on `device`: the

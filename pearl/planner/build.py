@@ -24,6 +24,11 @@ with the local launcher's statement (HOST_LAUNCHER), a cluster's with the Ray la
                   added to act (n of them) and to the actor period (one). Times are the profile's
                   (CostModel.weight_sync_time); a device it has no such figure of (an older profile, a what-if
                   device) is costed by its transfers of the policy's bytes, device→host and host→device
+    first update  a segment's first learner iteration runs after the learner waited for the actors' shares, slower
+                  than the rest (CostModel.first_iteration_factor, f): (f − 1) × the learner's iteration on the
+                  learn device (its replay kernels and learn there, in-situ factor included) once a segment, so
+                  × segments per iteration (1 ÷ the updates of a segment of option a's schedule); work of the
+                  learner's thread, added to its publishes (Problem.publish), as often as they come
     batch, td_errors   the statement's samples (replay → learn) and priorities (learn → replay), each message
                   one copy of its arrays, when those kernels sit on different devices
     cluster edges the Ray launcher's transitions, inserts, weights, and its replay server's reads and TD errors,
@@ -173,7 +178,9 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     cost = _learner_costs(inputs, devices, threads, learners, beside_actors)
     host_lanes = resources[model.resource(inputs.host_device)].lanes if max_actors is None else max_actors
     options = [ActorOption(n, config.n_envs) for n in range(1, host_lanes + 1)]
-    publish = {(a, d): s for (a, d), s in _publish_costs(inputs, devices, options, sync_s).items()
+    first = _first_iteration_costs(inputs, cost, options)
+    publish = {(a, d): s + first.get((a, d), 0.0) for (a, d), s in _publish_costs(inputs, devices, options,
+                                                                                  sync_s).items()
                if ("learn", d) in cost}  # a learner group learns on the host device only
     act_cost, actor_period = _actor_costs(inputs, devices, options, sync_s)
     edges, transfer = _edges(inputs, devices)
@@ -341,6 +348,21 @@ def _publish_costs(inputs: _Inputs, devices: list[str], options: list[ActorOptio
                 publishes = weight_syncs(inputs.config, inputs.spec, a.n)[0]
                 publish[(a, d)] = sync_s[("learn", a, d)] = publishes * inputs.weight_sync(d)[0]
     return publish
+
+
+def _first_iteration_costs(inputs: _Inputs, cost: dict[tuple[str, str], float], options: list[ActorOption]
+                           ) -> dict[tuple[ActorOption, str], float]:
+    """A segment's first learner iteration's surplus, seconds per iteration, per actor option and learn device (the
+    module docstring's "first update")."""
+    out = {}
+    for (kernel, d), learn in cost.items():
+        if kernel != "learn":
+            continue
+        f = _profiled(partial(inputs.model.first_iteration_factor, d, inputs.workload))
+        iteration = learn + sum(cost.get((k, d), 0.0) for k in REPLAY)
+        for a in options:
+            out[(a, d)] = (f - 1.0) * iteration * segments_per_iteration(inputs.config, a.n)
+    return out
 
 
 def _actor_costs(inputs: _Inputs, devices: list[str], options: list[ActorOption], sync_s: dict[tuple, float]

@@ -174,9 +174,9 @@ class Problem:
     #: K ≥ 2 shards, one shard's part: keyed (e, d, d', K) as `transfer` is (e, d, d')
     shard_transfer: dict[tuple[str, str, str, int], float] = field(default_factory=dict)
     shard_nic: dict[tuple[str, str, str, int], float] = field(default_factory=dict)
-    #: seconds per iteration of the learner's weight publishes with actor option a and learn on d, which the
-    #: learner's thread adds to learn (the schedule publishes once a segment, whose updates grow with the
-    #: actors: build.py); empty: none
+    #: seconds per iteration of the learner's work once a segment with actor option a and learn on d, which the
+    #: learner's thread adds to learn: its weight publishes and its first iteration's surplus (the schedule's
+    #: segments grow with the actors: build.py); empty: none
     publish: dict[tuple[ActorOption, str], float] = field(default_factory=dict)
     #: T, the learner's CPU threads (torch's intra-op threads): learn's cost on a host device (`cpu`) is its
     #: T-thread figure (build.py), its busy[host] counts T·cost (T lanes busy), and the learner's process is T

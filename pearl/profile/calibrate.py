@@ -18,6 +18,7 @@ What is folded, for the run's workload (algo, env, network shapes) on the device
     in_situ          the learner's role per update: its wall time less     = (train_wall_s − learner_wait_s)
                      its waits (the loop, publishes and bookkeeping         / updates, at least the sum of
                      beside the kernels), where the launcher records it     its kernels per update
+                     (no first iteration of a segment apart: the busy time holds the run's)
     (* the prioritized draw's timing when the run's replay is prioritized)
 
 Each replaces the profile's figure of the same (workload, kernel, device, batch) (or env, or workload and

@@ -14,7 +14,7 @@
       "transfers": [{"device", "direction", "latency_s", "bandwidth_bytes_per_s", "source"}],
       "power": [{"device", "idle_w", "busy_w", "source", "method", "descriptor", "scale"}],
       "in_situ": [{"workload", "device", "iteration_s", "iterations", "inserts", "insert_rows", "batch",
-                   "prioritized", "source"}],
+                   "prioritized", "source", "first_iteration_s" (optional: null)}],
       "weight_sync": [{"workload", "device", "publish_s", "load_s", "samples", "source"}],
       "actor_step": [{"workload", "device", "envs", "step_s", "samples", "source"}],
       "calibrations": [{"run", "folded", "workload", "entries"}]
@@ -46,7 +46,10 @@
   and a priority update when `prioritized`, each on a freshly sampled batch; `iteration_s` per iteration, of
   `iterations` in all (measured: timed in chains among the kernel grid's points, in the same interleaved
   rounds). Kernels timed one at a time on one input run faster than interleaved on fresh data; the cost
-  model scales the replay and learn kernels of that device by the ratio.
+  model scales the replay and learn kernels of that device by the ratio. `first_iteration_s` (optional; null
+  in older profiles and in a figure folded from a run): one iteration after the learner slept a moment, as a
+  segment's first update runs after the learner waited for the actors' shares (median, timed in the same
+  rounds); the cost model charges a segment's first iteration at its ratio to `iteration_s`.
 - `weight_sync` (optional; older profiles lack it): the two halves of handing the policy from the learner to
   an actor process through host memory, on one device: `publish_s`, the learn kernel writing its policy
   weights into host arrays (as into the runtime's shared board), and `load_s`, a copy of those arrays (the
@@ -185,6 +188,7 @@ class InSituTiming:
     batch: int
     prioritized: bool
     source: str
+    first_iteration_s: float | None = None  # a segment's first iteration, after a pause (the module docstring)
 
 
 @dataclass(frozen=True)
@@ -375,7 +379,9 @@ def parse_profile(data: Any, where: str) -> Profile:
         profile.in_situ = [InSituTiming(*keyed(t, p), v.number(t, "iteration_s", p, positive=True),
                                         v.integer(t, "iterations", p, 1),
                                         v.integer(t, "inserts", p, 1), v.integer(t, "insert_rows", p, 1),
-                                        v.integer(t, "batch", p, 1), v.flag(t, "prioritized", p), v.source(t, p))
+                                        v.integer(t, "batch", p, 1), v.flag(t, "prioritized", p), v.source(t, p),
+                                        v.number(t, "first_iteration_s", p, positive=True)
+                                        if t.get("first_iteration_s") is not None else None)
                            for p, t in v.items(data, "in_situ")]
     if "weight_sync" in data:
         profile.weight_sync = [WeightSyncTiming(*keyed(t, p), v.number(t, "publish_s", p), v.number(t, "load_s", p),

@@ -6,6 +6,7 @@ its points); and both halves of a weight sync.
 
 from __future__ import annotations
 
+import time
 from functools import partial
 from typing import Callable
 
@@ -107,6 +108,9 @@ def group_learn(adapter: Adapter, info: DeviceInfo, workload: Workload, config: 
 
 #: learner iterations a timed in-situ call runs, the device waited for once at its end, as in a run
 IN_SITU_CHAIN = 4
+#: seconds the learner sleeps before its timed first iteration of a segment (`LearnerLoop.after_pause`): about what
+#: it waits for the actors' shares at one update a segment, beside one actor of one env
+SEGMENT_PAUSE_S = 0.5e-3
 
 
 class LearnerLoop:
@@ -114,7 +118,13 @@ class LearnerLoop:
     steps inserted in calls of n_envs rows, a sample, a learn and (prioritized replay) a priority update, each
     sample fresh from a replay of `prefill` rows. A call (`chain`) runs IN_SITU_CHAIN iterations; the profiler
     times it as one more point of the kernel grid's interleaved rounds (profiler._kernels), so that the in-situ
-    figure and the kernels it is divided by sample the same span of the machine (`timing`)."""
+    figure and the kernels it is divided by sample the same span of the machine (`timing`).
+
+    A segment's first iteration runs after the learner waited for the actors' shares, and runs slower than the
+    ones after it: `after_pause` is one iteration timed after a sleep of SEGMENT_PAUSE_S (`pause`, untimed), one more
+    point of the same rounds. On the 2-core EPYC VM, learn after 1 ms of sleep took 1.17-1.50 × its time back to
+    back (DQN 400-300 at batch 32, DDPG 64-64 at batch 64), and in runs of one update a segment learn took 1.2-1.45 ×
+    its time in runs of 32-128 (docs/MEASUREMENTS.md)."""
 
     def __init__(self, adapter: Adapter, config: OffPolicyConfig, spec: EnvSpec, grid: Grid) -> None:
         rng = np.random.default_rng(1)
@@ -129,6 +139,14 @@ class LearnerLoop:
         for _ in range(IN_SITU_CHAIN):
             self.iteration()
 
+    @staticmethod
+    def pause() -> None:
+        time.sleep(SEGMENT_PAUSE_S)
+
+    def after_pause(self, _: None) -> None:
+        """One iteration, called with `pause`'s result (nothing): timing.durations sleeps outside the clock."""
+        self.iteration()
+
     def iteration(self) -> None:
         for j in range(self.inserts):
             self.replay.insert(self.pool[(self.i * self.inserts + j) % len(self.pool)])
@@ -138,10 +156,12 @@ class LearnerLoop:
         if self.config.prioritized:
             self.replay.update_priorities(PriorityUpdate(batch.indices, td))
 
-    def timing(self, info: DeviceInfo, workload: Workload, stats: Stats) -> InSituTiming:
-        """The figure from the stats of its chains: `iteration_s` the median chain ÷ IN_SITU_CHAIN."""
+    def timing(self, info: DeviceInfo, workload: Workload, stats: Stats, first: Stats) -> InSituTiming:
+        """The figure from the stats of its chains and of its iterations after a pause: `iteration_s` the median
+        chain ÷ IN_SITU_CHAIN, `first_iteration_s` the median iteration after a pause."""
         return InSituTiming(workload.key, info.id, stats.median_s / IN_SITU_CHAIN, stats.samples * IN_SITU_CHAIN,
-                            self.inserts, self.rows, self.config.batch_size, self.config.prioritized, "measured")
+                            self.inserts, self.rows, self.config.batch_size, self.config.prioritized, "measured",
+                            first.median_s)
 
 
 def weight_sync(adapter: Adapter, info: DeviceInfo, workload: Workload, config: OffPolicyConfig,

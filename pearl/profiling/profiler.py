@@ -14,7 +14,8 @@ What is measured, per workload (algorithm preset with its network shapes) and de
   replay at the indices of a fresh sample (uniform replay makes it a no-op, so its cost only exists with
   priorities);
 - in situ: the learner's whole iteration (inserts, sample, learn, priority update) as the runtime runs it,
-  on fresh samples: what the kernels cost interleaved, which the cost model scales the kernels to;
+  on fresh samples: what the kernels cost interleaved, which the cost model scales the kernels to; and one
+  such iteration after a pause, as a segment's first runs after the learner waited for its actors;
 - weight sync: the learn kernel writing its policy into one flat host array (the runtime's shared weight
   board), and the actor's side, a copy of that array loaded into the act kernel;
 - the actor's step: an actor's whole iteration at each of the act grid's env counts (one act call, one step
@@ -71,8 +72,9 @@ from pearl.traffic import WEIGHTS, statement
 from pearl.types import EnvSpec, PriorityUpdate
 
 GENERIC_CPU_DESCRIPTOR = "generic-x86-server-cpu.toml"
-#: the in-situ learner iteration's label among the kernel grid's points (progress lines)
-IN_SITU_POINT = "in-situ learner iteration"
+#: the in-situ learner iteration's labels among the kernel grid's points (progress lines): its chains, and a
+#: segment's first iteration (after a pause)
+IN_SITU_POINT, FIRST_POINT = "in-situ learner iteration", "in-situ first iteration of a segment"
 
 
 def workloads(options: ProfileOptions) -> list[tuple[OffPolicyConfig, EnvSpec]]:
@@ -237,8 +239,8 @@ def count_measurements(options: ProfileOptions) -> int:
     timings, each device's transfers, the learner group's all-gather, each GPU slice (measured or modelled) and
     each what-if device."""
     grid = GRIDS["quick" if options.quick else "full"]
-    # the kernel grid with the in-situ iteration among its points, + the weight sync
-    per_device = (len(grid.act) + len(grid.insert) + 4 * len(grid.batch_factors) + 1) * grid.rounds + 1
+    # the kernel grid with the in-situ iteration's two points among its points, + the weight sync
+    per_device = (len(grid.act) + len(grid.insert) + 4 * len(grid.batch_factors) + 2) * grid.rounds + 1
     found = discover().devices
     chosen = plan_devices(options, found)
     planned = [d.id for d in chosen]
@@ -329,6 +331,7 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
         point("learn", b, partial(learner.learn, uniform.sample(b, 0.4)))
         if b == max(2, config.batch_size):  # next to the learn it is mostly made of: the same moment of the host
             point(IN_SITU_POINT, b, loop.chain)
+            point(FIRST_POINT, b, loop.after_pause, loop.pause)
         # priority_update alone; each call gets a fresh untimed sample's indices and device-resident TD errors
         point("priority_update", b, prioritized.update_priorities, partial(_fresh_update, adapter, prioritized, b, rng))
 
@@ -338,10 +341,11 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
     stats = measure_interleaved(points, rounds=grid.rounds, min_time=grid.min_time, warmup=grid.warmup,
                                 min_samples=grid.min_samples, after=after)
     out = [KernelTiming(workload.key, kernel, device, batch, st.median_s, st.p10_s, st.p90_s, st.samples, "measured")
-           for (kernel, batch), st in zip(labels, stats) if kernel != IN_SITU_POINT]
+           for (kernel, batch), st in zip(labels, stats) if kernel not in (IN_SITU_POINT, FIRST_POINT)]
     assert {k.kernel for k in out} == {*DEVICE_KERNELS, PRIORITIZED_SAMPLE}
     [iteration] = [st for (kernel, _), st in zip(labels, stats) if kernel == IN_SITU_POINT]
-    return out, loop.timing(target.info, workload, iteration)
+    [first] = [st for (kernel, _), st in zip(labels, stats) if kernel == FIRST_POINT]
+    return out, loop.timing(target.info, workload, iteration, first)
 
 
 def _actor_target(targets: list[_Target], config: OffPolicyConfig) -> _Target | None:
