@@ -20,7 +20,8 @@ batches 32 to 256; envs per actor fixed at 1 or left to the planner, `auto`):
    measured is the learning phase's env steps/s (what a plan predicts), the mean over passes.
 
 Printed per workload: each layout's predicted and measured env steps/s and |predicted − measured| / measured;
-then over every (workload, layout), and over the plans alone, the median and worst of that error; and per
+then over every (workload, layout), and over the plans alone, the median and worst of that error; each
+workload's level (its layouts' median predicted ÷ measured) and the error with it divided out (`summary`); and per
 workload the plan's measured speed ÷ the best measured layout's among those the planner could choose (where the
 workload fixes the envs per actor, the layouts with that many; the others are trained for the table and the
 error figures, and the ratio to the best of them is printed beside it). `--out` keeps every figure as JSON.
@@ -247,12 +248,19 @@ def print_table(result: dict) -> None:
 
 
 def summary(results: list[dict]) -> dict:
+    """The error over every layout and over the plans; and the same with each workload's level divided out (its
+    layouts' median predicted ÷ measured, `levels`): how well the model tells one workload's layouts apart, which
+    the plan's choice rests on, apart from how far its profile's figures sit from the runs' as a whole."""
     every = [r["error"] for res in results for r in res["rows"]]
     plans = [r["error"] for res in results for r in res["rows"] if r["plan"]]
     ratios = [res["plan_vs_best"] for res in results]
+    levels = [statistics.median(r["predicted"] / r["measured"] for r in res["rows"]) for res in results]
+    relative = [abs(r["predicted"] / r["measured"] / level - 1) for res, level in zip(results, levels)
+                for r in res["rows"]]
     return {"layouts": len(every), "median_error": statistics.median(every), "worst_error": max(every),
             "plan_median_error": statistics.median(plans), "plan_worst_error": max(plans),
-            "plan_vs_best_min": min(ratios)}
+            "plan_vs_best_min": min(ratios), "levels": levels,
+            "relative_median_error": statistics.median(relative), "relative_worst_error": max(relative)}
 
 
 def rescore(path: Path, root: str | None) -> None:
@@ -333,6 +341,9 @@ def print_summary(s: dict, workloads: int) -> None:
           f"{s['median_error']:.1%}, worst {s['worst_error']:.1%}; the plans alone: median "
           f"{s['plan_median_error']:.1%}, worst {s['plan_worst_error']:.1%}; the plan's measured speed is at least "
           f"{s['plan_vs_best_min']:.2f}× the best measured layout it could choose")
+    print(f"each workload's level (its layouts' median predicted ÷ measured): "
+          f"{', '.join(f'{x:.2f}' for x in s['levels'])}; with it divided out, the error over every layout: median "
+          f"{s['relative_median_error']:.1%}, worst {s['relative_worst_error']:.1%}")
 
 
 def main() -> None:
