@@ -65,13 +65,14 @@ def test_the_learner_iteration_is_timed_in_situ(cpu_profile) -> None:
                                                                           2, 1, 64)  # ρ = 0.5: 2 steps per update
     assert t.iteration_s > 0 and t.iterations >= 5 and not t.prioritized
     assert t.iterations % IN_SITU_CHAIN == 0  # timed in chains, among the kernel grid's points
-    factor = CostModel(cpu_profile).in_situ_factor("cpu", t.workload)
+    model = CostModel(cpu_profile)
+    factor = model.in_situ_factor("cpu", t.workload)
     # a ratio of two timings: positive and finite; how large it is depends on the machine's load (timing
     # never decides a test; benchmarks/costmodel_holdout.py reports it)
     assert 0 < factor < float("inf")
     # a segment's first iteration, after a pause, timed among the same points (its size is the machine's)
     assert t.first_iteration_s is not None and t.first_iteration_s > 0
-    assert CostModel(cpu_profile).first_iteration_factor("cpu", t.workload) >= 1.0
+    assert model.first_iteration_factor("cpu", t.workload) >= 1.0
 
 
 def test_the_weight_sync_is_timed_on_each_device(cpu_profile) -> None:

@@ -292,12 +292,8 @@ class CostModel:
         samples, kernels interleaved, as the runtime runs them) than timed one at a time: the profile's in-situ
         iteration ÷ the sum of its kernels' times at the same sizes. 1.0 when the profile has no in-situ
         timing for that pair (older profiles, what-if devices)."""
-        if not isinstance(workload, str):
-            if (workload.key, device) not in self._in_situ:  # a ratio: the nearest measured workload's
-                nearest = self._nearest_entry(self._in_situ, device, workload)
-                return self.in_situ_factor(device, nearest) if nearest else 1.0
-            workload = workload.key
-        t = self._in_situ.get((workload, device))
+        workload = self._in_situ_key(device, workload)
+        t = self._in_situ.get((workload, device)) if workload else None
         if t is None:
             return 1.0
         bare = (t.inserts * self.kernel_time("replay_insert", device, workload, t.insert_rows).seconds
@@ -313,15 +309,20 @@ class CostModel:
         least 1 (a first iteration timed faster is the host's noise). 1.0 where the profile has no such figure
         (older profiles, figures folded from a run, what-if devices); a workload it has not measured takes the
         nearest measured workload's ratio."""
-        if not isinstance(workload, str):
-            if (workload.key, device) not in self._in_situ:
-                nearest = self._nearest_entry(self._in_situ, device, workload)
-                return self.first_iteration_factor(device, nearest) if nearest else 1.0
-            workload = workload.key
-        t = self._in_situ.get((workload, device))
+        key = self._in_situ_key(device, workload)
+        t = self._in_situ.get((key, device)) if key else None
         if t is None or t.first_iteration_s is None:
             return 1.0
         return max(1.0, t.first_iteration_s / t.iteration_s)
+
+    def _in_situ_key(self, device: str, workload: str | Workload) -> str | None:
+        """The workload whose in-situ figures on `device` stand for `workload`'s: its own where the profile has them
+        (or a key, as given), else the nearest measured one's (the figures are ratios, taken as they are)."""
+        if isinstance(workload, str):
+            return workload
+        if (workload.key, device) in self._in_situ:
+            return workload.key
+        return self._nearest_entry(self._in_situ, device, workload)
 
     def weight_sync_time(self, device: str, workload: str | Workload) -> tuple[Estimate, Estimate] | None:
         """(publish, load) seconds of one weight sync through host memory with learn and act on `device`: the
