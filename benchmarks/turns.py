@@ -12,8 +12,9 @@ the measured period (seconds a segment, over the last two thirds of the run) and
     one actor's h + κ·(l + (n − 1)·h), κ = (N − L)/((N − 1)·L), N = n + 1 processes on L lanes (and of h, l
     alone when N ≤ L);
   - turns: as sharing, and with as many actors as lanes (n = L) whose work outruns the lane the learner leaves
-    them (n·h > (L − 1)·l) also h + l: the learner, woken while the actors hold every lane, runs only once they
-    stop, and the actors then wait for its weights (pearl/planner/accounting.py, contention[turns]).
+    them (n·h > (L − 1)·l) also n·h + l: the learner, woken while the actors hold every lane, runs only once
+    they stop, the actors then wait for its weights, and their shares run one after another
+    (pearl/planner/accounting.py, contention[turns], which says what real runs measured).
 The summary line gives the median and worst |prediction − measured| / measured of each over the cases where
 the processes outnumber the lanes. Nothing else should run meanwhile; the figures are this machine's.
 """
@@ -97,7 +98,7 @@ def turns(n: int, h: float, l: float, lanes: int) -> float:
     shared = sharing(n, h, l, lanes)
     if n != lanes or n * h <= (lanes - 1) * l:
         return shared
-    return max(shared, h + l)
+    return max(shared, n * h + l)
 
 
 def main() -> None:

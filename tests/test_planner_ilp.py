@@ -14,7 +14,7 @@ the accounting again on its own (it does not call pearl.planner.ilp.evaluate):
     env_cost/n); a one-thread process loses (N − L)/((N − 1)·L) of the others' lane-seconds, a learner of
     T > 1 threads all of them: process[learner] + κ_T·n·h, and one actor's period + κ_1·(T·process[learner]
     + (n − 1)·h); with T = 1 and n = L actors whose host work outruns the learner's spare lanes (n·h > (L − 1)·
-    process[learner]), the two take turns: h + process[learner]
+    process[learner]), they take turns: n·h + process[learner]
     the learner's T threads (p.learner_threads): learn on the host device keeps T lanes busy, T × its cost in
     busy[host]
     infeasible: replay kernels apart, memory over capacity, n > host lanes (one lane per actor process; the
@@ -179,7 +179,7 @@ def account(p: Problem, where: dict[str, str], a: ActorOption):
         lower += [process + threaded * a.n * on_host,
                   period_a + one * (p.learner_threads * process + (a.n - 1) * on_host)]
         if p.learner_threads == 1 and a.n == lanes_h and a.n * on_host > (lanes_h - 1) * process:
-            lower.append(on_host + process)  # the actors and the learner take turns
+            lower.append(a.n * on_host + process)  # the actors and the learner take turns
     if not p.prefetch:
         chain = sum(c(k) for k in ("replay_sample", "learn", "priority_update"))
         chain += sum(
@@ -326,8 +326,9 @@ def test_two_threads_beside_one_actor_on_two_lanes_are_charged():
 
 def test_actors_that_outrun_the_learner_take_turns_with_it():
     """2 actor processes and a one-thread learner on 2 lanes: where the actors' host work outruns the lane the
-    learner leaves them, the two take turns (contention[turns]: an actor's period + the learner's process), which
-    makes 2 actors slower than 1; where it fits, the row is off and 2 actors keep the sharing rows' figure."""
+    learner leaves them, they take turns (contention[turns]: both actors' periods one after the other + the
+    learner's process), which makes 2 actors slower than 1; where it fits, the row is off and 2 actors keep the
+    sharing rows' figure."""
     p = tiny_problem()
     p = dataclasses.replace(p, resources=[dataclasses.replace(p.resources[0], lanes=2), p.resources[1]])
     where = {k: "cpu" for k in PLACED}
@@ -339,10 +340,10 @@ def test_actors_that_outrun_the_learner_take_turns_with_it():
         period, _, binding = evaluate(q, where, two)
         assert period == pytest.approx(account(q, where, two)[0])
         if turns:
-            assert binding == "contention[turns]" and period == pytest.approx(h2 + process)
-            assert period > evaluate(q, where, one)[0]  # one actor doing both shares: 2·h2 < h2 + process
+            assert binding == "contention[turns]" and period == pytest.approx(2 * h2 + process)
+            assert period > evaluate(q, where, one)[0]  # one actor doing both shares: 2·h2 < 2·h2 + process
         else:
-            assert binding != "contention[turns]" and period < h2 + process
+            assert binding != "contention[turns]" and period < 2 * h2 + process
         plan = solve(q, "throughput")
         assert plan.period_s == pytest.approx(best_by_brute_force(q)[0])
         # everything on cpu with 2 actors the only option: the program must find the turns the accounting charges

@@ -52,15 +52,18 @@ Rows (the families of ilp.py's docstring; a row reads Σ its terms ≤ lanes · 
                        work on the host takes N/L as long, its row again with each term also × c[n]
                        (contention[learner@n]: process[learner@n]'s terms; contention[actors@n]: one actor's
                        period, or its env stepping; contention[replay@n]: a replay shard's kernels on the host)
-    contention[turns]  (one host, T = 1, n = L actors) per such option, coupled with r[a]: h +
+    contention[turns]  (one host, T = 1, n = L actors) per such option, coupled with r[a]: n·h +
                        process[learner]'s terms. A learner woken while the actors hold every lane waits until
-                       they stop, and the actors, a segment ahead, then wait for its weights: the two take turns
+                       they stop, and the actors, a segment ahead, then wait for its weights: they take turns
                        instead of sharing the lanes. Where the actors' work fits beside the learner (n·h ≤
                        (L − 1)·process[learner]) the learner never waits for their rows, keeps its lane, and the
-                       row is off. Measured on the 2-core VM with stand-ins of fixed work (benchmarks/turns.py):
-                       with 2 actors on 2 lanes, on the 9 cases where the actors outran the learner, the sharing
-                       rows alone predicted 0.76-1.18 × the period (median 0.86), with turns 0.93-1.18 (1.06);
-                       with 3 actors sharing alone was the closer (0.93-1.17 ×, median 0.97)
+                       row is off. The actors' part is all of their shares, one after another: in the planner's
+                       scoreboard on the 2-core EPYC VM (benchmarks/plan_fidelity.py; DQN Corridor-v0 2 × 1 at
+                       400-300 and 64-64, three invocations) the runs measured 0.95-1.22 × n·h + process[learner]
+                       and 1.34-1.72 × h + process[learner]. Stand-ins that spin for a fixed time instead of doing
+                       an actor's work (benchmarks/turns.py) measure h + process[learner] (0.93-1.18 ×): a real
+                       share also pays its wake-ups across the lanes (a round trip 37-42 µs there, 6-7 µs on one
+                       lane) and stretches where it overlaps the others, which a timed spin cannot
 Memory rows (feasibility, not bounds on P; a row reads Σ its needs ≤ capacity, in bytes)
     memory[d]          the memory of the kernels placed on d ≤ memory(d) (a shard: 1/K of the replay storage)
     mps_memory[r]      on a GPU r offered as MPS shares: every process on its MPS shares or on the whole GPU
@@ -275,7 +278,7 @@ def _shared_host_rows(problem: Problem) -> list[Row]:
             others.append(Term(lost * a.n * host_work, (v,)))
             learner = [Term(kappa * problem.learner_threads * x.seconds, (*x.when, v)) for x in own]
             actor_terms += [Term(t, (v,)), Term(kappa * (a.n - 1) * host_work, (v,)), *learner]
-            turns.append(Term(host_work, (v, r)))
+            turns.append(Term(a.n * host_work, (v, r)))
         if actor_terms:
             rows.append(Row(f"contention_actors_a{ai}", f"{CONTENTION}[actors]", actor_terms))
         if actor_terms and turning(problem, a):

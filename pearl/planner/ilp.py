@@ -77,7 +77,7 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 the learner when their host work outruns the lanes it leaves them: r[a] binary, r[a] ≤ o[a],
                 n·Σ_d h[a,d]·v[a,d] − (L − 1)·process[learner] ≤ M·r[a] with M = n·max_d h[a,d] (exact: r only
                 raises the row, so the optimum sets it to 1 only where the actors outrun the learner, which is
-                where evaluate's accounting.takes_turns says 1); the row: Σ_d h[a,d]·v[a,d]·r[a] +
+                where evaluate's accounting.takes_turns says 1); the row: n·Σ_d h[a,d]·v[a,d]·r[a] +
                 process[learner]'s terms × r[a]
     contention[learner@n], contention[actors@n], contention[replay@n]   (a cluster, where N is a decision)
                 time slicing, bounded: each process's work on the host takes N/L as long. The processes: the
