@@ -12,7 +12,9 @@ The oracle states the slice rules again on its own (it does not call pearl.plann
     contention  the n actor processes and the learner's on L host lanes, when N = n + 1 > L: each process
               loses κ = (N − L)/((N − 1)·L) of the others' host work (an actor's: its period when act is on the
               host, else its env stepping, env_cost/n): the learner process's host work + κ·n·that, and an
-              actor's period + κ·(the learner's host work + (n − 1)·that)
+              actor's period + κ·(the learner's host work + (n − 1)·that); with n = L actors whose host work
+              outruns the lane the learner leaves them (n·that > (L − 1)·the learner's), they take turns:
+              n·that + the learner's host work
     memory    per device, the memory of the kernels on it; and on a GPU with MPS shares, the learner process's
               kernels on its MPS shares or on the whole GPU plus n × act's memory for the n actor processes there,
               all against the largest memory of those devices (the GPU's: they share one memory)
@@ -128,6 +130,8 @@ def account(p: Problem, where: dict[str, str], a: ActorOption):
         on_host = period_a if devs[where["act"]].resource == p.host else min(period_a, p.env_cost / a.n)
         lost = (crowd - lanes[p.host]) / ((crowd - 1) * lanes[p.host])
         lower += [process + lost * a.n * on_host, period_a + lost * (process + (a.n - 1) * on_host)]
+        if a.n == lanes[p.host] and a.n * on_host > (lanes[p.host] - 1) * process:
+            lower.append(a.n * on_host + process)  # the actors and the learner take turns
     for d in p.devices:
         if (d.share < 1 or d.instances > 1) and d.id in where.values():
             work = sum(p.cost[(k, d.id)] for k in LEARNER if where[k] == d.id)
