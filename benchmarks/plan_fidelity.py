@@ -103,9 +103,11 @@ def profile_and_plan(w: Workload, folder: Path):
     from pearl.profile.format import save_profile
     from pearl.profiling.options import ProfileOptions
     from pearl.profiling.profiler import run_profile
+    from pearl.runtime.actor_process import IterationProbe
 
     profile = save_profile(run_profile(ProfileOptions(quick=True, algos=(w.algo,), env=w.env, hidden=w.hidden,
-                                                      batch_size=w.batch, devices=("cpu",))),
+                                                      batch_size=w.batch, devices=("cpu",)),
+                                       actor_loop=IterationProbe),
                            folder / "profile.json")
     plan = make_plan(profile, w.algo, w.env, envs=w.envs if w.envs == "auto" else int(w.envs), config=config_of(w))
     return profile, plan, save_plan(plan, folder / "plan.json")

@@ -70,6 +70,7 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
     from pearl.profile.format import save_profile
     from pearl.profiling.options import ProfileOptions
     from pearl.profiling.profiler import count_measurements, run_profile
+    from pearl.runtime.actor_process import IterationProbe
     from pearl.fileio import check_writable
     from pearl.runtime.record import check_runs_dir
     from pearl.algos import algorithm, preset
@@ -94,7 +95,7 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
                 bar(done[0])
 
             bar(0)  # the rate counts from here
-            save_profile(run_profile(options, step), path)
+            save_profile(run_profile(options, step, actor_loop=IterationProbe), path)
     else:
         say(f"1/3 reusing the profile {path} (measured here less than a week ago; --reprofile measures again)")
     plan = make_plan(path, algo, env, "throughput")

@@ -22,7 +22,9 @@ DEVICES = Path(__file__).resolve().parent.parent / "devices"
 
 @pytest.fixture(scope="module")
 def cpu_profile():
-    return run_profile(ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",)))
+    from pearl.runtime.actor_process import IterationProbe
+
+    return run_profile(ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",)), actor_loop=IterationProbe)
 
 
 def test_every_device_kernel_is_measured_at_every_grid_point(cpu_profile) -> None:
@@ -92,6 +94,42 @@ def test_the_actor_step_is_timed_at_each_env_count_of_the_act_grid(cpu_profile) 
     assert all(0 < t.step_s < float("inf") and t.samples >= 5 and t.source == "measured" for t in steps)
     model = CostModel(cpu_profile)
     assert all(model.actor_env_time(cpu_profile.workloads[0], e).seconds > 0 for e in (1, 2, 16, 64))
+
+
+def test_the_probe_runs_an_actor_process_iteration_and_empties_its_rings() -> None:
+    """What the actor step times (`pearl profile` passes the probe): each call one step of the vector env through
+    the process's own iteration, its rows pushed into the ring and its counters written as the learner reads
+    them, the rings then emptied, and no weights loaded in between."""
+    import numpy as np
+
+    from pearl.adapters import open_adapter
+    from pearl.algos import preset
+    from pearl.envs import env_spec
+    from pearl.runtime import shm
+    from pearl.runtime.actor_process import IterationProbe
+
+    config = preset("dqn", "CartPole-v1")
+    spec = env_spec("CartPole-v1")
+    probe = IterationProbe(open_adapter("cpu", 1, None), config, spec, envs=4)
+    it = probe.iteration
+    start, weights = it.share.collected, it.share.weights
+    calls = 300
+    try:
+        for _ in range(calls):
+            probe()
+    finally:
+        probe.close()
+    col = {name: shm.ACTOR_INTS.index(name) for name in shm.ACTOR_INTS}
+    ring, episodes = probe.rings
+    rows = it.share.collected - start
+    # every env's step a transition, less one at each env's reset step after an episode ends
+    assert calls * 4 - it.mine[col["episodes"]] == rows
+    assert int(ring.ctl[shm.HEAD]) == rows and ring.pending() == 0 and episodes.pending() == 0
+    assert it.mine[col["produced"]] == it.share.collected and it.mine[col["act_calls"]] == calls
+    assert it.mine[col["env_calls"]] == calls and it.mine[col["episodes"]] > 0  # CartPole ends within 300 steps
+    assert it.share.weights == weights and it.mine[col["policy_version"]] == weights  # no load
+    assert np.isfinite(ring.rows["obs"][:rows]).all() and ring.rows["obs"][:rows].any()
+    assert it.myf[shm.ACTOR_FLOATS.index("act")] > 0 and it.myf[shm.ACTOR_FLOATS.index("weights_wait")] == 0
 
 
 def test_profile_file_round_trips(cpu_profile, tmp_path) -> None:

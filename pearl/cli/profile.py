@@ -82,7 +82,9 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
 
         bar(0)  # the rate counts from here
         slice_warnings: list[str] = []  # GPU slices that could not be measured: shown once the bar is gone
-        result = run_profile(options, step, slice_warnings.append)
+        from pearl.runtime.actor_process import IterationProbe
+
+        result = run_profile(options, step, slice_warnings.append, actor_loop=IterationProbe)
     for message in slice_warnings:
         click.echo(f"warning: {message}", err=True)
     if kept is not None:

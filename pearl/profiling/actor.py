@@ -1,9 +1,17 @@
-"""The profiler's timing of an actor's step: its whole iteration at each env count of the act grid (one act
-call, one step of a vector env with its resets and bookkeeping, the transitions copied into a ring of host
-arrays), as an actor process runs it.
+"""The profiler's timing of an actor's step: its whole iteration at each env count of the act grid, as an actor
+process runs it.
+
+The runtime sits above the profiler, so its actor loop reaches here as a factory (`ActorLoop`) from whoever
+composes the two (`pearl profile`, `pearl train` and the quick start pass pearl.runtime.actor_process's
+`IterationProbe`: the process's own iteration, with its schedule and counter bookkeeping, its shared-memory ring
+write and its learner wake-up). Without one, `BareActorLoop` stands in: one act call, one step of a vector env
+with its resets and bookkeeping, the transitions copied into host arrays, which is what the process's iteration
+does less that bookkeeping.
 """
 
 from __future__ import annotations
+
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -21,20 +29,34 @@ from pearl.types import EnvSpec, TransitionBatch
 ACTOR_RING_ROWS = 4096
 
 
+class TimedLoop(Protocol):
+    """One actor iteration a call; close() releases its envs."""
+
+    def __call__(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+#: (adapter, config, spec, envs) → an actor's iteration at `envs` environments, acting on the adapter's device
+ActorLoop = Callable[[Adapter, OffPolicyConfig, EnvSpec, int], TimedLoop]
+
+
 def actor_steps(adapter: Adapter, info: DeviceInfo, workload: Workload, config: OffPolicyConfig,
-                spec: EnvSpec, grid: Grid) -> list[ActorStepTiming]:
-    """An actor's iteration at each env count of the act grid, as an actor process runs it (module docstring)."""
+                spec: EnvSpec, grid: Grid, loop: ActorLoop | None = None) -> list[ActorStepTiming]:
+    """An actor's iteration at each env count of the act grid, `loop`'s (the module docstring; None: the bare
+    loop)."""
+    make = loop or BareActorLoop
     out = []
     for envs in grid.act:
-        loop = _ActorLoop(adapter, config, spec, envs)
-        stats = measure(loop, adapter.synchronize, min_time=IN_SITU_TIME_FACTOR * grid.min_time,
+        timed = make(adapter, config, spec, envs)
+        stats = measure(timed, adapter.synchronize, min_time=IN_SITU_TIME_FACTOR * grid.min_time,
                         warmup=grid.warmup, min_samples=grid.min_samples)
-        loop.stepper.close()
+        timed.close()
         out.append(ActorStepTiming(workload.key, info.id, envs, stats.median_s, stats.samples, "measured"))
     return out
 
 
-class _ActorLoop:
+class BareActorLoop:
     """One actor iteration a call: act on the observations, step the vector env, write the transitions."""
 
     def __init__(self, adapter: Adapter, config: OffPolicyConfig, spec: EnvSpec, envs: int) -> None:
@@ -49,6 +71,9 @@ class _ActorLoop:
             self.act.new_episodes(restart)
         self.stepper.finished.clear()
         self.ring.push(batch)
+
+    def close(self) -> None:
+        self.stepper.close()
 
 
 class _HostRing:

@@ -61,7 +61,7 @@ from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
 from pearl.profile.format import (DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power, Profile, Transfer,
                                   WeightSyncTiming, Workload, save_profile, workload_key)
 from pearl.profiling import power
-from pearl.profiling.actor import actor_steps
+from pearl.profiling.actor import ActorLoop, actor_steps
 from pearl.profiling.grids import GRIDS, Grid, prefill, random_transitions
 from pearl.profiling.learner import LearnerLoop, group_learn, threaded_learn, weight_sync
 from pearl.profiling.options import ProfileOptions
@@ -127,9 +127,11 @@ def _warn(message: str) -> None:
 
 
 def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None = None,
-                warn: Callable[[str], None] = _warn) -> Profile:
+                warn: Callable[[str], None] = _warn, actor_loop: ActorLoop | None = None) -> Profile:
     """Measure this machine; progress(label) is called once per measurement, warn(message) for each GPU slice
-    that could not be measured (it is modelled, or left out, and the message says why)."""
+    that could not be measured (it is modelled, or left out, and the message says why). actor_loop: the actor
+    iteration the actor step times (pearl.profiling.actor; the runtime's `IterationProbe` where the caller has the
+    runtime, None: the bare loop)."""
     grid = GRIDS["quick" if options.quick else "full"]
     measured = workloads(options)  # a bad workload fails before any measuring
     # a path or a shipped descriptor's name; a bad descriptor fails before any measuring
@@ -144,7 +146,7 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
                       "quick" if options.quick else "full", _host())
     found = discover().devices
     targets = [_target(info, descriptors) for info in plan_devices(options, found)]
-    _measure(profile, targets, measured, grid, note, env_steps=True)
+    _measure(profile, targets, measured, grid, note, env_steps=True, actor_loop=actor_loop)
     profile.power = _power(targets, profile, grid)
     wholes = {t.info.id: (t.entry, t.descriptor) for t in targets}
     add_slices(profile, wholes, slices_to_profile(found, list(wholes), options.devices), options, note, warn)
@@ -166,7 +168,7 @@ def _actor_update_s(config: OffPolicyConfig, spec: EnvSpec, actor_s: float, sync
 
 
 def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffPolicyConfig, EnvSpec]], grid: Grid,
-             note: Callable[[str], None], env_steps: bool) -> None:
+             note: Callable[[str], None], env_steps: bool, actor_loop: ActorLoop | None = None) -> None:
     """The targets' entries, and for each workload their kernels, in-situ iteration and weight sync (and the
     env's steps when env_steps), then their transfers, into profile."""
     profile.devices += [t.entry for t in targets]
@@ -179,7 +181,8 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
             note(f"env_step {spec.env_id}")
             actor = _actor_target(targets, config)
             if actor is not None:
-                profile.actor_step += actor_steps(actor.adapter, actor.info, workload, config, spec, grid)
+                profile.actor_step += actor_steps(actor.adapter, actor.info, workload, config, spec, grid,
+                                                  actor_loop)
                 note(f"actor step {actor.info.id}")
         for target in targets:
             if target.adapter.backend not in algorithm(config.algo).kernels:

@@ -18,8 +18,8 @@ import signal
 import subprocess
 import time
 import traceback
-from dataclasses import dataclass
-from typing import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 
@@ -29,8 +29,11 @@ from pearl.device import DeviceId
 from pearl.children import read_payload, start_child
 from pearl.runtime import shm
 from pearl.runtime.seeds import ActorSeeds
-from pearl.schedule import Schedule
+from pearl.schedule import ActorShare, Schedule
 from pearl.types import EnvSpec, WeightSnapshot
+
+if TYPE_CHECKING:
+    from pearl.adapters import Adapter
 
 PARENT_CHECK_S = 0.5  # how often an actor checks that its learner is still alive
 RING_POLL_S = 50e-6  # a full ring empties within one segment of the learner
@@ -100,8 +103,6 @@ def _run(args: ActorArgs, segment: shm.Segment) -> None:
 
     cfg, me = args.config, args.actor_id
     run, mine, myf = segment["run"], segment["actor.ints"][args.actor_id], segment["actor.floats"][args.actor_id]
-    col = {name: shm.ACTOR_INTS.index(name) for name in shm.ACTOR_INTS}
-    fcol = {name: shm.ACTOR_FLOATS.index(name) for name in shm.ACTOR_FLOATS}
     stop, go = shm.RUN_INTS.index("stop"), shm.RUN_INTS.index("go")
     boards = [shm.WeightBoard(segment, args.params, f"weights{s}") for s in range(args.slots)]
     sched = args.schedule
@@ -111,9 +112,10 @@ def _run(args: ActorArgs, segment: shm.Segment) -> None:
     share = build_actor(actor_adapter(args.device, args.descriptor), me, cfg, args.spec, params, args.seeds, sched,
                         args.collected)
     share.weights = tag
-    mine[col["produced"]] = share.collected
+    mine[_COL["produced"]] = share.collected
     ring, episodes = shm.Ring(segment, f"ring{me}"), shm.Ring(segment, f"episodes{me}", EPISODE_FIELDS)
-    mine[col["status"]] = shm.RUNNING
+    iteration = ActorIteration(share, ring, episodes, mine, myf, args.wake_learner)
+    mine[_COL["status"]] = shm.RUNNING
     last_parent_check = time.monotonic()
 
     def keep_waiting(seconds: float = RING_POLL_S, wake: int | None = None) -> bool:
@@ -136,40 +138,112 @@ def _run(args: ActorArgs, segment: shm.Segment) -> None:
         if not keep_waiting():
             return
     while not run[stop] and not share.done:
-        seg_index = share.segment()
-        need = sched.weights_for(seg_index)  # share.needs(), with the segment kept for the wake-up below
-        if share.weights != need:
+        seg_index, need = iteration.begin()
+        if need is not None:
             t0 = time.perf_counter()
             while (got := boards[need % args.slots].read_tag(need)) is None:
                 if not keep_waiting(WEIGHTS_POLL_S, args.wake_actor):
                     return
-            myf[fcol["weights_wait"]] += time.perf_counter() - t0
+            myf[_FCOL["weights_wait"]] += time.perf_counter() - t0
             share.load(need, WeightSnapshot(need, got))
-            mine[col["syncs"]] += 1
+            mine[_COL["syncs"]] += 1
             _count_load(mine, got)
-        batch = share.step()
-        t0 = time.perf_counter()
-        if len(batch) and not ring.push({f: getattr(batch, f) for f in shm.RING_FIELDS}, keep_waiting):
+        if not iteration.step(seg_index, keep_waiting):
             return
-        if share.done or share.segment() != seg_index:  # a share is whole in the ring: the learner may take it
-            shm.wake(args.wake_learner)
-        for episode in share.actor.drain_episodes():
-            episodes.push({"ret": np.array([episode.ret]), "length": np.array([float(episode.length)])},
-                          keep_waiting)
-            mine[col["episodes"]] += 1
-        myf[fcol["ring_wait"]] += time.perf_counter() - t0
-        mine[col["produced"]] = share.collected  # after the rows are in the ring
-        mine[col["dropped"]] = share.dropped
-        clock = share.actor.clock
-        for kernel in ("act", "env_step", "weight_sync"):
-            myf[fcol[kernel]] = clock.seconds.get(kernel, 0.0)
-        mine[col["act_calls"]] = clock.calls.get("act", 0)
-        mine[col["env_calls"]] = clock.calls.get("env_step", 0)
-        mine[col["policy_version"]] = share.weights
     share.actor.close()
 
 
 EPISODE_FIELDS = ("ret", "length")
+_COL = {name: shm.ACTOR_INTS.index(name) for name in shm.ACTOR_INTS}
+_FCOL = {name: shm.ACTOR_FLOATS.index(name) for name in shm.ACTOR_FLOATS}
+
+
+class ActorIteration:
+    """One iteration of an actor process past its weights: its share's step, the rows into its ring, the learner
+    woken when a share is whole, its episodes handed on, its row of counters written. The process runs it, and
+    the profiler times it as it is (`iteration_probe`), so a profile's actor step is what a process spends."""
+
+    def __init__(self, share: ActorShare, ring: shm.Ring, episodes: shm.Ring, mine: np.ndarray, myf: np.ndarray,
+                 wake_learner: int | None) -> None:
+        self.share, self.ring, self.episodes = share, ring, episodes
+        self.mine, self.myf, self.wake_learner = mine, myf, wake_learner
+
+    def begin(self) -> tuple[int, int | None]:
+        """The segment the next step falls in, and the tag of the weights it must load first (None: the loaded
+        ones do)."""
+        seg_index = self.share.segment()
+        need = self.share.schedule.weights_for(seg_index)
+        return seg_index, (need if self.share.weights != need else None)
+
+    def step(self, seg_index: int, wait: Callable[[], bool]) -> bool:
+        """One step, its rows pushed (calling wait() while the ring is full): False when a wait gave up."""
+        share, mine, myf = self.share, self.mine, self.myf
+        batch = share.step()
+        t0 = time.perf_counter()
+        if len(batch) and not self.ring.push({f: getattr(batch, f) for f in shm.RING_FIELDS}, wait):
+            return False
+        if share.done or share.segment() != seg_index:  # a share is whole in the ring: the learner may take it
+            shm.wake(self.wake_learner)
+        for episode in share.actor.drain_episodes():
+            self.episodes.push({"ret": np.array([episode.ret]), "length": np.array([float(episode.length)])}, wait)
+            mine[_COL["episodes"]] += 1
+        myf[_FCOL["ring_wait"]] += time.perf_counter() - t0
+        mine[_COL["produced"]] = share.collected  # after the rows are in the ring
+        mine[_COL["dropped"]] = share.dropped
+        clock = share.actor.clock
+        for kernel in ("act", "env_step", "weight_sync"):
+            myf[_FCOL[kernel]] = clock.seconds.get(kernel, 0.0)
+        mine[_COL["act_calls"]] = clock.calls.get("act", 0)
+        mine[_COL["env_calls"]] = clock.calls.get("env_step", 0)
+        mine[_COL["policy_version"]] = share.weights
+        return True
+
+
+class IterationProbe:
+    """An actor process's iteration, for the profiler to time (`pearl.profiling.actor`): `ActorIteration` on a
+    `VectorActor` of `envs` environments, its rings in this process's memory and emptied after each step (taking
+    the rows is the learner's work), in one segment longer than any timing, so no weights are loaded (the planner
+    prices the loads on their own) and the exploration is the schedule's last."""
+
+    def __init__(self, adapter: "Adapter", config: OffPolicyConfig, spec: EnvSpec, envs: int) -> None:
+        from pearl.algos.params import init_params
+        from pearl.runtime.protocol import VectorActor
+
+        config = replace(config, n_envs=envs, learning_starts=0)
+        act = adapter.make_act(config, spec, init_params(config, spec, seed=0), seed=0)
+        self.actor = VectorActor(0, spec.env_id, spec, envs, act, seed=0)
+        long = PROBE_STEPS
+        schedule = Schedule(total_steps=2 * long, segment_steps=long, updates_per_segment=0, learning_starts=0,
+                            actors=1, lag=0)
+        share = ActorShare(self.actor, schedule, config, collected=long // 2)  # past any exploration decay
+        share.weights = schedule.weights_for(share.segment())
+        capacity = max(PROBE_RING_ROWS, envs)
+        memory = {name: np.zeros(shape, dtype) for name, shape, dtype in
+                  [*shm.ring_specs("ring", capacity, spec), *episode_specs("episodes", capacity)]}
+        self.rings = shm.Ring(memory, "ring"), shm.Ring(memory, "episodes", EPISODE_FIELDS)
+        self.iteration = ActorIteration(share, *self.rings, np.zeros(len(shm.ACTOR_INTS), np.int64),
+                                        np.zeros(len(shm.ACTOR_FLOATS)), None)
+
+    def __call__(self) -> None:
+        seg_index, need = self.iteration.begin()
+        if need is not None or self.iteration.share.done:
+            raise RuntimeError("the probe's segment ran out: time fewer steps than PROBE_STEPS // 2")
+        self.iteration.step(seg_index, _never)
+        for ring in self.rings:
+            ring.ctl[shm.TAIL] = ring.ctl[shm.HEAD]
+
+    def close(self) -> None:
+        self.actor.close()
+
+
+#: env steps of the probe's one segment, half of them still ahead when it starts
+PROBE_STEPS = 1 << 40
+#: rows of the probe's rings (as the local launcher's smallest)
+PROBE_RING_ROWS = 4096
+
+
+def _never() -> bool:
+    raise RuntimeError("the probe's ring is emptied after every step, so it is never full")
 _LOADS, _LOAD_BYTES = shm.ACTOR_INTS.index("loads"), shm.ACTOR_INTS.index("load_bytes")
 
 
