@@ -43,8 +43,11 @@ def test_a_run_folds_into_the_profile_as_its_per_call_times(capsys, planned_run,
     assert json.loads(stdout)["from"] == str(planned_run["profile"])
     calibrated, base = load_profile(out), load_profile(planned_run["profile"])
     key = next(w.key for w in base.workloads if w.env == "CartPole-v1" and w.algo == "dqn")
-    learn = [t for t in calibrated.kernels if (t.workload, t.kernel, t.device, t.batch) == (key, "learn", "cpu", 64)]
+    learn = [t for t in calibrated.kernels if (t.workload, t.kernel, t.device, t.batch) == (key, "learn", "cpu", 64)
+             and t.threads == 1 and t.beside == 0]
     assert len(learn) == 1 and learn[0].source == IN_SITU
+    # the timings at the host's lanes as threads stay: the cost model's thread ratio is read from them
+    assert all(t in calibrated.kernels for t in base.kernels if t.threads > 1 or t.beside > 0)
     assert learn[0].median_s == pytest.approx(result.kernel_seconds["learn"] / result.updates, rel=1e-12)
     act = [t for t in calibrated.kernels if (t.workload, t.kernel, t.device, t.batch) == (key, "act", "cpu", 1)]
     assert act[0].median_s == pytest.approx(result.kernel_seconds["act"] / result.steps, rel=1e-12)
@@ -58,11 +61,19 @@ def test_a_run_folds_into_the_profile_as_its_per_call_times(capsys, planned_run,
     one = [t for t in steps if t.envs == 1]  # the plan's actors step one env each: that entry is the run's
     acts = result.steps  # one env an act call
     assert len(one) == 1 and one[0].source == IN_SITU
-    assert one[0].step_s == pytest.approx((result.kernel_seconds["act"] + result.kernel_seconds["env_step"]) / acts)
+    # the actors' whole iterations as their processes ran them, their weight loads at the profile's figure taken out
+    summary = json.loads((Path(result.run_dir) / "summary.json").read_text())
+    [sync] = [t for t in base.weight_sync if (t.workload, t.device) == (key, "cpu")]
+    busy = (summary["actors"] * summary["train_wall_s"] - summary["waits"]["actor_weights_wait_s"]
+            - summary["traffic"]["weights"]["loads"] * sync.load_s)
+    timed = result.kernel_seconds["act"] + result.kernel_seconds["env_step"]
+    assert one[0].step_s == pytest.approx(max(busy, timed) / acts)
+    assert busy > timed  # the ring writes and the bookkeeping beside act and the env step
     assert all(t in calibrated.actor_step for t in base.actor_step if t.envs != 1)  # the other counts kept
     assert calibrated.calibrations[-1]["run"] == Path(result.run_dir).name
     # what was not folded is the base profile's, figure for figure
-    untouched = [t for t in base.kernels if t.workload != key or t.kernel not in ("learn", "act", "replay_sample")]
+    untouched = [t for t in base.kernels if t.workload != key or t.kernel not in ("learn", "act", "replay_sample")
+                 or t.threads > 1 or t.beside > 0]
     assert all(t in calibrated.kernels for t in untouched)
 
 
@@ -80,6 +91,53 @@ def test_calibration_moves_the_next_plans_prediction_toward_the_run(capsys, plan
     off_after = abs(after.predicted["env_steps_per_s"] - measured)
     # closer, or already as close as one run of this machine repeats (runs of one layout differ ~10 %)
     assert off_after < off_before or off_after <= 0.10 * measured, (before.predicted, after.predicted, measured)
+
+
+def test_a_run_of_several_threads_folds_learn_at_one(capsys, planned_run, tmp_path) -> None:
+    """learn timed at T threads in the run is folded as its one-thread figure, ÷ the profile's T-thread ratio, and
+    the learner's iteration with it, so the planner's thread factor is not applied twice."""
+    base = load_profile(planned_run["profile"])
+    key = next(w.key for w in base.workloads if w.env == "CartPole-v1" and w.algo == "dqn")
+    threaded = [t for t in base.kernels if (t.workload, t.kernel, t.threads > 1, t.beside) == (key, "learn", True, 0)]
+    if not threaded:
+        pytest.skip("a one-lane host: the profile times learn at one thread only")
+    [timed] = threaded
+    run = _copy_run(planned_run, tmp_path)
+    _edit(run / "summary.json", lambda d: d.update(threads=timed.threads))
+    out = tmp_path / "calibrated.json"
+    assert _fold(capsys, str(run), out, "--profile", str(planned_run["profile"]))[0] == 0
+    calibrated, result = load_profile(out), planned_run["result"]
+    ratio = timed.median_s / timed.one_thread_s
+    learn_t = result.kernel_seconds["learn"] / result.updates
+    [learn] = [t for t in calibrated.kernels if (t.workload, t.kernel, t.device, t.batch, t.threads) ==
+               (key, "learn", "cpu", 64, 1)]
+    assert learn.median_s == pytest.approx(learn_t / ratio, rel=1e-12)
+    [in_situ] = [t for t in calibrated.in_situ if (t.workload, t.device) == (key, "cpu")]
+    kernels = sum(result.kernel_seconds[k] for k in ("replay_insert", "replay_sample", "learn", "priority_update"))
+    busy = result.train_wall_s - result.waits["learner_wait_s"]
+    assert in_situ.iteration_s == pytest.approx(max(kernels, busy) / result.updates - learn_t + learn_t / ratio)
+    assert timed in calibrated.kernels  # the T-thread timing, and so the ratio, kept
+
+
+def test_a_run_whose_processes_outnumber_the_lanes_is_folded_with_a_warning(capsys, planned_run, tmp_path) -> None:
+    base = load_profile(planned_run["profile"])
+    lanes = next(d.lanes for d in base.devices if d.id == "cpu")
+    run = _copy_run(planned_run, tmp_path)
+    _edit(run / "summary.json", lambda d: d.update(actors=lanes, threads=1))  # lanes actors + the learner
+    out = tmp_path / "calibrated.json"
+    code, stdout, err = _fold(capsys, str(run), out, "--profile", str(planned_run["profile"]))
+    assert code == 0 and out.exists()
+    assert err.startswith("warning: ") and err.count("\n") == 1 and f"on {lanes} lanes" in err, err
+    assert json.loads(stdout)["contended"] == f"{lanes} actor process(es) and 1 learner thread(s) on {lanes} lanes"
+    real = json.loads((Path(planned_run["result"].run_dir) / "summary.json").read_text())
+    note = load_profile(_fold_plain(capsys, planned_run, tmp_path)).calibrations[-1]
+    assert ("contended" in note) == (real["actors"] + real["threads"] > lanes)
+
+
+def _fold_plain(capsys, planned_run, tmp_path: Path) -> Path:
+    out = tmp_path / "plain.json"
+    assert _fold(capsys, planned_run["result"].run_dir, out)[0] == 0
+    return out
 
 
 def load_profile_plan(path: Path):

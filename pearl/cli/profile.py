@@ -139,6 +139,10 @@ def _profile_from_run(run_dir: str, base: str | None, out: str | None, as_json: 
     calibrated = calibrate(load_profile(base), run, base)
     written = save_profile(calibrated, out)
     note = calibrated.calibrations[-1]
+    if "contended" in note:
+        click.echo(f"warning: run {run.run_id} had {note['contended']}: its figures hold the time they lost to each "
+                   "other, which the planner charges again; calibrate from a run whose processes fit the lanes",
+                   err=True)
     if as_json:
         print_json({"profile": str(written), "from": base, **note})
         return

@@ -9,22 +9,34 @@ own figures are bare kernels timed one at a time, which is why a plan can miss (
 What is folded, for the run's workload (algo, env, network shapes) on the devices the run used:
 
     env_step         env.step seconds per env step as the actor took it  = Σ env_step / steps
-    actor_step       the actor's iteration at n_envs on act's device     = (Σ act + Σ env_step) / act calls
-                     (one act call and one vector-env step, as it ran)
+    actor_step       the actor's iteration at n_envs on act's device:    = (actors × train_wall_s − their waits
+                     everything its process did per step (act, the vector     for weights − loads × the profile's
+                     env step, the ring write, the schedule's and the         load) / act calls, at least
+                     counters' bookkeeping), less its weight loads, which     (Σ act + Σ env_step) / act calls
+                     the planner prices on their own, where the launcher
+                     records the actors' waits
     act              one act call on n_envs observations                  = Σ act / (steps / n_envs)
     replay_sample*   one sample of batch_size rows                        = Σ replay_sample / updates
-    learn            one update at batch_size                             = Σ learn / updates
+    learn            one update at batch_size                             = Σ learn / updates, at one thread:
+                                                                            from a run of T > 1 learner threads
+                                                                            ÷ the profile's T-thread ratio
     priority_update  one update's priorities (prioritized replay only)    = Σ priority_update / updates
     in_situ          the learner's role per update: its wall time less     = (train_wall_s − learner_wait_s)
                      its waits (the loop, publishes and bookkeeping         / updates, at least the sum of
                      beside the kernels), where the launcher records it     its kernels per update
-                     (no first iteration of a segment apart: the busy time holds the run's)
+                     (no first iteration of a segment apart: the busy time holds the run's; from T > 1
+                     threads its learn at one thread, as learn's)
     (* the prioritized draw's timing when the run's replay is prioritized)
 
 Each replaces the profile's figure of the same (workload, kernel, device, batch) (or env, or workload and
 device), or is added when the profile had none, with `source` "in-situ"; the profile's `calibrations` list
 names the run and the entries it replaced. Weight syncs are not folded: a run's `weight_sync` total mixes
 the learner's publishes with every actor's loads.
+
+The figures of a run whose processes outnumbered the host's lanes (its actors and the learner's threads) hold
+the time they lost to each other, which the planner charges again with its contention rows: they are folded all
+the same, and the calibration's note says so (`contended`), so `pearl profile --from-run` can warn; calibrate from
+a run whose processes fit the lanes.
 
 A run from another host (node and platform differ from the profile's), an unfinished or damaged run, or files
 of another schema are refused with a `RunRecordError` naming the file; nothing is written then.
@@ -64,6 +76,19 @@ class RunTimes:
     kernel_seconds: dict[str, float]
     #: the learner's busy seconds (wall less its waits), when the launcher recorded its waits
     learner_busy_s: float | None = None
+    #: the actors' busy seconds, all of them together (actors × wall less their waits for weights), when recorded
+    actors_busy_s: float | None = None
+    actors: int = 1
+    threads: int = 1  # the learner's torch threads
+    loads: int = 0  # weight boards the actors copied
+
+    def actor_iteration(self, load_s: float) -> float:
+        """Seconds of an actor's iteration as its process ran it (the module docstring), its weight loads at
+        `load_s` each taken out."""
+        calls = max(1, self.steps // self.n_envs)
+        timed = self.kernel_seconds.get("act", 0.0) + self.kernel_seconds.get("env_step", 0.0)
+        busy = (self.actors_busy_s or 0.0) - self.loads * load_s
+        return max(timed, busy) / calls
 
     def per_call(self, kernel: str) -> float:
         """Seconds of one call of `kernel` in the run (the module docstring's table)."""
@@ -100,8 +125,12 @@ def read_run(run_dir: str | Path) -> RunTimes:
         n_envs, prioritized = int(hyper["n_envs"]), bool(hyper["prioritized"])
         steps, updates = int(summary["steps"]), int(summary["updates"])
         seconds = {str(k): finite_number(v) for k, v in summary["kernel_seconds"].items()}
-        wait = summary.get("waits", {}).get("learner_wait_s")
-        busy = float(summary["train_wall_s"]) - float(wait) if wait is not None else None
+        waits, wall = summary.get("waits", {}), float(summary["train_wall_s"])
+        wait, actor_wait = waits.get("learner_wait_s"), waits.get("actor_weights_wait_s")
+        busy = wall - float(wait) if wait is not None else None
+        actors, threads = int(summary.get("actors", 1)), int(summary.get("threads", 1))
+        actors_busy = actors * wall - float(actor_wait) if actor_wait is not None else None
+        loads = int(summary.get("traffic", {}).get("weights", {}).get("loads", 0))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise RunRecordError(f"{folder}: config.json or summary.json lacks a usable field ({exc!r}); it is not a "
                              "finished pearl run") from None
@@ -110,8 +139,12 @@ def read_run(run_dir: str | Path) -> RunTimes:
     if steps < 1 or updates < 1 or n_envs < 1:
         raise RunRecordError(f"{folder / 'summary.json'}: the run made {steps} env steps and {updates} updates; "
                              "calibrate from a run that learnt (steps past learning_starts)")
+    if actors < 1 or threads < 1:
+        raise RunRecordError(f"{folder / 'summary.json'}: {actors} actor(s) and {threads} learner thread(s) is not "
+                             "a run pearl made")
     return RunTimes(folder.name, host, workload, placement, n_envs, prioritized, steps, updates,
-                    {k: float(v) for k, v in seconds.items() if v is not None}, busy)
+                    {k: float(v) for k, v in seconds.items() if v is not None}, busy, actors_busy, actors, threads,
+                    loads)
 
 
 def _record(path: Path) -> dict:
@@ -132,13 +165,17 @@ def calibrate(profile: Profile, run: RunTimes, profile_name: str = "the profile"
             raise RunRecordError(f"run {run.run_id} ran on {key} {run.host.get(key)!r}, {profile_name} was measured "
                                  f"on {profile.host.get(key)!r}: calibrate a profile of the machine the run used")
     w, place = run.workload, run.placement
+    learn_s = run.per_call("learn")
+    one_thread = learn_s / _thread_ratio(profile, w.key, place["learn"], run.threads)
     kernels = {("act", place["act"], run.n_envs): run.per_call("act"),
-               ("learn", place["learn"], w.batch_size): run.per_call("learn"),
+               ("learn", place["learn"], w.batch_size): one_thread,
                (sample_timing(run.prioritized), place["replay_sample"], w.batch_size): run.per_call("replay_sample")}
     if run.prioritized:
         kernels[("priority_update", place["priority_update"], w.batch_size)] = run.per_call("priority_update")
     folded = [f"{k} on {d} at batch {b}" for k, d, b in kernels]
-    timings = [t for t in profile.kernels if not (t.workload == w.key and (t.kernel, t.device, t.batch) in kernels)]
+    # the one-thread figures alone: the T-thread timings (and the ratio the cost model reads from them) stay
+    timings = [t for t in profile.kernels if not (t.workload == w.key and (t.kernel, t.device, t.batch) in kernels
+                                                  and t.threads == 1 and t.beside == 0)]
     timings += [KernelTiming(w.key, k, d, b, s, s, s, _calls(run, k), IN_SITU) for (k, d, b), s in kernels.items()]
 
     env_s = run.per_call("env_step")
@@ -147,7 +184,7 @@ def calibrate(profile: Profile, run: RunTimes, profile_name: str = "the profile"
     folded.append(f"env_step of {w.env}")
 
     calls = _calls(run, "act")
-    actor_s = (run.kernel_seconds.get("act", 0.0) + run.kernel_seconds.get("env_step", 0.0)) / calls
+    actor_s = run.actor_iteration(_load_s(profile, w.key, place["act"]))
     mine = (w.key, place["act"], run.n_envs)
     actor_step = [t for t in profile.actor_step if (t.workload, t.device, t.envs) != mine]
     actor_step.append(ActorStepTiming(*mine, actor_s, calls, IN_SITU))
@@ -155,15 +192,43 @@ def calibrate(profile: Profile, run: RunTimes, profile_name: str = "the profile"
 
     rows = max(1, round(run.steps / run.updates))  # env steps, so rows inserted, per update
     in_situ = [t for t in profile.in_situ if (t.workload, t.device) != (w.key, place["learn"])]
-    in_situ.append(InSituTiming(w.key, place["learn"], run.learner_iteration(), run.updates, 1, rows, w.batch_size,
+    iteration = run.learner_iteration() - learn_s + one_thread  # its learn at one thread, as learn's
+    in_situ.append(InSituTiming(w.key, place["learn"], iteration, run.updates, 1, rows, w.batch_size,
                                 run.prioritized, IN_SITU))
     folded.append(f"the learner's iteration on {place['learn']}")
 
     workloads = profile.workloads if any(x.key == w.key for x in profile.workloads) else [*profile.workloads, w]
     note = {"run": run.run_id, "folded": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "workload": w.key, "entries": folded}
+    processes, lanes = run.actors + run.threads, _host_lanes(profile)
+    if lanes is not None and processes > lanes:
+        note["contended"] = f"{run.actors} actor process(es) and {run.threads} learner thread(s) on {lanes} lanes"
     return replace(profile, workloads=workloads, kernels=timings, env_step=env_step, in_situ=in_situ,
                    actor_step=actor_step, calibrations=[*profile.calibrations, note])
+
+
+def _thread_ratio(profile: Profile, workload: str, device: str, threads: int) -> float:
+    """learn at `threads` threads ÷ at one, as the profile timed them side by side (the cost model's ratio); 1 at
+    one thread or where the profile has no such timing."""
+    if threads == 1:
+        return 1.0
+    timed = next((t for t in profile.kernels if (t.workload, t.kernel, t.device, t.threads) ==
+                  (workload, "learn", device, threads) and t.beside == 0), None)
+    if timed is None:
+        return 1.0
+    one = timed.one_thread_s or next((t.median_s for t in profile.kernels if t.threads == 1 and
+                                      (t.workload, t.kernel, t.device, t.batch) ==
+                                      (workload, "learn", device, timed.batch)), timed.median_s)
+    return timed.median_s / one
+
+
+def _load_s(profile: Profile, workload: str, device: str) -> float:
+    """The profile's weight load into the act kernel on `device` (0 where it has none: the loads stay in the step)."""
+    return next((t.load_s for t in profile.weight_sync if (t.workload, t.device) == (workload, device)), 0.0)
+
+
+def _host_lanes(profile: Profile) -> int | None:
+    return next((d.lanes for d in profile.devices if d.id == "cpu"), None)
 
 
 def _calls(run: RunTimes, kernel: str) -> int:

@@ -17,7 +17,7 @@
                    "prioritized", "source", "first_iteration_s" (optional: null)}],
       "weight_sync": [{"workload", "device", "publish_s", "load_s", "samples", "source"}],
       "actor_step": [{"workload", "device", "envs", "step_s", "samples", "source"}],
-      "calibrations": [{"run", "folded", "workload", "entries"}]
+      "calibrations": [{"run", "folded", "workload", "entries", "contended" (optional)}]
     }
 
 - A workload key names the algorithm, env and network shapes (`dqn-CartPole-v1-o4-a2-h256x256`), so a

@@ -18,8 +18,9 @@ What is measured, per workload (algorithm preset with its network shapes) and de
   such iteration after a pause, as a segment's first runs after the learner waited for its actors;
 - weight sync: the learn kernel writing its policy into one flat host array (the runtime's shared weight
   board), and the actor's side, a copy of that array loaded into the act kernel;
-- the actor's step: an actor's whole iteration at each of the act grid's env counts (one act call, one step
-  of a vector env with its resets and bookkeeping, the transitions copied into a ring of host arrays), acting
+- the actor's step: an actor's whole iteration at each of the act grid's env counts, as the actor process runs
+  it when the caller passes the runtime's loop (`actor_loop`; pearl/profiling/actor.py: one act call, one step
+  of a vector env with its resets and bookkeeping, the ring write, the schedule's and counters' bookkeeping), acting
   on the host's `cpu` (or the first device profiled when `cpu` is not): what an actor does per step beyond
   the bare env step and the act kernel is host work, whatever device it acts on.
 Kernel figures follow pearl.profiling.timing.measure_interleaved (rounds over a device's grid points, so
