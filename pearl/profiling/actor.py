@@ -21,7 +21,7 @@ from pearl.algos.params import init_params
 from pearl.envs import EnvStepper
 from pearl.profile.format import ActorStepTiming, Workload
 from pearl.profiling.grids import IN_SITU_TIME_FACTOR, Grid
-from pearl.profiling.timing import measure
+from pearl.profiling.timing import Point, measure_interleaved
 from pearl.types import EnvSpec, TransitionBatch
 
 
@@ -46,14 +46,16 @@ def actor_steps(adapter: Adapter, info: DeviceInfo, workload: Workload, config: 
     """An actor's iteration at each env count of the act grid, `loop`'s (the module docstring; None: the bare
     loop)."""
     make = loop or BareActorLoop
-    out = []
-    for envs in grid.act:
-        timed = make(adapter, config, spec, envs)
-        stats = measure(timed, adapter.synchronize, min_time=IN_SITU_TIME_FACTOR * grid.min_time,
-                        warmup=grid.warmup, min_samples=grid.min_samples)
-        timed.close()
-        out.append(ActorStepTiming(workload.key, info.id, envs, stats.median_s, stats.samples, "measured"))
-    return out
+    loops = [make(adapter, config, spec, envs) for envs in grid.act]
+    try:  # in rounds over the env counts, as the kernel grid: each figure samples the whole span of the host
+        stats = measure_interleaved([Point(timed, adapter.synchronize) for timed in loops], rounds=grid.rounds,
+                                    min_time=IN_SITU_TIME_FACTOR * grid.min_time, warmup=grid.warmup,
+                                    min_samples=grid.min_samples)
+    finally:
+        for timed in loops:
+            timed.close()
+    return [ActorStepTiming(workload.key, info.id, envs, s.median_s, s.samples, "measured")
+            for envs, s in zip(grid.act, stats)]
 
 
 class BareActorLoop:

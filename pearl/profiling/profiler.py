@@ -24,7 +24,8 @@ What is measured, per workload (algorithm preset with its network shapes) and de
   on the host's `cpu` (or the first device profiled when `cpu` is not): what an actor does per step beyond
   the bare env step and the act kernel is host work, whatever device it acts on.
 Kernel figures follow pearl.profiling.timing.measure_interleaved (rounds over a device's grid points, so
-every figure samples the whole sweep), the others timing.measure. Transfers: a 4-byte copy gives the
+every figure samples the whole sweep), and so do the actor's steps (rounds over the env counts); the others
+timing.measure. Transfers: a 4-byte copy gives the
 latency, a large one the bandwidth. Power: NVML, RAPL, else the device's descriptor (modelled). Devices that
 run on the same physical resource (PoCL's CPU device and `cpu`) are marked with the same `shares` value and
 get the same power figures, since they are one resource. GPU slices (MIG instances, MPS shares) this machine
