@@ -49,6 +49,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pearl.device import HOST
 from pearl.errors import RunRecordError
 from pearl.fileio import RUN_SCHEMA, finite_number, read_json
 from pearl.kernels import sample_timing
@@ -85,7 +86,7 @@ class RunTimes:
     def actor_iteration(self, load_s: float) -> float:
         """Seconds of an actor's iteration as its process ran it (the module docstring), its weight loads at
         `load_s` each taken out."""
-        calls = max(1, self.steps // self.n_envs)
+        calls = _calls(self, "act")
         timed = self.kernel_seconds.get("act", 0.0) + self.kernel_seconds.get("env_step", 0.0)
         busy = (self.actors_busy_s or 0.0) - self.loads * load_s
         return max(timed, busy) / calls
@@ -228,7 +229,7 @@ def _load_s(profile: Profile, workload: str, device: str) -> float:
 
 
 def _host_lanes(profile: Profile) -> int | None:
-    return next((d.lanes for d in profile.devices if d.id == "cpu"), None)
+    return next((d.lanes for d in profile.devices if d.id == HOST), None)
 
 
 def _calls(run: RunTimes, kernel: str) -> int:

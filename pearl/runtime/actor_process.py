@@ -161,7 +161,7 @@ _FCOL = {name: shm.ACTOR_FLOATS.index(name) for name in shm.ACTOR_FLOATS}
 class ActorIteration:
     """One iteration of an actor process past its weights: its share's step, the rows into its ring, the learner
     woken when a share is whole, its episodes handed on, its row of counters written. The process runs it, and
-    the profiler times it as it is (`iteration_probe`), so a profile's actor step is what a process spends."""
+    the profiler times it as it is (`IterationProbe`), so a profile's actor step is what a process spends."""
 
     def __init__(self, share: ActorShare, ring: shm.Ring, episodes: shm.Ring, mine: np.ndarray, myf: np.ndarray,
                  wake_learner: int | None) -> None:
