@@ -72,7 +72,10 @@ class GroupLearner(Learner):
         self.clock.add(GROUP_COMM, self.comm.comm_s - comm_s)  # a part of learn's time, shown apart
         self.last_metrics = metrics
         if self.check_every and self.updates % self.check_every == 0:
-            self.check()
+            try:
+                self.check()
+            except RuntimeError as exc:  # the digest's collective meets a closed connection as the update's does
+                raise LearnerGroupLost(self._failure(exc)) from None
         return PriorityUpdate(batch.indices, td_errors)
 
     def check(self) -> None:
