@@ -376,6 +376,27 @@ def test_first_iteration_factor_is_a_segments_first_iteration_over_the_chains() 
         make_profile(_learner_kernels(), in_situ=[{**_in_situ(600e-6), "first_iteration_s": -1.0}])
 
 
+def test_segment_loop_time_is_the_hosts_figure_wherever_learn_runs() -> None:
+    """The learner's loop a segment beyond its kernels is host work: the host's figure for the workload (the nearest
+    measured workload's for another), for every learn device; none in older profiles, and none where the learn
+    device's iteration was folded from a run (its figure holds the run's loop)."""
+    from pearl.profile.format import Workload
+
+    looped = [{**_in_situ(600e-6), "segment_s": 80e-6}, _in_situ(300e-6, device="opencl:0:0")]
+    model = CostModel(make_profile(_learner_kernels() + _learner_kernels("opencl:0:0"), in_situ=looped))
+    assert model.segment_loop_time("cpu", DQN) == pytest.approx(80e-6)
+    assert model.segment_loop_time("opencl:0:0", DQN) == pytest.approx(80e-6)  # the host's loop drives it
+    wider = Workload("dqn-CartPole-v1-o4-a2-h512x512", "dqn", "CartPole-v1", 4, 2, (512, 512), 128, 50_000)
+    assert model.segment_loop_time("cpu", wider) == pytest.approx(80e-6)
+    assert CostModel(make_profile(_learner_kernels(), in_situ=[_in_situ(600e-6)])).segment_loop_time(
+        "cpu", DQN) == 0.0
+    folded = CostModel(make_profile(_learner_kernels(), in_situ=[{**_in_situ(600e-6), "segment_s": 80e-6,
+                                                                   "source": "in-situ"}]))
+    assert folded.segment_loop_time("cpu", DQN) == 0.0
+    with pytest.raises(ProfileError, match=r"in_situ\[0\]\.segment_s"):
+        make_profile(_learner_kernels(), in_situ=[{**_in_situ(600e-6), "segment_s": -1.0}])
+
+
 def test_in_situ_entries_are_validated() -> None:
     with pytest.raises(ProfileError, match=r"in_situ\[0\]\.prioritized"):
         make_profile(_learner_kernels(), in_situ=[{**_in_situ(1e-3), "prioritized": "yes"}])

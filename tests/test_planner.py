@@ -205,6 +205,36 @@ def test_a_segments_first_iteration_is_charged_once_a_segment() -> None:
         assert first.cost == base.cost and first.actor_period == base.actor_period
 
 
+def test_the_learners_segment_loop_is_charged_once_a_segment() -> None:
+    """A profile whose learner loop costs 80 µs a segment beyond its kernels charges the learner 80 µs ÷ the
+    segment's updates with its publishes (Problem.publish), per actor option and for every learn device (the loop
+    is the host's work); learn itself and the actors are left alone."""
+    import dataclasses
+
+    from pearl.costmodel import CostModel
+    from pearl.envs import env_spec
+    from pearl.planner.build import build_problem
+    from pearl.profile.format import load_profile
+    from pearl.schedule import Schedule
+
+    profile = load_profile(REFERENCE)
+    spec = env_spec("CartPole-v1")
+    key = build_problem(profile, CostModel(profile), "dqn", spec)[1].workload
+    plain = dataclasses.replace(profile, in_situ=[dataclasses.replace(t, segment_s=None) for t in profile.in_situ])
+    looped = dataclasses.replace(plain, in_situ=[dataclasses.replace(t, segment_s=80e-6)
+                                                 if (t.workload, t.device) == (key, "cpu") else t
+                                                 for t in plain.in_situ])
+    for config in (preset("dqn", "CartPole-v1"), preset("dqn", "CartPole-v1").replace(train_freq=2, gradient_steps=1,
+                                                                                       n_envs=1)):
+        base, _ = build_problem(plain, CostModel(plain), "dqn", spec, config=config)
+        loop, _ = build_problem(looped, CostModel(looped), "dqn", spec, config=config)
+        for a in base.actor_options():
+            updates = Schedule.for_config(config, a.n).updates_per_segment
+            for d in ("cpu", "opencl:0:0"):
+                assert loop.publish[(a, d)] == pytest.approx(base.publish[(a, d)] + 80e-6 / updates)
+        assert loop.cost == base.cost and loop.actor_period == base.actor_period
+
+
 def test_a_prioritized_config_pays_the_prioritized_draw() -> None:
     """replay_sample of a prioritized config is priced by the profile's replay_sample_prioritized timing, the
     uniform config's by replay_sample; a profile without the prioritized timing prices both by the uniform one."""

@@ -23,8 +23,10 @@ DEVICES = Path(__file__).resolve().parent.parent / "devices"
 @pytest.fixture(scope="module")
 def cpu_profile():
     from pearl.runtime.actor_process import IterationProbe
+    from pearl.runtime.local import segment_overhead
 
-    return run_profile(ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",)), actor_loop=IterationProbe)
+    return run_profile(ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",)), actor_loop=IterationProbe,
+                       segment_loop=segment_overhead)
 
 
 def test_every_device_kernel_is_measured_at_every_grid_point(cpu_profile) -> None:
@@ -75,6 +77,10 @@ def test_the_learner_iteration_is_timed_in_situ(cpu_profile) -> None:
     # a segment's first iteration, after a pause, timed among the same points (its size is the machine's)
     assert t.first_iteration_s is not None and t.first_iteration_s > 0
     assert model.first_iteration_factor("cpu", t.workload) >= 1.0
+    # the local launcher's learner loop a segment, from a collect-only run of one actor process: some time, less
+    # than the run it came from (a tenth of a second at most a segment would be a loop gone wrong)
+    assert t.segment_s is not None and 0 < t.segment_s < 0.1
+    assert model.segment_loop_time("cpu", t.workload) == t.segment_s
 
 
 def test_the_weight_sync_is_timed_on_each_device(cpu_profile) -> None:
@@ -143,6 +149,9 @@ def test_count_matches_what_is_measured(cpu_profile) -> None:
     options = ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",))
     run_profile(options, labels.append)
     assert len(labels) == count_measurements(options)
+    labels.clear()
+    run_profile(options, labels.append, segment_loop=lambda config, spec, seconds: 1e-4)
+    assert len(labels) == count_measurements(options, segment_loop=True)
 
 
 def test_opencl_device_shares_the_host_cores(tmp_path) -> None:
@@ -168,7 +177,7 @@ def test_cli_writes_the_profile_and_a_json_summary(capsys, tmp_path) -> None:
     assert summary["profile"] == str(out) and summary["kernel_measurements"] == 18  # 3 acts, 3 inserts, 4 × 3 batches
     # the progress bar's total is what the sweep does, so the bar ends full and the summary says the same count
     options = ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",))
-    assert summary["timings"] == count_measurements(options)
+    assert summary["timings"] == count_measurements(options, segment_loop=True)  # the CLI lends the segment loop
     assert load_profile(out).mode == "quick"
 
 

@@ -27,6 +27,8 @@
   latency 53 µs, h2d 98 µs), which is what a batch moved from PoCL replay to a `cpu` learner costs.
 - `in_situ_factor(d, w)` and `first_iteration_factor(d, w)`: the learner's iteration as the runtime runs it ÷ its
   kernels timed one at a time, and a segment's first iteration (after the learner waited) ÷ that iteration.
+- `segment_loop_time(d, w)`: seconds of the learner's loop a segment beyond its kernels, the host's figure
+  (`InSituTiming.segment_s`: the loop is host work whatever device learns).
 - `weight_sync_time(d, w)`: the two halves of a weight sync through host memory on device d, (publish by the
   learn kernel, load into the act kernel), as the profile timed them; None where it has no such figure.
 - `actor_env_time(w, e)`: seconds of an actor's env side per iteration of e environments, as an actor runs
@@ -75,7 +77,7 @@ from dataclasses import replace
 from pearl.costmodel.estimate import MEASURED, SCALED, Estimate, PowerEstimate, Series, combine, piecewise
 from pearl.device import HOST_DEVICE
 from pearl.kernels import sample_timing
-from pearl.profile.format import ActorStepTiming, KernelTiming, Power, Profile, Transfer, Workload
+from pearl.profile.format import IN_SITU, ActorStepTiming, KernelTiming, Power, Profile, Transfer, Workload
 from pearl.roofline import Work, kernel_work
 
 __all__ = ["HOST", "CostModel"]
@@ -314,6 +316,21 @@ class CostModel:
         if t is None or t.first_iteration_s is None:
             return 1.0
         return max(1.0, t.first_iteration_s / t.iteration_s)
+
+    def segment_loop_time(self, device: str, workload: str | Workload) -> float:
+        """Seconds of the learner's loop a segment beyond its kernels with learn on `device`: the host's figure for
+        the workload (or the nearest measured one's), the loop being the host's work whatever device learns. 0.0
+        where the profile has none (older profiles) and where `device`'s iteration was folded from a run, whose
+        figure holds the run's loop already."""
+        key = self._in_situ_key(device, workload)
+        mine = self._in_situ.get((key, device)) if key else None
+        if mine is not None and mine.source == IN_SITU:
+            return 0.0
+        host = mine if device == str(HOST_DEVICE) else None
+        if host is None:
+            key = self._in_situ_key(str(HOST_DEVICE), workload)
+            host = self._in_situ.get((key, str(HOST_DEVICE))) if key else None
+        return 0.0 if host is None or host.segment_s is None else host.segment_s
 
     def _in_situ_key(self, device: str, workload: str | Workload) -> str | None:
         """The workload whose in-situ figures on `device` stand for `workload`'s: its own where the profile has them

@@ -29,6 +29,10 @@ with the local launcher's statement (HOST_LAUNCHER), a cluster's with the Ray la
                   learn device (its replay kernels and learn there, in-situ factor included) once a segment, so
                   × segments per iteration (1 ÷ the updates of a segment of option a's schedule); work of the
                   learner's thread, added to its publishes (Problem.publish), as often as they come
+    segment loop  the learner's loop beyond its kernels once a segment (CostModel.segment_loop_time: taking the
+                  actors' shares out of their rings, waking them, the loop's bookkeeping, timed by the profiler
+                  as the local launcher runs it; the Ray learner role's, not profiled, is taken as the same),
+                  × segments per iteration, added to its publishes as the first update is
     batch, td_errors   the statement's samples (replay → learn) and priorities (learn → replay), each message
                   one copy of its arrays, when those kernels sit on different devices
     cluster edges the Ray launcher's transitions, inserts, weights, and its replay server's reads and TD errors,
@@ -178,7 +182,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     cost = _learner_costs(inputs, devices, threads, learners, beside_actors)
     host_lanes = resources[model.resource(inputs.host_device)].lanes if max_actors is None else max_actors
     options = [ActorOption(n, config.n_envs) for n in range(1, host_lanes + 1)]
-    first = _first_iteration_costs(inputs, cost, options)
+    first = _segment_costs(inputs, cost, options)
     publish = {(a, d): s + first.get((a, d), 0.0) for (a, d), s in _publish_costs(inputs, devices, options,
                                                                                   sync_s).items()
                if ("learn", d) in cost}  # a learner group learns on the host device only
@@ -350,18 +354,20 @@ def _publish_costs(inputs: _Inputs, devices: list[str], options: list[ActorOptio
     return publish
 
 
-def _first_iteration_costs(inputs: _Inputs, cost: dict[tuple[str, str], float], options: list[ActorOption]
-                           ) -> dict[tuple[ActorOption, str], float]:
-    """A segment's first learner iteration's surplus, seconds per iteration, per actor option and learn device (the
-    module docstring's "first update")."""
+def _segment_costs(inputs: _Inputs, cost: dict[tuple[str, str], float], options: list[ActorOption]
+                   ) -> dict[tuple[ActorOption, str], float]:
+    """What the learner's thread does once a segment beyond its kernels and publish, seconds per iteration, per
+    actor option and learn device: a segment's first iteration's surplus and the segment loop (the module
+    docstring's "first update" and "segment loop")."""
     out = {}
     for (kernel, d), learn in cost.items():
         if kernel != "learn":
             continue
         f = _profiled(partial(inputs.model.first_iteration_factor, d, inputs.workload))
+        loop = inputs.model.segment_loop_time(d, inputs.workload)
         iteration = learn + sum(cost.get((k, d), 0.0) for k in REPLAY)
         for a in options:
-            out[(a, d)] = (f - 1.0) * iteration * segments_per_iteration(inputs.config, a.n)
+            out[(a, d)] = ((f - 1.0) * iteration + loop) * segments_per_iteration(inputs.config, a.n)
     return out
 
 

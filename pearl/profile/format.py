@@ -14,7 +14,7 @@
       "transfers": [{"device", "direction", "latency_s", "bandwidth_bytes_per_s", "source"}],
       "power": [{"device", "idle_w", "busy_w", "source", "method", "descriptor", "scale"}],
       "in_situ": [{"workload", "device", "iteration_s", "iterations", "inserts", "insert_rows", "batch",
-                   "prioritized", "source", "first_iteration_s" (optional: null)}],
+                   "prioritized", "source", "first_iteration_s" (optional: null), "segment_s" (optional: null)}],
       "weight_sync": [{"workload", "device", "publish_s", "load_s", "samples", "source"}],
       "actor_step": [{"workload", "device", "envs", "step_s", "samples", "source"}],
       "calibrations": [{"run", "folded", "workload", "entries", "contended" (optional)}]
@@ -49,7 +49,12 @@
   model scales the replay and learn kernels of that device by the ratio. `first_iteration_s` (optional; null
   in older profiles and in a figure folded from a run): one iteration after the learner slept a moment, as a
   segment's first update runs after the learner waited for the actors' shares (median, timed in the same
-  rounds); the cost model charges a segment's first iteration at its ratio to `iteration_s`.
+  rounds); the cost model charges a segment's first iteration at its ratio to `iteration_s`. `segment_s`
+  (optional; null in older profiles, on devices other than the host and in a figure folded from a run, whose
+  `iteration_s` holds its loop): the local launcher's learner loop a segment beyond its kernels (taking the
+  actors' shares out of the shared-memory rings, waking the actors, the segment loop's bookkeeping), from a
+  collect-only run of one actor process (`pearl.runtime.local.segment_overhead`); the cost model charges it
+  once a segment, on the learner's thread.
 - `weight_sync` (optional; older profiles lack it): the two halves of handing the policy from the learner to
   an actor process through host memory, on one device: `publish_s`, the learn kernel writing its policy
   weights into host arrays (as into the runtime's shared board), and `load_s`, a copy of those arrays (the
@@ -189,6 +194,7 @@ class InSituTiming:
     prioritized: bool
     source: str
     first_iteration_s: float | None = None  # a segment's first iteration, after a pause (the module docstring)
+    segment_s: float | None = None  # the learner's loop a segment beyond its kernels (the module docstring)
 
 
 @dataclass(frozen=True)
@@ -381,7 +387,8 @@ def parse_profile(data: Any, where: str) -> Profile:
                                         v.integer(t, "inserts", p, 1), v.integer(t, "insert_rows", p, 1),
                                         v.integer(t, "batch", p, 1), v.flag(t, "prioritized", p), v.source(t, p),
                                         v.number(t, "first_iteration_s", p, positive=True)
-                                        if t.get("first_iteration_s") is not None else None)
+                                        if t.get("first_iteration_s") is not None else None,
+                                        v.number(t, "segment_s", p) if t.get("segment_s") is not None else None)
                            for p, t in v.items(data, "in_situ")]
     if "weight_sync" in data:
         profile.weight_sync = [WeightSyncTiming(*keyed(t, p), v.number(t, "publish_s", p), v.number(t, "load_s", p),

@@ -46,20 +46,21 @@ from typing import Any, Callable
 
 import numpy as np
 
+from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import ParamLayout
-from pearl.device import DeviceId
+from pearl.device import HOST_DEVICE, DeviceId
 from pearl.children import close_stderr, stderr_tail
 from pearl.errors import PearlError
 from pearl.runtime import actor_process, shm
 from pearl.runtime.actors import ActorFailed, RestartPolicy
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer
-from pearl.runtime.job import Job, LauncherCapabilities
+from pearl.runtime.job import Job, LauncherCapabilities, Placement
 from pearl.runtime.launcher import SHARES_POLL_S, LoopStats, SegmentLauncher
 from pearl.adapters.group import dead_learner, stop_learners
 from pearl.runtime.learner_group import DEBUG_CHECK_EVERY, GroupLearner, LearnerGroupFailed, form_group
 from pearl.runtime.protocol import Episode, merge_clocks
 from pearl.traffic import TRANSITIONS, WEIGHTS
-from pearl.types import TransitionBatch
+from pearl.types import EnvSpec, TransitionBatch
 
 STARTUP_TIMEOUT_S = 300.0  # an OpenCL actor may compile its program first
 JOIN_GRACE_S = 5.0  # how long finished actors get to exit before they are terminated
@@ -327,3 +328,23 @@ def raise_on_sigterm(seen: threading.Event | None = None) -> Any:
     if threading.current_thread() is not threading.main_thread():
         return None
     return signal.signal(signal.SIGTERM, handler)
+
+
+def segment_overhead(config: OffPolicyConfig, spec: EnvSpec, seconds: float) -> float:
+    """The learner's loop a segment beyond its kernels as this launcher runs it, for the profiler (`run_profile`'s
+    segment_loop): a collect-only run (no updates) of one actor process of one env on the workload's own
+    segments, for `seconds` after the actor is ready; (its wall − the learner's waits for the actor's shares −
+    its replay inserts and weight publishes) ÷ its segments. What is left is taking the shares out of the rings,
+    waking the actors and the segment loop's own bookkeeping, which no kernel timing holds."""
+    config = dataclasses.replace(config, n_envs=1, total_steps=SEGMENT_PROBE_STEPS)
+    job = Job(config, spec, Placement.single(HOST_DEVICE), seed=0, actors=1, threads=1, learn=False)
+    launcher = LocalLauncher(job)
+    stats = launcher.run(max_seconds=seconds)
+    kernels = sum(clock.seconds.get(k, 0.0) for clock in launcher.role.clocks() for k in ("replay_insert",
+                                                                                          "weight_sync"))
+    segments = max(1, stats.steps // launcher.schedule.segment_steps)
+    return max(0.0, (stats.wall_s - stats.waits["learner_wait_s"] - kernels) / segments)
+
+
+#: env steps of the segment probe's run: more than it reaches in its seconds
+SEGMENT_PROBE_STEPS = 1 << 30
