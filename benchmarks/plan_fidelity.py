@@ -24,7 +24,12 @@ then over every (workload, layout), and over the plans alone, the median and wor
 workload's level (its layouts' median predicted ÷ measured) and the error with it divided out (`summary`); and per
 workload the plan's measured speed ÷ the best measured layout's among those the planner could choose (where the
 workload fixes the envs per actor, the layouts with that many; the others are trained for the table and the
-error figures, and the ratio to the best of them is printed beside it). `--out` keeps every figure as JSON.
+error figures, and the ratio to the best of them is printed beside it). Beside every run a gauge (`HostGauge`)
+times two pieces of the workload's work in this process, before and after the run, against the profile's own
+figures for them: each table's `host` column is the host's speed during the runs ÷ at the profile,
+and `÷ host` the error with each run's prediction scaled by it. On a machine whose speed drifts between the
+profile and the runs, those figures are the model's own error, the others the model's and the host's together.
+`--out` keeps every figure as JSON.
 `--rescore FILE` trains nothing: it takes a run's JSON, predicts every layout again from the profile and plan
 that run saved (in its workload folders, or under `--root`), and prints the tables and summary anew, so the
 model can be judged again on the same measurements after it changes.
@@ -38,12 +43,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -104,10 +111,11 @@ def profile_and_plan(w: Workload, folder: Path):
     from pearl.profiling.options import ProfileOptions
     from pearl.profiling.profiler import run_profile
     from pearl.runtime.actor_process import IterationProbe
+    from pearl.runtime.local import segment_overhead
 
     profile = save_profile(run_profile(ProfileOptions(quick=True, algos=(w.algo,), env=w.env, hidden=w.hidden,
                                                       batch_size=w.batch, devices=("cpu",)),
-                                       actor_loop=IterationProbe),
+                                       actor_loop=IterationProbe, segment_loop=segment_overhead),
                            folder / "profile.json")
     plan = make_plan(profile, w.algo, w.env, envs=w.envs if w.envs == "auto" else int(w.envs), config=config_of(w))
     return profile, plan, save_plan(plan, folder / "plan.json")
@@ -167,6 +175,52 @@ def layout_plan(plan_file: Path, layout: Layout) -> Path:
     return out
 
 
+class HostGauge:
+    """How fast this host runs the workload's own work now, against the moment its profile timed it: the
+    learner's in-situ iteration (the profiler's `LearnerLoop`, the profile's `in_situ` figure) and an actor
+    process's iteration at one env (`IterationProbe`, the profile's `actor_step` at one env), timed in
+    alternating blocks in this process while nothing else of the benchmark runs. `reading()` is the geometric
+    mean of the two medians' ratios to the profile's figures (> 1: the host runs that work slower now). The VM
+    this was written on drifts 10-25 % over minutes; dividing each run's prediction by the reading beside it
+    separates the model's error from the host's."""
+
+    def __init__(self, w: Workload, profile: Path) -> None:
+        from pearl.adapters import open_adapter
+        from pearl.envs import env_spec
+        from pearl.profiling.grids import GRIDS
+        from pearl.profiling.learner import LearnerLoop
+        from pearl.runtime.actor_process import IterationProbe
+
+        data = json.loads(profile.read_text())
+        self.profiled = [next(t["iteration_s"] for t in data["in_situ"] if t["device"] == "cpu"),
+                         next(t["step_s"] for t in data["actor_step"] if t["device"] == "cpu" and t["envs"] == 1)]
+        cfg, spec = config_of(w), env_spec(w.env)
+        self.adapter = open_adapter("cpu", threads=1)
+        self.learner = partial(LearnerLoop, self.adapter, cfg, spec, GRIDS["quick"])
+        self.actor = IterationProbe(self.adapter, cfg, spec, 1)
+        self.last: list[float] = []
+
+    def reading(self) -> float:
+        from pearl.adapters import open_adapter
+        from pearl.profiling.learner import IN_SITU_CHAIN
+        from pearl.profiling.timing import Point, measure_interleaved
+
+        open_adapter("cpu", threads=1)  # a run of two learner threads leaves torch's count at two
+        learner = self.learner()  # afresh: learn slows or speeds as its weights and moments move
+        stats = measure_interleaved([Point(learner.chain, self.adapter.synchronize),
+                                     Point(self.actor, self.adapter.synchronize)],
+                                    rounds=GAUGE_ROUNDS, min_time=GAUGE_SECONDS, warmup=3, min_samples=GAUGE_ROUNDS)
+        self.last = [stats[0].median_s / IN_SITU_CHAIN, stats[1].median_s]
+        return statistics.geometric_mean(t / t0 for t, t0 in zip(self.last, self.profiled))
+
+    def close(self) -> None:
+        self.actor.close()
+
+
+#: a gauge reading: its two points in this many alternating blocks, this many seconds each point in all
+GAUGE_ROUNDS, GAUGE_SECONDS = 4, 0.3
+
+
 def train_layout(w: Workload, plan_file: Path, layout: Layout, seconds: float, runs: Path) -> float:
     """Learning-phase env steps/s of one run of `layout`."""
     result = _train(w, plan_file, layout, seconds, runs)
@@ -205,23 +259,33 @@ def calibrated(w: Workload, profile: Path, plan, plan_file: Path, seconds: float
 def run_workload(w: Workload, passes: int, seconds: float, folder: Path, calibrate: bool = False) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     profile, plan, plan_file = profile_and_plan(w, folder)
-    if calibrate:
-        profile, plan, plan_file = calibrated(w, profile, plan, plan_file, seconds, folder)
-    todo = layouts(w, profile, plan)
-    measured: dict[int, list[float]] = {i: [] for i in range(len(todo))}
-    for p in range(passes):
-        order = list(range(len(todo))) if p % 2 == 0 else list(reversed(range(len(todo))))
-        for i in order:
-            lay = todo[i]
-            speed = train_layout(w, plan_file, lay, seconds, folder / "runs")
-            measured[i].append(speed)
-            print(f"  pass {p + 1}/{passes}: {lay.actors} actor(s) × {lay.envs} env(s), {lay.threads} thread(s): "
-                  f"{speed:,.0f} env steps/s (predicted {lay.predicted:,.0f})", flush=True)
+    gauge = HostGauge(w, folder / "profile.json")
+    try:
+        if calibrate:
+            profile, plan, plan_file = calibrated(w, profile, plan, plan_file, seconds, folder)
+        todo = layouts(w, profile, plan)
+        measured: dict[int, list[float]] = {i: [] for i in range(len(todo))}
+        hosts: dict[int, list[float]] = {i: [] for i in range(len(todo))}
+        before = gauge.reading()
+        for p in range(passes):
+            order = list(range(len(todo))) if p % 2 == 0 else list(reversed(range(len(todo))))
+            for i in order:
+                lay = todo[i]
+                speed = train_layout(w, plan_file, lay, seconds, folder / "runs")
+                after = gauge.reading()
+                measured[i].append(speed)
+                hosts[i].append(math.sqrt(before * after))
+                before = after
+                print(f"  pass {p + 1}/{passes}: {lay.actors} actor(s) × {lay.envs} env(s), {lay.threads} thread(s): "
+                      f"{speed:,.0f} env steps/s (predicted {lay.predicted:,.0f}; the host at {1 / hosts[i][-1]:.2f}× "
+                      f"its speed at the profile)", flush=True)
+    finally:
+        gauge.close()
     rows = []
     for i, lay in enumerate(todo):
         mean = statistics.fmean(measured[i])
-        rows.append({**asdict(lay), "measured": mean, "passes": measured[i],
-                     "error": abs(lay.predicted - mean) / mean})
+        rows.append({**asdict(lay), "measured": mean, "passes": measured[i], "hosts": hosts[i],
+                     "error": abs(lay.predicted - mean) / mean, **host_divided(lay.predicted, measured[i], hosts[i])})
     result = {"workload": w.name, "folder": str(folder), "profile": profile.name, "plan_file": plan_file.name,
               "plan": {"actors": plan.actors, "envs": plan.envs_per_actor, "threads": plan.threads,
                        "predicted": plan.predicted["env_steps_per_s"], "bottleneck": plan.bottleneck},
@@ -229,40 +293,73 @@ def run_workload(w: Workload, passes: int, seconds: float, folder: Path, calibra
     return {**result, **plan_ratios(w, rows)}
 
 
+def host_divided(predicted: float, passes: list[float], hosts: list[float]) -> dict[str, float]:
+    """The prediction at each run's host speed (÷ the gauge's reading, the mean of those before and after it)
+    against the measured mean, and the measured speeds at the profile's host speed (× the reading), for the
+    plan's choice."""
+    at_runs = statistics.fmean(predicted / h for h in hosts)
+    mean = statistics.fmean(passes)
+    return {"host_error": abs(at_runs - mean) / mean,
+            "measured_at_profile": statistics.fmean(m * h for m, h in zip(passes, hosts))}
+
+
 def plan_ratios(w: Workload, rows: list[dict]) -> dict[str, float]:
     """The plan's measured speed ÷ the best measured layout's among those the planner could choose (with envs
-    per actor fixed by the workload, the layouts with that many), and ÷ the best of every layout measured."""
+    per actor fixed by the workload, the layouts with that many), and ÷ the best of every layout measured; with
+    the gauge's readings, the first ratio again on the speeds at the profile's host speed."""
     mine = next(r for r in rows if r["plan"])
     choices = [r for r in rows if w.envs == "auto" or r["envs"] == int(w.envs)]
-    return {"plan_vs_best": mine["measured"] / max(r["measured"] for r in choices),
-            "plan_vs_any": mine["measured"] / max(r["measured"] for r in rows)}
+    out = {"plan_vs_best": mine["measured"] / max(r["measured"] for r in choices),
+           "plan_vs_any": mine["measured"] / max(r["measured"] for r in rows)}
+    if all("measured_at_profile" in r for r in rows):
+        out["plan_vs_best_at_profile"] = (mine["measured_at_profile"]
+                                          / max(r["measured_at_profile"] for r in choices))
+    return out
 
 
 def print_table(result: dict) -> None:
+    gauged = all("host_error" in r for r in result["rows"])
     print(f"\n{result['workload']}: plan {result['plan']['actors']} actor(s) × {result['plan']['envs']} env(s), "
           f"{result['plan'].get('threads', 1)} learner thread(s), bound by {result['plan']['bottleneck']}")
-    print(f"  {'layout':28} {'predicted':>10} {'measured':>10} {'error':>7}  binding")
+    print(f"  {'layout':28} {'predicted':>10} {'measured':>10} {'error':>7}" +
+          (f" {'host':>5} {'÷ host':>7}" if gauged else "") + "  binding")
     for r in result["rows"]:
         tag = f"{r['actors']}×{r['envs']}, {r['threads']} thr" + ("  (plan)" if r["plan"] else "")
-        print(f"  {tag:28} {r['predicted']:10,.0f} {r['measured']:10,.0f} {r['error']:7.1%}  {r['binding']}")
+        host = (f" {1 / statistics.fmean(r['hosts']):5.2f} {r['host_error']:7.1%}" if gauged else "")
+        print(f"  {tag:28} {r['predicted']:10,.0f} {r['measured']:10,.0f} {r['error']:7.1%}{host}  {r['binding']}")
     print(f"  plan's measured ÷ best measured layout it could choose: {result['plan_vs_best']:.2f} (÷ the best of "
-          f"every layout measured: {result.get('plan_vs_any', result['plan_vs_best']):.2f})")
+          f"every layout measured: {result.get('plan_vs_any', result['plan_vs_best']):.2f}" +
+          (f"; at the profile's host speed: {result['plan_vs_best_at_profile']:.2f}"
+           if "plan_vs_best_at_profile" in result else "") + ")")
+    if gauged:
+        print("  host: its speed during the run ÷ at the profile (the gauge); ÷ host: the error with the prediction "
+              "scaled by it")
 
 
 def summary(results: list[dict]) -> dict:
     """The error over every layout and over the plans; and the same with each workload's level divided out (its
     layouts' median predicted ÷ measured, `levels`): how well the model tells one workload's layouts apart, which
-    the plan's choice rests on, apart from how far its profile's figures sit from the runs' as a whole."""
+    the plan's choice rests on, apart from how far its profile's figures sit from the runs' as a whole. With the
+    gauge's readings (`HostGauge`), the errors and the plan's ratio again with the host's drift divided out."""
     every = [r["error"] for res in results for r in res["rows"]]
     plans = [r["error"] for res in results for r in res["rows"] if r["plan"]]
     ratios = [res["plan_vs_best"] for res in results]
     levels = [statistics.median(r["predicted"] / r["measured"] for r in res["rows"]) for res in results]
     relative = [abs(r["predicted"] / r["measured"] / level - 1) for res, level in zip(results, levels)
                 for r in res["rows"]]
-    return {"layouts": len(every), "median_error": statistics.median(every), "worst_error": max(every),
-            "plan_median_error": statistics.median(plans), "plan_worst_error": max(plans),
-            "plan_vs_best_min": min(ratios), "levels": levels,
-            "relative_median_error": statistics.median(relative), "relative_worst_error": max(relative)}
+    out = {"layouts": len(every), "median_error": statistics.median(every), "worst_error": max(every),
+           "plan_median_error": statistics.median(plans), "plan_worst_error": max(plans),
+           "plan_vs_best_min": min(ratios), "levels": levels,
+           "relative_median_error": statistics.median(relative), "relative_worst_error": max(relative)}
+    if all("plan_vs_best_at_profile" in res for res in results):
+        hosted = [r["host_error"] for res in results for r in res["rows"]]
+        hosted_plans = [r["host_error"] for res in results for r in res["rows"] if r["plan"]]
+        speeds = [1 / h for res in results for r in res["rows"] for h in r["hosts"]]
+        out.update(host_median_error=statistics.median(hosted), host_worst_error=max(hosted),
+                   host_plan_median_error=statistics.median(hosted_plans), host_plan_worst_error=max(hosted_plans),
+                   host_plan_vs_best_min=min(res["plan_vs_best_at_profile"] for res in results),
+                   host_speed_range=[min(speeds), max(speeds)])
+    return out
 
 
 def rescore(path: Path, root: str | None) -> None:
@@ -278,10 +375,13 @@ def rescore(path: Path, root: str | None) -> None:
         for r in result["rows"]:
             x = predict(r["actors"], r["envs"], r["threads"])
             if x is None:
-                r.update(predicted=0.0, binding="infeasible", error=1.0, plan=False)
+                r.update(predicted=0.0, binding="infeasible", error=1.0, plan=False,
+                         **({"host_error": 1.0} if "hosts" in r else {}))
                 continue
             r.update(predicted=x.predicted, binding=x.binding, error=abs(x.predicted - r["measured"]) / r["measured"],
                      plan=x.plan)
+            if "hosts" in r:
+                r.update(host_divided(x.predicted, r["passes"], r["hosts"]))
         result["plan"].update(threads=plan.threads, predicted=plan.predicted["env_steps_per_s"],
                               bottleneck=plan.bottleneck)
         if not any(r["plan"] for r in result["rows"]):
@@ -346,6 +446,12 @@ def print_summary(s: dict, workloads: int) -> None:
     print(f"each workload's level (its layouts' median predicted ÷ measured): "
           f"{', '.join(f'{x:.2f}' for x in s['levels'])}; with it divided out, the error over every layout: median "
           f"{s['relative_median_error']:.1%}, worst {s['relative_worst_error']:.1%}")
+    if "host_median_error" in s:
+        lo, hi = s["host_speed_range"]
+        print(f"the host ran at {lo:.2f}-{hi:.2f}× its speed at the profiles (the gauge, beside every run); with "
+              f"that divided out: median {s['host_median_error']:.1%}, worst {s['host_worst_error']:.1%}; the plans "
+              f"alone: median {s['host_plan_median_error']:.1%}, worst {s['host_plan_worst_error']:.1%}; the plan "
+              f"at least {s['host_plan_vs_best_min']:.2f}× the best layout it could choose")
 
 
 def main() -> None:
