@@ -326,10 +326,8 @@ class CostModel:
         mine = self._in_situ.get((key, device)) if key else None
         if mine is not None and mine.source == IN_SITU:
             return 0.0
-        host = mine if device == str(HOST_DEVICE) else None
-        if host is None:
-            key = self._in_situ_key(str(HOST_DEVICE), workload)
-            host = self._in_situ.get((key, str(HOST_DEVICE))) if key else None
+        key = self._in_situ_key(HOST, workload)
+        host = self._in_situ.get((key, HOST)) if key else None
         return 0.0 if host is None or host.segment_s is None else host.segment_s
 
     def _in_situ_key(self, device: str, workload: str | Workload) -> str | None:
