@@ -110,12 +110,11 @@ def profile_and_plan(w: Workload, folder: Path):
     from pearl.profile.format import save_profile
     from pearl.profiling.options import ProfileOptions
     from pearl.profiling.profiler import run_profile
-    from pearl.runtime.actor_process import IterationProbe
-    from pearl.runtime.local import segment_overhead
+    from pearl.runtime.local import PROBES
 
     profile = save_profile(run_profile(ProfileOptions(quick=True, algos=(w.algo,), env=w.env, hidden=w.hidden,
                                                       batch_size=w.batch, devices=("cpu",)),
-                                       actor_loop=IterationProbe, segment_loop=segment_overhead),
+                                       probes=PROBES),
                            folder / "profile.json")
     plan = make_plan(profile, w.algo, w.env, envs=w.envs if w.envs == "auto" else int(w.envs), config=config_of(w))
     return profile, plan, save_plan(plan, folder / "plan.json")

@@ -23,8 +23,7 @@ from pearl.errors import PearlError
 from pearl.profile.format import Profile
 from pearl.profiling.options import ProfileOptions
 from pearl.profiling.profiler import run_profile
-from pearl.runtime.actor_process import IterationProbe
-from pearl.runtime.local import segment_overhead
+from pearl.runtime.local import PROBES
 
 
 def main() -> int:
@@ -42,8 +41,7 @@ def main() -> int:
         runs, walls = [], []
         for _ in range(args.runs):
             t0 = time.perf_counter()
-            runs.append(run_profile(options, actor_loop=IterationProbe,
-                                    segment_loop=segment_overhead))
+            runs.append(run_profile(options, probes=PROBES))
             walls.append(time.perf_counter() - t0)
     except PearlError as exc:
         print(f"error: {exc}", file=sys.stderr)

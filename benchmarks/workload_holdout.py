@@ -50,16 +50,14 @@ def measure(devices: tuple[str, ...], out: Path, passes: int) -> Profile:
     passes' medians (load from other work on a shared machine only ever adds time)."""
     from pearl.profiling.options import ProfileOptions
     from pearl.profiling.profiler import run_profile
-    from pearl.runtime.actor_process import IterationProbe
-    from pearl.runtime.local import segment_overhead
+    from pearl.runtime.local import PROBES
 
     merged: Profile | None = None
     for i in range(passes):
         for algo, env, hidden, batch in SHAPES:
             print(f"pass {i + 1}/{passes}: profiling {algo} {env} hidden {hidden} batch {batch}", flush=True)
             one = run_profile(ProfileOptions(quick=True, algos=(algo,), env=env, hidden=hidden, batch_size=batch,
-                                             devices=devices or None), actor_loop=IterationProbe,
-                                   segment_loop=segment_overhead)
+                                             devices=devices or None), probes=PROBES)
             merged = one if merged is None else _lowest(merge_profiles(merged, one, str(out)), merged)
             save_profile(merged, out)  # an interrupted sweep keeps what it measured
     assert merged is not None

@@ -70,8 +70,7 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
     from pearl.profile.format import save_profile
     from pearl.profiling.options import ProfileOptions
     from pearl.profiling.profiler import count_measurements, run_profile
-    from pearl.runtime.actor_process import IterationProbe
-    from pearl.runtime.local import segment_overhead
+    from pearl.runtime.local import PROBES
     from pearl.fileio import check_writable
     from pearl.runtime.record import check_runs_dir
     from pearl.algos import algorithm, preset
@@ -88,7 +87,7 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
     if reprofile or not reusable(path, algo):
         say(f"1/3 profiling this machine (quick) into {path} ...")
         options = ProfileOptions(quick=True, algos=(algo,))
-        with _progress(progress, count_measurements(options, segment_loop=True), "profile", "timing") as bar:
+        with _progress(progress, count_measurements(options, PROBES), "profile", "timing") as bar:
             done = [0]
 
             def step(_label: str) -> None:
@@ -96,8 +95,7 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
                 bar(done[0])
 
             bar(0)  # the rate counts from here
-            save_profile(run_profile(options, step, actor_loop=IterationProbe,
-                                     segment_loop=segment_overhead), path)
+            save_profile(run_profile(options, step, probes=PROBES), path)
     else:
         say(f"1/3 reusing the profile {path} (measured here less than a week ago; --reprofile measures again)")
     plan = make_plan(path, algo, env, "throughput")

@@ -14,7 +14,7 @@ from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
 from pearl.profile.format import ProfileError, load_profile, save_profile
 from pearl.profiling.power import rapl_domains
 from pearl.profiling.options import ProfileOptions
-from pearl.profiling.profiler import count_measurements, run_profile
+from pearl.profiling.profiler import RuntimeProbes, count_measurements, run_profile
 
 
 DEVICES = Path(__file__).resolve().parent.parent / "devices"
@@ -22,11 +22,9 @@ DEVICES = Path(__file__).resolve().parent.parent / "devices"
 
 @pytest.fixture(scope="module")
 def cpu_profile():
-    from pearl.runtime.actor_process import IterationProbe
-    from pearl.runtime.local import segment_overhead
+    from pearl.runtime.local import PROBES
 
-    return run_profile(ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",)), actor_loop=IterationProbe,
-                       segment_loop=segment_overhead)
+    return run_profile(ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",)), probes=PROBES)
 
 
 def test_every_device_kernel_is_measured_at_every_grid_point(cpu_profile) -> None:
@@ -150,8 +148,9 @@ def test_count_matches_what_is_measured(cpu_profile) -> None:
     run_profile(options, labels.append)
     assert len(labels) == count_measurements(options)
     labels.clear()
-    run_profile(options, labels.append, segment_loop=lambda config, spec, seconds: 1e-4)
-    assert len(labels) == count_measurements(options, segment_loop=True)
+    looped = RuntimeProbes(segment_loop=lambda config, spec, seconds: 1e-4)
+    run_profile(options, labels.append, probes=looped)
+    assert len(labels) == count_measurements(options, looped)
 
 
 def test_opencl_device_shares_the_host_cores(tmp_path) -> None:
@@ -177,7 +176,9 @@ def test_cli_writes_the_profile_and_a_json_summary(capsys, tmp_path) -> None:
     assert summary["profile"] == str(out) and summary["kernel_measurements"] == 18  # 3 acts, 3 inserts, 4 × 3 batches
     # the progress bar's total is what the sweep does, so the bar ends full and the summary says the same count
     options = ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",))
-    assert summary["timings"] == count_measurements(options, segment_loop=True)  # the CLI lends the segment loop
+    from pearl.runtime.local import PROBES
+
+    assert summary["timings"] == count_measurements(options, PROBES)  # the CLI lends the runtime's probes
     assert load_profile(out).mode == "quick"
 
 

@@ -71,10 +71,11 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
 
         kept = load_profile(path)
         check_same_machine(kept, {"cpu": cpu_name(), "cores": cpu_lanes()}, path)
+    from pearl.runtime.local import PROBES
+
     t0 = time.perf_counter()
     # one unit per timing block (each kernel point is timed in several rounds; the profile keeps their median)
-    with Progress(count_measurements(options, segment_loop=True), enabled=not as_json, label="profile",
-                  unit="timing") as bar:
+    with Progress(count_measurements(options, PROBES), enabled=not as_json, label="profile", unit="timing") as bar:
         done = [0]
 
         def step(_label: str) -> None:
@@ -83,11 +84,7 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
 
         bar(0)  # the rate counts from here
         slice_warnings: list[str] = []  # GPU slices that could not be measured: shown once the bar is gone
-        from pearl.runtime.actor_process import IterationProbe
-        from pearl.runtime.local import segment_overhead
-
-        result = run_profile(options, step, slice_warnings.append, actor_loop=IterationProbe,
-                             segment_loop=segment_overhead)
+        result = run_profile(options, step, slice_warnings.append, probes=PROBES)
     for message in slice_warnings:
         click.echo(f"warning: {message}", err=True)
     if kept is not None:

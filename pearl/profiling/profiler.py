@@ -19,7 +19,7 @@ What is measured, per workload (algorithm preset with its network shapes) and de
 - weight sync: the learn kernel writing its policy into one flat host array (the runtime's shared weight
   board), and the actor's side, a copy of that array loaded into the act kernel;
 - the actor's step: an actor's whole iteration at each of the act grid's env counts, as the actor process runs
-  it when the caller passes the runtime's loop (`actor_loop`; pearl/profiling/actor.py: one act call, one step
+  it when the caller lends the runtime's loop (`RuntimeProbes`; pearl/profiling/actor.py: one act call, one step
   of a vector env with its resets and bookkeeping, the ring write, the schedule's and counters' bookkeeping), acting
   on the host's `cpu` (or the first device profiled when `cpu` is not): what an actor does per step beyond
   the bare env step and the act kernel is host work, whatever device it acts on.
@@ -76,6 +76,20 @@ from pearl.types import EnvSpec, PriorityUpdate
 GENERIC_CPU_DESCRIPTOR = "generic-x86-server-cpu.toml"
 #: (config, spec, seconds) → the learner's loop a segment beyond its kernels, timed for about that long
 SegmentLoop = Callable[[OffPolicyConfig, EnvSpec, float], float]
+
+
+@dataclass(frozen=True)
+class RuntimeProbes:
+    """What a caller that has the runtime lends the profiler, which sits below it (pearl.runtime.local.PROBES):
+    `actor_loop`, the actor iteration the actor step times (pearl.profiling.actor; None: the bare loop);
+    `segment_loop`, the learner's loop a segment beyond its kernels (None: not timed, and the cost model charges
+    none)."""
+
+    actor_loop: ActorLoop | None = None
+    segment_loop: SegmentLoop | None = None
+
+
+NO_PROBES = RuntimeProbes()
 #: the in-situ learner iteration's labels among the kernel grid's points (progress lines): its chains, and a
 #: segment's first iteration (after a pause)
 IN_SITU_POINT, FIRST_POINT = "in-situ learner iteration", "in-situ first iteration of a segment"
@@ -131,14 +145,10 @@ def _warn(message: str) -> None:
 
 
 def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None = None,
-                warn: Callable[[str], None] = _warn, actor_loop: ActorLoop | None = None,
-                segment_loop: SegmentLoop | None = None) -> Profile:
+                warn: Callable[[str], None] = _warn, probes: RuntimeProbes = NO_PROBES) -> Profile:
     """Measure this machine; progress(label) is called once per measurement, warn(message) for each GPU slice
-    that could not be measured (it is modelled, or left out, and the message says why). The runtime sits above
-    the profiler, so a caller that has it lends it: actor_loop, the actor iteration the actor step times
-    (pearl.profiling.actor; the runtime's `IterationProbe`, None: the bare loop); segment_loop, the learner's
-    loop a segment beyond its kernels (the runtime's `segment_overhead`; None: not timed, and the cost model
-    charges none)."""
+    that could not be measured (it is modelled, or left out, and the message says why). probes: what the
+    caller lends of the runtime (`RuntimeProbes`)."""
     grid = GRIDS["quick" if options.quick else "full"]
     measured = workloads(options)  # a bad workload fails before any measuring
     # a path or a shipped descriptor's name; a bad descriptor fails before any measuring
@@ -153,8 +163,7 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
                       "quick" if options.quick else "full", _host())
     found = discover().devices
     targets = [_target(info, descriptors) for info in plan_devices(options, found)]
-    _measure(profile, targets, measured, grid, note, env_steps=True, actor_loop=actor_loop,
-             segment_loop=segment_loop)
+    _measure(profile, targets, measured, grid, note, env_steps=True, probes=probes)
     profile.power = _power(targets, profile, grid)
     wholes = {t.info.id: (t.entry, t.descriptor) for t in targets}
     add_slices(profile, wholes, slices_to_profile(found, list(wholes), options.devices), options, note, warn)
@@ -176,10 +185,9 @@ def _actor_update_s(config: OffPolicyConfig, spec: EnvSpec, actor_s: float, sync
 
 
 def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffPolicyConfig, EnvSpec]], grid: Grid,
-             note: Callable[[str], None], env_steps: bool, actor_loop: ActorLoop | None = None,
-             segment_loop: SegmentLoop | None = None) -> None:
+             note: Callable[[str], None], env_steps: bool, probes: RuntimeProbes = NO_PROBES) -> None:
     """The targets' entries, and for each workload their kernels, in-situ iteration (on the host with the
-    segment loop's figure, where segment_loop is given) and weight sync (and the env's steps when env_steps),
+    segment loop's figure, where the probes have one) and weight sync (and the env's steps when env_steps),
     then their transfers, into profile."""
     profile.devices += [t.entry for t in targets]
     for config, spec in measured:
@@ -192,7 +200,7 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
             actor = _actor_target(targets, config)
             if actor is not None:
                 profile.actor_step += actor_steps(actor.adapter, actor.info, workload, config, spec, grid,
-                                                  actor_loop)
+                                                  probes.actor_loop)
                 note(f"actor step {actor.info.id}")
         for target in targets:
             if target.adapter.backend not in algorithm(config.algo).kernels:
@@ -206,8 +214,8 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
             profile.kernels += threaded_learn(target.info, workload, config, spec, grid,
                                               None if actor_s is None else _actor_update_s(config, spec, actor_s, sync))
             profile.group_learn += group_learn(target.adapter, target.info, workload, config, spec, grid)
-            if segment_loop is not None and target.info.device_id == HOST_DEVICE:
-                learner_iteration = replace(learner_iteration, segment_s=segment_loop(
+            if probes.segment_loop is not None and target.info.device_id == HOST_DEVICE:
+                learner_iteration = replace(learner_iteration, segment_s=probes.segment_loop(
                     config, spec, IN_SITU_TIME_FACTOR * grid.min_time))
                 note(f"learner segment loop {target.info.id}")
             profile.in_situ.append(learner_iteration)
@@ -251,10 +259,10 @@ def serve_child() -> None:
         sys.exit(2)
 
 
-def count_measurements(options: ProfileOptions, segment_loop: bool = False) -> int:
-    """The calls run_profile makes to progress: per workload its env steps, the actor's step, each device's
-    timings and (segment_loop: run_profile is given one) the host's segment loop, each device's transfers, the
-    learner group's all-gather, each GPU slice (measured or modelled) and each what-if device."""
+def count_measurements(options: ProfileOptions, probes: RuntimeProbes = NO_PROBES) -> int:
+    """The calls run_profile(options, probes=probes) makes to progress: per workload its env steps, the actor's
+    step, each device's timings and the host's segment loop (where the probes have one), each device's transfers,
+    the learner group's all-gather, each GPU slice (measured or modelled) and each what-if device."""
     grid = GRIDS["quick" if options.quick else "full"]
     # the kernel grid with the in-situ iteration's two points among its points, + the weight sync
     per_device = (len(grid.act) + len(grid.insert) + 4 * len(grid.batch_factors) + 2) * grid.rounds + 1
@@ -263,7 +271,8 @@ def count_measurements(options: ProfileOptions, segment_loop: bool = False) -> i
     planned = [d.id for d in chosen]
     devices, slices = len(planned), len(slices_to_profile(found, planned, options.devices))
     able = [[d for d in chosen if d.adapter in algorithm(c.algo).kernels] for c, _ in workloads(options)]
-    timed = sum(1 + (1 if on else 0) + per_device * len(on) + int(segment_loop and any(d.id == HOST for d in on))
+    looped = probes.segment_loop is not None
+    timed = sum(1 + (1 if on else 0) + per_device * len(on) + int(looped and any(d.id == HOST for d in on))
                 for on in able)  # env_step, actor step, devices, the segment loop
     group = int(any(d.id == HOST and d.adapter == "torch" for d in chosen))  # the learner group's all-gather
     return timed + devices + group + slices + len(options.what_if)

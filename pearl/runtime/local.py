@@ -51,6 +51,7 @@ from pearl.algos.params import ParamLayout
 from pearl.device import HOST_DEVICE, DeviceId
 from pearl.children import close_stderr, stderr_tail
 from pearl.errors import PearlError
+from pearl.profiling.profiler import RuntimeProbes
 from pearl.runtime import actor_process, shm
 from pearl.runtime.actors import ActorFailed, RestartPolicy
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer
@@ -348,3 +349,5 @@ def segment_overhead(config: OffPolicyConfig, spec: EnvSpec, seconds: float) -> 
 
 #: env steps of the segment probe's run: more than it reaches in its seconds
 SEGMENT_PROBE_STEPS = 1 << 30
+#: what this launcher lends the profiler: its actor process's iteration and its learner's segment loop
+PROBES = RuntimeProbes(actor_process.IterationProbe, segment_overhead)

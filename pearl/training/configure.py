@@ -407,15 +407,13 @@ def profile_for_threads(config: OffPolicyConfig, spec: EnvSpec, runs_dir: str,
     from pearl.profile.format import merge_profiles, save_profile
     from pearl.profiling.options import ProfileOptions
     from pearl.profiling.profiler import run_profile
-    from pearl.runtime.actor_process import IterationProbe
-    from pearl.runtime.local import segment_overhead
+    from pearl.runtime.local import PROBES
 
     path = runs_profile_path(runs_dir)
     print(f"pearl: profiling {config.algo} on {spec.env_id} quickly, once, to choose the learner's threads as a plan "
           f"would (kept in {path}; --threads N skips this)", file=sys.stderr, flush=True)
     new = run_profile(ProfileOptions(quick=True, algos=(config.algo,), env=spec.env_id, hidden=tuple(config.hidden),
-                                     batch_size=config.batch_size, devices=(HOST,)), actor_loop=IterationProbe,
-                           segment_loop=segment_overhead)
+                                     batch_size=config.batch_size, devices=(HOST,)), probes=PROBES)
     merged = merge_profiles(kept, new, str(path)) if kept is not None else new
     save_profile(merged, path)
     return merged
