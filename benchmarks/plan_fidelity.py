@@ -26,9 +26,11 @@ workload the plan's measured speed ÷ the best measured layout's among those the
 workload fixes the envs per actor, the layouts with that many; the others are trained for the table and the
 error figures, and the ratio to the best of them is printed beside it). Beside every run a gauge (`HostGauge`)
 times two pieces of the workload's work in this process, before and after the run, against the profile's own
-figures for them: each table's `host` column is the host's speed during the runs ÷ at the profile,
-and `÷ host` the error with each run's prediction scaled by it. On a machine whose speed drifts between the
-profile and the runs, those figures are the model's own error, the others the model's and the host's together.
+figures for them, and for a layout of more than one learner thread learn's speed-up at the host's lanes as well:
+each table's `host` column is the host's speed during the runs ÷ at the profile (for more than one thread, times
+the speed-up's ÷ the profile's), and `÷ host` the error with each run's prediction scaled by it. On a machine
+whose speed drifts between the profile and the runs, those figures are the model's own error, the others the
+model's and the host's together.
 `--out` keeps every figure as JSON.
 `--rescore FILE` trains nothing: it takes a run's JSON, predicts every layout again from the profile and plan
 that run saved (in its workload folders, or under `--root`), and prints the tables and summary anew, so the
@@ -174,14 +176,33 @@ def layout_plan(plan_file: Path, layout: Layout) -> Path:
     return out
 
 
+@dataclass(frozen=True)
+class GaugeReading:
+    """One reading of `HostGauge`: `host`, the workload's one-thread work now ÷ at the profile; `lanes`, learn's
+    time at the host's lanes as threads ÷ at one thread now, against the same ratio at the profile (None where the
+    profile has no figure at more than one thread)."""
+
+    host: float
+    lanes: float | None = None
+
+    def level(self, threads: int) -> float:
+        """The reading for a run at `threads` learner threads: the one-thread work's, and for more than one thread
+        its lanes' as well (as though the learner's whole period were learn, which it mostly is where threads
+        matter: a layout bound by its learner)."""
+        return self.host * (self.lanes if threads > 1 and self.lanes is not None else 1.0)
+
+
 class HostGauge:
     """How fast this host runs the workload's own work now, against the moment its profile timed it: the
     learner's in-situ iteration (the profiler's `LearnerLoop`, the profile's `in_situ` figure) and an actor
     process's iteration at one env (`IterationProbe`, the profile's `actor_step` at one env), timed in
-    alternating blocks in this process while nothing else of the benchmark runs. `reading()` is the geometric
-    mean of the two medians' ratios to the profile's figures (> 1: the host runs that work slower now). The VM
-    this was written on drifts 10-25 % over minutes; dividing each run's prediction by the reading beside it
-    separates the model's error from the host's."""
+    alternating blocks in this process while nothing else of the benchmark runs; with them, learn at the host's
+    lanes as threads and at one thread, against the profile's ratio of the two (its threaded `learn` entry).
+    `reading()` gives the geometric mean of the first two medians' ratios to the profile's figures (> 1: the host
+    runs that work slower now) and the lanes' ratio. The VM this was written on drifts 10-25 % over minutes, and
+    the speed of two threads on it switches between two levels about 1.5 × apart for seconds to minutes while one
+    thread's holds (docs/MEASUREMENTS.md); dividing each run's prediction by the reading beside it separates the
+    model's error from the host's."""
 
     def __init__(self, w: Workload, profile: Path) -> None:
         from pearl.adapters import open_adapter
@@ -194,29 +215,50 @@ class HostGauge:
         self.profiled = [next(t["iteration_s"] for t in data["in_situ"] if t["device"] == "cpu"),
                          next(t["step_s"] for t in data["actor_step"] if t["device"] == "cpu" and t["envs"] == 1)]
         cfg, spec = config_of(w), env_spec(w.env)
+        threaded = [t for t in data["kernels"] if t["kernel"] == "learn" and t["device"] == "cpu"
+                    and t.get("threads", 1) > 1 and not t.get("beside") and t.get("one_thread_s")
+                    and t["batch"] == cfg.batch_size]
+        self.lanes = threaded[0]["threads"] if threaded else 1
+        self.profiled_factor = threaded[0]["median_s"] / threaded[0]["one_thread_s"] if threaded else None
         self.adapter = open_adapter("cpu", threads=1)
         self.learner = partial(LearnerLoop, self.adapter, cfg, spec, GRIDS["quick"])
         self.actor = IterationProbe(self.adapter, cfg, spec, 1)
+        self.batch = cfg.batch_size
         self.last: list[float] = []
 
-    def reading(self) -> float:
+    def reading(self) -> GaugeReading:
         from pearl.adapters import open_adapter
         from pearl.profiling.learner import IN_SITU_CHAIN
         from pearl.profiling.timing import Point, measure_interleaved
 
-        open_adapter("cpu", threads=1)  # a run of two learner threads leaves torch's count at two
+        def threads(n: int) -> None:
+            open_adapter("cpu", threads=n)
+
+        one = partial(threads, 1)  # a run of two learner threads leaves torch's count at two
+        one()
         learner = self.learner()  # afresh: learn slows or speeds as its weights and moments move
-        stats = measure_interleaved([Point(learner.chain, self.adapter.synchronize),
-                                     Point(self.actor, self.adapter.synchronize)],
-                                    rounds=GAUGE_ROUNDS, min_time=GAUGE_SECONDS, warmup=3, min_samples=GAUGE_ROUNDS)
+        points = [Point(learner.chain, self.adapter.synchronize, before=one),
+                  Point(self.actor, self.adapter.synchronize, before=one)]
+        if self.profiled_factor is not None:
+            learn = partial(learner.learner.learn, learner.replay.sample(self.batch, 0.4))
+            points += [Point(learn, self.adapter.synchronize, before=one),
+                       Point(learn, self.adapter.synchronize, before=partial(threads, self.lanes))]
+        try:
+            stats = measure_interleaved(points, rounds=GAUGE_ROUNDS, min_time=GAUGE_SECONDS, warmup=3,
+                                        min_samples=GAUGE_ROUNDS)
+        finally:
+            one()
         self.last = [stats[0].median_s / IN_SITU_CHAIN, stats[1].median_s]
-        return statistics.geometric_mean(t / t0 for t, t0 in zip(self.last, self.profiled))
+        host = statistics.geometric_mean(t / t0 for t, t0 in zip(self.last, self.profiled))
+        if self.profiled_factor is None:
+            return GaugeReading(host)
+        return GaugeReading(host, stats[3].median_s / stats[2].median_s / self.profiled_factor)
 
     def close(self) -> None:
         self.actor.close()
 
 
-#: a gauge reading: its two points in this many alternating blocks, this many seconds each point in all
+#: a gauge reading: its points in this many alternating blocks, this many seconds each point in all
 GAUGE_ROUNDS, GAUGE_SECONDS = 4, 0.3
 
 
@@ -265,6 +307,7 @@ def run_workload(w: Workload, passes: int, seconds: float, folder: Path, calibra
         todo = layouts(w, profile, plan)
         measured: dict[int, list[float]] = {i: [] for i in range(len(todo))}
         hosts: dict[int, list[float]] = {i: [] for i in range(len(todo))}
+        lanes: dict[int, list[float]] = {i: [] for i in range(len(todo))}
         before = gauge.reading()
         for p in range(passes):
             order = list(range(len(todo))) if p % 2 == 0 else list(reversed(range(len(todo))))
@@ -273,17 +316,20 @@ def run_workload(w: Workload, passes: int, seconds: float, folder: Path, calibra
                 speed = train_layout(w, plan_file, lay, seconds, folder / "runs")
                 after = gauge.reading()
                 measured[i].append(speed)
-                hosts[i].append(math.sqrt(before * after))
+                hosts[i].append(math.sqrt(before.level(lay.threads) * after.level(lay.threads)))
+                if lay.threads > 1 and before.lanes is not None and after.lanes is not None:
+                    lanes[i].append(math.sqrt(before.lanes * after.lanes))
                 before = after
+                two = f", its {lay.threads} threads at {1 / lanes[i][-1]:.2f}×" if lay.threads > 1 and lanes[i] else ""
                 print(f"  pass {p + 1}/{passes}: {lay.actors} actor(s) × {lay.envs} env(s), {lay.threads} thread(s): "
                       f"{speed:,.0f} env steps/s (predicted {lay.predicted:,.0f}; the host at {1 / hosts[i][-1]:.2f}× "
-                      f"its speed at the profile)", flush=True)
+                      f"its speed at the profile{two})", flush=True)
     finally:
         gauge.close()
     rows = []
     for i, lay in enumerate(todo):
         mean = statistics.fmean(measured[i])
-        rows.append({**asdict(lay), "measured": mean, "passes": measured[i], "hosts": hosts[i],
+        rows.append({**asdict(lay), "measured": mean, "passes": measured[i], "hosts": hosts[i], "lanes": lanes[i],
                      "error": abs(lay.predicted - mean) / mean, **host_divided(lay.predicted, measured[i], hosts[i])})
     result = {"workload": w.name, "folder": str(folder), "profile": profile.name, "plan_file": plan_file.name,
               "plan": {"actors": plan.actors, "envs": plan.envs_per_actor, "threads": plan.threads,
