@@ -320,7 +320,9 @@ def run_workload(w: Workload, passes: int, seconds: float, folder: Path, calibra
                 if lay.threads > 1 and before.lanes is not None and after.lanes is not None:
                     lanes[i].append(math.sqrt(before.lanes * after.lanes))
                 before = after
-                two = f", its {lay.threads} threads at {1 / lanes[i][-1]:.2f}×" if lay.threads > 1 and lanes[i] else ""
+                two = (f"; its one thread at {lanes[i][-1] / hosts[i][-1]:.2f}× and its speed-up at "
+                       f"{lay.threads} threads at {1 / lanes[i][-1]:.2f}× the profile's" if lay.threads > 1 and lanes[i]
+                       else "")
                 print(f"  pass {p + 1}/{passes}: {lay.actors} actor(s) × {lay.envs} env(s), {lay.threads} thread(s): "
                       f"{speed:,.0f} env steps/s (predicted {lay.predicted:,.0f}; the host at {1 / hosts[i][-1]:.2f}× "
                       f"its speed at the profile{two})", flush=True)
