@@ -359,6 +359,42 @@ def test_a_point_s_condition_is_set_before_each_of_its_blocks() -> None:
     assert seen == {1: {1}, 2: {2}} and [s.samples for s in stats] == [3, 3]
 
 
+def test_a_point_with_its_own_time_is_timed_that_long_in_each_round() -> None:
+    """`min_time` on a point replaces the sweep's for it alone (the actor's iterations, 5 × a kernel point's)."""
+    import time
+
+    from pearl.profiling.timing import Point, measure_interleaved
+
+    calls = {"short": 0, "long": 0}
+
+    def call(name: str) -> None:
+        calls[name] += 1
+        time.sleep(1e-3)
+
+    points = [Point(lambda: call("short"), lambda: None), Point(lambda: call("long"), lambda: None, min_time=0.12)]
+    stats = measure_interleaved(points, rounds=3, min_time=0.0, warmup=0, min_samples=3)
+    assert stats[0].samples == 3  # one timed call a block: the sweep's time is 0
+    assert stats[1].samples >= 3 * 40 * 0.5  # 40 ms a block of 1 ms calls, at least half as many on a slow host
+    assert calls["long"] > calls["short"]
+
+
+def test_the_actor_s_iterations_are_points_of_the_kernel_grid_s_rounds() -> None:
+    """So that the actor's iteration and the learner's sample the same span of the host: every round visits the
+    actor's env counts among the kernels, and the progress lines say so."""
+    from pearl.profiling.grids import GRIDS
+
+    labels: list[str] = []
+    options = ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",))
+    run_profile(options, labels.append)
+    rounds = GRIDS["quick"].rounds
+    for r in range(1, rounds + 1):
+        in_round = [label for label in labels if label.endswith(f"(round {r}/{rounds})")]
+        assert [label for label in in_round if label.startswith("actor step")] == [
+            f"actor step cpu envs={n} (round {r}/{rounds})" for n in GRIDS["quick"].act]
+        assert any(label.startswith("learn cpu") for label in in_round)
+        assert any(label.startswith("in-situ learner iteration") for label in in_round)
+
+
 def test_timed_calls_run_without_the_garbage_collector_and_it_is_restored() -> None:
     import gc
 

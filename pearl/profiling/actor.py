@@ -21,7 +21,7 @@ from pearl.algos.params import init_params
 from pearl.envs import EnvStepper
 from pearl.profile.format import ActorStepTiming, Workload
 from pearl.profiling.grids import IN_SITU_TIME_FACTOR, Grid
-from pearl.profiling.timing import Point, measure_interleaved
+from pearl.profiling.timing import Point, Stats
 from pearl.types import EnvSpec, TransitionBatch
 
 
@@ -41,21 +41,36 @@ class TimedLoop(Protocol):
 ActorLoop = Callable[[Adapter, OffPolicyConfig, EnvSpec, int], TimedLoop]
 
 
-def actor_steps(adapter: Adapter, info: DeviceInfo, workload: Workload, config: OffPolicyConfig,
-                spec: EnvSpec, grid: Grid, loop: ActorLoop | None = None) -> list[ActorStepTiming]:
-    """An actor's iteration at each env count of the act grid, `loop`'s (the module docstring; None: the bare
-    loop)."""
-    make = loop or BareActorLoop
-    loops = [make(adapter, config, spec, envs) for envs in grid.act]
-    try:  # in rounds over the env counts, as the kernel grid: each figure samples the whole span of the host
-        stats = measure_interleaved([Point(timed, adapter.synchronize) for timed in loops], rounds=grid.rounds,
-                                    min_time=IN_SITU_TIME_FACTOR * grid.min_time, warmup=grid.warmup,
-                                    min_samples=grid.min_samples)
-    finally:
-        for timed in loops:
+class ActorSteps:
+    """An actor's iteration at each env count of the act grid, `loop`'s (the module docstring; None: the bare loop),
+    as points of the kernel grid's interleaved rounds (profiler._kernels), each timed IN_SITU_TIME_FACTOR × a
+    kernel point's time. The cost model weighs the actor's iteration against the learner's, so the two are timed
+    over the same span of the host: timed in a phase of their own, a slow spell over that phase once put all three
+    env counts 1.9 × a profile's before while the learner's iteration, timed after it, held (docs/MEASUREMENTS.md).
+    close() releases the envs."""
+
+    def __init__(self, adapter: Adapter, config: OffPolicyConfig, spec: EnvSpec, grid: Grid,
+                 loop: ActorLoop | None = None) -> None:
+        make = loop or BareActorLoop
+        self.envs = grid.act
+        self.loops: list[TimedLoop] = []
+        try:
+            for envs in grid.act:
+                self.loops.append(make(adapter, config, spec, envs))
+        except BaseException:
+            self.close()
+            raise
+        self.points = [Point(timed, adapter.synchronize, min_time=IN_SITU_TIME_FACTOR * grid.min_time)
+                       for timed in self.loops]
+
+    def timings(self, info: DeviceInfo, workload: Workload, stats: list[Stats]) -> list[ActorStepTiming]:
+        """The profile's entries from the stats of `points`, in their order."""
+        return [ActorStepTiming(workload.key, info.id, envs, s.median_s, s.samples, "measured")
+                for envs, s in zip(self.envs, stats)]
+
+    def close(self) -> None:
+        for timed in self.loops:
             timed.close()
-    return [ActorStepTiming(workload.key, info.id, envs, s.median_s, s.samples, "measured")
-            for envs, s in zip(grid.act, stats)]
 
 
 class BareActorLoop:

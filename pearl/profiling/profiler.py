@@ -24,8 +24,8 @@ What is measured, per workload (algorithm preset with its network shapes) and de
   on the host's `cpu` (or the first device profiled when `cpu` is not): what an actor does per step beyond
   the bare env step and the act kernel is host work, whatever device it acts on.
 Kernel figures follow pearl.profiling.timing.measure_interleaved (rounds over a device's grid points, so
-every figure samples the whole sweep), and so do the actor's steps (rounds over the env counts); the others
-timing.measure. Transfers: a 4-byte copy gives the
+every figure samples the whole sweep); the actor's steps are points of the same rounds on the device it acts on
+(5 × a kernel point's time each), as the in-situ iteration is; the others timing.measure. Transfers: a 4-byte copy gives the
 latency, a large one the bandwidth. Power: NVML, RAPL, else the device's descriptor (modelled). Devices that
 run on the same physical resource (PoCL's CPU device and `cpu`) are marked with the same `shares` value and
 get the same power figures, since they are one resource. GPU slices (MIG instances, MPS shares) this machine
@@ -60,10 +60,10 @@ from pearl.descriptors import DeviceDescriptor, load_descriptor, resolve_descrip
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PearlError
 from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
-from pearl.profile.format import (DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power, Profile, Transfer,
-                                  WeightSyncTiming, Workload, save_profile, workload_key)
+from pearl.profile.format import (ActorStepTiming, DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power,
+                                  Profile, Transfer, WeightSyncTiming, Workload, save_profile, workload_key)
 from pearl.profiling import power
-from pearl.profiling.actor import ActorLoop, actor_steps
+from pearl.profiling.actor import ActorLoop, ActorSteps
 from pearl.profiling.grids import GRIDS, IN_SITU_TIME_FACTOR, Grid, prefill, random_transitions
 from pearl.profiling.learner import LearnerLoop, group_learn, threaded_learn, weight_sync
 from pearl.profiling.options import ProfileOptions
@@ -91,8 +91,9 @@ class RuntimeProbes:
 
 NO_PROBES = RuntimeProbes()
 #: the in-situ learner iteration's labels among the kernel grid's points (progress lines): its chains, and a
-#: segment's first iteration (after a pause)
+#: segment's first iteration (after a pause); and the actor's iteration's
 IN_SITU_POINT, FIRST_POINT = "in-situ learner iteration", "in-situ first iteration of a segment"
+ACTOR_POINT = "actor step"
 
 
 def workloads(options: ProfileOptions) -> list[tuple[OffPolicyConfig, EnvSpec]]:
@@ -187,25 +188,29 @@ def _actor_update_s(config: OffPolicyConfig, spec: EnvSpec, actor_s: float, sync
 def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffPolicyConfig, EnvSpec]], grid: Grid,
              note: Callable[[str], None], env_steps: bool, probes: RuntimeProbes = NO_PROBES) -> None:
     """The targets' entries, and for each workload their kernels, in-situ iteration (on the host with the
-    segment loop's figure, where the probes have one) and weight sync (and the env's steps when env_steps),
-    then their transfers, into profile."""
+    segment loop's figure, where the probes have one) and weight sync (and, when env_steps, the env's steps and
+    the actor's iteration, the latter among the kernels of the device it acts on), then their transfers, into
+    profile."""
     profile.devices += [t.entry for t in targets]
     for config, spec in measured:
         workload = _workload(config, spec)
         profile.workloads.append(workload)
+        actor = None
         if env_steps:
             if all(e.env != spec.env_id for e in profile.env_step):  # TD3, SAC and DDPG share Pendulum-v1
                 profile.env_step.append(_env_step(spec.env_id, grid))
             note(f"env_step {spec.env_id}")
             actor = _actor_target(targets, config)
-            if actor is not None:
-                profile.actor_step += actor_steps(actor.adapter, actor.info, workload, config, spec, grid,
-                                                  probes.actor_loop)
-                note(f"actor step {actor.info.id}")
         for target in targets:
             if target.adapter.backend not in algorithm(config.algo).kernels:
                 continue  # no kernels of this algorithm on this backend (SAC on OpenCL): nothing to time, nor to plan
-            kernels, learner_iteration = _kernels(target, workload, config, spec, grid, note)
+            steps = ActorSteps(target.adapter, config, spec, grid, probes.actor_loop) if target is actor else None
+            try:
+                kernels, learner_iteration, actor_step = _kernels(target, workload, config, spec, grid, note, steps)
+            finally:
+                if steps is not None:
+                    steps.close()
+            profile.actor_step += actor_step
             profile.kernels += kernels
             sync = weight_sync(target.adapter, target.info, workload, config, spec, grid)
             profile.weight_sync.append(sync)
@@ -264,15 +269,17 @@ def count_measurements(options: ProfileOptions, probes: RuntimeProbes = NO_PROBE
     step, each device's timings and the host's segment loop (where the probes have one), each device's transfers,
     the learner group's all-gather, each GPU slice (measured or modelled) and each what-if device."""
     grid = GRIDS["quick" if options.quick else "full"]
-    # the kernel grid with the in-situ iteration's two points among its points, + the weight sync
+    # the kernel grid with the in-situ iteration's two points among its points, + the weight sync; on the device
+    # the actor is timed on, its iteration's points as well
     per_device = (len(grid.act) + len(grid.insert) + 4 * len(grid.batch_factors) + 2) * grid.rounds + 1
+    actor = len(grid.act) * grid.rounds
     found = discover().devices
     chosen = plan_devices(options, found)
     planned = [d.id for d in chosen]
     devices, slices = len(planned), len(slices_to_profile(found, planned, options.devices))
     able = [[d for d in chosen if d.adapter in algorithm(c.algo).kernels] for c, _ in workloads(options)]
     looped = probes.segment_loop is not None
-    timed = sum(1 + (1 if on else 0) + per_device * len(on) + int(looped and any(d.id == HOST for d in on))
+    timed = sum(1 + (actor if on else 0) + per_device * len(on) + int(looped and any(d.id == HOST for d in on))
                 for on in able)  # env_step, actor step, devices, the segment loop
     group = int(any(d.id == HOST and d.adapter == "torch" for d in chosen))  # the learner group's all-gather
     return timed + devices + group + slices + len(options.what_if)
@@ -324,14 +331,17 @@ def _workload(config: OffPolicyConfig, spec: EnvSpec) -> Workload:
 
 # --------------------------------------------------------------------------- kernels
 def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec, grid: Grid,
-             note: Callable[[str], None]) -> tuple[list[KernelTiming], InSituTiming]:
-    """Every grid point of every device kernel, and the learner's iteration in situ (`LearnerLoop`), measured in
-    interleaved rounds (timing.measure_interleaved): the cost model divides the one by the others (its in-situ
-    factor), so they are timed over the same span of this machine, whose speed drifts between them otherwise."""
+             note: Callable[[str], None], actor: ActorSteps | None = None
+             ) -> tuple[list[KernelTiming], InSituTiming, list[ActorStepTiming]]:
+    """Every grid point of every device kernel, the learner's iteration in situ (`LearnerLoop`) and, on the device
+    the actor is timed on, the actor's iteration at each env count (`actor`), measured in interleaved rounds
+    (timing.measure_interleaved): the cost model divides the in-situ iteration by the kernels (its in-situ factor)
+    and weighs the actor's iteration against the learner's, so they are timed over the same span of this machine,
+    whose speed drifts between them otherwise."""
     adapter, device, rng = target.adapter, target.info.id, np.random.default_rng(0)
     sync = adapter.synchronize
-    labels: list[tuple[str, int]] = []
-    points: list[Point] = []
+    labels: list[tuple[str, int]] = [(ACTOR_POINT, n) for n in actor.envs] if actor is not None else []
+    points: list[Point] = list(actor.points) if actor is not None else []
 
     def point(kernel: str, batch: int, call: Callable[..., object], prepare: Callable | None = None) -> None:
         labels.append((kernel, batch))
@@ -363,16 +373,18 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
         point("priority_update", b, prioritized.update_priorities, partial(_fresh_update, adapter, prioritized, b, rng))
 
     def after(r: int, i: int) -> None:
-        note(f"{labels[i][0]} {device} b={labels[i][1]} (round {r + 1}/{grid.rounds})")
+        size = "envs" if labels[i][0] == ACTOR_POINT else "b"
+        note(f"{labels[i][0]} {device} {size}={labels[i][1]} (round {r + 1}/{grid.rounds})")
 
     stats = measure_interleaved(points, rounds=grid.rounds, min_time=grid.min_time, warmup=grid.warmup,
                                 min_samples=grid.min_samples, after=after)
     out = [KernelTiming(workload.key, kernel, device, batch, st.median_s, st.p10_s, st.p90_s, st.samples, "measured")
-           for (kernel, batch), st in zip(labels, stats) if kernel not in (IN_SITU_POINT, FIRST_POINT)]
+           for (kernel, batch), st in zip(labels, stats) if kernel not in (IN_SITU_POINT, FIRST_POINT, ACTOR_POINT)]
     assert {k.kernel for k in out} == {*DEVICE_KERNELS, PRIORITIZED_SAMPLE}
     [iteration] = [st for (kernel, _), st in zip(labels, stats) if kernel == IN_SITU_POINT]
     [first] = [st for (kernel, _), st in zip(labels, stats) if kernel == FIRST_POINT]
-    return out, loop.timing(target.info, workload, iteration, first)
+    steps = [] if actor is None else actor.timings(target.info, workload, stats[:len(actor.envs)])
+    return out, loop.timing(target.info, workload, iteration, first), steps
 
 
 def _actor_target(targets: list[_Target], config: OffPolicyConfig) -> _Target | None:

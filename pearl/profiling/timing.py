@@ -82,18 +82,21 @@ def measure(call: Callable[..., object], sync: Callable[[], None], *, min_time: 
 class Point:
     """One figure to measure: call (with prepare's result when prepare is given), ended by sync(); before, when
     given, is called ahead of each of its blocks: the condition the figure is timed under (torch's threads, a
-    stand-in process running or paused), which the other points' blocks may change."""
+    stand-in process running or paused), which the other points' blocks may change; min_time, when given, is this
+    figure's time in all in place of the sweep's (a figure that needs longer to settle than the rest)."""
 
     call: Callable[..., object]
     sync: Callable[[], None]
     prepare: Callable[[], Any] | None = None
     before: Callable[[], None] | None = None
+    min_time: float | None = None
 
 
 def measure_interleaved(points: list[Point], *, rounds: int, min_time: float, warmup: int = 3, min_samples: int = 5,
                         after: Callable[[int, int], None] | None = None) -> list[Stats]:
-    """Stats of every point, each from `rounds` blocks of at least min_time/rounds (and min_samples/rounds calls):
-    round r measures point 0, 1, ... in turn, so every figure samples the whole span of the sweep. An untimed
+    """Stats of every point, each from `rounds` blocks of at least min_time/rounds (the point's own min_time where
+    it has one) and min_samples/rounds calls: round r measures point 0, 1, ... in turn, so every figure samples the
+    whole span of the sweep. An untimed
     round comes first (`warmup` calls, then a block's worth, per point); each timed block starts with one
     untimed call (caches the other points displaced). after(round, point) is called when a timed block is done."""
     if rounds < 1:
@@ -103,7 +106,8 @@ def measure_interleaved(points: list[Point], *, rounds: int, min_time: float, wa
     def block(p: Point, calls: int) -> list[float]:
         if p.before is not None:
             p.before()
-        return durations(p.call, p.sync, min_time=min_time / rounds, warmup=calls, min_samples=per_block,
+        own = min_time if p.min_time is None else p.min_time
+        return durations(p.call, p.sync, min_time=own / rounds, warmup=calls, min_samples=per_block,
                          prepare=p.prepare)
 
     for p in points:
