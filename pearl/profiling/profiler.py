@@ -25,9 +25,9 @@ What is measured, per workload (algorithm preset with its network shapes) and de
   the bare env step and the act kernel is host work, whatever device it acts on.
 Kernel figures follow pearl.profiling.timing.measure_interleaved (rounds over a device's grid points, so
 every figure samples the whole sweep); the actor's steps are points of the same rounds on the device it acts on
-(5 × a kernel point's time each), as the in-situ iteration is; the others timing.measure. Transfers: a 4-byte copy gives the
-latency, a large one the bandwidth. Power: NVML, RAPL, else the device's descriptor (modelled). Devices that
-run on the same physical resource (PoCL's CPU device and `cpu`) are marked with the same `shares` value and
+(5 × a kernel point's time each), as the in-situ iteration is; the others timing.measure. Transfers: a 4-byte
+copy gives the latency, a large one the bandwidth. Power: NVML, RAPL, else the device's descriptor (modelled).
+Devices that run on the same physical resource (PoCL's CPU device and `cpu`) are marked with the same `shares` value and
 get the same power figures, since they are one resource. GPU slices (MIG instances, MPS shares) this machine
 has are timed each in a child process started with the slice's environment (`profile_device_here` is the
 child's side), or modelled from their GPU's measurements when that fails, saying why (pearl.profiling.slices).
@@ -383,7 +383,8 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
     assert {k.kernel for k in out} == {*DEVICE_KERNELS, PRIORITIZED_SAMPLE}
     [iteration] = [st for (kernel, _), st in zip(labels, stats) if kernel == IN_SITU_POINT]
     [first] = [st for (kernel, _), st in zip(labels, stats) if kernel == FIRST_POINT]
-    steps = [] if actor is None else actor.timings(target.info, workload, stats[:len(actor.envs)])
+    steps = [] if actor is None else actor.timings(target.info, workload, [st for (kernel, _), st in zip(labels, stats)
+                                                                            if kernel == ACTOR_POINT])
     return out, loop.timing(target.info, workload, iteration, first), steps
 
 

@@ -96,9 +96,9 @@ def measure_interleaved(points: list[Point], *, rounds: int, min_time: float, wa
                         after: Callable[[int, int], None] | None = None) -> list[Stats]:
     """Stats of every point, each from `rounds` blocks of at least min_time/rounds (the point's own min_time where
     it has one) and min_samples/rounds calls: round r measures point 0, 1, ... in turn, so every figure samples the
-    whole span of the sweep. An untimed
-    round comes first (`warmup` calls, then a block's worth, per point); each timed block starts with one
-    untimed call (caches the other points displaced). after(round, point) is called when a timed block is done."""
+    whole span of the sweep. An untimed round comes first (`warmup` calls, then a block's worth, per point); each
+    timed block starts with one untimed call (caches the other points displaced). after(round, point) is called
+    when a timed block is done."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     per_block = max(1, -(-min_samples // rounds))
