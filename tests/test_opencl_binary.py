@@ -95,6 +95,23 @@ def test_kernel_the_binary_lacks(built, tmp_path) -> None:
         adapter.make_learn(config, spec, {})
 
 
+def test_float64_kernels_are_refused_on_a_binary(built) -> None:
+    """A board's binary holds the float32 program only: kernels built from float64 parameters are refused,
+    saying why, where a device that builds from source gets the double program."""
+    import numpy as np
+
+    from pearl.algos import preset
+    from pearl.algos.params import init_params
+    from pearl.envs import env_spec
+
+    _, descriptor = built
+    config, spec = preset("dqn", "CartPole-v1"), env_spec("CartPole-v1")
+    params = {k: v.astype(np.float64) for k, v in init_params(config, spec, seed=0).items()}
+    with pytest.raises(ValueError, match="precompiled float32 binary"):
+        OpenCLAdapter(DEVICE, load_descriptor(descriptor)).make_learn(config, spec, params)
+    assert OpenCLAdapter(DEVICE).make_learn(config, spec, params).get_params()["q.0.weight"].dtype == np.float64
+
+
 def test_build_failure_shows_the_compiler_log() -> None:
     import pyopencl as cl
 

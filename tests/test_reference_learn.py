@@ -1,21 +1,26 @@
 """Every fast learn path against its algorithm's autograd reference (pearl/adapters/torch/reference.py: DQN, DDPG,
-TD3 and SAC): the same initial parameters, the same batches, and the parameters compared after 100 updates.
+TD3 and SAC): the same initial parameters, the same batches, and the parameters compared after 100 updates
+(max over tensors of ‖fast − reference‖₂ / ‖reference‖₂ ≤ 1e-5).
 
-The torch hand-derived paths stay within 1e-5 (max over tensors of ‖fast − reference‖₂ / ‖reference‖₂) after
-100 updates where no hidden unit sits on its ReLU's edge. Measured on the 2-core AMD EPYC VM, for the cases
-below: DQN 256-256 1.6e-7 (Huber and clipping) and 1.7e-7 (squared); DDPG 64-64 1.5e-7; SAC 64-64 1.0e-7 (α
-tuned) and 6.6e-8 (α fixed), and SAC 256-256 at batch 256 1.6e-7 after 10 updates (2.6e-7 after 100).
+In float64 (kernels built from float64 parameters: `pearl.algos.params.float_type`), every path holds that on
+every case, the 400-300 networks included. Measured on the 2-core AMD EPYC VM after 100 updates: torch's hand
+paths 1.3e-16 to 8.4e-15 (DDPG 400-300 the largest); OpenCL on PoCL 2.9e-16 to 1.3e-14 for DQN and DDPG, and
+2.6e-11 (64-64) and 1.0e-10 (400-300) for TD3, whose smoothing noise the device draws in float32 with its own
+log and cos, a few ulp from numpy's. A wrong derivative would show at 1e-3 or more.
 
-A path whose sums run in another order does not stay there over 100 updates, and no bound on it at 100 would
-mean much: the first updates agree to 1e-7-1e-5 (float32 rounding), then a few elements whose gradient nearly
-cancels, or a unit whose pre-activation crosses 0 on one row, take Adam steps of another size, and training on
-these batches (random data, rewards up to 40× apart) amplifies that. Measured against the reference after 10
-and 100 updates: OpenCL DQN (Huber, clipping) 1.9e-6, 2.4e-3; OpenCL DQN (squared) 3.0e-6, 6.1e-6; OpenCL DDPG
-400-300 6.8e-6, 1.8e-3; OpenCL TD3 400-300 1.8e-5, 6.5e-3; the torch hand-derived DDPG at 400-300 (whose
-products torch splits in other blocks than autograd's) 1.0e-7 after 10 and 4.0e-4 after 100. Those paths are
-held to 1e-4 (OpenCL) and 1e-5 (torch) after 10 updates here; tests/test_opencl_parity.py holds the OpenCL
-kernels to the torch ones, and tests/test_learn_split.py every path's gradients to autograd's at 1e-4, from
-the first update.
+In float32, the runs' type, the torch hand paths hold 1e-5 after 100 updates on the smaller cases (measured:
+DQN 256-256 1.6e-7 Huber and clipping, 1.7e-7 squared; DDPG 64-64 1.5e-7; SAC 64-64 1.0e-7 α tuned, 6.6e-8 α
+fixed; SAC 256-256 at batch 256 2.6e-7). A path whose sums run in another order does not stay there over 100
+updates: the first updates agree to 1e-7-1e-5 (float32 rounding), then a few elements whose gradient nearly
+cancels, or a unit whose pre-activation crosses 0 on one row, take Adam steps of another size (Adam divides a
+gradient by its own scale, so a rounding-sized gradient takes a learning-rate-sized step), and training on
+these batches (random data, rewards up to 40× apart) amplifies that. Measured against the reference after 10 and
+100 updates: OpenCL DQN (Huber, clipping) 1.9e-6, 2.4e-3; OpenCL DQN (squared) 3.0e-6, 6.1e-6; OpenCL DDPG
+400-300 6.8e-6, 1.8e-3; OpenCL TD3 400-300 1.8e-5, 6.5e-3; torch's hand-derived DDPG at 400-300 (whose products
+torch splits in other blocks than autograd's) 1.0e-7 and 4.0e-4. Those paths are held in float32 to 1e-4
+(OpenCL) and 1e-5 (torch) after 10 updates; float64 holds their arithmetic after 100. tests/test_opencl_parity.py
+holds the OpenCL kernels to the torch ones, and tests/test_learn_split.py every path's gradients to autograd's at
+1e-4, from the first update.
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ from opencl_support import first_opencl_device
 from pearl.adapters.torch import TorchAdapter
 from pearl.adapters.torch.reference import REFERENCES
 from pearl.algos import DDPGConfig, SACConfig, TD3Config, preset
-from pearl.algos.params import init_params, network_sizes
+from pearl.algos.params import float_type, init_params, network_sizes
 from pearl.envs import env_spec
+from pearl.types import SampleBatch
 
 CASES = {
     "dqn-huber-clip": (preset("dqn", "CartPole-v1").replace(max_grad_norm=1.0, target_update_interval=30),
@@ -53,24 +59,65 @@ def _relative(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> float:
     return max(float(np.linalg.norm(got[k] - want[k]) / max(np.linalg.norm(want[k]), 1e-30)) for k in want)
 
 
-def _reference(case: str, seed: int = 0):
+def _floats(arrays: dict[str, np.ndarray], dtype) -> dict[str, np.ndarray]:
+    """arrays with every floating one cast to dtype."""
+    return {k: v.astype(dtype) if v.dtype.kind == "f" else v for k, v in arrays.items()}
+
+
+def _reference(case: str, seed: int = 0, dtype=np.float32):
     config, env_id = CASES[case]
     spec = env_spec(env_id)
-    params = init_params(config, spec, seed=11)
+    params = _floats(init_params(config, spec, seed=11), dtype)
     cpu = TorchAdapter("cpu")
     kernel = REFERENCES[config.algo](torch.device("cpu"), config, network_sizes(config, spec), params, seed)
     return kernel, cpu, config, spec, params
 
 
-def _train_both(case: str, adapter, updates: int) -> float:
+def _upload(adapter, b: dict[str, np.ndarray]):
+    """The batch on the adapter's device, in its own types (from_host's float32 is the runs' type; a float64
+    batch goes up as it is, for kernels built from float64 parameters)."""
+    if isinstance(adapter, TorchAdapter) or b["reward"].dtype == np.float32:
+        return to_sample_batch(adapter, b)
+    up = {k: adapter.rt.to_device(v.astype(np.int32) if v.dtype.kind in "iu" else v) for k, v in b.items()}
+    return SampleBatch(np.arange(len(b["reward"])), up["obs"], up["action"], up["reward"], up["next_obs"],
+                       up["terminated"], up["weights"], adapter.device_id)
+
+
+def _train_both(case: str, adapter, updates: int, dtype=np.float32) -> float:
     torch.set_num_threads(1)
-    ref, cpu, config, spec, params = _reference(case)
+    ref, cpu, config, spec, params = _reference(case, dtype=dtype)
     fast = adapter.make_learn(config, spec, params, seed=0)
     for b in make_batches(spec, config.batch_size, seed=4, steps=updates):
+        b = _floats(b, dtype)
         ref.learn(to_sample_batch(cpu, b))
-        fast.learn(to_sample_batch(adapter, b))
+        fast.learn(_upload(adapter, b))
     assert fast.updates == ref.updates == updates
-    return _relative(fast.get_params(), ref.get_params())
+    got, want = fast.get_params(), ref.get_params()
+    assert {v.dtype for v in [*got.values(), *want.values()]} == {np.dtype(dtype)}  # computed in that type
+    return _relative(got, want)
+
+
+def test_kernels_compute_in_the_floating_type_of_their_parameters() -> None:
+    config, env_id = CASES["ddpg-64"]
+    params = init_params(config, env_spec(env_id), seed=0)
+    assert float_type(params) is np.float32  # init_params, as every run
+    assert float_type(_floats(params, np.float64)) is np.float64
+    mixed = {**_floats(params, np.float64), "actor.0.bias": params["actor.0.bias"]}
+    assert float_type(mixed) is np.float32 and float_type({"adam.step.q": np.int64(3)}) is np.float32
+    fast = TorchAdapter("cpu").make_learn(config, env_spec(env_id), _floats(params, np.float64))
+    assert {v.dtype for v in fast.state_dict().values() if v.dtype.kind == "f"} == {np.dtype(np.float64)}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_torch_hand_path_stays_with_autograd_over_100_updates_in_float64(case) -> None:
+    assert _train_both(case, TorchAdapter("cpu"), 100, np.float64) <= 1e-5
+
+
+@pytest.mark.parametrize("case", ["dqn-huber-clip", "dqn-squared", "ddpg-400-300", "td3-400-300"])
+def test_every_opencl_path_stays_with_autograd_over_100_updates_in_float64(case) -> None:
+    from pearl.adapters.opencl import OpenCLAdapter
+
+    assert _train_both(case, OpenCLAdapter(first_opencl_device()), 100, np.float64) <= 1e-5
 
 
 @pytest.mark.parametrize("case", ["dqn-huber-clip", "dqn-squared", "ddpg-64", "td3-64", "sac-64",

@@ -61,6 +61,15 @@ def init_params(config: OffPolicyConfig, spec: EnvSpec, seed: int) -> Params:
     return params
 
 
+def float_type(params: Params) -> type[np.floating]:
+    """The floating type kernels built from `params` compute in: float64 when every floating array of it is
+    float64, else float32. `init_params` and every checkpoint give float32; tests build kernels from float64
+    parameters to hold a hand-derived path's arithmetic to its autograd reference free of float32's rounding
+    (tests/test_reference_learn.py)."""
+    kinds = {np.asarray(v).dtype for v in params.values() if np.asarray(v).dtype.kind == "f"}
+    return np.float64 if kinds == {np.dtype(np.float64)} else np.float32
+
+
 def subset(params: Params, net: str) -> Params:
     """The parameters of one network."""
     prefix = f"{net}."

@@ -14,7 +14,7 @@ import pyopencl as cl
 from pearl.adapters.base import ActKernel, Adapter, LearnKernel, ReplayKernels
 from pearl.adapters.opencl.runtime import BinaryMismatch, CLRuntime, find_device
 from pearl.algos.base import OffPolicyConfig
-from pearl.algos.params import network_sizes
+from pearl.algos.params import float_type, network_sizes
 from pearl.descriptors import DeviceDescriptor
 from pearl.device import DeviceId
 from pearl.errors import DeviceError
@@ -47,11 +47,17 @@ class OpenCLAdapter(Adapter):
 
     def make_act(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int) -> ActKernel:
         self._need("act")
-        return self.algo_kernels(config).act(self.rt, config, network_sizes(config, spec), params, seed)
+        return self.algo_kernels(config).act(self._runtime(params), config, network_sizes(config, spec), params, seed)
 
     def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int = 0) -> LearnKernel:
         self._need("learn")
-        return self.algo_kernels(config).learn(self.rt, config, network_sizes(config, spec), params, seed)
+        return self.algo_kernels(config).learn(self._runtime(params), config, network_sizes(config, spec), params,
+                                               seed)
+
+    def _runtime(self, params: Params) -> CLRuntime:
+        """The program kernels built from `params` run in: the double one for float64 parameters (`float_type`),
+        whose batches the caller uploads in float64 too."""
+        return self.rt.in_float64() if float_type(params) is np.float64 else self.rt
 
     def make_replay(self, config: OffPolicyConfig, spec: EnvSpec, seed: int) -> ReplayKernels:
         for kernel in ("replay_insert", "replay_sample", "priority_update"):

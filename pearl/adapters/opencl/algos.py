@@ -26,10 +26,11 @@ class _Buffers:
     def __init__(self, rt: CLRuntime) -> None:
         self.rt, self._bufs = rt, {}
 
-    def get(self, name: str, shape: tuple[int, ...], dtype=np.float32) -> cla.Array:
+    def get(self, name: str, shape: tuple[int, ...], dtype=None) -> cla.Array:
+        """The buffer; of the program's `real` type unless `dtype` says another."""
         key = (name, shape)
         if key not in self._bufs:
-            self._bufs[key] = self.rt.zeros(shape, dtype)
+            self._bufs[key] = self.rt.zeros(shape, dtype or self.rt.real)
         return self._bufs[key]
 
 
@@ -51,7 +52,7 @@ class _CLAct(ActKernel):
     def _forward(self, obs: np.ndarray) -> cla.Array:
         """The network's output for obs, on the device; the upload is asynchronous (`act` reads back later)."""
         x = self.bufs.get("obs", obs.shape)
-        x.set(np.ascontiguousarray(obs, dtype=np.float32), queue=self.rt.queue, async_=True)
+        x.set(np.ascontiguousarray(obs, dtype=self.rt.real), queue=self.rt.queue, async_=True)
         return self.net.forward(x, obs.shape[0])[-1]
 
 
@@ -148,7 +149,7 @@ class CLDDPGAct(_CLAct):
         actions = self._forward(obs)
         if self.ou and explore > 0:
             if self.x is None or self.x.shape != actions.shape:  # other rows, other envs: new processes
-                self.x = self.rt.zeros(actions.shape, np.float32)
+                self.x = self.rt.reals(actions.shape)
             theta_dt, scale = ou_coefficients(explore)
             self.rt.launch("ddpg_act_ou", actions.size, actions, self.x, theta_dt, scale, _u32(self.key),
                            _u32(self.call))

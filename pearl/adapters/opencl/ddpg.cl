@@ -2,13 +2,13 @@
 
 /* y = r + gamma (1 - d) qn_b;  diff = q_b - y;  td = y - q_b;  G_b = 2 w_b diff / B;  loss_b = w_b diff^2;
  * q_taken_b = q_b (kept for metrics: the critic's output buffer is reused by the actor step). */
-__kernel void ddpg_critic_td(__global const float *q, __global const float *qn, __global const float *reward,
-                             __global const float *terminated, __global const float *weight, float gamma, int batch,
-                             __global float *G, __global float *td, __global float *loss, __global float *q_taken) {
+__kernel void ddpg_critic_td(__global const real *q, __global const real *qn, __global const real *reward,
+                             __global const real *terminated, __global const real *weight, real gamma, int batch,
+                             __global real *G, __global real *td, __global real *loss, __global real *q_taken) {
     int b = get_global_id(0);
-    float y = reward[b] + gamma * (1.0f - terminated[b]) * qn[b];
-    float diff = q[b] - y;
-    G[b] = 2.0f * weight[b] * diff / (float)batch;
+    real y = reward[b] + gamma * (R(1.0) - terminated[b]) * qn[b];
+    real diff = q[b] - y;
+    G[b] = R(2.0) * weight[b] * diff / (real)batch;
     td[b] = y - q[b];
     loss[b] = weight[b] * diff * diff;
     q_taken[b] = q[b];
@@ -16,11 +16,11 @@ __kernel void ddpg_critic_td(__global const float *q, __global const float *qn, 
 
 /* a = clamp(a + sigma * N(0, 1), -1, 1) with the normal from philox2x32(key, i, call), i the flat index, as
  * DDPGAct in the torch adapter (pearl.rng.normal). */
-__kernel void ddpg_act(__global float *a, float sigma, uint key, uint call) {
+__kernel void ddpg_act(__global real *a, real sigma, uint key, uint call) {
     int i = get_global_id(0);
-    float x = a[i];
-    if (sigma > 0.0f) x += sigma * rng_normal(philox2x32(key, (uint)i, call));
-    a[i] = clamp(x, -1.0f, 1.0f);
+    real x = a[i];
+    if (sigma > R(0.0)) x += sigma * rng_normal(philox2x32(key, (uint)i, call));
+    a[i] = clamp(x, -R(1.0), R(1.0));
 }
 
 /* Ornstein–Uhlenbeck noise (pearl/algos/ddpg.py): x_i <- (x_i - theta_dt x_i) + scale N(0, 1), the normal as in
@@ -28,13 +28,13 @@ __kernel void ddpg_act(__global float *a, float sigma, uint key, uint call) {
  * action dimension, the host zeroes an env's rows when its episode ends); the host passes theta_dt = θ·dt and
  * scale = σ·√dt already rounded to float32 (ou_coefficients), and no fma may fuse the update, so it rounds as
  * numpy's ou_step does: the two adapters differ only by the few ulp of the normal's log/cos. */
-__kernel void ddpg_act_ou(__global float *a, __global float *x, float theta_dt, float scale, uint key, uint call) {
+__kernel void ddpg_act_ou(__global real *a, __global real *x, real theta_dt, real scale, uint key, uint call) {
 #pragma OPENCL FP_CONTRACT OFF
     int i = get_global_id(0);
-    float xi = x[i];
-    float drift = theta_dt * xi;
-    float kick = scale * rng_normal(philox2x32(key, (uint)i, call));
+    real xi = x[i];
+    real drift = theta_dt * xi;
+    real kick = scale * rng_normal(philox2x32(key, (uint)i, call));
     xi = (xi - drift) + kick;
     x[i] = xi;
-    a[i] = clamp(a[i] + xi, -1.0f, 1.0f);
+    a[i] = clamp(a[i] + xi, -R(1.0), R(1.0));
 }

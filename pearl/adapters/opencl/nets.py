@@ -32,7 +32,7 @@ class Layer:
 class DeviceMLP:
     def __init__(self, rt: CLRuntime, sizes: list[int], params: Params, net: str, tanh_out: bool = False) -> None:
         self.rt, self.sizes, self.net, self.tanh_out = rt, sizes, net, tanh_out
-        self.layers = [Layer(rt.zeros((o, i)), rt.zeros(o), rt.zeros((o, i)), rt.zeros(o))
+        self.layers = [Layer(rt.reals((o, i)), rt.reals(o), rt.reals((o, i)), rt.reals(o))
                        for i, o in zip(sizes[:-1], sizes[1:])]
         self._acts: dict[int, list[cla.Array]] = {}
         self._grads: dict[int, list[cla.Array]] = {}
@@ -53,7 +53,7 @@ class DeviceMLP:
                 name = f"{net}.{i}.{attr}"
                 if name not in params:
                     raise ValueError(f"parameters lack {name!r}")
-                value = np.array(params[name], dtype=np.float32, order="C")  # always a copy: see above
+                value = np.array(params[name], dtype=self.rt.real, order="C")  # always a copy: see above
                 if value.shape != buf.shape:
                     raise ValueError(f"{name} has shape {value.shape}, the network expects {buf.shape}")
                 uploads.append((buf, value))
@@ -91,7 +91,7 @@ class DeviceMLP:
                 if src is not g:
                     cl.enqueue_copy(self.rt.queue, g.data, src.data)
             else:
-                g.set(np.ascontiguousarray(src, dtype=np.float32), queue=self.rt.queue)
+                g.set(np.ascontiguousarray(src, dtype=self.rt.real), queue=self.rt.queue)
 
     def grad_shapes(self) -> dict[str, tuple[int, ...]]:
         return {name: tuple(buf.shape) for name, buf in zip(self.names(), self.buffers())}
@@ -105,7 +105,7 @@ class DeviceMLP:
     def forward(self, x: cla.Array, batch: int) -> list[cla.Array]:
         """Activations [x, h1, ..., output]; the output buffer is reused by the next call with this batch size."""
         if batch not in self._acts:
-            self._acts[batch] = [self.rt.zeros((batch, n)) for n in self.sizes[1:]]
+            self._acts[batch] = [self.rt.reals((batch, n)) for n in self.sizes[1:]]
         acts = [x, *self._acts[batch]]
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
@@ -133,7 +133,7 @@ class DeviceMLP:
         grad_out is modified in place when the output is tanh (its derivative is applied there).
         """
         if batch not in self._grads:
-            self._grads[batch] = [self.rt.zeros((batch, n)) for n in self.sizes[:-1]]
+            self._grads[batch] = [self.rt.reals((batch, n)) for n in self.sizes[:-1]]
         dins = self._grads[batch]
         if self.tanh_out:
             self.rt.launch("tanh_backward", batch * self.sizes[-1], grad_out, acts[-1])
@@ -164,10 +164,10 @@ class DeviceAdam:
                  max_grad_norm: float = 0.0, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
         self.rt, self.params, self.grads, self.lr = rt, params, grads, lr
         self.b1, self.b2, self.eps, self.max_grad_norm = betas[0], betas[1], eps, max_grad_norm
-        self.m = [rt.zeros(p.shape) for p in params]
-        self.v = [rt.zeros(p.shape) for p in params]
-        self.scale = rt.to_device(np.ones(1, dtype=np.float32))
-        self.partial = rt.zeros(SUMSQ_WORK_ITEMS * len(grads))
+        self.m = [rt.reals(p.shape) for p in params]
+        self.v = [rt.reals(p.shape) for p in params]
+        self.scale = rt.to_device(np.ones(1, dtype=rt.real))
+        self.partial = rt.reals(SUMSQ_WORK_ITEMS * len(grads))
         self.t = 0
         self._scratch: tuple[list[cla.Array], list[cla.Array]] | None = None  # `step_ahead`'s moments
 
@@ -182,8 +182,8 @@ class DeviceAdam:
     def load_state(self, state: Params, net: DeviceMLP, name: str) -> None:
         self.t = int(state["adam.step." + name])
         for param, m, v in zip(net.names(name), self.m, self.v):
-            m.set(np.ascontiguousarray(state["adam.exp_avg." + param], dtype=np.float32), queue=self.rt.queue)
-            v.set(np.ascontiguousarray(state["adam.exp_avg_sq." + param], dtype=np.float32), queue=self.rt.queue)
+            m.set(np.ascontiguousarray(state["adam.exp_avg." + param], dtype=self.rt.real), queue=self.rt.queue)
+            v.set(np.ascontiguousarray(state["adam.exp_avg_sq." + param], dtype=self.rt.real), queue=self.rt.queue)
 
     def step(self) -> None:
         """θ ← Adam(θ, grad), clipping first when max_grad_norm is set."""
@@ -195,7 +195,7 @@ class DeviceAdam:
         parameters, the moments and the step count stay as they are (a split learn's actor gradient is taken
         through the critic so stepped: LearnKernel)."""
         if self._scratch is None:
-            self._scratch = [self.rt.zeros(p.shape) for p in self.params], [self.rt.zeros(p.shape) for p in self.params]
+            self._scratch = [self.rt.reals(p.shape) for p in self.params], [self.rt.reals(p.shape) for p in self.params]
         m, v = self._scratch
         for dst, src in zip([*out, *m, *v], [*self.params, *self.m, *self.v]):
             cl.enqueue_copy(self.rt.queue, dst.data, src.data)

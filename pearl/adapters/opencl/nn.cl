@@ -1,64 +1,77 @@
-/* Dense layers of an MLP, row-major float32, weights (out, in) as torch's Linear stores them.
+/* Dense layers of an MLP, row-major, weights (out, in) as torch's Linear stores them.
  * One work-item per output element; every sum runs in index order, so results are deterministic. */
+
+/* `real` is the type of the networks' and learn kernels' numbers (this file, optim.cl and each algorithm's
+ * file): float in the program every device runs; double in the program built with -D PEARL_FP64 on a device
+ * with cl_khr_fp64, in which a test holds the hand-derived kernels' arithmetic to the autograd reference free
+ * of float32's rounding. R(x) writes a literal in that type. rng.cl and replay.cl stay float32. */
+#ifdef PEARL_FP64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef double real;
+#define R(x) x
+#else
+typedef float real;
+#define R(x) x##f
+#endif
 
 #define ACT_NONE 0
 #define ACT_RELU 1
 #define ACT_TANH 2
 
 /* Y[b,o] = act(bias[o] + sum_i X[b,i] * W[o,i]); global size B * out_dim. */
-__kernel void linear_forward(__global const float *X, __global const float *W, __global const float *bias,
-                             __global float *Y, int in_dim, int out_dim, int act) {
+__kernel void linear_forward(__global const real *X, __global const real *W, __global const real *bias,
+                             __global real *Y, int in_dim, int out_dim, int act) {
     int gid = get_global_id(0);
     int b = gid / out_dim, o = gid % out_dim;
-    __global const float *x = X + b * in_dim;
-    __global const float *w = W + o * in_dim;
-    float acc = 0.0f;
+    __global const real *x = X + b * in_dim;
+    __global const real *w = W + o * in_dim;
+    real acc = R(0.0);
     for (int i = 0; i < in_dim; ++i) acc += x[i] * w[i];
     acc += bias[o];
-    if (act == ACT_RELU) acc = fmax(acc, 0.0f);
+    if (act == ACT_RELU) acc = fmax(acc, R(0.0));
     else if (act == ACT_TANH) acc = tanh(acc);
     Y[gid] = acc;
 }
 
 /* dX[b,i] = sum_o G[b,o] * W[o,i], times relu'(X) when the input came out of a ReLU (X > 0 iff z > 0).
  * global size B * in_dim. */
-__kernel void linear_backward_input(__global const float *G, __global const float *W, __global const float *X,
-                                    __global float *dX, int in_dim, int out_dim, int relu_mask) {
+__kernel void linear_backward_input(__global const real *G, __global const real *W, __global const real *X,
+                                    __global real *dX, int in_dim, int out_dim, int relu_mask) {
     int gid = get_global_id(0);
     int b = gid / in_dim, i = gid % in_dim;
-    __global const float *g = G + b * out_dim;
-    float acc = 0.0f;
+    __global const real *g = G + b * out_dim;
+    real acc = R(0.0);
     for (int o = 0; o < out_dim; ++o) acc += g[o] * W[o * in_dim + i];
-    if (relu_mask && X[gid] <= 0.0f) acc = 0.0f;
+    if (relu_mask && X[gid] <= R(0.0)) acc = R(0.0);
     dX[gid] = acc;
 }
 
 /* dW[o,i] = sum_b G[b,o] * X[b,i]; global size out_dim * in_dim. */
-__kernel void linear_backward_weight(__global const float *G, __global const float *X, __global float *dW,
+__kernel void linear_backward_weight(__global const real *G, __global const real *X, __global real *dW,
                                      int batch, int in_dim, int out_dim) {
     int gid = get_global_id(0);
     int o = gid / in_dim, i = gid % in_dim;
-    float acc = 0.0f;
+    real acc = R(0.0);
     for (int b = 0; b < batch; ++b) acc += G[b * out_dim + o] * X[b * in_dim + i];
     dW[gid] = acc;
 }
 
 /* db[o] = sum_b G[b,o]; global size out_dim. */
-__kernel void linear_backward_bias(__global const float *G, __global float *db, int batch, int out_dim) {
+__kernel void linear_backward_bias(__global const real *G, __global real *db, int batch, int out_dim) {
     int o = get_global_id(0);
-    float acc = 0.0f;
+    real acc = R(0.0);
     for (int b = 0; b < batch; ++b) acc += G[b * out_dim + o];
     db[o] = acc;
 }
 
 /* G *= 1 - Y^2: back through a tanh output whose value is Y; global size n. */
-__kernel void tanh_backward(__global float *G, __global const float *Y) {
+__kernel void tanh_backward(__global real *G, __global const real *Y) {
     int i = get_global_id(0);
-    G[i] *= 1.0f - Y[i] * Y[i];
+    G[i] *= R(1.0) - Y[i] * Y[i];
 }
 
 /* out[b, :da] = A[b, :], out[b, da:] = Bm[b, :] (critic input from observation and action). */
-__kernel void concat_cols(__global const float *A, __global const float *Bm, __global float *out, int da, int db) {
+__kernel void concat_cols(__global const real *A, __global const real *Bm, __global real *out, int da, int db) {
     int gid = get_global_id(0);
     int width = da + db;
     int b = gid / width, j = gid % width;
@@ -66,13 +79,13 @@ __kernel void concat_cols(__global const float *A, __global const float *Bm, __g
 }
 
 /* out[b, j] = X[b, start + j]: a column slice, e.g. the action part of a critic's input gradient. */
-__kernel void slice_cols(__global const float *X, __global float *out, int width, int start, int count) {
+__kernel void slice_cols(__global const real *X, __global real *out, int width, int start, int count) {
     int gid = get_global_id(0);
     int b = gid / count, j = gid % count;
     out[gid] = X[b * width + start + j];
 }
 
-__kernel void fill(__global float *x, float value) { x[get_global_id(0)] = value; }
+__kernel void fill(__global real *x, real value) { x[get_global_id(0)] = value; }
 
 /* C[m,n] = epilogue(sum_k A(m,k) * B(k,n)) with 16x16 tiles staged in local memory, for batches >= 16.
  * A(m,k) = A[m*sAm + k*sAk] and B(k,n) = B[k*sBk + n*sBn], so one kernel serves the forward product (X W^T),
@@ -80,18 +93,18 @@ __kernel void fill(__global float *x, float value) { x[get_global_id(0)] = value
  * the result is the naive kernels' to the last bit. Epilogue: + bias[n] when use_bias, then the activation;
  * or zero where mask[m,n] <= 0 when use_mask (the ReLU derivative). 2-D range: (ceil16(N), ceil16(M)). */
 #define TILE 16
-__kernel void gemm_tiled(__global const float *A, int sAm, int sAk, __global const float *B, int sBk, int sBn,
-                         __global float *C, int M, int N, int K, __global const float *bias, int use_bias, int act,
-                         __global const float *mask, int use_mask) {
-    __local float As[TILE][TILE];
-    __local float Bs[TILE][TILE];
+__kernel void gemm_tiled(__global const real *A, int sAm, int sAk, __global const real *B, int sBk, int sBn,
+                         __global real *C, int M, int N, int K, __global const real *bias, int use_bias, int act,
+                         __global const real *mask, int use_mask) {
+    __local real As[TILE][TILE];
+    __local real Bs[TILE][TILE];
     int n = get_global_id(0), m = get_global_id(1);
     int ln = get_local_id(0), lm = get_local_id(1);
-    float acc = 0.0f;
+    real acc = R(0.0);
     for (int k0 = 0; k0 < K; k0 += TILE) {
         int ka = k0 + ln, kb = k0 + lm;
-        As[lm][ln] = (m < M && ka < K) ? A[m * sAm + ka * sAk] : 0.0f;
-        Bs[lm][ln] = (kb < K && n < N) ? B[kb * sBk + n * sBn] : 0.0f;
+        As[lm][ln] = (m < M && ka < K) ? A[m * sAm + ka * sAk] : R(0.0);
+        Bs[lm][ln] = (kb < K && n < N) ? B[kb * sBk + n * sBn] : R(0.0);
         barrier(CLK_LOCAL_MEM_FENCE);
         int kmax = min(TILE, K - k0);
         for (int k = 0; k < kmax; ++k) acc += As[lm][k] * Bs[k][ln];
@@ -99,8 +112,8 @@ __kernel void gemm_tiled(__global const float *A, int sAm, int sAk, __global con
     }
     if (m >= M || n >= N) return;
     if (use_bias) acc += bias[n];
-    if (act == ACT_RELU) acc = fmax(acc, 0.0f);
+    if (act == ACT_RELU) acc = fmax(acc, R(0.0));
     else if (act == ACT_TANH) acc = tanh(acc);
-    if (use_mask && mask[m * N + n] <= 0.0f) acc = 0.0f;
+    if (use_mask && mask[m * N + n] <= R(0.0)) acc = R(0.0);
     C[m * N + n] = acc;
 }

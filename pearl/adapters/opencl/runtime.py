@@ -9,7 +9,10 @@ ways to get the program:
   target device are checked against the descriptor first, and nothing is compiled at run time.
 
 Kernel objects are fetched once per runtime (fetching again warns and is slow in pyopencl). Sources are
-OpenCL C 1.2 without extensions: float32 only, no atomics on floats, no printf.
+OpenCL C 1.2 without extensions: float32, no atomics on floats, no printf. The networks' and learn kernels'
+numbers are of type `real` (nn.cl): float in the program every device runs; double in a second program built
+from source with -D PEARL_FP64 where the device has cl_khr_fp64 (`CLRuntime.in_float64`), for kernels built from
+float64 parameters: tests hold the hand-derived kernels to the autograd reference in it.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ KERNEL_FILES: tuple[str, ...] = ("rng.cl", "nn.cl", "optim.cl",
                                  *(f"{name}.cl" for name in algorithm_names() if (KERNEL_DIR / f"{name}.cl").exists()),
                                  "replay.cl")
 BUILD_OPTIONS = ["-cl-std=CL1.2"]
+FP64_OPTIONS = ["-D", "PEARL_FP64"]
 
 
 class ProgramBuildError(PearlError):
@@ -56,12 +60,13 @@ def program_source() -> str:
     return "\n".join(parts)
 
 
-_SCALARS = {"int": np.int32, "uint": np.uint32, "float": np.float32}
+_SCALARS = {"int": np.int32, "uint": np.uint32, "float": np.float32, "real": None}  # real: the program's type
 _KERNEL_DECL = re.compile(r"__kernel\s+void\s+(\w+)\s*\(([^)]*)\)", re.S)
 
 
-def kernel_signatures(source: str) -> dict[str, list[Any]]:
-    """Scalar argument dtypes of every kernel in source (None for a pointer), in argument order.
+def kernel_signatures(source: str, real: Any = np.float32) -> dict[str, list[Any]]:
+    """Scalar argument dtypes of every kernel in source (None for a pointer), in argument order; `real` is the
+    program's (float32, or float64 in the PEARL_FP64 program).
 
     pyopencl packs undeclared scalars through a slow generic path (about 6 µs each on PoCL); declared, a
     whole argument list packs in under a microsecond, which matters for `act`, launched every env step.
@@ -77,7 +82,7 @@ def kernel_signatures(source: str) -> dict[str, list[Any]]:
                 scalar = [w for w in words if w in _SCALARS]
                 if not scalar:
                     raise ProgramBuildError(f"kernel {name}: cannot tell the type of argument {arg.strip()!r}")
-                types.append(_SCALARS[scalar[0]])
+                types.append(_SCALARS[scalar[0]] or real)
         signatures[name] = types
     return signatures
 
@@ -103,9 +108,11 @@ def find_device(device: DeviceId | str) -> cl.Device:
     return devices[d]
 
 
-def build_from_source(ctx: cl.Context, source: str | None = None) -> cl.Program:
+def build_from_source(ctx: cl.Context, source: str | None = None, real: Any = np.float32) -> cl.Program:
+    """The program built for ctx's device; `real` float64 builds its double variant (nn.cl)."""
+    options = BUILD_OPTIONS + (FP64_OPTIONS if real == np.float64 else [])
     try:
-        return cl.Program(ctx, source if source is not None else program_source()).build(options=BUILD_OPTIONS)
+        return cl.Program(ctx, source if source is not None else program_source()).build(options=options)
     except cl.RuntimeError as exc:  # the message holds the compiler's log
         raise ProgramBuildError(f"the OpenCL program failed to build: {exc}") from None
 
@@ -138,14 +145,18 @@ def load_binary(ctx: cl.Context, device: cl.Device, path: Path, sha256: str, tar
 
 @dataclass
 class CLRuntime:
-    """One context, one in-order queue and one program on one device, shared by every kernel group."""
+    """One context, one in-order queue and one program on one device, shared by every kernel group. `real` is
+    the program's type for the networks' numbers; `from_binary`, whether the program is a precompiled one."""
 
     device_id: str
     device: cl.Device
     ctx: cl.Context
     queue: cl.CommandQueue
     program: cl.Program
+    real: Any = np.float32
+    from_binary: bool = False
     _kernels: dict[str, cl.Kernel] = field(default_factory=dict)
+    _fp64: "CLRuntime | None" = None
 
     @classmethod
     def open(cls, device: DeviceId | str, binary: tuple[Path, str, str] | None = None) -> "CLRuntime":
@@ -155,7 +166,23 @@ class CLRuntime:
         ctx = cl.Context([found])
         queue = cl.CommandQueue(ctx)
         program = load_binary(ctx, found, *binary) if binary else build_from_source(ctx)
-        return cls(str(parsed), found, ctx, queue, program)
+        return cls(str(parsed), found, ctx, queue, program, from_binary=binary is not None)
+
+    def in_float64(self) -> "CLRuntime":
+        """This device's context and queue with the double program (`real` = double), built from source on
+        first use: buffers pass between the two. ValueError where the device runs a precompiled binary or lacks
+        cl_khr_fp64."""
+        if self.real == np.float64:
+            return self
+        if self._fp64 is None:
+            if self.from_binary:
+                raise ValueError(f"{self.device_id} runs a precompiled float32 binary: float64 kernels build "
+                                 "from source only")
+            if "cl_khr_fp64" not in self.device.extensions.split():
+                raise ValueError(f"{self.device_id} ({self.device.name.strip()}) has no float64 (cl_khr_fp64)")
+            program = build_from_source(self.ctx, real=np.float64)
+            self._fp64 = CLRuntime(self.device_id, self.device, self.ctx, self.queue, program, np.float64)
+        return self._fp64
 
     def kernel_names(self) -> set[str]:
         return {k.function_name for k in self.program.all_kernels()}
@@ -166,7 +193,7 @@ class CLRuntime:
             if name not in self.kernel_names():
                 raise BinaryMismatch(f"the OpenCL program on {self.device_id} has no kernel {name!r}")
             kernel = getattr(self.program, name)
-            types = _signatures().get(name)
+            types = _signatures(self.real).get(name)
             if types is None or kernel.get_info(cl.kernel_info.NUM_ARGS) != len(types):
                 raise BinaryMismatch(f"kernel {name} on {self.device_id} does not match pearl's source "
                                      "(a stale precompiled binary?)")
@@ -185,6 +212,10 @@ class CLRuntime:
     def zeros(self, shape: int | tuple[int, ...], dtype: Any = np.float32) -> cla.Array:
         return cla.zeros(self.queue, shape, dtype)
 
+    def reals(self, shape: int | tuple[int, ...]) -> cla.Array:
+        """Zeros of the program's `real` type: the networks' buffers."""
+        return cla.zeros(self.queue, shape, self.real)
+
     def to_device(self, x: np.ndarray) -> cla.Array:
         return cla.to_device(self.queue, np.ascontiguousarray(x))
 
@@ -192,10 +223,10 @@ class CLRuntime:
         self.queue.finish()
 
 
-_SIGNATURE_CACHE: dict[str, list[Any]] = {}
+_SIGNATURE_CACHE: dict[Any, dict[str, list[Any]]] = {}
 
 
-def _signatures() -> dict[str, list[Any]]:
-    if not _SIGNATURE_CACHE:
-        _SIGNATURE_CACHE.update(kernel_signatures(program_source()))
-    return _SIGNATURE_CACHE
+def _signatures(real: Any = np.float32) -> dict[str, list[Any]]:
+    if real not in _SIGNATURE_CACHE:
+        _SIGNATURE_CACHE[real] = kernel_signatures(program_source(), real)
+    return _SIGNATURE_CACHE[real]

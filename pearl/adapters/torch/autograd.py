@@ -17,7 +17,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pearl.adapters.torch.nets import _layer_views, _param_count, copy_param, flush_moments_when_due, named_views
+from pearl.adapters.torch.nets import (_layer_views, _param_count, copy_param, flush_moments_when_due, named_views,
+                                      torch_float_type)
 from pearl.rng import CounterDraws, learn_key, normal
 from pearl.types import GroupShare, Params
 
@@ -31,7 +32,7 @@ class Net:
     def __init__(self, sizes: list[int], params: Params, net: str, device: torch.device, tanh_out: bool = False,
                  trained: bool = True) -> None:
         self.sizes, self.tanh_out = list(sizes), tanh_out
-        self.flat = torch.zeros(_param_count(self.sizes), dtype=torch.float32, device=device)
+        self.flat = torch.zeros(_param_count(self.sizes), dtype=torch_float_type(params), device=device)
         self.load(params, net)
         self.flat.requires_grad_(trained)
 
@@ -136,7 +137,7 @@ class Adam:
         for key in ("exp_avg", "exp_avg_sq"):
             moment = torch.zeros_like(self.param, memory_format=torch.preserve_format).detach()
             for part, view in self.views(moment).items():
-                view.copy_(torch.from_numpy(np.asarray(state[f"adam.{key}.{part}"], dtype=np.float32)))
+                view.copy_(torch.from_numpy(np.asarray(state[f"adam.{key}.{part}"])))
             moments[key] = moment
         self.optimizer.state[self.param] = {"step": torch.tensor(float(step), dtype=torch.float32), **moments}
 
@@ -150,14 +151,14 @@ class LearnDraws:
     k), computed on the host (so CPU and CUDA draw the same bits) and moved to the device. A function of the seed
     and the update index alone: every launcher, and a resumed run, draws the same."""
 
-    def __init__(self, seed: int, device: torch.device) -> None:
+    def __init__(self, seed: int, device: torch.device, dtype: torch.dtype = torch.float32) -> None:
         self.draws = CounterDraws(learn_key(seed))
-        self.device = device
+        self.device, self.dtype = device, dtype
 
     def normals(self, update: int, n: int) -> torch.Tensor:
         self.draws.call = update
         r0, r1 = self.draws.next(n)
-        return torch.from_numpy(normal(r0, r1)).to(self.device)
+        return torch.from_numpy(normal(r0, r1)).to(self.device, self.dtype)
 
 
 def min_q(critics: dict[str, "Net"], obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:

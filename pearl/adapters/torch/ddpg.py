@@ -84,7 +84,8 @@ class DDPGLearn(LearnKernel):
         self.actor_opt = FlatAdam(self.actor, config.learning_rate)
         self.critic_opt = FlatAdam(self.critic, config.learning_rate)
         self.action_cols = slice(actor_sizes[0], None)  # the critic's input is [obs, action]
-        self.critic_ahead = MLP(critic_sizes, device)  # `grads`' scratch: the critic after its coming step
+        # `grads`' scratch: the critic after its coming step
+        self.critic_ahead = MLP(critic_sizes, device, dtype=self.critic.flat.dtype)
         self._grad_shapes = {**grad_shapes(self.critic, "critic"), **grad_shapes(self.actor, "actor")}
         self.updates = 0
 

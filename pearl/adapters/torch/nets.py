@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from pearl.adapters.base import ActKernel
+from pearl.algos.params import float_type
 from pearl.rng import CounterDraws
 from pearl.types import GroupShare, Params
 
@@ -69,10 +70,11 @@ class MLP:
     Calling the network gives its output; `forward` gives every layer's output, which `backward` takes.
     """
 
-    def __init__(self, sizes: list[int], device: torch.device, tanh_out: bool = False) -> None:
+    def __init__(self, sizes: list[int], device: torch.device, tanh_out: bool = False,
+                 dtype: torch.dtype = torch.float32) -> None:
         self.sizes = list(sizes)
         self.tanh_out = tanh_out
-        self.flat = torch.zeros(_param_count(self.sizes), dtype=torch.float32, device=device)
+        self.flat = torch.zeros(_param_count(self.sizes), dtype=dtype, device=device)
         self.weights, self.biases = _layer_views(self.flat, self.sizes)
         self.grad: torch.Tensor | None = None
         self.weight_grads: list[torch.Tensor] = []
@@ -161,7 +163,6 @@ def clip_grad_norm_(grad: torch.Tensor, max_norm: float) -> None:
 
 #: Every this many Adam steps, the moments' denormal entries are set to 0 (`flush_denormals_`).
 DENORMAL_FLUSH_INTERVAL = 16
-_TINY = torch.finfo(torch.float32).tiny  # the smallest normal float32, 2⁻¹²⁶
 
 
 def flush_denormals_(*tensors: torch.Tensor) -> None:
@@ -176,7 +177,7 @@ def flush_denormals_(*tensors: torch.Tensor) -> None:
     This is done here, not by the CPU's flush-to-zero mode: that mode is per thread (torch's intra-op threads
     keep the one they started with), and it would change every float of the user's process (numpy included)."""
     for tensor in tensors:
-        tensor.masked_fill_(tensor.abs() < _TINY, 0.0)
+        tensor.masked_fill_(tensor.abs() < torch.finfo(tensor.dtype).tiny, 0.0)
 
 
 def flush_moments_when_due(step: int, *moments: torch.Tensor) -> None:
@@ -218,7 +219,7 @@ class FlatAdam:
         self.step_count.fill_(float(self._taken))
         for key, flat in (("exp_avg", self._exp_avgs[0]), ("exp_avg_sq", self._exp_avg_sqs[0])):
             for param, view in named_views(flat, net.sizes, name).items():
-                view.copy_(torch.from_numpy(np.asarray(state[f"adam.{key}.{param}"], dtype=np.float32)))
+                view.copy_(torch.from_numpy(np.asarray(state[f"adam.{key}.{param}"])))
 
     def step(self) -> None:
         """θ ← Adam(θ, grad): the gradient `backward` last wrote."""
@@ -295,11 +296,16 @@ def load_net(module: MLP, params: Params, net: str) -> None:
             copy_param(params, f"{net}.{i}.{attr}", target)
 
 
+def torch_float_type(params: Params) -> torch.dtype:
+    """The torch type of `pearl.algos.params.float_type`: what kernels built from `params` compute in."""
+    return torch.float64 if float_type(params) is np.float64 else torch.float32
+
+
 def copy_param(params: Params, name: str, target: torch.Tensor) -> None:
     """params[name] copied into target: ValueError when it is missing or its shape is not target's."""
     if name not in params:
         raise ValueError(f"parameters lack {name!r}")
-    value = np.asarray(params[name], dtype=np.float32)
+    value = np.asarray(params[name])
     if tuple(value.shape) != tuple(target.shape):
         raise ValueError(f"{name} has shape {value.shape}, the network expects {tuple(target.shape)}")
     target.copy_(torch.from_numpy(value))
@@ -323,7 +329,7 @@ def write_net(module: MLP, out: Params, net: str) -> None:
 
 
 def build(sizes: list[int], params: Params, net: str, device: torch.device, tanh_out: bool = False) -> MLP:
-    module = MLP(sizes, device, tanh_out)
+    module = MLP(sizes, device, tanh_out, torch_float_type(params))
     load_net(module, params, net)
     return module
 
@@ -343,4 +349,4 @@ class PolicyAct(ActKernel):
 
     def forward(self, obs: np.ndarray) -> torch.Tensor:
         """The network's output for the observations obs (on device)."""
-        return self.net(torch.as_tensor(obs, dtype=torch.float32, device=self.device))
+        return self.net(torch.as_tensor(obs, dtype=self.net.flat.dtype, device=self.device))

@@ -150,7 +150,7 @@ class TD3Reference(LearnKernel):
         self.targets = {q: Net(nets[q], params, f"{q}_target", device, trained=False) for q in CRITICS}
         self.optimizers = {"actor": net_adam(self.actor, "actor", config.learning_rate),
                            **{q: net_adam(self.critics[q], q, config.learning_rate) for q in CRITICS}}
-        self.draws = LearnDraws(seed, device)
+        self.draws = LearnDraws(seed, device, self.actor.flat.dtype)
         self._critic_shapes = {k: v for q in CRITICS for k, v in self.critics[q].shapes(q).items()}
         self.updates = 0
 
@@ -254,10 +254,10 @@ class SACReference(LearnKernel):
         self.targets = {q: Net(nets[q], params, f"{q}_target", device, trained=False) for q in CRITICS}
         self.optimizers = {"actor": net_adam(self.actor, "actor", config.learning_rate),
                            **{q: net_adam(self.critics[q], q, config.learning_rate) for q in CRITICS}}
-        self.log_alpha = torch.tensor(math.log(config.initial_alpha), dtype=torch.float32, device=device,
+        self.log_alpha = torch.tensor(math.log(config.initial_alpha), dtype=self.actor.flat.dtype, device=device,
                                       requires_grad=True)
         self.alpha_optimizer = Adam(self.log_alpha, config.learning_rate, lambda t: {"log_alpha": t})
-        self.draws = LearnDraws(seed, device)
+        self.draws = LearnDraws(seed, device, self.actor.flat.dtype)
         # a fixed α (tune_alpha false) has no gradient: log α and its Adam stay as they started
         self._grad_shapes = {**({"log_alpha": ()} if config.tune_alpha else {}),
                              **{k: v for q in CRITICS for k, v in self.critics[q].shapes(q).items()},
@@ -363,7 +363,7 @@ class SACReference(LearnKernel):
     def load_state_dict(self, state: Params) -> None:
         super().load_state_dict(state)  # checks every name and shape of state_dict, log α's included, first
         with torch.no_grad():
-            self.log_alpha.copy_(torch.from_numpy(np.asarray(state["log_alpha"], dtype=np.float32)))
+            self.log_alpha.copy_(torch.from_numpy(np.asarray(state["log_alpha"])))
         self.alpha_optimizer.load_state(state, None, "log_alpha")
 
 

@@ -64,11 +64,11 @@ class Temperature:
     (`nets.fused_adam_step`), its state named as the autograd reference's (`log_alpha`, `adam.exp_avg.log_alpha`,
     `adam.step.log_alpha`)."""
 
-    def __init__(self, initial_alpha: float, lr: float, device: torch.device) -> None:
-        self.log_alpha = torch.tensor(math.log(initial_alpha), dtype=torch.float32, device=device)
+    def __init__(self, initial_alpha: float, lr: float, device: torch.device, dtype: torch.dtype) -> None:
+        self.log_alpha = torch.tensor(math.log(initial_alpha), dtype=dtype, device=device)
         self.grad = torch.zeros_like(self.log_alpha)
         self.lr = lr
-        self.step_count = torch.zeros_like(self.log_alpha)
+        self.step_count = torch.zeros((), dtype=torch.float32, device=device)  # as FlatAdam's
         self.exp_avg, self.exp_avg_sq = torch.zeros_like(self.log_alpha), torch.zeros_like(self.log_alpha)
         self._taken = 0  # step_count as a Python int
 
@@ -88,7 +88,7 @@ class Temperature:
     def load_state(self, state: Params) -> None:
         for name, target in (("log_alpha", self.log_alpha), ("adam.exp_avg.log_alpha", self.exp_avg),
                              ("adam.exp_avg_sq.log_alpha", self.exp_avg_sq)):
-            target.copy_(torch.from_numpy(np.asarray(state[name], dtype=np.float32)))
+            target.copy_(torch.from_numpy(np.asarray(state[name])))
         self._taken = int(state["adam.step.log_alpha"])
         self.step_count.fill_(float(self._taken))
 
@@ -119,10 +119,12 @@ class SACLearn(LearnKernel):
         self.targets = {q: build(nets[q], params, f"{q}_target", device) for q in CRITICS}
         self.optimizers = {"actor": FlatAdam(self.actor, config.learning_rate),
                            **{q: FlatAdam(self.critics[q], config.learning_rate) for q in CRITICS}}
-        self.ahead = {q: MLP(nets[q], device) for q in CRITICS}  # `grads`' scratch: the critics after their step
-        self.temperature = Temperature(config.initial_alpha, config.learning_rate, device)
+        # `grads`' scratch: the critics after their step
+        self.ahead = {q: MLP(nets[q], device, dtype=self.actor.flat.dtype) for q in CRITICS}
+        self.temperature = Temperature(config.initial_alpha, config.learning_rate, device,
+                                       self.actor.flat.dtype)
         self.action_cols = slice(nets["actor"][0], None)  # a critic's input is [obs, action]
-        self.draws = LearnDraws(seed, device)
+        self.draws = LearnDraws(seed, device, self.actor.flat.dtype)
         # a fixed α (tune_alpha false) has no gradient: log α and its Adam stay as they started
         self._grad_shapes = {**({"log_alpha": ()} if config.tune_alpha else {}),
                              **{k: v for q in CRITICS for k, v in grad_shapes(self.critics[q], q).items()},
@@ -215,10 +217,10 @@ class SACLearn(LearnKernel):
         q1, q2 = outs["qf1"][-1], outs["qf2"][-1]
         actor_loss = (policy.alpha * policy.log_pi - torch.minimum(q1, q2).squeeze(1)).mean()
         # torch.minimum's gradient goes to the smaller value, half to each on a tie
-        tie = (q1 == q2).float().mul_(0.5)
+        tie = (q1 == q2).to(q1.dtype).mul_(0.5)
         d_action = None
         for q, smaller in (("qf1", q1 < q2), ("qf2", q2 < q1)):
-            grad_q = smaller.float().add_(tie).mul_(-1.0 / n)
+            grad_q = smaller.to(q1.dtype).add_(tie).mul_(-1.0 / n)
             part = critics[q].backward(outs[q], grad_q, param_grads=False, input_grad=self.action_cols)
             d_action = part if d_action is None else d_action.add_(part)
         one_minus_a2 = 1.0 - policy.action.square()

@@ -44,9 +44,9 @@ class TD3Learn(LearnKernel):
         self.targets = {q: build(nets[q], params, f"{q}_target", device) for q in CRITICS}
         self.optimizers = {"actor": FlatAdam(self.actor, config.learning_rate),
                            **{q: FlatAdam(self.critics[q], config.learning_rate) for q in CRITICS}}
-        self.qf1_ahead = MLP(nets["qf1"], device)  # `grads`' scratch: Q1 after its coming step
+        self.qf1_ahead = MLP(nets["qf1"], device, dtype=self.actor.flat.dtype)  # `grads`' scratch: Q1 stepped
         self.action_cols = slice(nets["actor"][0], None)  # a critic's input is [obs, action]
-        self.draws = LearnDraws(seed, device)
+        self.draws = LearnDraws(seed, device, self.actor.flat.dtype)
         self._critic_shapes = {k: v for q in CRITICS for k, v in grad_shapes(self.critics[q], q).items()}
         self.updates = 0
 
