@@ -113,8 +113,10 @@ def test_every_torch_hand_path_stays_with_autograd_over_100_updates_in_float64(c
     assert _train_both(case, TorchAdapter("cpu"), 100, np.float64) <= 1e-5
 
 
-@pytest.mark.parametrize("case", ["dqn-huber-clip", "dqn-squared", "ddpg-400-300", "td3-400-300"])
+@pytest.mark.parametrize("case", ["dqn-huber-clip", "dqn-squared", "ddpg-400-300", "td3-64"])
 def test_every_opencl_path_stays_with_autograd_over_100_updates_in_float64(case) -> None:
+    """TD3 at 64-64: its kernels beyond DDPG's (td3.cl) are the same at any width, and 400-300 on PoCL takes 17 s
+    (measured 1.0e-10 there)."""
     from pearl.adapters.opencl import OpenCLAdapter
 
     assert _train_both(case, OpenCLAdapter(first_opencl_device()), 100, np.float64) <= 1e-5
