@@ -378,13 +378,13 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
 
     stats = measure_interleaved(points, rounds=grid.rounds, min_time=grid.min_time, warmup=grid.warmup,
                                 min_samples=grid.min_samples, after=after)
+    special = (IN_SITU_POINT, FIRST_POINT, ACTOR_POINT)
     out = [KernelTiming(workload.key, kernel, device, batch, st.median_s, st.p10_s, st.p90_s, st.samples, "measured")
-           for (kernel, batch), st in zip(labels, stats) if kernel not in (IN_SITU_POINT, FIRST_POINT, ACTOR_POINT)]
+           for (kernel, batch), st in zip(labels, stats) if kernel not in special]
     assert {k.kernel for k in out} == {*DEVICE_KERNELS, PRIORITIZED_SAMPLE}
-    [iteration] = [st for (kernel, _), st in zip(labels, stats) if kernel == IN_SITU_POINT]
-    [first] = [st for (kernel, _), st in zip(labels, stats) if kernel == FIRST_POINT]
-    steps = [] if actor is None else actor.timings(target.info, workload, [st for (kernel, _), st in zip(labels, stats)
-                                                                            if kernel == ACTOR_POINT])
+    of = {label: [st for (kernel, _), st in zip(labels, stats) if kernel == label] for label in special}
+    [iteration], [first] = of[IN_SITU_POINT], of[FIRST_POINT]
+    steps = [] if actor is None else actor.timings(target.info, workload, of[ACTOR_POINT])
     return out, loop.timing(target.info, workload, iteration, first), steps
 
 
