@@ -27,9 +27,9 @@ def make_batches(spec: EnvSpec, batch: int, seed: int, steps: int = STEPS) -> li
     return out
 
 
-def to_sample_batch(adapter, b: dict[str, np.ndarray]) -> SampleBatch:
-    """The batch on the adapter's device."""
-    t = {k: adapter.from_host(v) for k, v in b.items()}
+def to_sample_batch(adapter, b: dict[str, np.ndarray], upload=None) -> SampleBatch:
+    """The batch on the adapter's device, each array through `upload` (default: the adapter's `from_host`)."""
+    t = {k: (upload or adapter.from_host)(v) for k, v in b.items()}
     return SampleBatch(np.arange(len(b["reward"])), t["obs"], t["action"], t["reward"], t["next_obs"],
                        t["terminated"], t["weights"], adapter.device_id)
 

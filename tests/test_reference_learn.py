@@ -36,7 +36,6 @@ from pearl.adapters.torch.reference import REFERENCES
 from pearl.algos import DDPGConfig, SACConfig, TD3Config, preset
 from pearl.algos.params import float_type, init_params, network_sizes
 from pearl.envs import env_spec
-from pearl.types import SampleBatch
 
 CASES = {
     "dqn-huber-clip": (preset("dqn", "CartPole-v1").replace(max_grad_norm=1.0, target_update_interval=30),
@@ -78,9 +77,8 @@ def _upload(adapter, b: dict[str, np.ndarray]):
     batch goes up as it is, for kernels built from float64 parameters)."""
     if isinstance(adapter, TorchAdapter) or b["reward"].dtype == np.float32:
         return to_sample_batch(adapter, b)
-    up = {k: adapter.rt.to_device(v.astype(np.int32) if v.dtype.kind in "iu" else v) for k, v in b.items()}
-    return SampleBatch(np.arange(len(b["reward"])), up["obs"], up["action"], up["reward"], up["next_obs"],
-                       up["terminated"], up["weights"], adapter.device_id)
+    return to_sample_batch(adapter, b, lambda v: adapter.rt.to_device(v.astype(np.int32) if v.dtype.kind in "iu"
+                                                                       else v))
 
 
 def _train_both(case: str, adapter, updates: int, dtype=np.float32) -> float:

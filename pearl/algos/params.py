@@ -66,7 +66,7 @@ def float_type(params: Params) -> type[np.floating]:
     float64, else float32. `init_params` and every checkpoint give float32; tests build kernels from float64
     parameters to hold a hand-derived path's arithmetic to its autograd reference free of float32's rounding
     (tests/test_reference_learn.py)."""
-    kinds = {np.asarray(v).dtype for v in params.values() if np.asarray(v).dtype.kind == "f"}
+    kinds = {dtype for dtype in (np.asarray(v).dtype for v in params.values()) if dtype.kind == "f"}
     return np.float64 if kinds == {np.dtype(np.float64)} else np.float32
 
 
