@@ -1,7 +1,7 @@
 """How fast does a learner group learn? 1, 2 and 4 learners on this machine's CPU, one learner with as many
 threads as the group has processes beside them. (Not a test: it prints.)
 
-    python benchmarks/learners.py [--updates 200] [--rounds 3] [--learners 1 2 4]
+    python benchmarks/learners.py [--updates 200] [--rounds 3] [--learners 1 2 4] [--device cpu|cuda:0]
 
 For each workload (the DQN CartPole-v1 and DDPG Pendulum-v1 presets, and a large network: DDPG with hidden
 1024-1024 at batch 1024) and each side (N learners of one thread each, and one learner of N threads), the
@@ -11,7 +11,10 @@ rows, the gradient all-gathers and the gather of the TD errors, waiting for the 
 group's own clock, `GroupComm.comm_s`, which a run records as `group_comm`). The sides take turns within each
 round, rounds repeat, and every ratio is against one learner of one thread in the same round; the medians over
 the rounds are printed last. The group's learners are the local launcher's own learner processes
-(`pearl.runtime.learner_group`).
+(`pearl.runtime.learner_group`). With `--device cuda:N` every learner runs on that GPU (their gradients still
+travel through host memory) and there is no threads side: one learner on the GPU against N learner processes
+sharing it (time-sliced, or concurrently when an MPS control daemon is running: start one before, with
+CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY set, and the learners become its clients).
 """
 
 from __future__ import annotations
@@ -74,22 +77,24 @@ def batches(workload: Workload, adapter: TorchAdapter, count: int) -> list[Sampl
     return out
 
 
-def one_learner(workload: Workload, threads: int, updates: int) -> tuple[float, float]:
+def one_learner(workload: Workload, threads: int, updates: int, device: str) -> tuple[float, float]:
     torch.set_num_threads(threads)
-    adapter = TorchAdapter("cpu")
+    adapter = TorchAdapter(device)
     config, spec = workload.config_and_spec()
     kernel = adapter.make_learn(config, spec, init_params(config, spec, SEED), SEED)
     work = batches(workload, adapter, updates)
     kernel.learn(work[0])  # warm-up
+    adapter.synchronize()
     t0 = time.perf_counter()
     for batch in work:
         kernel.learn(batch)
+    adapter.synchronize()
     return updates / (time.perf_counter() - t0), 0.0
 
 
-def group(workload: Workload, learners: int, updates: int) -> tuple[float, float]:
+def group(workload: Workload, learners: int, updates: int, device: str) -> tuple[float, float]:
     torch.set_num_threads(1)
-    adapter = TorchAdapter("cpu")
+    adapter = TorchAdapter(device)
     config, spec = workload.config_and_spec()
     kernel = adapter.make_learn(config, spec, init_params(config, spec, SEED), SEED)
     procs: list = []
@@ -102,6 +107,7 @@ def group(workload: Workload, learners: int, updates: int) -> tuple[float, float
         t0 = time.perf_counter()
         for batch in work:
             learner.update(batch)
+        adapter.synchronize()
         elapsed = time.perf_counter() - t0
         return updates / elapsed, (comm.comm_s - comm_s) / updates
     finally:
@@ -115,23 +121,29 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--learners", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--workloads", nargs="+", default=[w.name for w in WORKLOADS])
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda:N for every learner on that GPU")
     args = parser.parse_args()
+    on_gpu = args.device != "cpu"
+    where = torch.cuda.get_device_name(torch.device(args.device)) if on_gpu else "its CPU"
     print(f"# {cpu_name()}, {os.cpu_count()} cores, {platform.python_version()}, torch {torch.__version__}; "
-          f"{args.updates} updates a side, {args.rounds} rounds, sides alternated within each round")
+          f"learners on {args.device} ({where}); {args.updates} updates a side, {args.rounds} rounds, sides "
+          f"alternated within each round")
     for workload in (w for w in WORKLOADS if w.name in args.workloads):
         updates = max(20, args.updates // (8 if "1024" in workload.name else 1))
         ratios: dict[str, list[float]] = {}
         for r in range(args.rounds):
-            base, _ = one_learner(workload, 1, updates)
+            base, _ = one_learner(workload, 1, updates, args.device)
             line = [f"{workload.name} round {r + 1}: 1 learner x 1 thread {base:8.1f} updates/s"]
             for n in (n for n in args.learners if n > 1):
-                threads_rate, _ = one_learner(workload, n, updates)
-                group_rate, comm_s = group(workload, n, updates)
-                ratios.setdefault(f"1 learner x {n} threads", []).append(threads_rate / base)
+                if not on_gpu:
+                    threads_rate, _ = one_learner(workload, n, updates, args.device)
+                    ratios.setdefault(f"1 learner x {n} threads", []).append(threads_rate / base)
+                    line.append(f"1x{n}t {threads_rate:8.1f} ({threads_rate / base:.2f}x)")
+                group_rate, comm_s = group(workload, n, updates, args.device)
                 ratios.setdefault(f"{n} learners x 1 thread", []).append(group_rate / base)
                 ratios.setdefault(f"{n} learners: communication ms/update", []).append(comm_s * 1e3)
-                line.append(f"1x{n}t {threads_rate:8.1f} ({threads_rate / base:.2f}x)  {n} learners "
-                            f"{group_rate:8.1f} ({group_rate / base:.2f}x, {comm_s * 1e3:.2f} ms/update communicating)")
+                line.append(f"{n} learners {group_rate:8.1f} ({group_rate / base:.2f}x, {comm_s * 1e3:.2f} ms/update "
+                            f"communicating)")
             print(" | ".join(line), flush=True)
         for name, values in ratios.items():
             unit = "" if "ms" in name else "x"

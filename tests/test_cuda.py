@@ -8,7 +8,7 @@ import torch
 
 import pearl
 from pearl.adapters.torch import TorchAdapter
-from pearl.algos import DDPGConfig, DQNConfig
+from pearl.algos import DDPGConfig, DQNConfig, SACConfig, TD3Config
 from pearl.algos.params import init_params
 from pearl.types import EnvSpec, SampleBatch, TransitionBatch
 
@@ -25,13 +25,16 @@ def batch_for(adapter: TorchAdapter, spec: EnvSpec, size: int, rng: np.random.Ge
     return SampleBatch(np.arange(size), *[adapter.from_host(a) for a in arrays], adapter.device_id)
 
 
-@pytest.mark.parametrize("algo", ["dqn", "ddpg"])
+CONTINUOUS = {"ddpg": DDPGConfig, "td3": TD3Config, "sac": SACConfig}
+
+
+@pytest.mark.parametrize("algo", ["dqn", "ddpg", "td3", "sac"])
 def test_learn_on_cuda_matches_cpu(algo: str) -> None:
     if algo == "dqn":
         spec, config = EnvSpec("t", 4, "discrete", 2), DQNConfig(hidden=(64, 64), batch_size=64)
     else:
         spec = EnvSpec("t", 3, "continuous", 1, (-2.0,), (2.0,))
-        config = DDPGConfig(hidden=(64, 64), batch_size=64)
+        config = CONTINUOUS[algo](hidden=(64, 64), batch_size=64)
     params = init_params(config, spec, seed=0)
     results = []
     for device in ("cpu", "cuda:0"):

@@ -41,9 +41,9 @@ SEED = 5
 UPDATES = 100
 
 
-def _adapter() -> TorchAdapter:
+def _adapter(device: str = "cpu") -> TorchAdapter:
     torch.set_num_threads(1)
-    return TorchAdapter("cpu")
+    return TorchAdapter(device)
 
 
 def _kernel(adapter: TorchAdapter, name: str):
@@ -54,9 +54,9 @@ def _kernel(adapter: TorchAdapter, name: str):
 class _Group:
     """Learner 0 here, learners 1 … N − 1 in their own processes, from learner 0's starting state."""
 
-    def __init__(self, name: str, learners: int, check_every: int = 10) -> None:
+    def __init__(self, name: str, learners: int, check_every: int = 10, device: str = "cpu") -> None:
         config, spec = CONFIGS[name]
-        self.adapter = _adapter()
+        self.adapter = _adapter(device)
         kernel = _kernel(self.adapter, name)
         self.procs: list[subprocess.Popen] = []
         comm = open_group(self.adapter, kernel, config, spec, learners, 1, SEED, self.procs)
@@ -87,13 +87,30 @@ def test_a_group_learns_what_one_learner_learns_on_the_whole_batch(name: str, le
     """After 100 updates on the same batches (3 learners: parts of 11, 11 and 10 rows), the group's parameters
     and optimiser state are one learner's within float rounding, its TD errors cover the whole batch, and every
     learner of the group holds the same bits (compared every 10 updates and at the end)."""
-    group = _Group(name, learners)
+    _learns_what_one_learner_learns(name, learners, "cpu")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+@pytest.mark.parametrize("name", ["dqn", "td3", "sac"])
+def test_a_group_on_cuda_learns_what_one_learner_learns_and_repeats_bit_for_bit(name: str) -> None:
+    """Two learner processes on cuda:0 (their gradients through host memory): one learner's parameters within
+    float rounding after 100 updates, and the same bits again from a second group."""
+    first = _learns_what_one_learner_learns(name, 2, "cuda:0")
+    second = _learns_what_one_learner_learns(name, 2, "cuda:0")
+    for key in first:
+        assert np.array_equal(first[key], second[key]), key
+
+
+def _learns_what_one_learner_learns(name: str, learners: int, device: str) -> dict[str, np.ndarray]:
+    group = _Group(name, learners, device=device)
     try:
         alone = _kernel(group.adapter, name)
         for batch in _batches(group.adapter, name):
             expected = alone.learn(batch)
             update = group.learner.update(batch)
-            np.testing.assert_allclose(update.td_errors.numpy(), expected.td_errors.numpy(), rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(update.td_errors.cpu().numpy(), expected.td_errors.cpu().numpy(), rtol=1e-4,
+                                       atol=1e-5)
             assert np.array_equal(update.indices, batch.indices)
         group.learner.check()
         got, want = group.learner.kernel.state_dict(), alone.state_dict()
@@ -103,6 +120,7 @@ def test_a_group_learns_what_one_learner_learns_on_the_whole_batch(name: str, le
         assert any(not np.array_equal(got[k], want[k]) for k in want if k != "updates"), \
             "the group gave one learner's bits exactly: it cannot have averaged anything"
         assert set(group.learner.read_metrics()) == set(expected.metrics)
+        return got
     finally:
         group.close()
 

@@ -111,6 +111,24 @@ def test_every_torch_hand_path_stays_with_autograd_over_100_updates_in_float64(c
     assert _train_both(case, TorchAdapter("cpu"), 100, np.float64) <= 1e-5
 
 
+NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+
+
+@pytest.mark.cuda
+@NEEDS_CUDA
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_torch_path_on_cuda_stays_with_autograd_over_100_updates_in_float64(case) -> None:
+    assert _train_both(case, TorchAdapter("cuda:0"), 100, np.float64) <= 1e-5
+
+
+@pytest.mark.cuda
+@NEEDS_CUDA
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_torch_path_on_cuda_agrees_with_autograd_over_10_updates(case) -> None:
+    """float32 on the GPU: cuBLAS sums in its own order, so the bound is OpenCL's (1e-4 after 10 updates)."""
+    assert _train_both(case, TorchAdapter("cuda:0"), 10) <= 1e-4
+
+
 @pytest.mark.parametrize("case", ["dqn-huber-clip", "dqn-squared", "ddpg-400-300", "td3-64"])
 def test_every_opencl_path_stays_with_autograd_over_100_updates_in_float64(case) -> None:
     """TD3 at 64-64: its kernels beyond DDPG's (td3.cl) are the same at any width, and 400-300 on PoCL takes 17 s
