@@ -105,6 +105,23 @@ def segment_shape(schedule: Schedule, k: int | None = None, learn: bool = True) 
                         schedule.updates_after(k) if learn else 0, k + 1 + schedule.lag < schedule.segments)
 
 
+@dataclass(frozen=True)
+class InsertShape:
+    """How replay is filled in the steady state, on every launcher: an actor's share of a segment is one batch
+    handed on (the transitions edge) and one insert call, so `per_update` calls an update of `rows` rows each."""
+
+    per_update: float
+    rows: int
+
+
+def insert_shape(schedule: Schedule) -> InsertShape:
+    """The inserts of a steady-state segment of `schedule` spread over its updates (what the planner prices and
+    the profiler's learner loop runs)."""
+    seg = segment_shape(schedule)
+    calls = max(1, seg.handing)
+    return InsertShape(calls / max(1, seg.updates), max(1, round(seg.rows / calls)))
+
+
 def _common(seg: SegmentShape, config: OffPolicyConfig, spec: EnvSpec, handed: int, publishes: int) -> Traffic:
     """The edges every launcher has: a segment's batches, its samples and priorities, its weights."""
     td = seg.updates if config.prioritized else 0

@@ -287,12 +287,13 @@ def _plan(profile):
 
 def test_h100_what_if_splits_the_gpu_for_dqn_cartpole_when_that_is_faster() -> None:
     # kernels this small are launch-bound on the roofline: a slice runs them as fast as the whole GPU, so
-    # actors acting at once on slices of their own beat actors taking turns on the whole GPU
+    # actors and the learner each on a slice of their own, at once, beat them taking turns on the whole GPU
+    # (with the learner the bottleneck, the actors' processes may share one slice: ties keep fewer devices)
     problem, plan, whole_period = _plan(_h100_profile(ROOT / "devices" / "nvidia-h100-sxm5-80gb.toml"))
     assert plan.actors.n >= 4
     act, learn = problem.device(plan.placement["act"]), problem.device(plan.placement["learn"])
-    assert act.is_slice and act.instances >= plan.actors.n, plan.placement  # a slice for each actor process
-    assert learn.is_slice and learn.share > act.share  # the learner a larger one
+    assert act.is_slice and learn.is_slice and act.id != learn.id, plan.placement
+    assert act.share + learn.share <= 1 + 1e-9  # two slices of one GPU
     assert plan.period_s < whole_period * 0.9
 
 
@@ -326,7 +327,10 @@ def test_the_plan_shows_the_split(capsys, tmp_path) -> None:
     plan = load_plan(tmp_path / "plan.json")
     by_role = {tuple(s["roles"]): s for s in plan.slices}
     actors, learner = by_role[("actors",)], by_role[("learner",)]
-    assert actors["processes"] == plan.actors >= 4 and actors["device"] == plan.mapping["act"]
+    # the processes holding a slice each: every actor on a slice of its own, or all of them on one
+    assert actors["processes"] in (1, plan.actors) and plan.actors >= 4 and actors["device"] == plan.mapping["act"]
     assert learner["device"] == plan.mapping["learn"] and learner["processes"] == 1
     assert actors["share"] * actors["processes"] + learner["share"] <= 1 + 1e-9
-    assert f"split: actors on {actors['device']}, {plan.actors} process(es)" in out
+    holders = f"{plan.actors} process(es) ×" if actors["processes"] > 1 else \
+        f"{plan.actors} process(es) sharing one slice of"
+    assert f"split: actors on {actors['device']}, {holders}" in out

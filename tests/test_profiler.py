@@ -63,8 +63,9 @@ def test_the_learner_iteration_is_timed_in_situ(cpu_profile) -> None:
     from pearl.profiling.learner import IN_SITU_CHAIN
 
     [t] = cpu_profile.in_situ
+    # the launchers' inserts: a segment of 256 env steps and 128 updates, inserted in one call
     assert (t.device, t.workload, t.inserts, t.insert_rows, t.batch) == ("cpu", "dqn-CartPole-v1-o4-a2-h256x256",
-                                                                          2, 1, 64)  # ρ = 0.5: 2 steps per update
+                                                                          1 / 128, 256, 64)
     assert t.iteration_s > 0 and t.iterations >= 5 and not t.prioritized
     assert t.iterations % IN_SITU_CHAIN == 0  # timed in chains, among the kernel grid's points
     model = CostModel(cpu_profile)
@@ -79,6 +80,23 @@ def test_the_learner_iteration_is_timed_in_situ(cpu_profile) -> None:
     # than the run it came from (a tenth of a second at most a segment would be a loop gone wrong)
     assert t.segment_s is not None and 0 < t.segment_s < 0.1
     assert model.segment_loop_time("cpu", t.workload) == t.segment_s
+
+
+def test_the_learner_loop_inserts_a_segment_in_one_call_every_segment_of_updates() -> None:
+    from pearl.adapters.torch import TorchAdapter
+    from pearl.algos import preset
+    from pearl.envs import env_spec
+    from pearl.profiling.grids import GRIDS
+    from pearl.profiling.learner import LearnerLoop
+
+    config = preset("dqn", "CartPole-v1")
+    loop = LearnerLoop(TorchAdapter("cpu"), config, env_spec("CartPole-v1"), GRIDS["quick"])
+    before = loop.replay.size
+    calls = [loop.inserts_due(i) for i in range(256)]
+    for _ in range(256):
+        loop.iteration()
+    assert sum(calls) == 2 and set(calls) == {0, 1}  # one call of 256 rows every 128 updates
+    assert loop.replay.size - before == 2 * 256
 
 
 def test_the_weight_sync_is_timed_on_each_device(cpu_profile) -> None:
@@ -173,7 +191,7 @@ def test_cli_writes_the_profile_and_a_json_summary(capsys, tmp_path) -> None:
                                 "--json")
     assert code == 0, err
     summary = json.loads(stdout)
-    assert summary["profile"] == str(out) and summary["kernel_measurements"] == 18  # 3 acts, 3 inserts, 4 × 3 batches
+    assert summary["profile"] == str(out) and summary["kernel_measurements"] == 19  # 3 acts, 4 inserts, 4 × 3 batches
     # the progress bar's total is what the sweep does, so the bar ends full and the summary says the same count
     options = ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",))
     from pearl.runtime.local import PROBES

@@ -64,6 +64,21 @@ def test_the_planner_prices_the_statement_of_a_steady_segment_over_its_updates(a
             pytest.approx((ray[edge].messages / U, ray[edge].nbytes / U)), name
 
 
+@pytest.mark.parametrize("algo,env,actors", [("dqn", "CartPole-v1", 1), ("dqn", "CartPole-v1", 3),
+                                             ("ddpg", "Pendulum-v1", 1), ("ddpg", "Pendulum-v1", 2)])
+def test_replay_is_filled_one_call_an_actors_share_of_a_segment(algo, env, actors) -> None:
+    """The inserts the planner prices and the profiler's learner loop makes: the transitions edge's batches of a
+    steady segment, one insert call each, spread over the segment's updates."""
+    cfg, spec = preset(algo, env), env_spec(env)
+    sched = Schedule.for_config(cfg, actors)
+    shape = traffic.insert_shape(sched)
+    handed = traffic.local(sched, cfg, spec)[traffic.TRANSITIONS].messages
+    assert shape.per_update == pytest.approx(handed / sched.updates_per_segment)
+    assert shape.rows == round(sched.segment_steps / handed)
+    if (algo, actors) == ("dqn", 1):  # train_freq 256, gradient_steps 128: the segment in one call of 256 rows
+        assert (shape.per_update, shape.rows) == (1 / 128, 256)
+
+
 def test_a_steady_segment_is_a_whole_learning_segment_that_publishes() -> None:
     cfg, spec = preset("dqn", "CartPole-v1"), env_spec("CartPole-v1")
     sched = Schedule.for_config(cfg, 2)

@@ -80,8 +80,10 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
     for line in _cluster_lines(result):
         click.echo(line)
     for s in result.slices:
-        click.echo(f"  {s['gpu']} split: {' and '.join(s['roles'])} on {s['device']}, {s['processes']} process(es) "
-                   f"× {s['share']:.0%} of its SMs")
+        shared = "actors" in s["roles"] and s["processes"] == 1 and result.actors > 1
+        holders = f"{result.actors} process(es) sharing one slice of" if shared else f"{s['processes']} process(es) ×"
+        click.echo(f"  {s['gpu']} split: {' and '.join(s['roles'])} on {s['device']}, {holders} {s['share']:.0%} of "
+                   "its SMs")
     for b in result.baselines:
         if b["feasible"]:
             click.echo(f"  all on {b['device']}: {b['env_steps_per_s']:,.0f} env steps/s "

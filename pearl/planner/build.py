@@ -4,7 +4,9 @@ One iteration = one update and S = 1/ρ env steps. Per iteration, with e environ
 n_envs) and B the batch size:
     act           (S/e) calls at batch e, on the act device (all actors together)
     env_step      S steps on the host
-    replay_insert (S/e) calls of e transitions
+    replay_insert the launchers' inserts: each actor's share of a segment of G env steps and U updates is one
+                  call (pearl.traffic.insert_shape), so 1/U calls of G rows for one actor (priced at one
+                  actor's schedule: n actors' n smaller calls of a segment are left out)
     replay_sample 1 call at batch B;  learn 1 call at B;  priority_update 1 call at B (0 for uniform replay)
     env side      (S/e) actor iterations' env side on the host: e envs stepped with their resets and bookkeeping
                   and the transitions written, the profile's actor step less act at e (CostModel.actor_env_time;
@@ -60,8 +62,8 @@ from pearl.errors import ConfigError, PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Problem, Resource
 from pearl.profile.format import Profile, Workload, workload_key
 from pearl.schedule import Schedule  # pure segment arithmetic
-from pearl.traffic import (BATCH_ARRAYS, FLOAT, PRIORITIES, SAMPLES, WEIGHTS, EdgeTraffic,
-                           Traffic, statement, transition_bytes)
+from pearl.traffic import (BATCH_ARRAYS, FLOAT, PRIORITIES, SAMPLES, WEIGHTS, EdgeTraffic, InsertShape,
+                           Traffic, insert_shape, statement, transition_bytes)
 from pearl.types import EnvSpec
 
 #: the launcher whose traffic statement prices a host profile's plan, and a cluster's
@@ -130,6 +132,12 @@ class _Inputs:
     @property
     def steps(self) -> float:
         return 1.0 / self.config.replay_ratio
+
+    @cached_property
+    def inserts(self) -> InsertShape:
+        """The replay inserts an update, as the launchers make them (one actor's schedule: more actors split
+        a segment into more, smaller inserts, whose extra calls are left out)."""
+        return insert_shape(schedule_for(self.config, 1))
 
     @cached_property
     def env_side(self) -> float:
@@ -278,14 +286,14 @@ def _learner_costs(inputs: _Inputs, devices: list[str], threads: int = 1, learne
     `learners` learns on the host device only: one learner's learn on its B/N rows (the first learner's, the
     longest part) and the group's communication (`CostModel.group_time`), learner 0 waiting for both."""
     model, workload, config, can, t = inputs.model, inputs.workload, inputs.config, inputs.can, inputs.t
-    steps, batch, envs = inputs.steps, config.batch_size, config.n_envs
+    batch = config.batch_size
     cost: dict[tuple[str, str], float] = {}
     for d in devices:
         # the learner-side kernels as they run interleaved in the learner's iteration (see in_situ_factor)
         f = _profiled(partial(model.in_situ_factor, d, workload)) if all(can(k, d) for k in (*REPLAY, "learn")) \
             else 1.0
         if all(can(k, d) for k in REPLAY):
-            cost[("replay_insert", d)] = f * (steps / envs) * t("replay_insert", d, envs)
+            cost[("replay_insert", d)] = f * inputs.inserts.per_update * t("replay_insert", d, inputs.inserts.rows)
             cost[("replay_sample", d)] = f * t(model.sample_timing(config.prioritized, d, workload), d, batch)
             cost[("priority_update", d)] = f * t("priority_update", d, batch) if config.prioritized else 0.0
         if can("learn", d) and learners == 1:  # at T > 1 threads as it runs beside the actor processes

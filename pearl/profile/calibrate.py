@@ -25,7 +25,8 @@ What is folded, for the run's workload (algo, env, network shapes) on the device
                      its waits (the loop, publishes and bookkeeping         / updates, at least the sum of
                      beside the kernels), where the launcher records it     its kernels per update
                      (no first iteration of a segment apart: the busy time holds the run's; from T > 1
-                     threads its learn at one thread, as learn's)
+                     threads its learn at one thread, as learn's), with the run's inserts: its
+                     batches handed on (`traffic.transitions.messages`) ÷ updates, of steps ÷ those rows
     (* the prioritized draw's timing when the run's replay is prioritized)
 
 Each replaces the profile's figure of the same (workload, kernel, device, batch) (or env, or workload and
@@ -82,6 +83,13 @@ class RunTimes:
     actors: int = 1
     threads: int = 1  # the learner's torch threads
     loads: int = 0  # weight boards the actors copied
+    #: the replay inserts the learner made: the batches handed on (its record's transitions messages), else one an
+    #: update (a record without traffic)
+    inserts: int = 0
+
+    def __post_init__(self) -> None:
+        if self.inserts < 1:
+            object.__setattr__(self, "inserts", self.updates)
 
     def actor_iteration(self, load_s: float) -> float:
         """Seconds of an actor's iteration as its process ran it (the module docstring), its weight loads at
@@ -132,6 +140,7 @@ def read_run(run_dir: str | Path) -> RunTimes:
         actors, threads = int(summary.get("actors", 1)), int(summary.get("threads", 1))
         actors_busy = actors * wall - float(actor_wait) if actor_wait is not None else None
         loads = int(summary.get("traffic", {}).get("weights", {}).get("loads", 0))
+        inserts = int(summary.get("traffic", {}).get("transitions", {}).get("messages", 0))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise RunRecordError(f"{folder}: config.json or summary.json lacks a usable field ({exc!r}); it is not a "
                              "finished pearl run") from None
@@ -145,7 +154,7 @@ def read_run(run_dir: str | Path) -> RunTimes:
                              "a run pearl made")
     return RunTimes(folder.name, host, workload, placement, n_envs, prioritized, steps, updates,
                     {k: float(v) for k, v in seconds.items() if v is not None}, busy, actors_busy, actors, threads,
-                    loads)
+                    loads, inserts)
 
 
 def _record(path: Path) -> dict:
@@ -191,11 +200,10 @@ def calibrate(profile: Profile, run: RunTimes, profile_name: str = "the profile"
     actor_step.append(ActorStepTiming(*mine, actor_s, calls, IN_SITU))
     folded.append(f"the actor's step of {run.n_envs} env(s) on {place['act']}")
 
-    rows = max(1, round(run.steps / run.updates))  # env steps, so rows inserted, per update
     in_situ = [t for t in profile.in_situ if (t.workload, t.device) != (w.key, place["learn"])]
     iteration = run.learner_iteration() - learn_s + one_thread  # its learn at one thread, as learn's
-    in_situ.append(InSituTiming(w.key, place["learn"], iteration, run.updates, 1, rows, w.batch_size,
-                                run.prioritized, IN_SITU))
+    in_situ.append(InSituTiming(w.key, place["learn"], iteration, run.updates, run.inserts / run.updates,
+                                max(1, round(run.steps / run.inserts)), w.batch_size, run.prioritized, IN_SITU))
     folded.append(f"the learner's iteration on {place['learn']}")
 
     workloads = profile.workloads if any(x.key == w.key for x in profile.workloads) else [*profile.workloads, w]

@@ -42,10 +42,11 @@
   absent) the share of its figures charged (a host's cores ÷ the descriptor's `cores`). Devices that share
   a resource carry the same figures, so `descriptor` may be another device's (PoCL's for `cpu`).
 - `in_situ` (optional; older profiles lack it): the learner's iteration timed as the runtime runs it, replay
-  and learn on one device: `inserts` calls of `insert_rows` transitions, a sample and a learn at `batch`,
-  and a priority update when `prioritized`, each on a freshly sampled batch; `iteration_s` per iteration, of
-  `iterations` in all (measured: timed in chains among the kernel grid's points, in the same interleaved
-  rounds). Kernels timed one at a time on one input run faster than interleaved on fresh data; the cost
+  and learn on one device: `inserts` insert calls of `insert_rows` transitions an iteration (a fraction where
+  the launchers insert a segment's share in one call: 1/128 of 256 rows for DQN CartPole-v1), a sample and a
+  learn at `batch`, and a priority update when `prioritized`, each on a freshly sampled batch; `iteration_s`
+  per iteration, of `iterations` in all (measured: timed in chains among the kernel grid's points, in the same
+  interleaved rounds). Kernels timed one at a time on one input run faster than interleaved on fresh data; the cost
   model scales the replay and learn kernels of that device by the ratio. `first_iteration_s` (optional; null
   in older profiles and in a figure folded from a run): one iteration after the learner slept a moment, as a
   segment's first update runs after the learner waited for the actors' shares (median, timed in the same
@@ -188,7 +189,7 @@ class InSituTiming:
     device: str
     iteration_s: float
     iterations: int
-    inserts: int
+    inserts: float  # calls an iteration: under 1 where a segment of U updates is inserted in one call
     insert_rows: int
     batch: int
     prioritized: bool
@@ -384,7 +385,7 @@ def parse_profile(data: Any, where: str) -> Profile:
     if "in_situ" in data:
         profile.in_situ = [InSituTiming(*keyed(t, p), v.number(t, "iteration_s", p, positive=True),
                                         v.integer(t, "iterations", p, 1),
-                                        v.integer(t, "inserts", p, 1), v.integer(t, "insert_rows", p, 1),
+                                        v.number(t, "inserts", p, positive=True), v.integer(t, "insert_rows", p, 1),
                                         v.integer(t, "batch", p, 1), v.flag(t, "prioritized", p), v.source(t, p),
                                         v.number(t, "first_iteration_s", p, positive=True)
                                         if t.get("first_iteration_s") is not None else None,

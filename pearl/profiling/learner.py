@@ -6,6 +6,7 @@ its points); and both halves of a weight sync.
 
 from __future__ import annotations
 
+import math
 import time
 from functools import partial
 from typing import Callable
@@ -22,6 +23,8 @@ from pearl.profile.format import GroupLearnTiming, InSituTiming, KernelTiming, W
 from pearl.profiling import standin
 from pearl.profiling.grids import Grid, prefill, random_transitions
 from pearl.profiling.timing import Point, Stats, measure, measure_interleaved
+from pearl.schedule import Schedule
+from pearl.traffic import insert_shape
 from pearl.types import EnvSpec, PriorityUpdate
 
 
@@ -114,11 +117,12 @@ SEGMENT_PAUSE_S = 0.5e-3
 
 
 class LearnerLoop:
-    """The learner's iteration as the runtime runs it, replay and learn on one device: per update, 1/ρ env
-    steps inserted in calls of n_envs rows, a sample, a learn and (prioritized replay) a priority update, each
-    sample fresh from a replay of `prefill` rows. A call (`chain`) runs IN_SITU_CHAIN iterations; the profiler
-    times it as one more point of the kernel grid's interleaved rounds (profiler._kernels), so that the in-situ
-    figure and the kernels it is divided by sample the same span of the machine (`timing`).
+    """The learner's iteration as the runtime runs it, replay and learn on one device: the replay inserts as the
+    launchers make them (`pearl.traffic.insert_shape` of one actor's schedule: an actor's share of a segment in one
+    call, so one call every U updates for a segment of U updates), a sample, a learn and (prioritized replay) a
+    priority update, each sample fresh from a replay of `prefill` rows. A call (`chain`) runs IN_SITU_CHAIN
+    iterations; the profiler times it as one more point of the kernel grid's interleaved rounds (profiler._kernels),
+    so that the in-situ figure and the kernels it is divided by sample the same span of the machine (`timing`).
 
     A segment's first iteration runs after the learner waited for the actors' shares, and runs slower than the
     ones after it: `after_pause` is one iteration timed after a sleep of SEGMENT_PAUSE_S (`pause`, untimed), one more
@@ -131,9 +135,16 @@ class LearnerLoop:
         self.replay = adapter.make_replay(config, spec, seed=1)
         prefill(self.replay, spec, grid.prefill, rng)
         self.learner = adapter.make_learn(config, spec, init_params(config, spec, seed=1))
-        self.config, self.rows, self.i = config, config.n_envs, 0
-        self.inserts = max(1, round(1.0 / (config.replay_ratio * self.rows)))
-        self.pool = [random_transitions(spec, self.rows, rng) for _ in range(64)]
+        self.config, self.i, self.inserted = config, 0, 0
+        self.shape = insert_shape(Schedule.for_config(config, 1))
+        pool = max(2, min(64, 4096 // self.shape.rows))  # distinct batches, a few thousand rows in all
+        self.pool = [random_transitions(spec, self.shape.rows, rng) for _ in range(pool)]
+
+    def inserts_due(self, i: int) -> int:
+        """Insert calls in iteration i: spread as evenly as the shape's calls an update allow (every U-th iteration
+        inserts a segment's share when a segment of U updates has one actor)."""
+        c = self.shape.per_update
+        return math.floor((i + 1) * c + 1e-9) - math.floor(i * c + 1e-9)
 
     def chain(self) -> None:
         for _ in range(IN_SITU_CHAIN):
@@ -148,8 +159,9 @@ class LearnerLoop:
         self.iteration()
 
     def iteration(self) -> None:
-        for j in range(self.inserts):
-            self.replay.insert(self.pool[(self.i * self.inserts + j) % len(self.pool)])
+        for _ in range(self.inserts_due(self.i)):
+            self.replay.insert(self.pool[self.inserted % len(self.pool)])
+            self.inserted += 1
         self.i += 1
         batch = self.replay.sample(self.config.batch_size, 0.4)
         td = self.learner.learn(batch).td_errors
@@ -160,7 +172,8 @@ class LearnerLoop:
         """The figure from the stats of its chains and of its iterations after a pause: `iteration_s` the median
         chain ÷ IN_SITU_CHAIN, `first_iteration_s` the median iteration after a pause."""
         return InSituTiming(workload.key, info.id, stats.median_s / IN_SITU_CHAIN, stats.samples * IN_SITU_CHAIN,
-                            self.inserts, self.rows, self.config.batch_size, self.config.prioritized, "measured",
+                            self.shape.per_update, self.shape.rows, self.config.batch_size, self.config.prioritized,
+                            "measured",
                             first.median_s)
 
 

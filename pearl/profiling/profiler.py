@@ -4,7 +4,8 @@ batch), plus env stepping, host↔device transfers and power, into a `Profile`.
 
 What is measured, per workload (algorithm preset with its network shapes) and device:
 - act: n observations (n = environments an actor steps), the preset's exploration;
-- replay_insert: m transitions into the preset's buffer, pre-filled so inserts wrap nothing unusual;
+- replay_insert: m transitions into the preset's buffer, pre-filled so inserts wrap nothing unusual, m over the
+  grid and the rows the launchers insert at a time (an actor's share of a segment: `grids.insert_sizes`);
 - replay_sample: b transitions from a uniform replay, and again (`replay_sample_prioritized`) from a
   prioritized one, whose sum-tree descent costs more; a plan charges the one its config uses;
 - learn: one update on a batch already resident on the device (sampled, untimed, before the call); on `cpu`
@@ -64,7 +65,7 @@ from pearl.profile.format import (ActorStepTiming, DeviceEntry, EnvStepTiming, I
                                   Profile, Transfer, WeightSyncTiming, Workload, save_profile, workload_key)
 from pearl.profiling import power
 from pearl.profiling.actor import ActorLoop, ActorSteps
-from pearl.profiling.grids import GRIDS, IN_SITU_TIME_FACTOR, Grid, prefill, random_transitions
+from pearl.profiling.grids import GRIDS, IN_SITU_TIME_FACTOR, Grid, insert_sizes, prefill, random_transitions
 from pearl.profiling.learner import LearnerLoop, group_learn, threaded_learn, weight_sync
 from pearl.profiling.options import ProfileOptions
 from pearl.profiling.slices import ChildArgs, add_slices, slices_to_profile
@@ -271,7 +272,9 @@ def count_measurements(options: ProfileOptions, probes: RuntimeProbes = NO_PROBE
     grid = GRIDS["quick" if options.quick else "full"]
     # the kernel grid with the in-situ iteration's two points among its points, + the weight sync; on the device
     # the actor is timed on, its iteration's points as well
-    per_device = (len(grid.act) + len(grid.insert) + 4 * len(grid.batch_factors) + 2) * grid.rounds + 1
+    def per_device(config: OffPolicyConfig) -> int:
+        return (len(grid.act) + len(insert_sizes(grid, config)) + 4 * len(grid.batch_factors) + 2) * grid.rounds + 1
+
     actor = len(grid.act) * grid.rounds
     found = discover().devices
     chosen = plan_devices(options, found)
@@ -279,8 +282,8 @@ def count_measurements(options: ProfileOptions, probes: RuntimeProbes = NO_PROBE
     devices, slices = len(planned), len(slices_to_profile(found, planned, options.devices))
     able = [[d for d in chosen if d.adapter in algorithm(c.algo).kernels] for c, _ in workloads(options)]
     looped = probes.segment_loop is not None
-    timed = sum(1 + (actor if on else 0) + per_device * len(on) + int(looped and any(d.id == HOST for d in on))
-                for on in able)  # env_step, actor step, devices, the segment loop
+    timed = sum(1 + (actor if on else 0) + per_device(c) * len(on) + int(looped and any(d.id == HOST for d in on))
+                for (c, _), on in zip(workloads(options), able))  # env_step, actor step, devices, the segment loop
     group = int(any(d.id == HOST and d.adapter == "torch" for d in chosen))  # the learner group's all-gather
     return timed + devices + group + slices + len(options.what_if)
 
@@ -357,7 +360,7 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
     for replay in replays.values():
         prefill(replay, spec, grid.prefill, rng)
     uniform, prioritized = replays[False], replays[True]
-    for m in grid.insert:
+    for m in insert_sizes(grid, config):
         point("replay_insert", m, partial(uniform.insert, random_transitions(spec, m, rng)))
 
     learner = adapter.make_learn(config, spec, params)
