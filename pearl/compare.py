@@ -23,6 +23,7 @@ from pearl.planner.make import fixed_plans, make_plan
 from pearl.planner.plan import Plan, save_plan
 from pearl.run_options import check_positive_int
 from pearl.training import train
+from pearl.training.result import TrainResult
 
 
 def candidates(profile_path: str, algo: str, env_id: str) -> list[tuple[str, Plan]]:
@@ -53,14 +54,9 @@ def run_compare(profile_path: str, algo: str, env_id: str, seconds: float = 20.0
         path = save_plan(plan, out / f"{i}-{_slug(label)}.plan.json")
         result = train(algo, env_id, plan=str(path), seed=seed, eval_episodes=0, runs_dir=str(out / "runs"),
                        max_seconds=seconds)
-        measured = result.learning_env_steps_per_s or result.env_steps_per_s
-        p = plan.predicted
-        rows.append({"label": label, "mapping": plan.mapping, "actors": plan.actors,
-                     "predicted_env_steps_per_s": p["env_steps_per_s"], "measured_env_steps_per_s": measured,
-                     "error": (p["env_steps_per_s"] - measured) / measured,
-                     "predicted_j_per_step": 1.0 / p["env_steps_per_joule"] if p.get("env_steps_per_joule") else None,
-                     "measured_j_per_step": p["power_w"] / measured if p.get("power_w") else None,
-                     "power_source": p.get("power_source"), "run_dir": result.run_dir, "plan": str(path)})
+        rows.append(row(label, plan, result, path, seconds))
+        if rows[-1]["note"]:
+            say(f"  {rows[-1]['note']}")
     front = chosen[0][1].pareto
     report = {"algo": algo, "env": env_id, "profile": str(profile_path), "seconds": seconds, "rows": rows,
               "pareto": front}
@@ -69,6 +65,31 @@ def run_compare(profile_path: str, algo: str, env_id: str, seconds: float = 20.0
     plot(report, out / "compare.png")
     report["dir"] = str(out)
     return report
+
+
+def row(label: str, plan: Plan, result: TrainResult, path: Path, seconds: float) -> dict:
+    """One mapping's line of the report: the plan's prediction against its run's learning-phase speed (None, with
+    a note saying why, when the run made no update in its time)."""
+    measured = result.learning_env_steps_per_s
+    p = plan.predicted
+    return {"label": label, "mapping": plan.mapping, "actors": plan.actors,
+            "predicted_env_steps_per_s": p["env_steps_per_s"], "measured_env_steps_per_s": measured,
+            "error": (p["env_steps_per_s"] - measured) / measured if measured else None,
+            "predicted_j_per_step": 1.0 / p["env_steps_per_joule"] if p.get("env_steps_per_joule") else None,
+            "measured_j_per_step": p["power_w"] / measured if p.get("power_w") and measured else None,
+            "power_source": p.get("power_source"), "run_dir": result.run_dir, "plan": str(path),
+            "note": None if measured else _not_learning(result, seconds)}
+
+
+def _not_learning(result: TrainResult, seconds: float) -> str:
+    """Why a mapping has no measured figure: its run made no update within the time (starting its processes and
+    filling replay up to learning_starts took it all)."""
+    return (f"no update within {seconds:g} s ({result.steps:,} env steps collected, {result.env_steps_per_s:,.0f}/s, "
+            "before learning started): no learning-phase figure to set against the prediction; pass a larger --seconds")
+
+
+def _rate(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
 
 
 def markdown(report: dict) -> str:
@@ -80,9 +101,10 @@ def markdown(report: dict) -> str:
              "measured J/step | power |", "|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
         lines.append(f"| {r['label']}: {_mapping_text_from(r['mapping'])} | {r['actors']} | "
-                     f"{r['predicted_env_steps_per_s']:,.0f} | {r['measured_env_steps_per_s']:,.0f} | "
-                     f"{r['error']:+.0%} | {_num(r['predicted_j_per_step'])} | {_num(r['measured_j_per_step'])} | "
-                     f"{r['power_source']} |")
+                     f"{r['predicted_env_steps_per_s']:,.0f} | {_rate(r['measured_env_steps_per_s'], ',.0f')} | "
+                     f"{_rate(r['error'], '+.0%')} | {_num(r['predicted_j_per_step'])} | "
+                     f"{_num(r['measured_j_per_step'])} | {r['power_source']} |")
+    lines += [f"\n{r['label']}: {r['note']}." for r in report["rows"] if r.get("note")]
     return "\n".join(lines) + "\n"
 
 
@@ -92,7 +114,9 @@ def plot(report: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = report["rows"]
+    rows = [r for r in report["rows"] if r["measured_env_steps_per_s"]]  # a mapping that never learnt has no point
+    if not rows:
+        return
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 5.2 + 0.22 * len(rows)))
     front = report["pareto"]
     left.plot([p["env_steps_per_s"] for p in front], [p["env_steps_per_joule"] or 0 for p in front], "o-",

@@ -9,6 +9,8 @@ import pytest
 
 from cli_support import run_cli
 
+REFERENCE = Path(__file__).resolve().parents[1] / "profiles" / "reference.json"
+
 
 @pytest.fixture(scope="module")
 def profile_file(tmp_path_factory) -> Path:
@@ -32,7 +34,7 @@ def test_compare_writes_table_report_and_plot(capsys, profile_file, tmp_path) ->
     # the row reports the run's own learning-phase speed against the plan's prediction, not a figure of its own
     summary = json.loads((Path(rows[0]["run_dir"]) / "summary.json").read_text())
     measured, predicted = rows[0]["measured_env_steps_per_s"], rows[0]["predicted_env_steps_per_s"]
-    assert summary["steps"] > 0 and measured == (summary["learning_env_steps_per_s"] or summary["env_steps_per_s"])
+    assert summary["steps"] > 0 and measured == summary["learning_env_steps_per_s"] and rows[0]["note"] is None
     assert predicted == summary["plan_check"]["predicted"]["env_steps_per_s"]
     assert rows[0]["error"] == pytest.approx((predicted - measured) / measured)
     assert json.loads((folder / "compare.json").read_text())["rows"][0]["label"] == rows[0]["label"]
@@ -40,6 +42,40 @@ def test_compare_writes_table_report_and_plot(capsys, profile_file, tmp_path) ->
     assert "| mapping |" in table and "all on cpu" in table
     assert (folder / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert Path(rows[0]["run_dir"]).is_dir()
+
+
+def test_a_mapping_that_never_learnt_has_no_measured_figure_and_says_why(tmp_path) -> None:
+    """A run that made no update in its time (starting its processes and filling replay to learning_starts took
+    it all: 16 actor processes on one GPU, each opening CUDA, did so in 6 s): its collecting speed is not the
+    learning-phase speed a plan predicts, so its row has no figure and no error, says why, and leaves the plot."""
+    from dataclasses import replace
+
+    from pearl.cli.compare import compare_table
+    from pearl.compare import markdown, plot, row
+    from pearl.planner.make import make_plan
+    from pearl.training.result import TrainResult
+
+    plan = make_plan(REFERENCE, "dqn", "CartPole-v1")
+    learnt = TrainResult("dqn", "CartPole-v1", 4096, 0, "cpu", 1900.0, 950.0, 60800.0, 0.5, 0.0, 0.0, 0, 3.0,
+                         str(tmp_path / "a"), updates=1536, learning_env_steps_per_s=2000.0)
+    collecting = replace(learnt, steps=700, updates=0, env_steps_per_s=350.0, learning_env_steps_per_s=None,
+                         run_dir=str(tmp_path / "b"))
+    rows = [row("all on cpu", plan, learnt, tmp_path / "1.plan.json", 2.0),
+            row("all on cuda:0", plan, collecting, tmp_path / "2.plan.json", 2.0)]
+    predicted = plan.predicted["env_steps_per_s"]
+    assert rows[0]["error"] == pytest.approx((predicted - 2000.0) / 2000.0) and rows[0]["note"] is None
+    assert rows[1]["measured_env_steps_per_s"] is None and rows[1]["error"] is None
+    assert rows[1]["measured_j_per_step"] is None
+    assert rows[1]["note"].startswith("no update within 2 s (700 env steps collected, 350/s") and "--seconds" in \
+        rows[1]["note"]
+    report = {"algo": "dqn", "env": "CartPole-v1", "profile": str(REFERENCE), "seconds": 2.0, "rows": rows,
+              "pareto": plan.pareto, "dir": str(tmp_path)}
+    text = markdown(report)
+    assert "| n/a | n/a |" in text and rows[1]["note"] in text
+    table = compare_table(report)
+    assert table[2].split()[-4:-2] == ["n/a", "n/a"] and f"{2000:,}" in table[1]
+    plot(report, tmp_path / "compare.png")
+    assert (tmp_path / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_compare_rejects_bad_seconds(capsys, profile_file, tmp_path) -> None:

@@ -41,7 +41,9 @@ def compare_table(report: dict) -> list[str]:
     for r in report["rows"]:
         predicted = f"{r['predicted_j_per_step']:.3g}" if r["predicted_j_per_step"] else "n/a"
         measured = f"{r['measured_j_per_step']:.3g}" if r["measured_j_per_step"] else "n/a"
-        lines.append(f"{r['label']:{width}} {r['predicted_env_steps_per_s']:11,.0f} "
-                     f"{r['measured_env_steps_per_s']:10,.0f} {r['error']:+6.0%} {predicted:>11} {measured:>11}")
+        rate = f"{r['measured_env_steps_per_s']:10,.0f}" if r["measured_env_steps_per_s"] else f"{'n/a':>10}"
+        error = f"{r['error']:+6.0%}" if r["error"] is not None else f"{'n/a':>6}"
+        lines.append(f"{r['label']:{width}} {r['predicted_env_steps_per_s']:11,.0f} {rate} {error} {predicted:>11} "
+                     f"{measured:>11}")
     lines.append(f"power: {report['rows'][0]['power_source']}; report, plot and runs in {report['dir']}")
     return lines
