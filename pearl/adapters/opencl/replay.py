@@ -264,7 +264,7 @@ class OpenCLReplay(ReplayKernels):
         self._call = 0
         self._batches: dict[int, _Buffers] = {}
         self._row_width = 2 * self._obs_dim + self._act_width + 2  # one transition in an upload, in words
-        self._staging: _Staging | None = None  # the last insert's size: actors insert a fixed n_envs rows
+        self._staging: _Staging | None = None  # the last insert's size: the launchers insert shares of one size
 
     # ------------------------------------------------------------------ properties
     @property
