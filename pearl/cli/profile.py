@@ -13,7 +13,7 @@ from pearl.progress import Progress
 
 
 @cli.group(invoke_without_command=True)
-@click.option("--quick", is_flag=True, help="A small grid and short timings: under a minute on 2 cores.")
+@click.option("--quick", is_flag=True, help="A small grid and short timings: about 80 s for cpu and PoCL on 2 cores.")
 @click.option("--out", default=None, help="Profile file to write [default: profiles/<host>-<mode>.json].")
 @click.option("--algo", type=click.Choice([*ALGO_CHOICES, "all"]), default="all", show_default=True,
               help="Which presets' kernels to measure.")
