@@ -114,17 +114,18 @@ def plot(report: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in report["rows"] if r["measured_env_steps_per_s"]]  # a mapping that never learnt has no point
-    if not rows:
-        return
+    rows = report["rows"]
+    # points are numbered by row; a mapping that never learnt has no measured point, and the key says so
+    measured = [(i, r) for i, r in enumerate(rows, 1) if r["measured_env_steps_per_s"]]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 5.2 + 0.22 * len(rows)))
     front = report["pareto"]
     left.plot([p["env_steps_per_s"] for p in front], [p["env_steps_per_joule"] or 0 for p in front], "o-",
               color="tab:blue", label="Pareto front (predicted)")
-    for i, r in enumerate(rows, 1):  # points are numbered; the key under the plots names them
+    for r in rows:
         predicted_jps = 1 / r["predicted_j_per_step"] if r["predicted_j_per_step"] else 0
-        measured_jps = 1 / r["measured_j_per_step"] if r["measured_j_per_step"] else 0
         left.scatter(r["predicted_env_steps_per_s"], predicted_jps, marker="s", color="tab:orange")
+    for i, r in measured:
+        measured_jps = 1 / r["measured_j_per_step"] if r["measured_j_per_step"] else 0
         left.scatter(r["measured_env_steps_per_s"], measured_jps, marker="x", color="tab:red")
         left.annotate(str(i), (r["measured_env_steps_per_s"], measured_jps), xytext=(4, 4),
                       textcoords="offset points", fontsize=9)
@@ -135,12 +136,13 @@ def plot(report: dict, path: Path) -> None:
     left.set_title("throughput against energy efficiency")
     left.legend(fontsize=8)
     xs = [r["predicted_env_steps_per_s"] for r in rows]
-    ys = [r["measured_env_steps_per_s"] for r in rows]
+    ys = [r["measured_env_steps_per_s"] for _, r in measured]
     top = max(xs + ys) * 1.1
     right.plot([0, top], [0, top], "--", color="grey", label="measured = predicted")
-    right.scatter(xs, ys, color="tab:red")
-    for i, (x, y) in enumerate(zip(xs, ys), 1):
-        right.annotate(str(i), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=9)
+    right.scatter([r["predicted_env_steps_per_s"] for _, r in measured], ys, color="tab:red")
+    for i, r in measured:
+        right.annotate(str(i), (r["predicted_env_steps_per_s"], r["measured_env_steps_per_s"]), xytext=(4, 4),
+                       textcoords="offset points", fontsize=9)
     right.set_xlim(0, top)
     right.set_ylim(0, top)
     right.set_xlabel("predicted env steps / s")
@@ -150,6 +152,7 @@ def plot(report: dict, path: Path) -> None:
     fig.suptitle(f"pearl compare: {report['algo']} on {report['env']} ({report['seconds']:g} s per mapping; "
                  f"power {rows[0]['power_source']})")
     key = "\n".join(f"{i}: {r['label']} ({_mapping_text_from(r['mapping'])}, {r['actors']} actor(s))"
+                     + ("" if r["measured_env_steps_per_s"] else ": no update in time, not measured")
                      for i, r in enumerate(rows, 1))
     fig.text(0.02, 0.02, key, fontsize=8, va="bottom", family="monospace")
     fig.subplots_adjust(left=0.07, right=0.98, top=0.88, bottom=0.16 + 0.04 * len(rows), wspace=0.25)

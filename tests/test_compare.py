@@ -47,7 +47,8 @@ def test_compare_writes_table_report_and_plot(capsys, profile_file, tmp_path) ->
 def test_a_mapping_that_never_learnt_has_no_measured_figure_and_says_why(tmp_path) -> None:
     """A run that made no update in its time (starting its processes and filling replay to learning_starts took
     it all: 16 actor processes on one GPU, each opening CUDA, did so in 6 s): its collecting speed is not the
-    learning-phase speed a plan predicts, so its row has no figure and no error, says why, and leaves the plot."""
+    learning-phase speed a plan predicts, so its row has no figure and no error, says why, and has no measured
+    point in the plot (its key says so)."""
     from dataclasses import replace
 
     from pearl.cli.compare import compare_table
