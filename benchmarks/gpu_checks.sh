@@ -1,0 +1,44 @@
+#!/bin/bash
+# pearl's checks on a machine with an NVIDIA GPU, in one go (about 6 minutes on an H200 host): the CUDA tests,
+# each learn path's distance from its autograd reference, a quick profile, a plan trained, pearl compare for
+# DQN, DDPG and SAC, and the learner-group benchmark on the GPU, time-sliced and under an MPS daemon of its own
+# (started with its own pipe and log folders, stopped at the end). Run from the repository root with pearl
+# importable; everything goes to OUT (default gpu-checks/): one log and the profile, plans and run records.
+#
+#     bash benchmarks/gpu_checks.sh [OUT]
+set -u
+OUT=$(realpath -m "${1:-gpu-checks}")
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+LOG=$OUT/gpu.log
+ROOT=$PWD
+stage() {  # stage NAME SECONDS CMD...: run under a time limit, its output into the one log
+  local name=$1 t=$2; shift 2; local s=$(date +%s)
+  echo "=== $name $(date -u +%T) ===" >> "$LOG"
+  timeout -k 5 "$t" "$@" >> "$LOG" 2>&1; local rc=$?
+  echo "=== $name rc=$rc in $(( $(date +%s) - s )) s" | tee -a "$LOG"
+}
+stage info 30 bash -c 'nvidia-smi; lscpu | grep -E "Model name|^CPU\(s\)"; python3 -m pearl devices'
+stage tests 200 python3 -m pytest -p no:cacheprovider -q -m cuda -rs tests/test_cuda.py tests/test_reference_learn.py \
+  tests/test_learner_group.py tests/test_slices.py
+stage distances 60 python3 benchmarks/reference_distances.py --device cuda:0
+cd "$OUT" || exit 1
+stage profile 170 python3 -m pearl profile --quick --out "$OUT/profile-quick.json"
+stage plan 30 python3 -m pearl plan --profile "$OUT/profile-quick.json" --algo dqn --env CartPole-v1 --out "$OUT/plan.json"
+stage train 60 python3 -m pearl train --plan "$OUT/plan.json" --steps 20000 --eval-episodes 5 --runs-dir "$OUT/runs"
+for case in "dqn CartPole-v1" "ddpg Pendulum-v1" "sac Pendulum-v1"; do
+  set -- $case
+  stage "compare-$1" 80 python3 -m pearl compare --profile "$OUT/profile-quick.json" --algo "$1" --env "$2" \
+    --seconds 6 --runs-dir "$OUT/runs"
+done
+cd "$ROOT" || exit 1
+stage learners 90 python3 benchmarks/learners.py --device cuda:0 --updates 100 --rounds 1 --learners 1 2
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/pearl-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/pearl-mps-log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+if nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then
+  stage mps-devices 20 python3 -m pearl devices
+  stage mps-learners 100 python3 benchmarks/learners.py --device cuda:0 --updates 100 --rounds 1 --learners 1 2 4
+  echo quit | nvidia-cuda-mps-control >> "$LOG" 2>&1
+  sleep 1
+  tail -n 3 "$CUDA_MPS_LOG_DIRECTORY/control.log" >> "$LOG" 2>/dev/null
+fi
