@@ -195,6 +195,16 @@ def test_the_departure_names_the_kernel_that_cost_the_most_time() -> None:
     assert plan_departure(_check(1000.0, 1000.0 / (1 + DEPARTURE) - 1, kernels), "runs/x") is not None
 
 
+def test_a_run_that_never_learnt_is_not_set_against_its_plan() -> None:
+    """Its speed is collection's (no learner): the line says the learning phase was never reached, names no
+    kernel, and comes whatever the figures (here collection ran at the predicted speed)."""
+    check = _check(1000.0, 1000.0, {"learn": (1e-3, 0.0)})
+    check["measured"]["phase"] = "whole run"
+    line = plan_departure(check, "runs/x")
+    assert line is not None and "made no update" in line and "learning_starts" in line
+    assert "departed most" not in line and "--from-run" not in line
+
+
 def test_a_run_far_from_its_plan_ends_with_one_warning_line(capsys, planned_run, tmp_path) -> None:
     data = json.loads(planned_run["plan"].read_text())
     data["predicted"]["env_steps_per_s"] *= 100  # no run of this machine comes within 25 % of that

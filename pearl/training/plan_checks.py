@@ -206,8 +206,12 @@ DEPARTURE = 0.25
 
 def plan_departure(check: dict, run_dir: str) -> str | None:
     """One warning line when the measured speed departs from the plan's by more than DEPARTURE, naming the
-    kernel whose seconds per iteration departed most and how to fold the run into the profile; else None."""
+    kernel whose seconds per iteration departed most and how to fold the run into the profile, or when the run
+    never reached the learning phase the plan predicts (saying so, comparing nothing); else None."""
     predicted, measured = check["predicted"]["env_steps_per_s"], check["measured"]["env_steps_per_s"]
+    if check["measured"].get("phase", "learning") != "learning":  # its speed is collection's, not the plan's
+        return (f"the run made no update (it ended before learning_starts): the plan's {predicted:,.0f} env steps/s "
+                "are for the learning phase, which it never reached; train past learning_starts to compare")
     if measured <= 0 or abs(predicted - measured) / measured <= DEPARTURE:
         return None
     kernel, k = max(check["kernels"].items(), key=lambda item: abs(item[1]["measured_s"] - item[1]["predicted_s"]))
