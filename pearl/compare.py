@@ -88,7 +88,8 @@ def _not_learning(result: TrainResult, seconds: float) -> str:
             "before learning started): no learning-phase figure to set against the prediction; pass a larger --seconds")
 
 
-def _rate(value: float | None, spec: str) -> str:
+def figure(value: float | None, spec: str) -> str:
+    """A report's figure in `spec`, or "n/a" where there is none (no measurement, no power figure)."""
     return "n/a" if value is None else format(value, spec)
 
 
@@ -101,9 +102,9 @@ def markdown(report: dict) -> str:
              "measured J/step | power |", "|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
         lines.append(f"| {r['label']}: {_mapping_text_from(r['mapping'])} | {r['actors']} | "
-                     f"{r['predicted_env_steps_per_s']:,.0f} | {_rate(r['measured_env_steps_per_s'], ',.0f')} | "
-                     f"{_rate(r['error'], '+.0%')} | {_num(r['predicted_j_per_step'])} | "
-                     f"{_num(r['measured_j_per_step'])} | {r['power_source']} |")
+                     f"{r['predicted_env_steps_per_s']:,.0f} | {figure(r['measured_env_steps_per_s'], ',.0f')} | "
+                     f"{figure(r['error'], '+.0%')} | {figure(r['predicted_j_per_step'], '.3g')} | "
+                     f"{figure(r['measured_j_per_step'], '.3g')} | {r['power_source']} |")
     lines += [f"\n{r['label']}: {r['note']}." for r in report["rows"] if r.get("note")]
     return "\n".join(lines) + "\n"
 
@@ -169,10 +170,6 @@ def _mapping_text_from(mapping: dict[str, str]) -> str:
     if len(devices) == 1:
         return f"all kernels on {devices[0]}"
     return ", ".join(f"{k}→{v}" for k, v in mapping.items() if k != "env_step")
-
-
-def _num(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3g}"
 
 
 def _slug(text: str) -> str:

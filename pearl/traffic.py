@@ -122,6 +122,12 @@ def insert_shape(schedule: Schedule) -> InsertShape:
     return InsertShape(calls / max(1, seg.updates), max(1, round(seg.rows / calls)))
 
 
+def launcher_inserts(config: OffPolicyConfig) -> InsertShape:
+    """`insert_shape` of the schedule one actor runs for `config`: what the planner prices inserts at (more actors
+    split a segment into more, smaller calls) and the profiler times."""
+    return insert_shape(Schedule.for_config(config, 1))
+
+
 def _common(seg: SegmentShape, config: OffPolicyConfig, spec: EnvSpec, handed: int, publishes: int) -> Traffic:
     """The edges every launcher has: a segment's batches, its samples and priorities, its weights."""
     td = seg.updates if config.prioritized else 0

@@ -92,7 +92,7 @@ def test_the_learner_loop_inserts_a_segment_in_one_call_every_segment_of_updates
     config = preset("dqn", "CartPole-v1")
     loop = LearnerLoop(TorchAdapter("cpu"), config, env_spec("CartPole-v1"), GRIDS["quick"])
     before = loop.replay.size
-    calls = [loop.inserts_due(i) for i in range(256)]
+    calls = [loop.inserted_before(i + 1) - loop.inserted_before(i) for i in range(256)]
     for _ in range(256):
         loop.iteration()
     assert sum(calls) == 2 and set(calls) == {0, 1}  # one call of 256 rows every 128 updates

@@ -35,15 +35,14 @@ def compare(profile_path: str, algo: str, env_id: str, seconds: float, seed: int
 
 def compare_table(report: dict) -> list[str]:
     """`pearl compare`'s table: the mapping column as wide as the longest name, so no name is cut."""
+    from pearl.compare import figure  # loaded already: the table follows run_compare
+
     width = max([len("mapping"), *(len(r["label"]) for r in report["rows"])])
     lines = [f"{'mapping':{width}} {'predicted/s':>11} {'measured/s':>10} {'error':>6} {'J/step pred':>11} "
              f"{'J/step meas':>11}"]
     for r in report["rows"]:
-        predicted = f"{r['predicted_j_per_step']:.3g}" if r["predicted_j_per_step"] else "n/a"
-        measured = f"{r['measured_j_per_step']:.3g}" if r["measured_j_per_step"] else "n/a"
-        rate = f"{r['measured_env_steps_per_s']:10,.0f}" if r["measured_env_steps_per_s"] else f"{'n/a':>10}"
-        error = f"{r['error']:+6.0%}" if r["error"] is not None else f"{'n/a':>6}"
-        lines.append(f"{r['label']:{width}} {r['predicted_env_steps_per_s']:11,.0f} {rate} {error} {predicted:>11} "
-                     f"{measured:>11}")
+        lines.append(f"{r['label']:{width}} {r['predicted_env_steps_per_s']:11,.0f} "
+                     f"{figure(r['measured_env_steps_per_s'], ',.0f'):>10} {figure(r['error'], '+.0%'):>6} "
+                     f"{figure(r['predicted_j_per_step'], '.3g'):>11} {figure(r['measured_j_per_step'], '.3g'):>11}")
     lines.append(f"power: {report['rows'][0]['power_source']}; report, plot and runs in {report['dir']}")
     return lines

@@ -63,7 +63,7 @@ from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Problem, Re
 from pearl.profile.format import Profile, Workload, workload_key
 from pearl.schedule import Schedule  # pure segment arithmetic
 from pearl.traffic import (BATCH_ARRAYS, FLOAT, PRIORITIES, SAMPLES, WEIGHTS, EdgeTraffic, InsertShape,
-                           Traffic, insert_shape, statement, transition_bytes)
+                           Traffic, launcher_inserts, statement, transition_bytes)
 from pearl.types import EnvSpec
 
 #: the launcher whose traffic statement prices a host profile's plan, and a cluster's
@@ -137,7 +137,7 @@ class _Inputs:
     def inserts(self) -> InsertShape:
         """The replay inserts an update, as the launchers make them (one actor's schedule: more actors split
         a segment into more, smaller inserts, whose extra calls are left out)."""
-        return insert_shape(schedule_for(self.config, 1))
+        return launcher_inserts(self.config)
 
     @cached_property
     def env_side(self) -> float:

@@ -10,8 +10,7 @@ import numpy as np
 
 from pearl.adapters import ReplayKernels
 from pearl.algos import OffPolicyConfig
-from pearl.schedule import Schedule
-from pearl.traffic import insert_shape
+from pearl.traffic import launcher_inserts
 from pearl.types import EnvSpec, TransitionBatch
 
 
@@ -44,8 +43,8 @@ IN_SITU_TIME_FACTOR = 5  # the actor step is timed for 5 × a grid point's min_t
 
 def insert_sizes(grid: Grid, config: OffPolicyConfig) -> tuple[int, ...]:
     """The grid's insert sizes and the rows the launchers insert at a time, one actor's share of a segment
-    (`pearl.traffic.insert_shape`: 256 for the DQN CartPole-v1 preset), which the planner prices inserts at."""
-    return tuple(sorted({*grid.insert, min(insert_shape(Schedule.for_config(config, 1)).rows, config.buffer_size)}))
+    (`pearl.traffic.launcher_inserts`: 256 for the DQN CartPole-v1 preset), which the planner prices inserts at."""
+    return tuple(sorted({*grid.insert, min(launcher_inserts(config).rows, config.buffer_size)}))
 
 
 def random_transitions(spec: EnvSpec, m: int, rng: np.random.Generator) -> TransitionBatch:

@@ -23,8 +23,7 @@ from pearl.profile.format import GroupLearnTiming, InSituTiming, KernelTiming, W
 from pearl.profiling import standin
 from pearl.profiling.grids import Grid, prefill, random_transitions
 from pearl.profiling.timing import Point, Stats, measure, measure_interleaved
-from pearl.schedule import Schedule
-from pearl.traffic import insert_shape
+from pearl.traffic import launcher_inserts
 from pearl.types import EnvSpec, PriorityUpdate
 
 
@@ -118,7 +117,7 @@ SEGMENT_PAUSE_S = 0.5e-3
 
 class LearnerLoop:
     """The learner's iteration as the runtime runs it, replay and learn on one device: the replay inserts as the
-    launchers make them (`pearl.traffic.insert_shape` of one actor's schedule: an actor's share of a segment in one
+    launchers make them (`pearl.traffic.launcher_inserts`, one actor's schedule: an actor's share of a segment in one
     call, so one call every U updates for a segment of U updates), a sample, a learn and (prioritized replay) a
     priority update, each sample fresh from a replay of `prefill` rows. A call (`chain`) runs IN_SITU_CHAIN
     iterations; the profiler times it as one more point of the kernel grid's interleaved rounds (profiler._kernels),
@@ -135,16 +134,15 @@ class LearnerLoop:
         self.replay = adapter.make_replay(config, spec, seed=1)
         prefill(self.replay, spec, grid.prefill, rng)
         self.learner = adapter.make_learn(config, spec, init_params(config, spec, seed=1))
-        self.config, self.i, self.inserted = config, 0, 0
-        self.shape = insert_shape(Schedule.for_config(config, 1))
+        self.config, self.i = config, 0
+        self.shape = launcher_inserts(config)
         pool = max(2, min(64, 4096 // self.shape.rows))  # distinct batches, a few thousand rows in all
         self.pool = [random_transitions(spec, self.shape.rows, rng) for _ in range(pool)]
 
-    def inserts_due(self, i: int) -> int:
-        """Insert calls in iteration i: spread as evenly as the shape's calls an update allow (every U-th iteration
-        inserts a segment's share when a segment of U updates has one actor)."""
-        c = self.shape.per_update
-        return math.floor((i + 1) * c + 1e-9) - math.floor(i * c + 1e-9)
+    def inserted_before(self, i: int) -> int:
+        """Insert calls made before iteration i: the shape's calls an update, spread as evenly as whole calls allow
+        (every U-th iteration inserts a segment's share when a segment of U updates has one actor)."""
+        return math.floor(i * self.shape.per_update + 1e-9)
 
     def chain(self) -> None:
         for _ in range(IN_SITU_CHAIN):
@@ -159,9 +157,8 @@ class LearnerLoop:
         self.iteration()
 
     def iteration(self) -> None:
-        for _ in range(self.inserts_due(self.i)):
-            self.replay.insert(self.pool[self.inserted % len(self.pool)])
-            self.inserted += 1
+        for k in range(self.inserted_before(self.i), self.inserted_before(self.i + 1)):
+            self.replay.insert(self.pool[k % len(self.pool)])
         self.i += 1
         batch = self.replay.sample(self.config.batch_size, 0.4)
         td = self.learner.learn(batch).td_errors
@@ -173,8 +170,7 @@ class LearnerLoop:
         chain ÷ IN_SITU_CHAIN, `first_iteration_s` the median iteration after a pause."""
         return InSituTiming(workload.key, info.id, stats.median_s / IN_SITU_CHAIN, stats.samples * IN_SITU_CHAIN,
                             self.shape.per_update, self.shape.rows, self.config.batch_size, self.config.prioritized,
-                            "measured",
-                            first.median_s)
+                            "measured", first.median_s)
 
 
 def weight_sync(adapter: Adapter, info: DeviceInfo, workload: Workload, config: OffPolicyConfig,

@@ -280,10 +280,11 @@ def count_measurements(options: ProfileOptions, probes: RuntimeProbes = NO_PROBE
     chosen = plan_devices(options, found)
     planned = [d.id for d in chosen]
     devices, slices = len(planned), len(slices_to_profile(found, planned, options.devices))
-    able = [[d for d in chosen if d.adapter in algorithm(c.algo).kernels] for c, _ in workloads(options)]
+    configs = [c for c, _ in workloads(options)]
+    able = [[d for d in chosen if d.adapter in algorithm(c.algo).kernels] for c in configs]
     looped = probes.segment_loop is not None
     timed = sum(1 + (actor if on else 0) + per_device(c) * len(on) + int(looped and any(d.id == HOST for d in on))
-                for (c, _), on in zip(workloads(options), able))  # env_step, actor step, devices, the segment loop
+                for c, on in zip(configs, able))  # env_step, actor step, devices, the segment loop
     group = int(any(d.id == HOST and d.adapter == "torch" for d in chosen))  # the learner group's all-gather
     return timed + devices + group + slices + len(options.what_if)
 
