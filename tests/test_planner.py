@@ -650,6 +650,59 @@ def test_a_timed_group_update_outweighs_the_communication_figure(tmp_path) -> No
                                                            * 0.3 * one.median_s)
 
 
+def test_learner_0s_wait_in_the_collectives_is_the_timed_one_else_the_update_beyond_its_part(tmp_path) -> None:
+    """The plan's `group_comm` (learner 0's seconds an update in the group's collectives): the profile's timing
+    of that wait where it has one; a timing without it (an older profile) leaves the group's update less
+    learner 0's own part, the learn of its B/2 rows; with no timed group, `group_time`'s figure."""
+    from dataclasses import replace
+
+    from pearl.planner.build import build_problem
+    from pearl.profile.format import GroupLearnTiming
+
+    profile = load_profile(_with_group(tmp_path, 1.5e-4, 1.5e9))
+    workload = next(w for w in profile.workloads if w.algo == "ddpg")
+    model = CostModel(profile)
+    part = model.kernel_time("learn", "cpu", workload.key, workload.batch_size // 2).seconds
+    spec = env_spec("Pendulum-v1")
+
+    def wait(*timings: GroupLearnTiming) -> float:
+        timed = replace(profile, group_learn=list(timings))
+        return build_problem(timed, CostModel(timed), "ddpg", spec, learners=2)[0].group_comm_s["cpu"]
+
+    untimed = wait()
+    assert untimed == pytest.approx(build_problem(profile, model, "ddpg", spec, learners=2)[0].cost[("learn", "cpu")]
+                                    / model.in_situ_factor("cpu", workload.key) - part)
+    update = 8 * part
+    assert wait(GroupLearnTiming(workload.key, "cpu", 2, update, 5, "measured")) == pytest.approx(update - part)
+    assert wait(GroupLearnTiming(workload.key, "cpu", 2, update, 5, "measured", 0.5 * update)) == \
+        pytest.approx(0.5 * update)
+
+
+def test_two_nodes_of_one_lane_price_their_group_with_the_group_timed_on_one_lane(capsys, tmp_path) -> None:
+    """Nodes of one lane each, whose profile timed the group of two on that lane (its learners sharing it): the
+    cluster's group of one learner a node costs that timing (as the learner's iteration interleaves it), and
+    its `group_comm` is the timed wait, where the link adds nothing to the host's figure."""
+    from dataclasses import replace
+
+    from pearl.planner.make import make_plan
+    from pearl.profile.format import GroupLearnTiming, save_profile
+
+    profile = load_profile(_with_group(tmp_path, 1.5e-4, 1.5e9))
+    profile.devices = [replace(d, lanes=1) if d.id == "cpu" else d for d in profile.devices]
+    workload = next(w for w in profile.workloads if w.algo == "dqn" and w.env == "CartPole-v1")
+    update, wait = 4.0e-3, 2.5e-3
+    profile.group_learn = [GroupLearnTiming(workload.key, "cpu", 2, update, 50, "measured", wait)]
+    host = save_profile(profile, tmp_path / "one-lane.json")
+    two = tmp_path / "two.json"
+    code, _, err = run_cli(capsys, "profile", "merge", f"a={host}", f"b={host}", "--network", "40gbe", "--out",
+                           str(two))
+    assert code == 0, err
+    plan = make_plan(two, "dqn", "CartPole-v1", learners=2)
+    assert plan.mapping["learn"].endswith("/cpu")
+    assert plan.kernels["learn"] == pytest.approx(CostModel(profile).in_situ_factor("cpu", workload.key) * update)
+    assert plan.kernels["group_comm"] == pytest.approx(wait)
+
+
 def test_a_cluster_plans_a_learner_group_with_one_learner_on_every_node(capsys, tmp_path) -> None:
     """Two nodes of a profile with a group figure: `--learners 2` plans one learner on each node, learn priced as
     the group's update (its B/2 rows, plus the communication over the slower of the host's gloo figure and the

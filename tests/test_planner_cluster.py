@@ -371,7 +371,8 @@ def test_cluster_learner_groups_match_brute_force(seed):
     p = random_cluster(seed)
     rng = random.Random(seed)
     cost = {(k, d): t * rng.uniform(0.4, 1.2) if k == "learn" else t for (k, d), t in p.cost.items()}
-    p = dataclasses.replace(p, cost=cost, learners=len(p.nodes), group_comm_s=0.001)
+    p = dataclasses.replace(p, cost=cost, learners=len(p.nodes),
+                            group_comm_s={d: 0.001 for k, d in cost if k == "learn"})
     assert p.spread_group
     solved = _optima_are_the_oracles(p)
     if solved is None:

@@ -510,6 +510,29 @@ def test_the_cpu_profile_holds_a_learner_group_figure(cpu_profile, tmp_path) -> 
     (update,) = cpu_profile.group_learn  # one update of a group of two, as learner 0 leads it
     assert (update.workload, update.device, update.learners) == (cpu_profile.workloads[0].key, "cpu", 2)
     assert update.update_s > 0 and again.group_learn == cpu_profile.group_learn
+    assert 0 < update.comm_s < update.update_s  # learner 0's wait in the collectives, a part of the update
+
+
+def test_a_host_of_one_lane_times_the_group_update_with_its_learners_sharing_the_lane() -> None:
+    """`group_learn` on a host of one lane: the two learner processes share it, and the update is timed (what a
+    cluster of one-lane nodes prices its group with)."""
+    from dataclasses import replace
+
+    from pearl.adapters.registry import open_adapter
+    from pearl.adapters.torch.adapter import discover
+    from pearl.algos import preset
+    from pearl.envs import env_spec
+    from pearl.profiling.grids import GRIDS
+    from pearl.profiling.learner import group_learn
+    from pearl.profile.format import config_workload
+
+    spec = env_spec("CartPole-v1")
+    config = preset("dqn", spec.env_id)
+    info = replace(next(d for d in discover()[0] if str(d.device_id) == "cpu"), lanes=1)
+    workload = config_workload(config, spec)
+    (update,) = group_learn(open_adapter("cpu", threads=1), info, workload, config, spec, GRIDS["quick"])
+    assert (update.workload, update.device, update.learners) == (workload.key, "cpu", 2)
+    assert 0 < update.comm_s < update.update_s and update.samples >= GRIDS["quick"].min_samples
 
 
 def test_algorithms_that_share_an_env_time_its_steps_once(tmp_path) -> None:

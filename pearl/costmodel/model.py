@@ -424,6 +424,12 @@ class CostModel:
         t = self._group_learn.get((workload, device, learners))
         return None if t is None else Estimate(t.update_s, False, t.source)
 
+    def group_wait_time(self, workload: str, device: str, learners: int) -> Estimate | None:
+        """Learner 0's seconds an update in the collectives of the group the profiler timed (`group_learn_time`),
+        or None where it did not time them (no such group, or a profile from before it did)."""
+        t = self._group_learn.get((workload, device, learners))
+        return None if t is None or t.comm_s is None else Estimate(t.comm_s, False, t.source)
+
     def group_time(self, learners: int, gradient_bytes: int, averages: int, batch: int, row_bytes: int,
                    network: tuple[float, float] | None = None) -> Estimate:
         """Seconds per update a learner group of `learners` processes on this host spends communicating, as

@@ -60,7 +60,7 @@ from pearl.costmodel.model import HOST
 from pearl.device import DeviceId
 from pearl.errors import ConfigError, PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Problem, Resource
-from pearl.profile.format import Profile, Workload, workload_key
+from pearl.profile.format import Profile, Workload, config_workload, workload_key
 from pearl.schedule import Schedule  # pure segment arithmetic
 from pearl.traffic import (BATCH_ARRAYS, FLOAT, PRIORITIES, SAMPLES, WEIGHTS, EdgeTraffic, InsertShape,
                            Traffic, launcher_inserts, statement, transition_bytes)
@@ -73,14 +73,6 @@ HOST_LAUNCHER, CLUSTER_LAUNCHER = "local", "ray"
 def preset_workload(algo: str, spec: EnvSpec) -> tuple[OffPolicyConfig, str]:
     config = preset(algo, spec.env_id)
     return config, workload_key(algo, spec.env_id, spec.obs_dim, spec.action_dim, tuple(config.hidden))
-
-
-def config_workload(config: OffPolicyConfig, spec: EnvSpec) -> Workload:
-    """The workload (shapes) `config` trains on `spec`: what the cost model times, or scales when the profile
-    has not measured it."""
-    hidden = tuple(config.hidden)
-    return Workload(workload_key(config.algo, spec.env_id, spec.obs_dim, spec.action_dim, hidden), config.algo,
-                    spec.env_id, spec.obs_dim, spec.action_dim, hidden, config.batch_size, config.buffer_size)
 
 
 @dataclass(frozen=True)
@@ -198,11 +190,12 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     edges, transfer = _edges(inputs, devices)
     memory = _memory(inputs, devices)
     _check_finite(cost=cost, act=act_cost, actor_period=actor_period, transfer=transfer)
+    waits = {inputs.host_device: _group_wait(inputs, learners, threads)} if learners > 1 else {}
     problem = Problem(list(resources.values()), [_device(profile, model, d) for d in devices],
                       model.resource(inputs.host_device), inputs.host_device, cost, act_cost,
                       inputs.steps / config.n_envs * inputs.env_side, actor_period, edges,
                       transfer, memory, prefetch=True, publish=publish, learner_threads=threads * learners,
-                      learners=learners, group_comm_s=_group_seconds(inputs, learners) if learners > 1 else 0.0)
+                      learners=learners, group_comm_s=waits)
     return problem, Facts(inputs.key, inputs.steps, config.batch_size, config.n_envs, config, sync_s,
                           inputs.workload, dict(inputs.scaled))
 
@@ -330,6 +323,24 @@ def _group_learn(inputs: _Inputs, d: str, learners: int, threads: int) -> float:
         return (two.seconds + part - inputs.t("learn", d, -(-batch // 2), threads)
                 + _group_seconds(inputs, learners) - _group_seconds(inputs, 2))
     return part + _group_seconds(inputs, learners)
+
+
+def _group_wait(inputs: _Inputs, learners: int, threads: int) -> float:
+    """Learner 0's seconds an update in the group's collectives (the run's `group_comm` clock): the profile's
+    timing of them in its group of N, else in its group of two with the further communication for more
+    (`_group_seconds`), else the group's update less learner 0's own part, the learn of its B/N rows. The
+    latency and bandwidth figures alone leave out the waits for the other learners: on the 2-core EPYC VM
+    (docs/MEASUREMENTS.md, "A learner group across two nodes") they gave DQN CartPole's group of two 1.3 ms an
+    update where learner 0 of a run waited 2.8 ms."""
+    model, key, d = inputs.model, inputs.key, inputs.host_device
+    timed = model.group_wait_time(key, d, learners) if threads == 1 else None
+    if timed is not None:
+        return timed.seconds
+    two = model.group_wait_time(key, d, 2) if threads == 1 else None
+    if two is not None:
+        return two.seconds + _group_seconds(inputs, learners) - _group_seconds(inputs, 2)
+    part = inputs.t("learn", d, -(-inputs.config.batch_size // learners), threads)
+    return _group_learn(inputs, d, learners, threads) - part
 
 
 def _group_seconds(inputs: _Inputs, learners: int) -> float:

@@ -107,31 +107,39 @@ def _spread_group(cluster: Cluster, parts: list, problem: Problem, build: Callab
     costs the slowest node's group update on the device of that id, plus what the links add to the group's
     communication (`group_comm`: each node's `group` figure against the slowest link; gloo's messages pay the
     network's latency, not a Ray call). A node's group update is its profile's timing of a group of N on that
-    device (N learner processes on its host, the nearest a profile comes to N nodes, where its host has a lane
-    for each), else its learn on the B/N rows a learner takes (as `build` prices it there) plus the host's
-    communication. A device whose id some node lacks cannot hold learn."""
+    device (N one-thread learner processes on its host, the nearest a profile comes to N nodes), else its learn
+    on the B/N rows a learner takes (as `build` prices it there) plus the host's communication. A timing on a
+    host of fewer lanes than N stands for N nodes too: its learners' parts ran in turn where on N nodes they run
+    side by side, but what dominates a small network's group update is the collectives' waits, which the
+    latency and bandwidth figures leave out (`build._group_wait`). On the 2-core EPYC VM, DQN CartPole's group
+    of two timed on one core took 3.5-4.2 ms (three timings), and the update of a group across two Ray nodes of
+    one core each measured 4.4-4.5 ms (docs/MEASUREMENTS.md, "A learner group across two nodes"). Learner 0's
+    wait in the collectives (`group_comm_s`, per learn device) is what the profile timed of it in that group,
+    else the update less learner 0's own part, plus what the links add. A device whose id some node lacks cannot
+    hold learn."""
     n = len(parts)
     part_config = config.replace(batch_size=-(-config.batch_size // n))
     links = [cluster.link(a, b) for (a, *_), (b, *_) in combinations(parts, 2)]
     network = (max(k.latency_s for k in links if k), min(k.bandwidth_bytes_per_s for k in links if k))
-    update: dict[tuple[str, str], float] = {}
+    update: dict[tuple[str, str], tuple[float, float]] = {}  # (node, device) → (the update, learner 0's wait)
     for name, model, _, facts in parts:
         p, _ = _on_node(name, partial(build, cluster.node(name).profile, model, config=part_config))
         host = group_comm(model, config, spec, n)
         extra = group_comm(model, config, spec, n, network) - host
-        problem.group_comm_s = max(problem.group_comm_s, host + extra)
-        # a timed group of N stands for N nodes only where the host gave each learner a lane of its own
-        timed_here = threads == 1 and _host_lanes(cluster.node(name).profile, model) >= n
         for d in (d for k, d in p.cost if k == "learn"):
-            timed = model.group_learn_time(facts.workload, d, n) if timed_here else None
+            timed = model.group_learn_time(facts.workload, d, n) if threads == 1 else None
+            part = p.cost[("learn", d)]
             # a timed group interleaves with the replay kernels, as `_learner_costs` counts it
-            own = model.in_situ_factor(d, facts.workload) * timed.seconds if timed is not None else \
-                p.cost[("learn", d)] + host
-            update[(name, d)] = own + extra
+            own = model.in_situ_factor(d, facts.workload) * timed.seconds if timed is not None else part + host
+            waits = model.group_wait_time(facts.workload, d, n) if timed is not None else None
+            wait = waits.seconds if waits is not None else max(own - part, 0.0)
+            update[(name, d)] = (own + extra, wait + extra)
+    problem.group_comm_s = {}
     for key in [key for key in problem.cost if key[0] == "learn"]:
         device = problem.device(key[1]).local
         if all((name, device) in update for name, *_ in parts):
-            problem.cost[key] = max(update[(name, device)] for name, *_ in parts)
+            problem.cost[key] = max(update[(name, device)][0] for name, *_ in parts)
+            problem.group_comm_s[key[1]] = max(update[(name, device)][1] for name, *_ in parts)
         else:
             del problem.cost[key]
             problem.publish = {k: v for k, v in problem.publish.items() if k[1] != key[1]}

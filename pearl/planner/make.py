@@ -14,7 +14,8 @@ from pearl.device import HOST, NodeDevice
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, PlanError
 from pearl.kernels import GROUP_COMM
-from pearl.planner.build import Facts, build_problem, config_workload
+from pearl.planner.build import Facts, build_problem
+from pearl.profile.format import config_workload
 from pearl.planner.cluster_problem import build_cluster_problem
 from pearl.planner.accounting import in_turn as in_turn_period
 from pearl.planner.accounting import server_nodes
@@ -411,7 +412,7 @@ def _kernel_seconds(problem: Problem, facts: Facts, solution: Solution) -> dict[
             out[k] = sum(problem.shard_cost[(k, d, len(solution.shards))] for d in solution.shards)
     out["weight_sync"] = publish + load
     if problem.learners > 1:  # a part of learn's, timed apart by the run
-        out[GROUP_COMM] = problem.group_comm_s
+        out[GROUP_COMM] = problem.group_comm_s[solution.placement["learn"]]
     return out
 
 

@@ -189,9 +189,9 @@ class Problem:
     #: node's learn on B/N rows plus the group's communication over the links, and every node holds T
     #: processes of the group wherever learn is placed (learner_threads stays T)
     learners: int = 1
-    #: seconds per update learner 0 spends in the group's collectives, as priced into learn's cost (what the
-    #: plan predicts for the run's `group_comm` clock); 0 with one learner
-    group_comm_s: float = 0.0
+    #: per device learn may take in a group: seconds per update learner 0 spends in the group's collectives, as
+    #: priced into learn's cost (what the plan predicts for the run's `group_comm` clock); empty with one learner
+    group_comm_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def spread_group(self) -> bool:

@@ -17,6 +17,7 @@
                    "prioritized", "source", "first_iteration_s" (optional: null), "segment_s" (optional: null)}],
       "weight_sync": [{"workload", "device", "publish_s", "load_s", "samples", "source"}],
       "actor_step": [{"workload", "device", "envs", "step_s", "samples", "source"}],
+      "group_learn": [{"workload", "device", "learners", "update_s", "samples", "source", "comm_s" (optional: null)}],
       "calibrations": [{"run", "folded", "workload", "entries", "contended" (optional)}]
     }
 
@@ -65,6 +66,10 @@
   next-step resets and episode bookkeeping, the transitions written into a ring of host arrays; `step_s` the
   median over `samples` iterations. Less the env's bare steps and the act kernel, what is left is the actor's
   own per-step work, which the cost model adds to the actor's period (CostModel.actor_overhead).
+- `group_learn` (optional; older profiles lack it): one update of a learner group of `learners` one-thread
+  processes on `device` (the host's), as learner 0 leads it, at the workload's batch: `update_s`, the median
+  over `samples` updates, and `comm_s` (optional; null in older profiles), the median of learner 0's seconds
+  in the group's collectives in those updates (waiting for the others included), as a run's `group_comm` clock.
 
 Loading validates every field and names the file and the field that is wrong. This module imports no
 hardware library.
@@ -74,12 +79,16 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pearl.device import HOST_RESOURCE, DeviceKind
 from pearl.errors import PearlError
 from pearl.fileio import MAX_INT, FieldChecker, field_path, is_int, read_json, write_json_atomic
 from pearl.kernels import TIMING_NAMES
+
+if TYPE_CHECKING:
+    from pearl.algos.base import OffPolicyConfig
+    from pearl.types import EnvSpec
 
 SCHEMA = "pearl.profile/1"
 SCHEMA_NAME, SCHEMA_VERSION = SCHEMA.split("/")
@@ -221,7 +230,8 @@ class ActorStepTiming:
 @dataclass
 class GroupLearnTiming:
     """One update of a learner group of `learners` processes on `device`, as learner 0 leads it (its rows sent,
-    its part learnt, the gradients averaged, the TD errors gathered): seconds per update."""
+    its part learnt, the gradients averaged, the TD errors gathered): seconds per update; `comm_s`, learner 0's
+    part of it in the group's collectives (None in older profiles)."""
 
     workload: str
     device: str
@@ -229,6 +239,7 @@ class GroupLearnTiming:
     update_s: float
     samples: int
     source: str
+    comm_s: float | None = None
 
 
 @dataclass
@@ -276,6 +287,14 @@ DIRECTIONS = {"h2d", "d2h", "group"}
 
 def workload_key(algo: str, env: str, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> str:
     return f"{algo}-{env}-o{obs_dim}-a{action_dim}-h{'x'.join(str(h) for h in hidden)}"
+
+
+def config_workload(config: OffPolicyConfig, spec: EnvSpec) -> Workload:
+    """The workload (shapes) `config` trains on `spec`: what the profiler times, and what the cost model finds
+    timed, or scales when the profile has not measured it."""
+    hidden = tuple(config.hidden)
+    return Workload(workload_key(config.algo, spec.env_id, spec.obs_dim, spec.action_dim, hidden), config.algo,
+                    spec.env_id, spec.obs_dim, spec.action_dim, hidden, config.batch_size, config.buffer_size)
 
 
 def save_profile(profile: Profile, path: str | Path) -> Path:
@@ -403,7 +422,8 @@ def parse_profile(data: Any, where: str) -> Profile:
     if "group_learn" in data:
         profile.group_learn = [GroupLearnTiming(*keyed(t, p), v.integer(t, "learners", p, 2, MAX_LANES),
                                                 v.number(t, "update_s", p, positive=True),
-                                                v.integer(t, "samples", p, 1), v.source(t, p))
+                                                v.integer(t, "samples", p, 1), v.source(t, p),
+                                                v.number(t, "comm_s", p) if t.get("comm_s") is not None else None)
                                for p, t in v.items(data, "group_learn")]
     if "calibrations" in data:
         profile.calibrations = [dict(c) for _, c in v.items(data, "calibrations")]

@@ -21,8 +21,8 @@ from pearl.device import HOST_DEVICE
 from pearl.errors import DeviceError
 from pearl.profile.format import GroupLearnTiming, InSituTiming, KernelTiming, WeightSyncTiming, Workload
 from pearl.profiling import standin
-from pearl.profiling.grids import Grid, prefill, random_transitions
-from pearl.profiling.timing import Point, Stats, measure, measure_interleaved
+from pearl.profiling.grids import IN_SITU_TIME_FACTOR, Grid, prefill, random_transitions
+from pearl.profiling.timing import Point, Stats, durations, measure, measure_interleaved, stats_of
 from pearl.traffic import launcher_inserts
 from pearl.types import EnvSpec, PriorityUpdate
 
@@ -86,9 +86,10 @@ def _alternating(call: Callable[[], object], sync: Callable[[], None], grid: Gri
 def group_learn(adapter: Adapter, info: DeviceInfo, workload: Workload, config: OffPolicyConfig,
                 spec: EnvSpec, grid: Grid) -> list[GroupLearnTiming]:
     """One update of a learner group of two one-thread learners on `cpu` (learner 0 here, the other a process
-    started as the local launcher starts it), as learner 0 leads it, at the preset's batch; [] elsewhere, on one
-    lane, or where the adapter cannot train in a group."""
-    if info.device_id != HOST_DEVICE or info.lanes < 2:
+    started as the local launcher starts it), as learner 0 leads it, at the preset's batch; [] elsewhere, or where
+    the adapter cannot train in a group. On a host of one lane the two share it: a node of a cluster whose group
+    has one learner on each node (pearl.planner.cluster_problem `_spread_group` says why that timing stands)."""
+    if info.device_id != HOST_DEVICE:
         return []
     rng = np.random.default_rng(3)
     replay = adapter.make_replay(config, spec, seed=3)
@@ -99,13 +100,22 @@ def group_learn(adapter: Adapter, info: DeviceInfo, workload: Workload, config: 
         comm = open_group(adapter, learner, config, spec, 2, 1, 3, procs)
     except DeviceError:
         return []
+    batch, waits = replay.sample(config.batch_size, 0.4), []
+
+    def update() -> None:  # learner 0's seconds in the collectives of each call, as the run's `group_comm` clock
+        before = comm.comm_s
+        lead_update(learner, comm, batch)
+        waits.append(comm.comm_s - before)
+
     try:
-        stats = measure(partial(lead_update, learner, comm, replay.sample(config.batch_size, 0.4)),
-                        adapter.synchronize, min_time=grid.min_time, warmup=grid.warmup, min_samples=grid.min_samples)
+        # 5 × a grid point's time: an update of milliseconds made of collectives swings with the host's spells
+        times = durations(update, adapter.synchronize, min_time=IN_SITU_TIME_FACTOR * grid.min_time,
+                          warmup=grid.warmup, min_samples=grid.min_samples)
     finally:
         leave_group(comm)
         stop_learners(procs)
-    return [GroupLearnTiming(workload.key, info.id, 2, stats.median_s, stats.samples, "measured")]
+    return [GroupLearnTiming(workload.key, info.id, 2, stats_of(times).median_s, len(times), "measured",
+                             float(np.median(waits[-len(times):])))]
 
 
 #: learner iterations a timed in-situ call runs, the device waited for once at its end, as in a run

@@ -62,7 +62,7 @@ from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PearlError
 from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
 from pearl.profile.format import (ActorStepTiming, DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power,
-                                  Profile, Transfer, WeightSyncTiming, Workload, save_profile, workload_key)
+                                  Profile, Transfer, WeightSyncTiming, Workload, config_workload, save_profile)
 from pearl.profiling import power
 from pearl.profiling.actor import ActorLoop, ActorSteps
 from pearl.profiling.grids import GRIDS, IN_SITU_TIME_FACTOR, Grid, insert_sizes, prefill, random_transitions
@@ -194,7 +194,7 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
     profile."""
     profile.devices += [t.entry for t in targets]
     for config, spec in measured:
-        workload = _workload(config, spec)
+        workload = config_workload(config, spec)
         profile.workloads.append(workload)
         actor = None
         if env_steps:
@@ -325,12 +325,6 @@ def _host() -> dict:
 
     return {"node": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0],
             "cpu": cpu_name(), "cores": cpu_lanes(), "memory_bytes": host_memory_bytes()}
-
-
-def _workload(config: OffPolicyConfig, spec: EnvSpec) -> Workload:
-    key = workload_key(config.algo, spec.env_id, spec.obs_dim, spec.action_dim, tuple(config.hidden))
-    return Workload(key, config.algo, spec.env_id, spec.obs_dim, spec.action_dim, tuple(config.hidden),
-                    config.batch_size, config.buffer_size)
 
 
 # --------------------------------------------------------------------------- kernels

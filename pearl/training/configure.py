@@ -332,7 +332,7 @@ def default_threads(config: OffPolicyConfig, spec: EnvSpec, placement: Placement
         return DEFAULT_THREADS
     from pearl.costmodel import CostModel
     from pearl.planner.accounting import fastest_threads
-    from pearl.planner.build import config_workload
+    from pearl.profile.format import config_workload
     from pearl.planner.make import layout_threads
     from pearl.planner.problem import PLACED, REPLAY
 
@@ -393,7 +393,7 @@ def long_run(config: OffPolicyConfig) -> bool:
 def times_threads(profile: "Profile | None", config: OffPolicyConfig, spec: EnvSpec) -> bool:
     """Whether `profile` times this workload's learn on `cpu` at more than one thread count."""
     from pearl.costmodel import CostModel
-    from pearl.planner.build import config_workload
+    from pearl.profile.format import config_workload
 
     if profile is None:
         return False
