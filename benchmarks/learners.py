@@ -2,6 +2,7 @@
 threads as the group has processes beside them. (Not a test: it prints.)
 
     python benchmarks/learners.py [--updates 200] [--rounds 3] [--learners 1 2 4] [--device cpu|cuda:0]
+                                  [--profile PROFILE]
 
 For each workload (the DQN CartPole-v1 and DDPG Pendulum-v1 presets, and a large network: DDPG with hidden
 1024-1024 at batch 1024) and each side (N learners of one thread each, and one learner of N threads), the
@@ -15,6 +16,12 @@ the rounds are printed last. The group's learners are the local launcher's own l
 travel through host memory) and there is no threads side: one learner on the GPU against N learner processes
 sharing it (time-sliced, or concurrently when an MPS control daemon is running: start one before, with
 CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY set, and the learners become its clients).
+
+With `--profile` (a `pearl profile` of this machine) each group size's measured figures are set against what
+the planner prices for it (`pearl.planner.build.build_problem` with that many learners, learn as it runs alone:
+its cost over the learner iteration's in-situ factor; the communication: the plan's `group_comm`), as medians
+over the rounds. A group across the nodes of a cluster is a `pearl train` run of a cluster plan
+(docs/MEASUREMENTS.md, "A learner group across two nodes").
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from pearl.adapters.torch import TorchAdapter
 from pearl.algos import preset
 from pearl.algos.params import init_params
 from pearl.envs import env_spec
+from pearl.errors import PearlError
 from pearl.hostinfo import cpu_name
 from pearl.adapters.group import dead_learner, open_group, stop_learners
 from pearl.runtime.learner_group import GroupLearner
@@ -115,6 +123,25 @@ def group(workload: Workload, learners: int, updates: int, device: str) -> tuple
         stop_learners(procs)
 
 
+def predicted(profile_path: str, workload: Workload, learners: list[int]) -> dict[int, tuple[float, float]]:
+    """{N: (updates/s, seconds an update communicating)} as the planner prices a group of N one-thread learners
+    learning alone (N = 1: one learner of one thread) from the profile."""
+    from pearl.costmodel import CostModel
+    from pearl.planner.build import build_problem
+    from pearl.profile.format import config_workload, load_profile
+
+    profile = load_profile(profile_path)
+    model = CostModel(profile)
+    config, spec = workload.config_and_spec()
+    factor = model.in_situ_factor("cpu", config_workload(config, spec).key)
+    out = {}
+    for n in sorted({1, *learners}):
+        problem, _ = build_problem(profile, model, workload.algo, spec, config=config, learners=n,
+                                   beside_actors=False)
+        out[n] = (factor / problem.cost[("learn", "cpu")], problem.group_comm_s.get("cpu", 0.0))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--updates", type=int, default=200)
@@ -122,6 +149,7 @@ def main() -> None:
     parser.add_argument("--learners", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--workloads", nargs="+", default=[w.name for w in WORKLOADS])
     parser.add_argument("--device", default="cpu", help="cpu, or cuda:N for every learner on that GPU")
+    parser.add_argument("--profile", help="a profile of this machine: print the planner's figures beside (cpu)")
     args = parser.parse_args()
     on_gpu = args.device != "cpu"
     where = torch.cuda.get_device_name(torch.device(args.device)) if on_gpu else "its CPU"
@@ -131,8 +159,10 @@ def main() -> None:
     for workload in (w for w in WORKLOADS if w.name in args.workloads):
         updates = max(20, args.updates // (8 if "1024" in workload.name else 1))
         ratios: dict[str, list[float]] = {}
+        measured: dict[int, list[tuple[float, float]]] = {}
         for r in range(args.rounds):
             base, _ = one_learner(workload, 1, updates, args.device)
+            measured.setdefault(1, []).append((base, 0.0))
             line = [f"{workload.name} round {r + 1}: 1 learner x 1 thread {base:8.1f} updates/s"]
             for n in (n for n in args.learners if n > 1):
                 if not on_gpu:
@@ -140,6 +170,7 @@ def main() -> None:
                     ratios.setdefault(f"1 learner x {n} threads", []).append(threads_rate / base)
                     line.append(f"1x{n}t {threads_rate:8.1f} ({threads_rate / base:.2f}x)")
                 group_rate, comm_s = group(workload, n, updates, args.device)
+                measured.setdefault(n, []).append((group_rate, comm_s))
                 ratios.setdefault(f"{n} learners x 1 thread", []).append(group_rate / base)
                 ratios.setdefault(f"{n} learners: communication ms/update", []).append(comm_s * 1e3)
                 line.append(f"{n} learners {group_rate:8.1f} ({group_rate / base:.2f}x, {comm_s * 1e3:.2f} ms/update "
@@ -149,6 +180,21 @@ def main() -> None:
             unit = "" if "ms" in name else "x"
             print(f"  {workload.name}: {name}: median {statistics.median(values):.2f}{unit} of {len(values)} rounds "
                   f"(min {min(values):.2f}, max {max(values):.2f})")
+        if args.profile and not on_gpu:
+            try:
+                prices = predicted(args.profile, workload, list(measured))
+            except PearlError as exc:
+                print(f"  {workload.name}: no prediction: {exc}")
+                continue
+            for n, (rate, comm) in prices.items():
+                got = statistics.median(m[0] for m in measured[n])
+                line = f"  {workload.name}: {n} learner(s): predicted {rate:.1f} updates/s, measured {got:.1f} " \
+                       f"(median; {got / rate:.2f}x)"
+                if n > 1:
+                    spent = statistics.median(m[1] for m in measured[n])
+                    line += f"; communicating {comm * 1e3:.2f} ms/update predicted, {spent * 1e3:.2f} measured " \
+                            f"({spent / comm:.2f}x)"
+                print(line)
 
 
 if __name__ == "__main__":
