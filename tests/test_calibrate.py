@@ -128,10 +128,24 @@ def test_a_run_whose_processes_outnumber_the_lanes_is_folded_with_a_warning(caps
     code, stdout, err = _fold(capsys, str(run), out, "--profile", str(planned_run["profile"]))
     assert code == 0 and out.exists()
     assert err.startswith("warning: ") and err.count("\n") == 1 and f"on {lanes} lanes" in err, err
-    assert json.loads(stdout)["contended"] == f"{lanes} actor process(es) and 1 learner thread(s) on {lanes} lanes"
+    assert json.loads(stdout)["contended"] == \
+        f"{lanes + 1} processes on the learner's host ({lanes} actor process(es) in all, 1 thread(s) a learner) " \
+        f"on {lanes} lanes"
     real = json.loads((Path(planned_run["result"].run_dir) / "summary.json").read_text())
     note = load_profile(_fold_plain(capsys, planned_run, tmp_path)).calibrations[-1]
     assert ("contended" in note) == (real["actors"] + real["threads"] > lanes)
+
+
+def test_the_processes_on_the_learners_host_are_those_the_record_places_there() -> None:
+    """A Ray run's record names each role's node: the learner's host holds the roles on learner 0's node (a
+    learner counting its threads); a record without nodes (one host) holds every actor and learner thread."""
+    from pearl.profile.calibrate import host_processes
+
+    a, b = "node 87628d5e (192.0.2.2, plan node a)", "node 8ca2413d (192.0.2.2, plan node b)"
+    assert host_processes({"learner": a, "actor worker 0": b}, 1, 1, 1) == 1
+    assert host_processes({"learner": a, "actor worker 0": a, "actor worker 1": b}, 2, 2, 1) == 3
+    assert host_processes({"learner 0": a, "learner 1": b, "actor worker 0": b, "replay shard 0": a}, 1, 1, 2) == 2
+    assert host_processes({}, 2, 1, 1) == 3 and host_processes({}, 1, 1, 2) == 3
 
 
 def _fold_plain(capsys, planned_run, tmp_path: Path) -> Path:
@@ -157,6 +171,7 @@ def _copy_run(planned_run, tmp_path: Path) -> Path:
     (lambda run: _edit(run / "config.json", lambda d: d.update(schema="pearl.run/9")), "schema 'pearl.run/9'"),
     (lambda run: _edit(run / "summary.json", lambda d: d.pop("kernel_seconds")), "lacks a usable field"),
     (lambda run: _edit(run / "config.json", lambda d: d["host"].update(node="elsewhere")), "ran on node"),
+    (lambda run: _edit(run / "summary.json", lambda d: d.update(learners=2)), "a group of 2 learners"),
 ])
 def test_a_bad_run_is_one_error_line_and_nothing_written(capsys, planned_run, tmp_path, damage, fragment) -> None:
     run = _copy_run(planned_run, tmp_path)

@@ -34,7 +34,8 @@ device), or is added when the profile had none, with `source` "in-situ"; the pro
 names the run and the entries it replaced. Weight syncs are not folded: a run's `weight_sync` total mixes
 the learner's publishes with every actor's loads.
 
-The figures of a run whose processes outnumbered the host's lanes (its actors and the learner's threads) hold
+The figures of a run whose processes outnumbered the host's lanes (its actors and every learner's threads on the
+learner's host: on a Ray cluster, the roles the record places on the learner's node) hold
 the time they lost to each other, which the planner charges again with its contention rows: they are folded all
 the same, and the calibration's note says so (`contended`), so `pearl profile --from-run` can warn; calibrate from
 a run whose processes fit the lanes.
@@ -86,10 +87,14 @@ class RunTimes:
     #: the replay inserts the learner made: the batches handed on (its record's transitions messages), else one an
     #: update (a record without traffic)
     inserts: int = 0
+    #: the processes on the learner's host, a learner's threads each (`host_processes`); 0: actors + threads
+    processes: int = 0
 
     def __post_init__(self) -> None:
         if self.inserts < 1:
             object.__setattr__(self, "inserts", self.updates)
+        if self.processes < 1:
+            object.__setattr__(self, "processes", self.actors + self.threads)
 
     def actor_iteration(self, load_s: float) -> float:
         """Seconds of an actor's iteration as its process ran it (the module docstring), its weight loads at
@@ -141,6 +146,8 @@ def read_run(run_dir: str | Path) -> RunTimes:
         actors_busy = actors * wall - float(actor_wait) if actor_wait is not None else None
         loads = int(summary.get("traffic", {}).get("weights", {}).get("loads", 0))
         inserts = int(summary.get("traffic", {}).get("transitions", {}).get("messages", 0))
+        learners = int(summary.get("learners", 1))
+        processes = host_processes(summary.get("roles") or {}, actors, threads, learners)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise RunRecordError(f"{folder}: config.json or summary.json lacks a usable field ({exc!r}); it is not a "
                              "finished pearl run") from None
@@ -149,12 +156,25 @@ def read_run(run_dir: str | Path) -> RunTimes:
     if steps < 1 or updates < 1 or n_envs < 1:
         raise RunRecordError(f"{folder / 'summary.json'}: the run made {steps} env steps and {updates} updates; "
                              "calibrate from a run that learnt (steps past learning_starts)")
+    if learners > 1:
+        raise RunRecordError(f"{folder}: the run trained a group of {learners} learners, whose learn clock holds the "
+                             "group's update, not one learner's learn; calibrate from a run of one learner")
     if actors < 1 or threads < 1:
         raise RunRecordError(f"{folder / 'summary.json'}: {actors} actor(s) and {threads} learner thread(s) is not "
                              "a run pearl made")
     return RunTimes(folder.name, host, workload, placement, n_envs, prioritized, steps, updates,
                     {k: float(v) for k, v in seconds.items() if v is not None}, busy, actors_busy, actors, threads,
-                    loads, inserts)
+                    loads, inserts, processes)
+
+
+def host_processes(roles: dict[str, str], actors: int, threads: int, learners: int) -> int:
+    """The processes a run had on its learner's host, each learner counting its threads: where the record names
+    each role's node (a Ray run: `roles`, role → its node's description), the roles on learner 0's node; else
+    (one host) every actor process and every learner's threads."""
+    lead = roles.get("learner", roles.get("learner 0"))
+    if lead is None:
+        return actors + learners * threads
+    return sum(threads if role.startswith("learner") else 1 for role, node in roles.items() if node == lead)
 
 
 def _record(path: Path) -> dict:
@@ -209,9 +229,10 @@ def calibrate(profile: Profile, run: RunTimes, profile_name: str = "the profile"
     workloads = profile.workloads if any(x.key == w.key for x in profile.workloads) else [*profile.workloads, w]
     note = {"run": run.run_id, "folded": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "workload": w.key, "entries": folded}
-    processes, lanes = run.actors + run.threads, _host_lanes(profile)
-    if lanes is not None and processes > lanes:
-        note["contended"] = f"{run.actors} actor process(es) and {run.threads} learner thread(s) on {lanes} lanes"
+    lanes = _host_lanes(profile)
+    if lanes is not None and run.processes > lanes:
+        note["contended"] = (f"{run.processes} processes on the learner's host ({run.actors} actor process(es) in "
+                             f"all, {run.threads} thread(s) a learner) on {lanes} lanes")
     return replace(profile, workloads=workloads, kernels=timings, env_step=env_step, in_situ=in_situ,
                    actor_step=actor_step, calibrations=[*profile.calibrations, note])
 
