@@ -111,9 +111,10 @@ def _spread_group(cluster: Cluster, parts: list, problem: Problem, build: Callab
     on the B/N rows a learner takes (as `build` prices it there) plus the host's communication. A timing on a
     host of fewer lanes than N stands for N nodes too: its learners' parts ran in turn where on N nodes they run
     side by side, but what dominates a small network's group update is the collectives' waits, which the
-    latency and bandwidth figures leave out (`build._group_wait`). On the 2-core EPYC VM, DQN CartPole's group
-    of two timed on one core took 3.5-4.2 ms (three timings), and the update of a group across two Ray nodes of
-    one core each measured 4.4-4.5 ms (docs/MEASUREMENTS.md, "A learner group across two nodes"). Learner 0's
+    latency and bandwidth figures leave out (`build._group_wait`). On the 2-core EPYC VM, quick profiles of one
+    core timed DQN CartPole's group of two at 3.80-5.13 ms (four profiles), and a group across two Ray nodes of
+    one core each measured 4.4-4.7 ms an update (four runs; docs/MEASUREMENTS.md, "A learner group across two
+    nodes"). Learner 0's
     wait in the collectives (`group_comm_s`, per learn device) is what the profile timed of it in that group,
     else the update less learner 0's own part, plus what the links add. A device whose id some node lacks cannot
     hold learn."""
