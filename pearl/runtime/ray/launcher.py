@@ -433,7 +433,6 @@ class RayLauncher(SegmentLauncher):
         if not self.config.prioritized:  # uniform replay: the learner skips the no-op priority update
             seconds.setdefault("priority_update", 0.0)
             calls.setdefault("priority_update", 0)
-        self.waits = {"learner_wait_s": self.waited}
         return seconds, calls
 
     def _finish(self, stats: LoopStats) -> LoopStats:
@@ -445,6 +444,9 @@ class RayLauncher(SegmentLauncher):
         worker_restarts = self.restarts - len(self.recoveries)
         stats.restarts, stats.lost_steps_max = self.restarts, worker_restarts * self.config.n_envs
         stats.recoveries, stats.redone_steps = list(self.recoveries), self.redone_steps
+        # the learner's idle time is its wall time less its role's work; the driver's own wait for the workers'
+        # segments is kept apart (the learner is busy with earlier segments meanwhile)
+        self.waits = {"learner_wait_s": max(0.0, stats.wall_s - self.role.busy()), "driver_wait_s": self.waited}
         stats.waits = dict(self.waits)
         stats.roles = self.role_nodes()
         return stats

@@ -16,6 +16,7 @@ owned by the role, so they end with it.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -72,6 +73,7 @@ class RayLearnerRole(LearnerRole):
             kernels = ShardedReplayKernels(RemoteShardedReplay(shards, cfg.buffer_size, job.spec, cfg.prioritized,
                                                                cfg.alpha, cfg.priority_eps, Seeds(job.seed).replay))
         self.sharded = bool(shards)
+        self.busy_s = 0.0  # seconds in the role's work (`busy`)
         super().__init__(job, devices, None, kernels)
 
     def restore(self, resume: Checkpoint) -> None:
@@ -83,10 +85,31 @@ class RayLearnerRole(LearnerRole):
             raise ConfigError(f"{resume.path}: its replay does not fit the replay shards: {exc}") from None
 
     def insert(self, *batches: TransitionBatch) -> int:
+        t0 = time.perf_counter()
         for batch in batches:
             if len(batch):  # the batches inserted, in the role or into a replay shard (`pearl.traffic`)
                 self.sent.add(INSERTS, nbytes=batch.nbytes)
-        return super().insert(*batches)
+        rows = super().insert(*batches)
+        self.busy_s += time.perf_counter() - t0
+        return rows
+
+    def train(self, updates: int, beta: float) -> int:
+        t0 = time.perf_counter()
+        count = super().train(updates, beta)
+        self.busy_s += time.perf_counter() - t0
+        return count
+
+    def policy(self) -> Params:
+        t0 = time.perf_counter()
+        params = super().policy()
+        self.busy_s += time.perf_counter() - t0
+        return params
+
+    def busy(self) -> float:
+        """Seconds the role spent in its per-segment work (inserting, training, publishing), Ray's own threads'
+        share of its process included: the driver's waits say when the workers were late, not when the learner
+        was idle, so the run's `learner_wait_s` is its wall time less this (`RayLauncher._finish`)."""
+        return self.busy_s
 
     def node_id(self) -> str:
         return str(require_ray().get_runtime_context().get_node_id())
@@ -226,6 +249,9 @@ class RayLearnerHandle:
 
     def clocks(self) -> list[KernelClock]:
         return self._call("clocks")
+
+    def busy(self) -> float:
+        return self._call("busy")
 
 def _writable(state: Params) -> Params:
     return {k: np.array(v) for k, v in state.items()}  # copies of the object store's read-only arrays
