@@ -182,6 +182,22 @@ def test_a_bad_run_is_one_error_line_and_nothing_written(capsys, planned_run, tm
     assert not out.exists()
 
 
+def test_a_run_planned_from_a_cluster_profile_needs_its_nodes_profile_named(capsys, planned_run, tmp_path) -> None:
+    """A run whose plan was made from a cluster profile: the profile to fold it into is one node's, which
+    --profile names; without it, one error line saying so, nothing written."""
+    run = _copy_run(planned_run, tmp_path)
+    cluster = tmp_path / "two.json"
+    host = str(planned_run["profile"])
+    assert run_cli(capsys, "profile", "merge", f"a={host}", f"b={host}", "--network", "40gbe", "--out",
+                   str(cluster))[0] == 0
+    _edit(run / "plan.json", lambda d: d["profile"].update(path=str(cluster)))
+    out = tmp_path / "calibrated.json"
+    code, _, err = _fold(capsys, str(run), out)
+    assert code == 2 and err.count("\n") == 1 and "planned from cluster profile" in err and "--profile" in err, err
+    assert not out.exists()
+    assert _fold(capsys, str(run), out, "--profile", host)[0] == 0 and out.exists()
+
+
 def test_a_run_without_a_plan_needs_a_profile_named(capsys, planned_run, tmp_path) -> None:
     run = _copy_run(planned_run, tmp_path)
     (run / "plan.json").unlink()

@@ -135,6 +135,9 @@ def _profile_from_run(run_dir: str, base: str | None, out: str | None, as_json: 
         base = str(recorded.get("profile", {}).get("path", "")) if isinstance(recorded, dict) else ""
         if not base or not Path(base).exists():
             raise ConfigError(f"{plan_file} names profile {base!r}, which is not here; pass --profile FILE")
+        if _is_cluster(base):
+            raise ConfigError(f"run {run.run_id} was planned from cluster profile {base}: pass --profile FILE, the "
+                              "profile of the node its learner ran on")
     check_writable(out)
     calibrated = calibrate(load_profile(base), run, base)
     written = save_profile(calibrated, out)
@@ -147,6 +150,15 @@ def _profile_from_run(run_dir: str, base: str | None, out: str | None, as_json: 
         print_json({"profile": str(written), "from": base, **note})
         return
     click.echo(f"folded run {run.run_id} into {written} (from {base}): {'; '.join(note['entries'])}")
+
+
+def _is_cluster(path: str) -> bool:
+    """Whether the file is a cluster profile (`pearl profile merge`'s), not one machine's."""
+    from pearl.fileio import read_json
+    from pearl.profile.cluster import SCHEMA as CLUSTER_SCHEMA
+
+    data = read_json(path, ConfigError, "")
+    return isinstance(data, dict) and data.get("schema") == CLUSTER_SCHEMA
 
 
 def _profile_cluster(address: str, options: Any, path: str, as_json: bool) -> None:
