@@ -214,6 +214,30 @@ def test_bad_arguments_are_one_line_and_write_nothing(capsys, tmp_path, args: li
     assert not out.exists()
 
 
+def test_algo_is_repeatable_and_env_takes_one(capsys, tmp_path, monkeypatch) -> None:
+    """`--algo dqn --algo ddpg` measures both presets (in that order, once each); `--algo all` among them, or no
+    --algo, every algorithm; with --env, two algorithms are one error line (a workload is one algorithm's)."""
+    import pearl.profiling.profiler as profiler
+    from pearl.cli.base import ALGO_CHOICES
+    from pearl.errors import ConfigError
+
+    asked: list[tuple[str, ...]] = []
+
+    def stop(options, *_args, **_kwargs):  # the measuring itself is not what is tested here
+        asked.append(tuple(options.algos))
+        raise ConfigError("stopped before measuring")
+
+    monkeypatch.setattr(profiler, "run_profile", stop)
+    out = str(tmp_path / "p.json")
+    for args in (["--algo", "dqn", "--algo", "ddpg", "--algo", "dqn"], ["--algo", "sac", "--algo", "all"], []):
+        assert run_cli(capsys, "profile", "--quick", "--device", "cpu", "--out", out, *args)[0] == 2
+    assert asked == [("dqn", "ddpg"), tuple(ALGO_CHOICES), tuple(ALGO_CHOICES)]
+    code, _, err = run_cli(capsys, "profile", "--quick", "--algo", "dqn", "--algo", "ddpg", "--env", "CartPole-v1",
+                           "--out", out)
+    assert code == 2 and err.count("\n") == 1 and "--env profiles one workload: pass one --algo" in err
+    assert len(asked) == 3 and not (tmp_path / "p.json").exists()
+
+
 def test_interrupted_write_leaves_no_file(cpu_profile, tmp_path, monkeypatch) -> None:
     import pearl.fileio as fileio
 

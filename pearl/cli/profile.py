@@ -15,8 +15,8 @@ from pearl.progress import Progress
 @cli.group(invoke_without_command=True)
 @click.option("--quick", is_flag=True, help="A small grid and short timings: about 80 s for cpu and PoCL on 2 cores.")
 @click.option("--out", default=None, help="Profile file to write [default: profiles/<host>-<mode>.json].")
-@click.option("--algo", type=click.Choice([*ALGO_CHOICES, "all"]), default="all", show_default=True,
-              help="Which presets' kernels to measure.")
+@click.option("--algo", "algos", type=click.Choice([*ALGO_CHOICES, "all"]), multiple=True,
+              help="Which presets' kernels to measure (repeatable) [default: all].")
 @click.option("--device", "devices", multiple=True, help="Profile only this device (repeatable).")
 @click.option("--env", "env_id", default=None,
               help="Profile one workload of yours: --algo on this gymnasium env (module:Env-v0 for your own), next "
@@ -36,7 +36,7 @@ from pearl.progress import Progress
               help="With --from-run: the profile of this machine to calibrate [default: the run's plan's].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with a summary.")
 @click.pass_context
-def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices: tuple[str, ...],
+def profile(ctx: click.Context, quick: bool, out: str | None, algos: tuple[str, ...], devices: tuple[str, ...],
             env_id: str | None, hidden: str | None, batch_size: int | None, n_envs: int | None,
             what_if: tuple[str, ...], ray_address: str | None, from_run: str | None, base_profile: str | None,
             as_json: bool) -> None:
@@ -57,7 +57,10 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algo: str, devices
     if from_run is not None:
         _profile_from_run(from_run, base_profile, out, as_json)
         return
-    options = ProfileOptions(quick=quick, algos=ALGO_CHOICES if algo == "all" else (algo,),
+    chosen = tuple(ALGO_CHOICES) if not algos or "all" in algos else tuple(dict.fromkeys(algos))
+    if env_id is not None and len(set(algos) - {"all"}) > 1:
+        raise ConfigError(f"--env profiles one workload: pass one --algo, not {', '.join(dict.fromkeys(algos))}")
+    options = ProfileOptions(quick=quick, algos=chosen,
                              devices=devices or None, what_if=what_if, env=env_id, hidden=_widths(hidden),
                              batch_size=batch_size, n_envs=n_envs)
     path = out or f"profiles/{platform.node() or 'host'}-{'quick' if quick else 'full'}.json"
