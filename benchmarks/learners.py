@@ -42,6 +42,7 @@ from pearl.algos import preset
 from pearl.algos.params import init_params
 from pearl.envs import env_spec
 from pearl.errors import PearlError
+from pearl.profile.format import Profile, load_profile
 from pearl.hostinfo import cpu_name
 from pearl.adapters.group import dead_learner, open_group, stop_learners
 from pearl.runtime.learner_group import GroupLearner
@@ -123,14 +124,13 @@ def group(workload: Workload, learners: int, updates: int, device: str) -> tuple
         stop_learners(procs)
 
 
-def predicted(profile_path: str, workload: Workload, learners: list[int]) -> dict[int, tuple[float, float]]:
+def predicted(profile: Profile, workload: Workload, learners: list[int]) -> dict[int, tuple[float, float]]:
     """{N: (updates/s, seconds an update communicating)} as the planner prices a group of N one-thread learners
     learning alone (N = 1: one learner of one thread) from the profile."""
     from pearl.costmodel import CostModel
     from pearl.planner.build import build_problem
-    from pearl.profile.format import config_workload, load_profile
+    from pearl.profile.format import config_workload
 
-    profile = load_profile(profile_path)
     model = CostModel(profile)
     config, spec = workload.config_and_spec()
     factor = model.in_situ_factor("cpu", config_workload(config, spec).key)
@@ -152,6 +152,7 @@ def main() -> None:
     parser.add_argument("--profile", help="a profile of this machine: print the planner's figures beside (cpu)")
     args = parser.parse_args()
     on_gpu = args.device != "cpu"
+    profile = load_profile(args.profile) if args.profile and not on_gpu else None
     where = torch.cuda.get_device_name(torch.device(args.device)) if on_gpu else "its CPU"
     print(f"# {cpu_name()}, {os.cpu_count()} cores, {platform.python_version()}, torch {torch.__version__}; "
           f"learners on {args.device} ({where}); {args.updates} updates a side, {args.rounds} rounds, sides "
@@ -180,9 +181,9 @@ def main() -> None:
             unit = "" if "ms" in name else "x"
             print(f"  {workload.name}: {name}: median {statistics.median(values):.2f}{unit} of {len(values)} rounds "
                   f"(min {min(values):.2f}, max {max(values):.2f})")
-        if args.profile and not on_gpu:
+        if profile is not None:
             try:
-                prices = predicted(args.profile, workload, list(measured))
+                prices = predicted(profile, workload, list(measured))
             except PearlError as exc:
                 print(f"  {workload.name}: no prediction: {exc}")
                 continue

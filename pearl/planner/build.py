@@ -190,7 +190,8 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     edges, transfer = _edges(inputs, devices)
     memory = _memory(inputs, devices)
     _check_finite(cost=cost, act=act_cost, actor_period=actor_period, transfer=transfer)
-    waits = {inputs.host_device: _group_wait(inputs, learners, threads)} if learners > 1 else {}
+    host = inputs.host_device
+    waits = {host: _group_update(inputs, host, learners, threads)[1]} if learners > 1 else {}
     problem = Problem(list(resources.values()), [_device(profile, model, d) for d in devices],
                       model.resource(inputs.host_device), inputs.host_device, cost, act_cost,
                       inputs.steps / config.n_envs * inputs.env_side, actor_period, edges,
@@ -294,7 +295,7 @@ def _learner_costs(inputs: _Inputs, devices: list[str], threads: int = 1, learne
             cost[("learn", d)] = f * (t("learn", d, batch, threads, busy)
                                       if d == inputs.host_device and threads > 1 else t("learn", d, batch))
         elif can("learn", d) and d == inputs.host_device:
-            cost[("learn", d)] = f * _group_learn(inputs, d, learners, threads)
+            cost[("learn", d)] = f * _group_update(inputs, d, learners, threads)[0]
     return cost
 
 
@@ -309,38 +310,33 @@ def _actors_busy(inputs: _Inputs, threads: int) -> float:
     return min(1.0, work / inputs.t("learn", host, inputs.config.batch_size, threads))
 
 
-def _group_learn(inputs: _Inputs, d: str, learners: int, threads: int) -> float:
-    """Seconds of one update of a learner group of `learners` on the host device d: the profile's timing of that
-    group where it has one; else its timing of two learners, with the learn of a smaller part and the further
-    communication (`_group_seconds`) for more; else one learner's learn on its part plus the communication."""
+def _group_update(inputs: _Inputs, d: str, learners: int, threads: int) -> tuple[float, float]:
+    """(seconds of one update of a learner group of `learners` on the host device d, learner 0's part of it in the
+    group's collectives: what a run's `group_comm` clock holds). The update: the profile's timing of that group
+    where it has one; else its timing of two learners, with the learn of a smaller part and the further
+    communication (`_group_seconds`) for more; else one learner's learn on its part plus the communication. The
+    wait: the timing's own (with the further communication for more), else the update less learner 0's part, the
+    learn of its B/N rows. The latency and bandwidth figures alone leave out the waits for the other learners: on
+    the 2-core EPYC VM (docs/MEASUREMENTS.md, "A learner group across two nodes") they gave DQN CartPole's group
+    of two 1.3 ms an update where learner 0 of a run waited 2.8 ms."""
     model, key, batch = inputs.model, inputs.key, inputs.config.batch_size
-    measured = model.group_learn_time(key, d, learners) if threads == 1 else None
-    if measured is not None:
-        return measured.seconds
-    part = inputs.t("learn", d, -(-batch // learners), threads)
-    two = model.group_learn_time(key, d, 2) if threads == 1 else None
-    if two is not None:
-        return (two.seconds + part - inputs.t("learn", d, -(-batch // 2), threads)
-                + _group_seconds(inputs, learners) - _group_seconds(inputs, 2))
-    return part + _group_seconds(inputs, learners)
 
+    def part(n: int) -> float:
+        return inputs.t("learn", d, -(-batch // n), threads)
 
-def _group_wait(inputs: _Inputs, learners: int, threads: int) -> float:
-    """Learner 0's seconds an update in the group's collectives (the run's `group_comm` clock): the profile's
-    timing of them in its group of N, else in its group of two with the further communication for more
-    (`_group_seconds`), else the group's update less learner 0's own part, the learn of its B/N rows. The
-    latency and bandwidth figures alone leave out the waits for the other learners: on the 2-core EPYC VM
-    (docs/MEASUREMENTS.md, "A learner group across two nodes") they gave DQN CartPole's group of two 1.3 ms an
-    update where learner 0 of a run waited 2.8 ms."""
-    model, key, d = inputs.model, inputs.key, inputs.host_device
-    timed = model.group_wait_time(key, d, learners) if threads == 1 else None
-    if timed is not None:
-        return timed.seconds
-    two = model.group_wait_time(key, d, 2) if threads == 1 else None
-    if two is not None:
-        return two.seconds + _group_seconds(inputs, learners) - _group_seconds(inputs, 2)
-    part = inputs.t("learn", d, -(-inputs.config.batch_size // learners), threads)
-    return _group_learn(inputs, d, learners, threads) - part
+    def timed(n: int) -> tuple[Estimate | None, Estimate | None]:
+        return (model.group_learn_time(key, d, n), model.group_wait_time(key, d, n)) if threads == 1 else (None, None)
+
+    update, wait = timed(learners)
+    if update is not None:
+        return update.seconds, wait.seconds if wait is not None else update.seconds - part(learners)
+    update, wait = timed(2)
+    if update is not None:
+        more = _group_seconds(inputs, learners) - _group_seconds(inputs, 2)
+        total = update.seconds + part(learners) - part(2) + more
+        return total, wait.seconds + more if wait is not None else total - part(learners)
+    comm = _group_seconds(inputs, learners)
+    return part(learners) + comm, comm
 
 
 def _group_seconds(inputs: _Inputs, learners: int) -> float:

@@ -119,7 +119,6 @@ class RayLauncher(SegmentLauncher):
         self.namespace = RunNamespace()  # the run's namespace on the cluster, where its roles are named
         self._previous_sigterm: Any = None
         self._terminated = threading.Event()  # set by the SIGTERM handler
-        self.waits: dict[str, float] = {}
         self.recoveries: list[str] = []  # each placing of the roles again from a checkpoint (`_recover`)
         self.redone_steps = 0
         self.retired_loads = (0, 0)  # the weight loads (and bytes) of workers killed by a recovery
@@ -446,8 +445,7 @@ class RayLauncher(SegmentLauncher):
         stats.recoveries, stats.redone_steps = list(self.recoveries), self.redone_steps
         # the learner's idle time is its wall time less its role's work; the driver's own wait for the workers'
         # segments is kept apart (the learner is busy with earlier segments meanwhile)
-        self.waits = {"learner_wait_s": max(0.0, stats.wall_s - self.role.busy()), "driver_wait_s": self.waited}
-        stats.waits = dict(self.waits)
+        stats.waits = {"learner_wait_s": max(0.0, stats.wall_s - self.role.busy()), "driver_wait_s": self.waited}
         stats.roles = self.role_nodes()
         return stats
 

@@ -16,7 +16,6 @@ owned by the role, so they end with it.
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 import numpy as np
@@ -37,6 +36,8 @@ from pearl.traffic import INSERTS
 from pearl.types import Params, TransitionBatch
 
 __all__ = ["RayGroupMember", "RayLearnerHandle", "RayLearnerRole", "learner_class", "member_class"]
+
+WORK = "work"  # the role's clock of its per-segment calls (`RayLearnerRole.busy`)
 
 
 
@@ -73,7 +74,7 @@ class RayLearnerRole(LearnerRole):
             kernels = ShardedReplayKernels(RemoteShardedReplay(shards, cfg.buffer_size, job.spec, cfg.prioritized,
                                                                cfg.alpha, cfg.priority_eps, Seeds(job.seed).replay))
         self.sharded = bool(shards)
-        self.busy_s = 0.0  # seconds in the role's work (`busy`)
+        self.work = KernelClock()  # the role's own work, under WORK (`busy`)
         super().__init__(job, devices, None, kernels)
 
     def restore(self, resume: Checkpoint) -> None:
@@ -85,31 +86,25 @@ class RayLearnerRole(LearnerRole):
             raise ConfigError(f"{resume.path}: its replay does not fit the replay shards: {exc}") from None
 
     def insert(self, *batches: TransitionBatch) -> int:
-        t0 = time.perf_counter()
-        for batch in batches:
-            if len(batch):  # the batches inserted, in the role or into a replay shard (`pearl.traffic`)
-                self.sent.add(INSERTS, nbytes=batch.nbytes)
-        rows = super().insert(*batches)
-        self.busy_s += time.perf_counter() - t0
-        return rows
+        with self.work.time(WORK):
+            for batch in batches:
+                if len(batch):  # the batches inserted, in the role or into a replay shard (`pearl.traffic`)
+                    self.sent.add(INSERTS, nbytes=batch.nbytes)
+            return super().insert(*batches)
 
     def train(self, updates: int, beta: float) -> int:
-        t0 = time.perf_counter()
-        count = super().train(updates, beta)
-        self.busy_s += time.perf_counter() - t0
-        return count
+        with self.work.time(WORK):
+            return super().train(updates, beta)
 
     def policy(self) -> Params:
-        t0 = time.perf_counter()
-        params = super().policy()
-        self.busy_s += time.perf_counter() - t0
-        return params
+        with self.work.time(WORK):
+            return super().policy()
 
     def busy(self) -> float:
         """Seconds the role spent in its per-segment work (inserting, training, publishing), Ray's own threads'
         share of its process included: the driver's waits say when the workers were late, not when the learner
         was idle, so the run's `learner_wait_s` is its wall time less this (`RayLauncher._finish`)."""
-        return self.busy_s
+        return self.work.seconds[WORK]
 
     def node_id(self) -> str:
         return str(require_ray().get_runtime_context().get_node_id())
