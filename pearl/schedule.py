@@ -21,6 +21,9 @@ multiple of G). Segment k (0-based) covers the env steps [k·G, min((k+1)·G, T)
   W(k − 1 − lag); W(j) for j < 0 is the initial policy (or, on resume, the checkpoint's). lag = 0 is the
   published presets' sequential schedule (collect, then update, strictly in turn); lag = 1 lets the actors
   collect segment k while the learner trains on segment k − 1, which is what makes a parallel run fast.
+  W(j) is W(j − 1) when segment j makes no updates, so an actor loads (and waits for) W(k − 1 − lag) only
+  when it differs from the weights it holds (`Schedule.same_weights`): before learning starts every W(j) is
+  the starting policy, and the actors step through the warm-up without waiting for the learner.
 - **Randomness.** Exploration draws are per actor, counted by its own act calls; the replay sampler draws
   in update order; both are keyed by the seed. With the rules above their sequences no longer depend on
   timing, so two runs of a seed give the same parameters bit for bit.
@@ -148,6 +151,13 @@ class Schedule:
         """The segment whose published weights segment k is collected with (negative: the starting policy)."""
         return k - 1 - self.lag
 
+    def same_weights(self, a: int, b: int) -> bool:
+        """Whether the weights published after segments a and b are the same ones (negative tags: the starting
+        policy): no segment after the earlier one, up to the later one, makes updates. Before learning starts
+        every tag carries the starting policy, so an actor that holds one need not load another."""
+        lo, hi = min(a, b), max(a, b)
+        return self.updates_through(hi, max(lo + 1, 0)) == 0
+
     def steps_through(self, k: int) -> int:
         """Env steps in replay once segment k is inserted."""
         return min(self.total_steps, (k + 1) * self.segment_steps)
@@ -198,6 +208,16 @@ class ActorShare:
     def needs(self) -> int:
         """The segment tag of the weights the next step must act with."""
         return self.schedule.weights_for(self.segment())
+
+    def to_load(self) -> int | None:
+        """The segment tag of the weights to load before the next step; None when the loaded ones serve: the
+        tag it needs, or one the schedule says carries the same weights (`Schedule.same_weights`), which the
+        share then holds under the needed tag without a load (no copy, no wait for the learner's publish)."""
+        need = self.needs()
+        if self.weights is not None and self.schedule.same_weights(self.weights, need):
+            self.weights = need
+            return None
+        return need
 
     def load(self, tag: int, snapshot: WeightSnapshot) -> None:
         self.actor.load_weights(snapshot)

@@ -16,7 +16,9 @@ The edges (every launcher, per segment k with G_k rows, U_k updates, A actors):
     weights      learn → act      publishes: one a segment (the Ray launcher publishes only the policies a
                                   segment still to be collected acts with: none in its last lag + 1);
                                   loads: each actor loads the weights of a segment once, before its first step
-                                  in it (one load, one message, the policy's bytes, each)
+                                  in it (one load, one message, the policy's bytes, each), in the run's first
+                                  segment and where they differ from the segment before's
+                                  (`Schedule.same_weights`: not before learning starts)
 and for the Ray launcher, whose roles are Ray actors:
     inserts      learner → replay each non-empty batch inserted into replay (a call to a replay shard when
                                   replay is the replay server)
@@ -88,21 +90,28 @@ class SegmentShape:
     shares: tuple[int, ...]
     updates: int
     publishes_for_later: bool  # a segment still to be collected acts with this segment's policy
+    new_weights: bool = True  # its actors load weights: the run's first segment, or other weights than the last's
 
     @property
     def handing(self) -> int:
-        """Actors with rows in the segment: each hands on one batch and loads the segment's weights once."""
+        """Actors with rows in the segment: each hands on one batch."""
         return sum(1 for s in self.shares if s > 0)
 
+    @property
+    def loads(self) -> int:
+        """Weight loads: each actor with rows in the segment, once, when its weights are new."""
+        return self.handing if self.new_weights else 0
 
-def segment_shape(schedule: Schedule, k: int | None = None, learn: bool = True) -> SegmentShape:
-    """Segment k of the schedule; None: a segment of the steady state (whole, with its updates, publishing for
-    a later one), the one the planner prices."""
+
+def segment_shape(schedule: Schedule, k: int | None = None, learn: bool = True, first: int = 0) -> SegmentShape:
+    """Segment k of a run of the schedule from segment `first`; None: a segment of the steady state (whole, with
+    its updates, publishing for a later one, acting with new weights), the one the planner prices."""
     if k is None:
         return SegmentShape(schedule.segment_steps, tuple(schedule.share(0, a) for a in range(schedule.actors)),
                             schedule.updates_per_segment if learn else 0, True)
+    new = k == first or not schedule.same_weights(schedule.weights_for(k - 1), schedule.weights_for(k))
     return SegmentShape(schedule.size(k), tuple(schedule.share(k, a) for a in range(schedule.actors)),
-                        schedule.updates_after(k) if learn else 0, k + 1 + schedule.lag < schedule.segments)
+                        schedule.updates_after(k) if learn else 0, k + 1 + schedule.lag < schedule.segments, new)
 
 
 @dataclass(frozen=True)
@@ -131,7 +140,7 @@ def launcher_inserts(config: OffPolicyConfig) -> InsertShape:
 def _common(seg: SegmentShape, config: OffPolicyConfig, spec: EnvSpec, handed: int, publishes: int) -> Traffic:
     """The edges every launcher has: a segment's batches, its samples and priorities, its weights."""
     td = seg.updates if config.prioritized else 0
-    loads = seg.handing
+    loads = seg.loads
     return {TRANSITIONS: EdgeTraffic(handed, seg.rows * transition_bytes(spec)),
             SAMPLES: EdgeTraffic(seg.updates, seg.updates * sample_bytes(config, spec)),
             PRIORITIES: EdgeTraffic(td, td * config.batch_size * FLOAT),
@@ -139,23 +148,23 @@ def _common(seg: SegmentShape, config: OffPolicyConfig, spec: EnvSpec, handed: i
 
 
 def sequential(schedule: Schedule, config: OffPolicyConfig, spec: EnvSpec, k: int | None = None,
-               learn: bool = True) -> Traffic:
+               learn: bool = True, first: int = 0) -> Traffic:
     """Every role in one process: each actor's share goes to replay as one batch, the learner publishes every
     segment (a copy of its policy), each actor loads it for the segment that acts with it."""
-    seg = segment_shape(schedule, k, learn)
+    seg = segment_shape(schedule, k, learn, first)
     return _common(seg, config, spec, seg.handing, 1)
 
 
 def local(schedule: Schedule, config: OffPolicyConfig, spec: EnvSpec, k: int | None = None,
-          learn: bool = True) -> Traffic:
+          learn: bool = True, first: int = 0) -> Traffic:
     """Actor processes: each actor's share leaves its shared-memory ring as one batch; the learner writes every
     segment's policy on a weight board, and each actor copies the board of the segment it steps in."""
-    seg = segment_shape(schedule, k, learn)
+    seg = segment_shape(schedule, k, learn, first)
     return _common(seg, config, spec, seg.handing, 1)
 
 
 def ray(schedule: Schedule, config: OffPolicyConfig, spec: EnvSpec, k: int | None = None,
-        learn: bool = True, replay_server: bool = False) -> Traffic:
+        learn: bool = True, replay_server: bool = False, first: int = 0) -> Traffic:
     """Ray actors: each worker's collect returns one batch object (an empty one too) which the learner gets by
     ref and inserts; the driver asks the learner for a policy ref only for a segment still to be collected; a
     worker fetches the ref once a segment. Plus the driver's calls.
@@ -164,7 +173,7 @@ def ray(schedule: Schedule, config: OffPolicyConfig, spec: EnvSpec, k: int | Non
     learner's role: each read of it is two round trips (4 messages), one a segment for uniform replay (its
     updates' batches at once) and one an update for prioritized replay, and each update's TD errors are a
     message to it. (Not counted by a run: its metrics lines read the server's size at times of their own.)"""
-    seg = segment_shape(schedule, k, learn)
+    seg = segment_shape(schedule, k, learn, first)
     publishes = 1 if seg.publishes_for_later else 0
     traffic = _common(seg, config, spec, schedule.actors, publishes)
     traffic[INSERTS] = EdgeTraffic(seg.handing, seg.rows * transition_bytes(spec))
@@ -189,7 +198,7 @@ def over_run(name: str, schedule: Schedule, config: OffPolicyConfig, spec: EnvSp
     """The statement summed over segments first .. last of the schedule: what a whole run sends."""
     total: Traffic = {}
     for k in range(first, schedule.segments):
-        for edge, t in STATEMENTS[name](schedule, config, spec, k, learn).items():
+        for edge, t in STATEMENTS[name](schedule, config, spec, k, learn, first=first).items():
             total[edge] = total.get(edge, EdgeTraffic()) + t
     return total
 

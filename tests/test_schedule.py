@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from pearl.algos import DDPGConfig, DQNConfig, preset
 from pearl.errors import ConfigError
-from pearl.schedule import Schedule
+from pearl.schedule import ActorShare, Schedule
 
 
 @settings(max_examples=200, deadline=None)
@@ -71,3 +71,53 @@ def test_a_resume_starts_at_the_next_segment_boundary() -> None:
     d = Schedule.for_config(preset("dqn", "CartPole-v1"), actors=2)
     assert d.segment_at(512) == 2 and d.segment_at(600) == 3  # mid-segment: the rest of it is skipped
     assert d.steps_before(2, 0) == d.steps_before(2, 1) == 256
+
+
+def _version(s: Schedule, tag: int) -> int:
+    """The oracle: how many updates the weights published after segment `tag` have seen (0: the starting policy)."""
+    return sum(s.updates_after(j) for j in range(tag + 1))
+
+
+@settings(max_examples=100, deadline=None)
+@given(total=st.integers(1, 600), train_freq=st.integers(1, 16), actors=st.integers(1, 3), lag=st.integers(0, 3),
+       starts=st.integers(0, 300))
+def test_two_tags_carry_the_same_weights_when_no_updates_fall_between(total, train_freq, actors, lag,
+                                                                       starts) -> None:
+    cfg = DDPGConfig(total_steps=total, train_freq=train_freq, gradient_steps=train_freq, learning_starts=starts,
+                     buffer_size=10**6)
+    s = Schedule.for_config(cfg, actors, lag)
+    tags = range(-1 - lag, s.segments)
+    for a in tags:
+        for b in range(a, min(a + lag + 3, s.segments)):
+            assert s.same_weights(a, b) == s.same_weights(b, a) == (_version(s, a) == _version(s, b)), (a, b)
+
+
+class _Held:
+    """A ScheduledActor that only records what it was given to load."""
+
+    actor_id = 0
+
+    def __init__(self) -> None:
+        self.loaded: list[int] = []
+
+    def load_weights(self, snapshot) -> None:
+        self.loaded.append(snapshot.version)
+
+
+def test_an_actor_loads_no_weights_before_learning_starts_and_each_segment_after() -> None:
+    cfg = DDPGConfig(total_steps=40, train_freq=1, gradient_steps=1, learning_starts=10, buffer_size=1000)
+    s = Schedule.for_config(cfg, actors=1, lag=1)
+    share = ActorShare(_Held(), s, cfg)
+    assert share.to_load() == -2  # nothing held yet: the starting policy, segment 0's
+    share.weights = -2
+    loads = []
+    for k in range(s.segments):
+        share.collected = s.steps_before(k, 0)
+        tag = share.to_load()
+        assert share.needs() == s.weights_for(k)
+        if tag is not None:
+            loads.append(k)
+            share.weights = tag
+        assert share.weights == s.weights_for(k)  # held under the needed tag, loaded or not
+    # segment 9 ends at 10 steps (no updates), segment 10 makes the first; segment k acts with W(k − 2)
+    assert loads == list(range(12, s.segments))

@@ -7,7 +7,8 @@ picklable `ActorArgs`; after that it talks to the learner only through the run's
 - its transition ring and episode ring (it is their only writer),
 - its row of counters (transitions handed on, time per kernel, status),
 - the weight boards: before each step it acts with the weights the schedule gives the step's segment,
-  waiting on that segment's board until the learner has published them,
+  waiting on that segment's board until the learner has published them (unless the weights it holds are the
+  same ones, `ActorShare.to_load`: before learning starts it runs ahead as far as its ring lets it),
 - the run flags (go, stop).
 """
 
@@ -171,9 +172,7 @@ class ActorIteration:
     def begin(self) -> tuple[int, int | None]:
         """The segment the next step falls in, and the tag of the weights it must load first (None: the loaded
         ones do)."""
-        seg_index = self.share.segment()
-        need = self.share.schedule.weights_for(seg_index)
-        return seg_index, (need if self.share.weights != need else None)
+        return self.share.segment(), self.share.to_load()
 
     def step(self, seg_index: int, wait: Callable[[], bool]) -> bool:
         """One step, its rows pushed (calling wait() while the ring is full): False when a wait gave up."""

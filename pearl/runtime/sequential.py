@@ -63,8 +63,8 @@ class SequentialLauncher(SegmentLauncher):
         sched = self.schedule
         for share, pending in zip(self.shares, self.pending):
             while share.collected < sched.steps_before(k + 1, share.id):
-                tag = share.needs()
-                if share.weights != tag:
+                tag = share.to_load()
+                if tag is not None:
                     share.load(tag, WeightSnapshot(tag, self.published[tag]))
                     self.sent.add(WEIGHTS, nbytes=_params_nbytes(self.published[tag]), loads=1)
                 pending.append(share.step())

@@ -108,8 +108,8 @@ class ActorWorker:
         if share is None:
             raise WorkerRestarted(f"actor worker {self.id} was asked to collect before its setup (Ray restarted it)")
         while share.collected < sched.steps_before(k + 1, self.id):
-            need = share.needs()
-            if share.weights != need:
+            need = share.to_load()
+            if need is not None:
                 if need != tag:
                     raise PearlError(f"actor worker {self.id}: segment {k} needs the weights of segment {need}, "
                                      f"got those of {tag}")
