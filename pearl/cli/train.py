@@ -44,7 +44,8 @@ def run_options(command: Callable) -> Callable:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the results.")
 @click.pass_context
 def train(ctx: click.Context, sequential: bool, resume_dir: str | None, as_json: bool, **flags: Any) -> None:
-    """Train DQN or DDPG, evaluate it deterministically, and write runs/<id>/ (or go on with one: --resume)."""
+    """Train an algorithm of the registry (DQN, DDPG, TD3, SAC or a plugin's; --algo), evaluate it
+    deterministically, and write runs/<id>/ (or go on with one: --resume)."""
     from click.core import ParameterSource
 
     from pearl.training import resume as resume_training
@@ -77,7 +78,7 @@ def train(ctx: click.Context, sequential: bool, resume_dir: str | None, as_json:
 
 
 # `pearl --help` shows each command's first sentence; train's docstring belongs to the train command.
-train.short_help = "Train DQN or DDPG and write a run record."
+train.short_help = "Train DQN, DDPG, TD3, SAC or a plugin's algorithm; write a run record."
 
 
 def _print_train(result: Any) -> None:
