@@ -5,9 +5,9 @@
                                 [--rounds 1] [--threads 1] [--ddpg-threads 2] [--actors 1] [--envs-per-actor 8]
                                 [--ddpg-envs-per-actor 1] [--collect-actors 2] [--collect-envs 256]
                                 [--collect-steps 1000000] [--env LunarLanderContinuous-v3] [--sides sb3 pearl]
-                                [--defaults-steps 0] [--steps 0] [--pearl-launcher local|sequential]
+                                [--defaults-steps 0] [--steps 0] [--pearl-launcher pearl|local|sequential]
 
-Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --rounds times):
+Cases (each run alone in a fresh interpreter, SB3 and pearl in turn, --rounds times):
 
 - dqn: DQN CartPole-v1, 50,000 steps, the rl-baselines3-zoo settings on both sides (256-256 MLP, batch 64,
   lr 2.3e-3, 128 updates per 256 steps, learning starts 1,000, target copy every 10 env steps in SB3 = every
@@ -59,6 +59,12 @@ Cases (each run alone in a fresh interpreter, SB3 and pearl alternating, --round
   A zoo preset of 300k steps takes 20 to 60 minutes a side and seed on 2 cores.
 
 The speed cases (dqn, ddpg, td3, sac, collect) run pearl without in-training evaluations, as SB3 runs without them.
+In the dqn, ddpg, td3 and sac cases pearl's launcher is its own choice by default (--pearl-launcher pearl: none
+named, so `pearl.train` takes local or sequential, whichever this machine's profile predicts faster for the layout,
+profiling the workload quickly first where no profile at hand times it), as SB3 runs with its own defaults; the
+line says which it took. The layout (actors, envs, learner threads) is the benchmark's, on both sides alike.
+Each round runs SB3 first in odd rounds and last in even ones, and each case ends with the median over the rounds
+of pearl ÷ SB3 within a round.
 
 What is printed: env steps/s over the training loop (SB3: `model.learn` wall time; pearl: its training
 loop, from the result's train_wall_s, both excluding process start, model construction and evaluation),
@@ -75,6 +81,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -240,9 +247,10 @@ def _sb3_eval(model, env_id: str, seed: int = 0) -> list[float]:
 
 
 def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps: int,
-               launcher: str = "local") -> dict:
+               launcher: str = "pearl") -> dict:
     """Train with pearl's `launcher` (local: actor processes beside the learner's; sequential: acting and
-    learning in turn in one process, as SB3 runs); add the bare learn rate measured right after, same threads."""
+    learning in turn in one process, as SB3 runs; pearl: none named, so pearl takes the one its profile of this
+    machine predicts faster, as `pearl train` does); add the bare learn rate measured right after, same threads."""
     from pearl.training import train
 
     algo, env_id = (case, "Pendulum-v1") if case in CONTINUOUS else ("dqn", "CartPole-v1")
@@ -255,12 +263,13 @@ def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps
                 "best_mean": result.best.get("return_mean"), "headline": result.headline}
     result = train(algo, env_id, seed=seed, eval_episodes=0 if case == "collect" else EVAL_EPISODES,
                    steps=steps or None, runs_dir=runs_dir, threads=threads, actors=actors,
-                   envs_per_actor=envs, learn=case != "collect", eval_every=0, launcher=launcher)
+                   envs_per_actor=envs, learn=case != "collect", eval_every=0,
+                   launcher=None if launcher == "pearl" else launcher)
     out = {"side": "pearl", "case": case, "steps": result.steps, "wall_s": result.train_wall_s,
            "env_steps_per_s": result.env_steps_per_s, "eval_mean": None if case == "collect" else
            result.eval_return_mean, "threads": threads, "actors": actors, "envs_per_actor": envs,
            "replay_ratio": result.replay_ratio, "learning_updates_per_s": result.learning_updates_per_s,
-           "waits": result.waits}
+           "waits": result.waits, "launcher": result.launcher}
     if case != "collect":
         bare = bare_learn_rate(algo, env_id, threads, seed)
         out["bare_updates_per_s"] = bare
@@ -358,16 +367,18 @@ def main() -> None:
     parser.add_argument("--seeds", default="0-7", help="seeds of the seeds case: A-B or a comma list")
     parser.add_argument("--sb3-best", action="store_true",
                         help="seeds case: also train SB3 with its EvalCallback and score its best model")
-    parser.add_argument("--rounds", type=int, default=1, help="SB3/pearl pairs per case, alternating")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="SB3/pearl pairs per case, SB3 first in odd rounds, pearl first in even ones")
     parser.add_argument("--threads", type=int, default=1, help="pearl learner threads for DQN")
     parser.add_argument("--ddpg-threads", type=int, default=2, help="pearl learner threads for DDPG, TD3 and SAC")
     parser.add_argument("--actors", type=int, default=1)
     parser.add_argument("--envs-per-actor", type=int, default=8, help="pearl's envs per actor for DQN")
     parser.add_argument("--ddpg-envs-per-actor", type=int, default=1, help="pearl's envs per actor for DDPG, TD3 "
                         "and SAC")
-    parser.add_argument("--pearl-launcher", choices=["local", "sequential"], default="local",
-                        help="pearl's launcher in the dqn, ddpg, td3 and sac cases (sequential: one actor in the "
-                        "learner's process, --actors ignored)")
+    parser.add_argument("--pearl-launcher", choices=["pearl", "local", "sequential"], default="pearl",
+                        help="pearl's launcher in the dqn, ddpg, td3 and sac cases (pearl: none named, pearl's own "
+                        "choice as `pearl train` makes it; sequential: one actor in the learner's process, --actors "
+                        "ignored)")
     parser.add_argument("--collect-actors", type=int, default=2)
     parser.add_argument("--collect-envs", type=int, default=256)
     parser.add_argument("--collect-steps", type=int, default=1_000_000,
@@ -420,25 +431,50 @@ def main() -> None:
             pearl_runs = [(args.ddpg_threads, args.actors, args.ddpg_envs_per_actor, args.steps)]
         if case == "collect":
             pearl_runs = [(1, args.collect_actors, args.collect_envs, args.collect_steps), (1, 1, 1, 50_000)]
-        for r in range(args.rounds):
-            sb3 = run_child(["--seed", str(args.seed), "--steps", str(args.steps), "--child", "sb3", case])
-            print(f"[{case} round {r + 1}] SB3   {sb3['env_steps_per_s']:9,.0f} env steps/s  "
-                  f"({sb3['wall_s']:.1f} s, {sb3['threads']} torch threads)"
-                  + (f"  eval {sb3['eval_mean']:.1f}" if sb3["eval_mean"] is not None else ""))
-            for threads, actors, envs, steps in pearl_runs:
-                launcher = "local" if case == "collect" else args.pearl_launcher
-                p = run_child(["--seed", str(args.seed), "--child", "pearl", case,
-                               *map(str, (threads, actors, envs, steps)), launcher])
-                line = (f"[{case} round {r + 1}] pearl {p['env_steps_per_s']:9,.0f} env steps/s  "
-                        f"({p['steps']:,} steps in {p['wall_s']:.1f} s, {launcher} launcher, "
-                        f"{actors if launcher == 'local' else 1} actor(s) × {envs} env(s), "
-                        f"{threads} learner thread(s))  "
-                        f"ratio pearl/SB3 {p['env_steps_per_s'] / sb3['env_steps_per_s']:.2f}")
-                if p["eval_mean"] is not None:
-                    line += (f"  eval {p['eval_mean']:.1f}  replay ratio {p['replay_ratio']:.3f}  "
-                             f"learner efficiency {p['learner_efficiency']:.2f} "
-                             f"({p['learning_updates_per_s']:.0f} / {p['bare_updates_per_s']:.0f} bare updates/s)")
-                print(line, flush=True)
+        speed_case(case, args, pearl_runs)
+
+
+def speed_case(case: str, args: argparse.Namespace, pearl_runs: list[tuple[int, int, int, int]]) -> None:
+    """SB3 and pearl's runs, --rounds times, SB3 first in odd rounds and last in even ones, so the machine's drift
+    over the invocation falls on both sides; a line per run, then the median of each run's ratio to its round's
+    SB3 run over the rounds."""
+    ratios: dict[int, list[float]] = {i: [] for i in range(len(pearl_runs))}
+    for r in range(args.rounds):
+        pearl_side = [(i, *run) for i, run in enumerate(pearl_runs)]
+        order = ["sb3", *pearl_side] if r % 2 == 0 else [*pearl_side, "sb3"]
+        done: dict = {}
+        for side in order:
+            if side == "sb3":
+                done["sb3"] = sb3 = run_child(["--seed", str(args.seed), "--steps", str(args.steps), "--child",
+                                               "sb3", case])
+                print(f"[{case} round {r + 1}] SB3   {sb3['env_steps_per_s']:9,.0f} env steps/s  "
+                      f"({sb3['wall_s']:.1f} s, {sb3['threads']} torch threads)"
+                      + (f"  eval {sb3['eval_mean']:.1f}" if sb3["eval_mean"] is not None else ""), flush=True)
+                continue
+            i, threads, actors, envs, steps = side
+            launcher = "local" if case == "collect" else args.pearl_launcher
+            done[i] = run_child(["--seed", str(args.seed), "--child", "pearl", case,
+                                 *map(str, (threads, actors, envs, steps)), launcher])
+        for i, threads, actors, envs, _ in pearl_side:
+            p, sb3 = done[i], done["sb3"]
+            ratios[i].append(p["env_steps_per_s"] / sb3["env_steps_per_s"])
+            ran = p["launcher"]
+            line = (f"[{case} round {r + 1}] pearl {p['env_steps_per_s']:9,.0f} env steps/s  "
+                    f"({p['steps']:,} steps in {p['wall_s']:.1f} s, {ran} launcher"
+                    + (" (pearl's choice)" if args.pearl_launcher == "pearl" and case != "collect" else "")
+                    + f", {actors if ran == 'local' else 1} actor(s) × {envs} env(s), {threads} learner thread(s), "
+                    f"{'pearl' if order[0] != 'sb3' else 'SB3'} ran first)  ratio pearl/SB3 {ratios[i][-1]:.2f}")
+            if p["eval_mean"] is not None:
+                line += f"  eval {p['eval_mean']:.1f}"
+            if p.get("learning_updates_per_s"):  # None for collection, and for a run that ends before learning
+                line += (f"  replay ratio {p['replay_ratio']:.3f}  "
+                         f"learner efficiency {p['learner_efficiency']:.2f} "
+                         f"({p['learning_updates_per_s']:.0f} / {p['bare_updates_per_s']:.0f} bare updates/s)")
+            print(line, flush=True)
+    for i, (threads, actors, envs, _) in enumerate(pearl_runs):
+        runs = ratios[i]
+        print(f"[{case}] pearl/SB3 over {len(runs)} round(s) ({actors} actor(s) × {envs} env(s), {threads} learner "
+              f"thread(s)): {', '.join(f'{x:.2f}' for x in runs)}; median {statistics.median(runs):.2f}", flush=True)
 
 
 def parse_seeds(text: str) -> list[int]:
