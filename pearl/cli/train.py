@@ -78,7 +78,7 @@ def train(ctx: click.Context, sequential: bool, resume_dir: str | None, as_json:
 
 
 # `pearl --help` shows each command's first sentence; train's docstring belongs to the train command.
-train.short_help = "Train DQN, DDPG, TD3, SAC or a plugin's algorithm; write a run record."
+train.short_help = "Train DQN, DDPG, TD3, SAC or a plugin's; write a run record."
 
 
 def _print_train(result: Any) -> None:
