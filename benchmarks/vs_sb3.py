@@ -439,8 +439,9 @@ def speed_case(case: str, args: argparse.Namespace, pearl_runs: list[tuple[int, 
     over the invocation falls on both sides; a line per run, then the median of each run's ratio to its round's
     SB3 run over the rounds."""
     ratios: dict[int, list[float]] = {i: [] for i in range(len(pearl_runs))}
+    pearl_side = [(i, *run) for i, run in enumerate(pearl_runs)]
+    launcher = "local" if case == "collect" else args.pearl_launcher
     for r in range(args.rounds):
-        pearl_side = [(i, *run) for i, run in enumerate(pearl_runs)]
         order = ["sb3", *pearl_side] if r % 2 == 0 else [*pearl_side, "sb3"]
         done: dict = {}
         for side in order:
@@ -452,7 +453,6 @@ def speed_case(case: str, args: argparse.Namespace, pearl_runs: list[tuple[int, 
                       + (f"  eval {sb3['eval_mean']:.1f}" if sb3["eval_mean"] is not None else ""), flush=True)
                 continue
             i, threads, actors, envs, steps = side
-            launcher = "local" if case == "collect" else args.pearl_launcher
             done[i] = run_child(["--seed", str(args.seed), "--child", "pearl", case,
                                  *map(str, (threads, actors, envs, steps)), launcher])
         for i, threads, actors, envs, _ in pearl_side:
@@ -461,7 +461,7 @@ def speed_case(case: str, args: argparse.Namespace, pearl_runs: list[tuple[int, 
             ran = p["launcher"]
             line = (f"[{case} round {r + 1}] pearl {p['env_steps_per_s']:9,.0f} env steps/s  "
                     f"({p['steps']:,} steps in {p['wall_s']:.1f} s, {ran} launcher"
-                    + (" (pearl's choice)" if args.pearl_launcher == "pearl" and case != "collect" else "")
+                    + (" (pearl's choice)" if launcher == "pearl" else "")
                     + f", {actors if ran == 'local' else 1} actor(s) × {envs} env(s), {threads} learner thread(s), "
                     f"{'pearl' if order[0] != 'sb3' else 'SB3'} ran first)  ratio pearl/SB3 {ratios[i][-1]:.2f}")
             if p["eval_mean"] is not None:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from pearl.algos import DDPGConfig, DQNConfig, preset
 from pearl.errors import ConfigError
 from pearl.schedule import ActorShare, Schedule
+from pearl.types import WeightSnapshot
 
 
 @settings(max_examples=200, deadline=None)
@@ -107,9 +108,10 @@ class _Held:
 def test_an_actor_loads_no_weights_before_learning_starts_and_each_segment_after() -> None:
     cfg = DDPGConfig(total_steps=40, train_freq=1, gradient_steps=1, learning_starts=10, buffer_size=1000)
     s = Schedule.for_config(cfg, actors=1, lag=1)
-    share = ActorShare(_Held(), s, cfg)
+    actor = _Held()
+    share = ActorShare(actor, s, cfg)
     assert share.to_load() == -2  # nothing held yet: the starting policy, segment 0's
-    share.weights = -2
+    share.load(-2, WeightSnapshot(-2, {}))
     loads = []
     for k in range(s.segments):
         share.collected = s.steps_before(k, 0)
@@ -117,7 +119,8 @@ def test_an_actor_loads_no_weights_before_learning_starts_and_each_segment_after
         assert share.needs() == s.weights_for(k)
         if tag is not None:
             loads.append(k)
-            share.weights = tag
+            share.load(tag, WeightSnapshot(tag, {}))
         assert share.weights == s.weights_for(k)  # held under the needed tag, loaded or not
     # segment 9 ends at 10 steps (no updates), segment 10 makes the first; segment k acts with W(k − 2)
     assert loads == list(range(12, s.segments))
+    assert actor.loaded == [-2, *(s.weights_for(k) for k in loads)]  # the actor got those loads and no others
