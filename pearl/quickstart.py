@@ -16,6 +16,7 @@ another algorithm on the env its registry entry profiles (`--algo sac`: SAC on P
 from __future__ import annotations
 
 import platform
+import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -95,7 +96,10 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
                 bar(done[0])
 
             bar(0)  # the rate counts from here
-            save_profile(run_profile(options, step, probes=PROBES), path)
+            left_out: list[str] = []  # devices that cannot work: said once the bar is gone
+            save_profile(run_profile(options, step, left_out.append, probes=PROBES), path)
+        for line in left_out:
+            print(f"warning: {line}", file=sys.stderr)
     else:
         say(f"1/3 reusing the profile {path} (measured here less than a week ago; --reprofile measures again)")
     plan = make_plan(path, algo, env, "throughput")

@@ -14,24 +14,9 @@ from scipy import stats
 
 cl = pytest.importorskip("pyopencl")
 
+from opencl_support import first_opencl_device  # noqa: E402
 
-def _first_device_id() -> str | None:
-    try:
-        platforms = cl.get_platforms()
-    except cl.Error:
-        return None
-    for p, platform in enumerate(platforms):
-        try:
-            if platform.get_devices():
-                return f"opencl:{p}:0"
-        except cl.Error:  # a platform without devices raises DEVICE_NOT_FOUND
-            continue
-    return None
-
-
-DEVICE_ID = _first_device_id()
-if DEVICE_ID is None:
-    pytest.skip("no OpenCL device on this machine", allow_module_level=True)
+DEVICE_ID = first_opencl_device()  # the first that works, else the module skips, saying why
 
 import pyopencl.array as cla  # noqa: E402 - only once pyopencl is known to work
 

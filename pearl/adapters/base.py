@@ -52,8 +52,9 @@ class DeviceInfo:
     #: the fraction of its resource's compute it has: 1 for a whole device, a MIG instance's SMs ÷ the GPU's,
     #: an MPS share's percentage ÷ 100
     share: float = 1.0
-    usable: bool = True
     note: str = ""
+    #: why the device is found but cannot work (its probe failed: the step, the cause, what to do); '' when it works
+    problem: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", DeviceKind(self.kind))
@@ -64,6 +65,10 @@ class DeviceInfo:
     @property
     def device_id(self) -> DeviceId:
         return DeviceId.parse(self.id)
+
+    @property
+    def usable(self) -> bool:
+        return not self.problem
 
 
 def host_array(x: Any) -> np.ndarray:

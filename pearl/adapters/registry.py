@@ -1,7 +1,10 @@
 """Which devices this machine has, and opening an adapter for a device id.
 
 Backends are imported lazily and a missing one is reported with its reason, never fatal: a machine without
-CUDA or without an OpenCL platform still lists and uses what it has.
+CUDA or without an OpenCL platform still lists and uses what it has. Every device found is probed (a tiny
+kernel built, run and checked on OpenCL; a tiny op on CUDA) before anything uses it; one whose probe fails is
+listed with its `problem` and left out by every caller that was not told to use it (`usable_devices`), and
+opening it is one DeviceError saying why. Probes run once a process.
 """
 
 from __future__ import annotations
@@ -16,9 +19,26 @@ from pearl.errors import BackendMissing, DeviceError
 
 @dataclass
 class Discovery:
+    #: every device found, usable or not (`DeviceInfo.problem` says why not)
     devices: list[DeviceInfo] = field(default_factory=list)
     #: (backend, why it is unavailable)
     missing: list[tuple[str, str]] = field(default_factory=list)
+    #: (driver file, why the loader skips it): an OpenCL `.icd` file naming a library that does not exist
+    broken: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def usable(self) -> list[DeviceInfo]:
+        return [d for d in self.devices if d.usable]
+
+    @property
+    def unusable(self) -> list[DeviceInfo]:
+        return [d for d in self.devices if not d.usable]
+
+    def warnings(self) -> list[str]:
+        """One line per device left out and per driver file skipped: what a command that goes on without them
+        says."""
+        return ([f"{d.id} ({d.name}) left out: {d.problem}" for d in self.unusable]
+                + [f"OpenCL driver file {path} skipped: {why}" for path, why in self.broken])
 
 
 def discover() -> Discovery:
@@ -34,13 +54,27 @@ def discover() -> Discovery:
     devices, missing = discover_opencl()
     found.devices += devices
     found.missing += missing
+    from pearl.adapters.opencl.icd import broken_icds
+
+    found.broken = [(str(icd.path), why) for icd, why in broken_icds()]
     return found
 
 
+def import_pyopencl():
+    """pyopencl, imported after this environment's pip-installed OpenCL drivers are made visible to its loader
+    (pearl.adapters.opencl.icd); ImportError when it is not installed."""
+    from pearl.adapters.opencl.icd import expose_environment_icds
+
+    expose_environment_icds()
+    import pyopencl
+
+    return pyopencl
+
+
 def discover_opencl() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
-    """OpenCL platforms and devices, listed with ids opencl:<platform>:<device>."""
+    """OpenCL platforms and devices, listed with ids opencl:<platform>:<device>, each probed."""
     try:
-        import pyopencl as cl
+        cl = import_pyopencl()
     except ImportError as exc:
         return [], [("opencl", f"pyopencl cannot be imported ({exc}); `pip install pyopencl pocl-binary-distribution`")]
     try:
@@ -57,10 +91,38 @@ def discover_opencl() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
                 f"opencl:{p}:{d}", kind, "opencl", f"{dev.name.strip()} ({platform.name.strip()})",
                 lanes, int(dev.global_mem_size),
                 note=f"{kind}, {dev.max_compute_units} compute units, {dev.opencl_c_version.strip()}"
-                     + ("; runs precompiled binaries: pass --descriptor" if kind is DeviceKind.FPGA else "")))
+                     + ("; runs precompiled binaries: pass --descriptor" if kind is DeviceKind.FPGA else ""),
+                problem="" if kind is DeviceKind.FPGA else opencl_problem(f"opencl:{p}:{d}", dev)))
     if not devices:
         return [], [("opencl", "OpenCL platforms exist but expose no device")]
-    return devices, []
+    return _point_to_working(devices), []
+
+
+def _point_to_working(devices: list[DeviceInfo]) -> list[DeviceInfo]:
+    """An unusable OpenCL device's advice names a device of the same kind that works here, when there is one,
+    rather than what to install."""
+    from dataclasses import replace
+
+    out = []
+    for d in devices:
+        alternative = next((w for w in devices if w.usable and w.kind is d.kind), None)
+        if d.problem and alternative is not None and "; " in d.problem:
+            d = replace(d, problem=d.problem.split("; ")[0] + f"; use {alternative.id} ({alternative.name}) instead")
+        out.append(d)
+    return out
+
+
+_PROBED: dict[tuple[str, str, str], str] = {}
+
+
+def opencl_problem(device_id: str, device) -> str:
+    """Why the OpenCL device behind device_id cannot work ('' when its probe passes); probed once a process."""
+    key = (device_id, device.platform.name, device.name)
+    if key not in _PROBED:
+        from pearl.adapters.opencl.probe import probe_device
+
+        _PROBED[key] = probe_device(device)
+    return _PROBED[key]
 
 
 def _opencl_kind(cl, type_bits: int) -> DeviceKind:
@@ -88,7 +150,7 @@ def check_slice_exists(device: DeviceId) -> None:
 def require_opencl(device_id: str) -> None:
     """BackendMissing, saying how to install it, when pyopencl cannot be imported."""
     try:
-        import pyopencl  # noqa: F401
+        import_pyopencl()
     except ImportError as exc:
         raise BackendMissing(f"{device_id} needs pyopencl, which cannot be imported ({exc}); "
                              "`pip install pyopencl pocl-binary-distribution`") from None
@@ -122,8 +184,13 @@ def open_adapter(device: DeviceId | str, threads: int | None = None, descriptor:
     if parsed.is_opencl:
         require_opencl(device_id)
         from pearl.adapters.opencl import OpenCLAdapter
+        from pearl.adapters.opencl.runtime import find_device
         from pearl.descriptors import load_descriptor
 
+        if descriptor is None:  # a board's binary is checked against its descriptor instead
+            problem = opencl_problem(device_id, find_device(parsed))
+            if problem:
+                raise DeviceError(f"{device_id} cannot be used: {problem}")
 
         return OpenCLAdapter(parsed, load_descriptor(descriptor) if descriptor is not None else None)
     raise DeviceError(f"{device_id} is a what-if device: a profile models it, this machine has none; "

@@ -103,3 +103,11 @@ def _nan_to_none(x: Any) -> Any:
     if isinstance(x, list):
         return [_nan_to_none(v) for v in x]
     return x
+
+
+def warn_left_out(profile_path: str) -> None:
+    """One `warning:` line per device the profile left out as unusable, naming it and why."""
+    from pearl.profile.cluster import left_out, load_cluster
+
+    for line in left_out(load_cluster(profile_path)):
+        click.echo(f"warning: {line}", err=True)

@@ -12,28 +12,40 @@ from pearl.cli.base import cli, print_json
 def devices(as_json: bool) -> None:
     """List this machine's devices and the missing backends.
 
-    Every device pearl can run kernels on, and why each missing backend is missing."""
+    Every device pearl can run kernels on, those found but unusable (each probed: a tiny kernel built, run
+    and checked) with why, and why each missing backend is missing."""
     from dataclasses import asdict
 
     from pearl.adapters import discover
 
     found = discover()
     if as_json:
-        print_json({"devices": [asdict(d) for d in found.devices],
-                     "missing": [{"backend": b, "reason": r} for b, r in found.missing]})
+        print_json({"devices": [{**asdict(d), "usable": d.usable} for d in found.devices],
+                    "missing": [{"backend": b, "reason": r} for b, r in found.missing],
+                    "broken_drivers": [{"file": f, "reason": r} for f, r in found.broken]})
         return
     click.echo("found:")
-    for d in found.devices:
-        memory = f"{d.memory_bytes / 2**30:.1f} GiB" if d.memory_bytes else "?"
-        usable = "" if d.usable else "  [not usable yet]"
-        lanes = f"{d.lanes} lane{'s' if d.lanes != 1 else ''}"
-        click.echo(f"  {d.id:<12} {d.adapter:<7} {d.name}  ({lanes}, {memory}){usable}")
-        if d.note:
-            click.echo(f"  {'':<12} {'':<7} {d.note}")
-    if found.missing:
+    for d in found.usable:
+        _echo_device(d)
+    if found.unusable:
+        click.echo("found, unusable (left out of profiles and plans):")
+        for d in found.unusable:
+            _echo_device(d)
+            click.echo(f"  {'':<12} {'':<7} unusable: {d.problem}")
+    if found.missing or found.broken:
         click.echo("missing:")
         for backend, reason in found.missing:
             click.echo(f"  {backend:<12} {reason}")
+        for path, reason in found.broken:
+            click.echo(f"  {'opencl':<12} driver file {path} is skipped: {reason}")
+
+
+def _echo_device(d) -> None:
+    memory = f"{d.memory_bytes / 2**30:.1f} GiB" if d.memory_bytes else "?"
+    lanes = f"{d.lanes} lane{'s' if d.lanes != 1 else ''}"
+    click.echo(f"  {d.id:<12} {d.adapter:<7} {d.name}  ({lanes}, {memory})")
+    if d.note:
+        click.echo(f"  {'':<12} {'':<7} {d.note}")
 
 
 @cli.command("build-binary")

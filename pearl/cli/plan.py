@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from pearl.cli.base import ALGO_CHOICES, cli, print_json, quiet_solver
+from pearl.cli.base import ALGO_CHOICES, cli, print_json, quiet_solver, warn_left_out
 from pearl.errors import ConfigError
 
 
@@ -46,6 +46,7 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
             raise ConfigError(f"--envs-per-actor takes a number of environments or auto, got {envs!r}") from None
     config = configured(algo, env_id, config_file, parse_settings(settings)) if settings or config_file else None
     result = make_plan(profile_path, algo, env_id, objective, envs=envs, config=config, learners=learners)
+    warn_left_out(profile_path)
     written = save_plan(result, out)
     if as_json:
         print_json({"plan": str(written), **result.to_dict()})

@@ -230,3 +230,11 @@ def merge_profiles_into_cluster(pairs: list[tuple[str, str]], network: str | Pat
                       float(call_s)) for a, b in combinations(nodes, 2)]
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return Cluster(__version__, created, nodes, links)
+
+
+def left_out(cluster: Cluster) -> list[str]:
+    """One line per device a node's profile recorded as unusable (left out of its measurements), with why: what
+    a command planning on the profile warns of."""
+    prefix = len(cluster.nodes) > 1
+    return [f"{n.name + '/' if prefix else ''}{u.id} ({u.name}) left out: {u.reason}"
+            for n in cluster.nodes for u in n.profile.unusable]

@@ -129,6 +129,15 @@ class DeviceEntry:
 
 
 @dataclass(frozen=True)
+class UnusableDevice:
+    """A device the machine has that its probe found unable to work, left out of the measurements: why."""
+
+    id: str
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Workload:
     key: str
     algo: str
@@ -259,6 +268,8 @@ class Profile:
     actor_step: list[ActorStepTiming] = field(default_factory=list)
     group_learn: list[GroupLearnTiming] = field(default_factory=list)
     calibrations: list[dict[str, Any]] = field(default_factory=list)
+    #: devices found but left out, each with why (`pearl devices` lists them under "found, unusable")
+    unusable: list[UnusableDevice] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"schema": SCHEMA, **asdict(self)}
@@ -427,6 +438,9 @@ def parse_profile(data: Any, where: str) -> Profile:
                                for p, t in v.items(data, "group_learn")]
     if "calibrations" in data:
         profile.calibrations = [dict(c) for _, c in v.items(data, "calibrations")]
+    if "unusable" in data:
+        profile.unusable = [UnusableDevice(v.text(d, "id", p), v.text(d, "name", p), v.text(d, "reason", p))
+                            for p, d in v.items(data, "unusable")]
     _reject_duplicates(profile, where)
     return profile
 
@@ -452,7 +466,9 @@ def merge_profiles(kept: Profile, new: Profile, where: str) -> Profile:
                   workloads=new.workloads + [w for w in kept.workloads if w.key not in keys],
                   env_step=new.env_step + [e for e in kept.env_step if e.env not in {n.env for n in new.env_step}],
                   transfers=new.transfers + [t for t in kept.transfers if t.device not in devices],
-                  power=new.power + [p for p in kept.power if p.device not in devices])
+                  power=new.power + [p for p in kept.power if p.device not in devices],
+                  unusable=new.unusable + [u for u in kept.unusable
+                                           if u.id not in devices | {n.id for n in new.unusable}])
     for name in ("kernels", "in_situ", "weight_sync", "actor_step", "group_learn"):
         setattr(out, name, getattr(new, name) + [t for t in getattr(kept, name) if t.workload not in keys])
     _reject_duplicates(out, where)
@@ -472,6 +488,7 @@ def _reject_duplicates(profile: Profile, where: str) -> None:
         "weight_sync": [(t.workload, t.device) for t in profile.weight_sync],
         "actor_step": [(t.workload, t.device, t.envs) for t in profile.actor_step],
         "group_learn": [(t.workload, t.device, t.learners) for t in profile.group_learn],
+        "unusable": [u.id for u in profile.unusable],
     }
     for name, keys in keyed.items():
         seen: set = set()

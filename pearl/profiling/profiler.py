@@ -53,7 +53,7 @@ import gymnasium as gym
 import numpy as np
 
 from pearl._version import __version__
-from pearl.adapters import Adapter, DeviceInfo, ReplayKernels, discover, open_adapter
+from pearl.adapters import Adapter, DeviceInfo, Discovery, ReplayKernels, discover, open_adapter
 from pearl.algos import OffPolicyConfig, algorithm, algorithm_names, preset
 from pearl.algos.params import init_params
 from pearl.device import HOST, HOST_DEVICE, HOST_RESOURCE, DeviceKind  # noqa: F401 - HOST_RESOURCE read here by callers
@@ -62,7 +62,8 @@ from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PearlError
 from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
 from pearl.profile.format import (ActorStepTiming, DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power,
-                                  Profile, Transfer, WeightSyncTiming, Workload, config_workload, save_profile)
+                                  Profile, Transfer, UnusableDevice, WeightSyncTiming, Workload, config_workload,
+                                  save_profile)
 from pearl.profiling import power
 from pearl.profiling.actor import ActorLoop, ActorSteps
 from pearl.profiling.grids import GRIDS, IN_SITU_TIME_FACTOR, Grid, insert_sizes, prefill, random_transitions
@@ -129,12 +130,17 @@ class _Target:
 def plan_devices(options: ProfileOptions, devices: list[DeviceInfo] | None = None) -> list[DeviceInfo]:
     """The devices to measure in this process, among `devices` (default: what `discover` finds): every usable
     one (or those --device names) but GPU slices, which pearl.profiling.slices measures in processes of their
-    own."""
+    own. A named device that is found but unusable is a DeviceError saying why."""
+    listed = discover().devices if devices is None else devices
     # an FPGA board runs precompiled binaries only: nothing for the profiler to build and time
-    found = {d.id: d for d in (discover().devices if devices is None else devices)
-             if d.usable and d.kind is not DeviceKind.FPGA and d.device_id.slice is None}
+    candidates = [d for d in listed if d.kind is not DeviceKind.FPGA and d.device_id.slice is None]
+    found = {d.id: d for d in candidates if d.usable}
     if options.devices is None:
         return list(found.values())
+    broken = {d.id: d for d in candidates if not d.usable}
+    for name in options.devices:
+        if name in broken:
+            raise DeviceError(f"cannot profile {name} ({broken[name].name}): {broken[name].problem}")
     missing = [d for d in options.devices if d not in found]
     if missing:
         raise DeviceError(f"cannot profile {', '.join(missing)}: not found on this machine "
@@ -147,10 +153,13 @@ def _warn(message: str) -> None:
 
 
 def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None = None,
-                warn: Callable[[str], None] = _warn, probes: RuntimeProbes = NO_PROBES) -> Profile:
-    """Measure this machine; progress(label) is called once per measurement, warn(message) for each GPU slice
-    that could not be measured (it is modelled, or left out, and the message says why). probes: what the
-    caller lends of the runtime (`RuntimeProbes`)."""
+                warn: Callable[[str], None] = _warn, probes: RuntimeProbes = NO_PROBES,
+                found: Discovery | None = None) -> Profile:
+    """Measure this machine (`found`: what `discover` finds, by default); progress(label) is called once per
+    measurement, warn(message) for each device left out (found unusable by its probe, or failing while it was
+    measured: the profile records it in `unusable`) and each GPU slice that could not be measured (it is
+    modelled, or left out, and the message says why). probes: what the caller lends of the runtime
+    (`RuntimeProbes`)."""
     grid = GRIDS["quick" if options.quick else "full"]
     measured = workloads(options)  # a bad workload fails before any measuring
     # a path or a shipped descriptor's name; a bad descriptor fails before any measuring
@@ -163,12 +172,19 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
     note = progress or (lambda _label: None)
     profile = Profile(__version__, datetime.now(timezone.utc).isoformat(timespec="seconds"),
                       "quick" if options.quick else "full", _host())
-    found = discover().devices
-    targets = [_target(info, descriptors) for info in plan_devices(options, found)]
-    _measure(profile, targets, measured, grid, note, env_steps=True, probes=probes)
+    discovery = discover() if found is None else found
+    found_devices = discovery.devices
+    chosen = plan_devices(options, found_devices)  # a named device that cannot work fails here, before any work
+    if options.devices is None:  # named devices leave nothing else out: nothing to warn of
+        for line in discovery.warnings():
+            warn(line)
+    profile.unusable += [UnusableDevice(d.id, d.name, d.problem) for d in discovery.unusable]
+    targets = _open_targets(profile, chosen, descriptors, warn)
+    _measure(profile, targets, measured, grid, note, env_steps=True, probes=probes, warn=warn)
     profile.power = _power(targets, profile, grid)
     wholes = {t.info.id: (t.entry, t.descriptor) for t in targets}
-    add_slices(profile, wholes, slices_to_profile(found, list(wholes), options.devices), options, note, warn)
+    add_slices(profile, wholes, slices_to_profile([d for d in found_devices if d.usable], list(wholes),
+                                                  options.devices), options, note, warn)
     for descriptor in what_if:
         from pearl.profiling.whatif import add_what_if  # the roofline model, for devices that are absent
 
@@ -186,13 +202,54 @@ def _actor_update_s(config: OffPolicyConfig, spec: EnvSpec, actor_s: float, sync
     return actor_s / config.replay_ratio + sync.load_s * loads / sched.updates_per_segment
 
 
+def _open_targets(profile: Profile, chosen: list[DeviceInfo], descriptors: list[DeviceDescriptor],
+                  warn: Callable[[str], None]) -> list[_Target]:
+    """A target for each chosen device whose adapter opens; one that fails to (its whole program does not build,
+    say) is left out, recorded in the profile and warned of."""
+    targets = []
+    for info in chosen:
+        try:
+            targets.append(_target(info, descriptors))
+        except Exception as exc:  # noqa: BLE001 - whatever the device's library raises, the rest goes on
+            _leave_out(profile, info, f"its adapter failed to open: {_cause(exc)}", warn)
+    return targets
+
+
+def _cause(exc: Exception) -> str:
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def _leave_out(profile: Profile, info: DeviceInfo, why: str, warn: Callable[[str], None]) -> None:
+    """Drop every figure of a device that failed while it was measured, and record it as unusable: a profile
+    holds a device whole or not at all."""
+    for name in ("kernels", "in_situ", "weight_sync", "actor_step", "group_learn", "transfers", "power"):
+        setattr(profile, name, [t for t in getattr(profile, name) if t.device != info.id])
+    profile.devices = [d for d in profile.devices if d.id != info.id]
+    profile.unusable.append(UnusableDevice(info.id, info.name, why))
+    warn(f"{info.id} ({info.name}) left out: {why}")
+
+
 def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffPolicyConfig, EnvSpec]], grid: Grid,
-             note: Callable[[str], None], env_steps: bool, probes: RuntimeProbes = NO_PROBES) -> None:
+             note: Callable[[str], None], env_steps: bool, probes: RuntimeProbes = NO_PROBES,
+             warn: Callable[[str], None] | None = None) -> None:
     """The targets' entries, and for each workload their kernels, in-situ iteration (on the host with the
     segment loop's figure, where the probes have one) and weight sync (and, when env_steps, the env's steps and
     the actor's iteration, the latter among the kernels of the device it acts on), then their transfers, into
-    profile."""
+    profile. With `warn`, a target whose measuring raises is left out (`_leave_out`) and the rest goes on;
+    without, the error propagates (a child measuring one device reports it to its parent)."""
     profile.devices += [t.entry for t in targets]
+
+    def guarded(target: _Target, measure_it: Callable[[], None]) -> None:
+        if warn is None:
+            measure_it()
+            return
+        try:
+            measure_it()
+        except Exception as exc:  # noqa: BLE001 - a device that vanishes or errors mid-profile: the rest goes on
+            targets.remove(target)
+            _leave_out(profile, target.info, f"it failed while being measured: {_cause(exc)}", warn)
+
     for config, spec in measured:
         workload = config_workload(config, spec)
         profile.workloads.append(workload)
@@ -202,36 +259,47 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
                 profile.env_step.append(_env_step(spec.env_id, grid))
             note(f"env_step {spec.env_id}")
             actor = _actor_target(targets, config)
-        for target in targets:
+        for target in list(targets):  # a copy: a target that fails is removed from targets
             if target.adapter.backend not in algorithm(config.algo).kernels:
                 continue  # no kernels of this algorithm on this backend (SAC on OpenCL): nothing to time, nor to plan
-            steps = ActorSteps(target.adapter, config, spec, grid, probes.actor_loop) if target is actor else None
-            try:
-                kernels, learner_iteration, actor_step = _kernels(target, workload, config, spec, grid, note, steps)
-            finally:
-                if steps is not None:
-                    steps.close()
-            profile.actor_step += actor_step
-            profile.kernels += kernels
-            sync = weight_sync(target.adapter, target.info, workload, config, spec, grid)
-            profile.weight_sync.append(sync)
-            note(f"weight sync {target.info.id}")
-            actor_s = next((t.step_s for t in profile.actor_step if t.workload == workload.key), None)
-            profile.kernels += threaded_learn(target.info, workload, config, spec, grid,
-                                              None if actor_s is None else _actor_update_s(config, spec, actor_s, sync))
-            profile.group_learn += group_learn(target.adapter, target.info, workload, config, spec, grid)
-            if probes.segment_loop is not None and target.info.device_id == HOST_DEVICE:
-                learner_iteration = replace(learner_iteration, segment_s=probes.segment_loop(
-                    config, spec, IN_SITU_TIME_FACTOR * grid.min_time))
-                note(f"learner segment loop {target.info.id}")
-            profile.in_situ.append(learner_iteration)
-    for target in targets:
-        profile.transfers += _transfers(target, grid)
-        note(f"transfers {target.info.id}")
+            guarded(target, partial(_measure_target, profile, target, actor is target, workload, config, spec, grid,
+                                    note, probes))
+    for target in list(targets):
+        guarded(target, partial(_measure_transfers, profile, target, grid, note))
     group = _group_transfer(targets, grid)
     if group is not None:
         profile.transfers.append(group)
         note("learner group all-gather")
+
+
+def _measure_target(profile: Profile, target: _Target, acts: bool, workload: Workload, config: OffPolicyConfig,
+                    spec: EnvSpec, grid: Grid, note: Callable[[str], None], probes: RuntimeProbes) -> None:
+    """One target's figures for one workload (its actor's steps too when it is the device the actor acts on)."""
+    steps = ActorSteps(target.adapter, config, spec, grid, probes.actor_loop) if acts else None
+    try:
+        kernels, learner_iteration, actor_step = _kernels(target, workload, config, spec, grid, note, steps)
+    finally:
+        if steps is not None:
+            steps.close()
+    profile.actor_step += actor_step
+    profile.kernels += kernels
+    sync = weight_sync(target.adapter, target.info, workload, config, spec, grid)
+    profile.weight_sync.append(sync)
+    note(f"weight sync {target.info.id}")
+    actor_s = next((t.step_s for t in profile.actor_step if t.workload == workload.key), None)
+    profile.kernels += threaded_learn(target.info, workload, config, spec, grid,
+                                      None if actor_s is None else _actor_update_s(config, spec, actor_s, sync))
+    profile.group_learn += group_learn(target.adapter, target.info, workload, config, spec, grid)
+    if probes.segment_loop is not None and target.info.device_id == HOST_DEVICE:
+        learner_iteration = replace(learner_iteration, segment_s=probes.segment_loop(
+            config, spec, IN_SITU_TIME_FACTOR * grid.min_time))
+        note(f"learner segment loop {target.info.id}")
+    profile.in_situ.append(learner_iteration)
+
+
+def _measure_transfers(profile: Profile, target: _Target, grid: Grid, note: Callable[[str], None]) -> None:
+    profile.transfers += _transfers(target, grid)
+    note(f"transfers {target.info.id}")
 
 
 def profile_device_here(options: ProfileOptions, record: tuple[str, ...] = ()) -> Profile:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
+from pearl.adapters.opencl.probe import build_advice, build_cause
 from pearl.algos.registry import algorithm_names
 from pearl.device import DeviceId
 from pearl.errors import BackendMissing, DeviceError, PearlError
@@ -43,7 +45,11 @@ FP64_OPTIONS = ["-D", "PEARL_FP64"]
 
 
 class ProgramBuildError(PearlError):
-    """The OpenCL compiler rejected the program; the message carries its log."""
+    """The OpenCL compiler rejected the program; the message carries its first error, `log` the whole log."""
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
 
 
 class BinaryMismatch(PearlError):
@@ -112,9 +118,13 @@ def build_from_source(ctx: cl.Context, source: str | None = None, real: Any = np
     """The program built for ctx's device; `real` float64 builds its double variant (nn.cl)."""
     options = BUILD_OPTIONS + (FP64_OPTIONS if real == np.float64 else [])
     try:
-        return cl.Program(ctx, source if source is not None else program_source()).build(options=options)
-    except cl.RuntimeError as exc:  # the message holds the compiler's log
-        raise ProgramBuildError(f"the OpenCL program failed to build: {exc}") from None
+        with warnings.catch_warnings():  # a driver's chatty build log ("Compilation started") is no failure
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+            return cl.Program(ctx, source if source is not None else program_source()).build(options=options)
+    except cl.RuntimeError as exc:  # the message holds the compiler's log: its first error says what is wrong
+        log = str(exc)
+        raise ProgramBuildError(f"the OpenCL program failed to build: {build_cause(log)}; {build_advice(log)}",
+                                log) from None
 
 
 def sha256_file(path: Path) -> str:
@@ -138,7 +148,9 @@ def load_binary(ctx: cl.Context, device: cl.Device, path: Path, sha256: str, tar
     if target and target not in device.name:
         raise BinaryMismatch(f"{path} was built for {target!r}, but this device is {device.name.strip()!r}")
     try:
-        return cl.Program(ctx, [device], [path.read_bytes()]).build()
+        with warnings.catch_warnings():  # a driver's chatty build log is no failure
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+            return cl.Program(ctx, [device], [path.read_bytes()]).build()
     except cl.Error as exc:
         raise BinaryMismatch(f"the OpenCL runtime refused the binary {path}: {exc}") from None
 

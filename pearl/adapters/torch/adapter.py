@@ -126,6 +126,28 @@ def cuda_unavailable_reason() -> str:
     return ""
 
 
+PROBE_N = 64
+
+
+def torch_problem(device: str) -> str:
+    """'' when a tiny op runs on the torch device and gives its exact result; else what failed and what to do.
+    A GPU that errors on first use (a driver mismatch, a fallen-off-the-bus device, a busy exclusive-mode GPU)
+    is then left out instead of failing the first kernel pearl puts there."""
+    try:
+        x = torch.arange(PROBE_N, dtype=torch.float32, device=device)
+        out = (x * 2 + 1).cpu()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+    except Exception as exc:  # noqa: BLE001 - whatever the driver raises, the device cannot be used
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return f"a test op failed on it: {first}; check the driver (`nvidia-smi`) or leave the device out"
+    want = torch.arange(PROBE_N, dtype=torch.float32) * 2 + 1
+    wrong = int((out != want).sum())
+    if wrong:
+        return f"a test op computed wrong results ({wrong} of {PROBE_N} values); check the driver or the device"
+    return ""
+
+
 def discover() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
     """The torch devices of this machine, and (backend, reason) for those that are missing."""
     devices = [DeviceInfo(HOST, DeviceKind.CPU, "torch", cpu_name(), cpu_lanes(), host_memory_bytes(),
@@ -141,7 +163,7 @@ def discover() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
         props = torch.cuda.get_device_properties(i)
         gpu = DeviceInfo(f"cuda:{i}", DeviceKind.GPU, "torch", props.name, 1, int(props.total_memory),
                          note=f"CUDA {torch.version.cuda}, compute capability {props.major}.{props.minor}, "
-                              f"{props.multi_processor_count} SMs")
+                              f"{props.multi_processor_count} SMs", problem=torch_problem(f"cuda:{i}"))
         devices.append(gpu)
         uuid = getattr(props, "uuid", None)  # NVML's GPU-<uuid>, so the NVML handle is this very GPU
         migs, no_mig = mig_instances(nvml, f"GPU-{uuid}" if uuid else None, i) if nvml else ([], no_nvml)
