@@ -21,7 +21,7 @@ from pearl.algos.params import init_params
 from pearl.envs import EnvStepper
 from pearl.profile.format import ActorStepTiming, Workload
 from pearl.profiling.grids import IN_SITU_TIME_FACTOR, Grid
-from pearl.profiling.timing import Point, Stats
+from pearl.profiling.timing import Point, Stats, rate_s
 from pearl.types import EnvSpec, TransitionBatch
 
 
@@ -64,8 +64,9 @@ class ActorSteps:
                        for timed in self.loops]
 
     def timings(self, info: DeviceInfo, workload: Workload, stats: list[Stats]) -> list[ActorStepTiming]:
-        """The profile's entries from the stats of `points`, in their order."""
-        return [ActorStepTiming(workload.key, info.id, envs, s.median_s, s.samples, "measured")
+        """The profile's entries from the stats of `points`, in their order: each the mean iteration, which prices
+        the actor's rate as the learner's in-situ mean does the learner's (timing.stats_of)."""
+        return [ActorStepTiming(workload.key, info.id, envs, rate_s(s), s.samples, "measured")
                 for envs, s in zip(self.envs, stats)]
 
     def close(self) -> None:

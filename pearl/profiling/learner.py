@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 import time
 from functools import partial
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
-from pearl.adapters import Adapter, DeviceInfo, open_adapter
+from pearl.adapters import Adapter, DeviceInfo, LearnKernel, ReplayKernels, open_adapter
 from pearl.adapters.group import lead_update, leave_group, open_group, stop_learners
 from pearl.algos import OffPolicyConfig
 from pearl.algos.params import ParamLayout, init_params
@@ -22,9 +22,9 @@ from pearl.errors import DeviceError
 from pearl.profile.format import GroupLearnTiming, InSituTiming, KernelTiming, WeightSyncTiming, Workload
 from pearl.profiling import standin
 from pearl.profiling.grids import IN_SITU_TIME_FACTOR, Grid, prefill, random_transitions
-from pearl.profiling.timing import Point, Stats, durations, measure, measure_interleaved, stats_of
+from pearl.profiling.timing import Point, Stats, durations, measure, measure_interleaved, rate_s, stats_of
 from pearl.traffic import launcher_inserts
-from pearl.types import EnvSpec, PriorityUpdate
+from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 
 
 def threaded_learn(info: DeviceInfo, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,
@@ -118,6 +118,20 @@ def group_learn(adapter: Adapter, info: DeviceInfo, workload: Workload, config: 
                              float(np.median(waits[-len(times):])))]
 
 
+class TimedLearner(Protocol):
+    """The runtime's learner role around the profiler's kernels: `insert` a batch, `train` some updates (sample,
+    learn, priority update each), as the role does them (pearl.runtime.learner_role.LearnerProbe)."""
+
+    def insert(self, *batches: TransitionBatch) -> int: ...
+
+    def train(self, updates: int, beta: float) -> int: ...
+
+
+#: (adapter, config, replay, learn kernel) → the runtime's learner role around them (the runtime lends it through
+#: profiler.RuntimeProbes; None: LearnerLoop calls the kernels bare)
+LearnerRun = Callable[[Adapter, OffPolicyConfig, ReplayKernels, LearnKernel], TimedLearner]
+
+
 #: learner iterations a timed in-situ call runs, the device waited for once at its end, as in a run
 IN_SITU_CHAIN = 4
 #: seconds the learner sleeps before its timed first iteration of a segment (`LearnerLoop.after_pause`): about what
@@ -139,11 +153,14 @@ class LearnerLoop:
     back (DQN 400-300 at batch 32, DDPG 64-64 at batch 64), and in runs of one update a segment learn took 1.2-1.45 ×
     its time in runs of 32-128 (docs/MEASUREMENTS.md)."""
 
-    def __init__(self, adapter: Adapter, config: OffPolicyConfig, spec: EnvSpec, grid: Grid) -> None:
+    def __init__(self, adapter: Adapter, config: OffPolicyConfig, spec: EnvSpec, grid: Grid,
+                 run: LearnerRun | None = None) -> None:
         rng = np.random.default_rng(1)
         self.replay = adapter.make_replay(config, spec, seed=1)
         prefill(self.replay, spec, grid.prefill, rng)
         self.learner = adapter.make_learn(config, spec, init_params(config, spec, seed=1))
+        #: the runtime's role around these kernels, when lent: the iteration then runs its per-update path
+        self.role = None if run is None else run(adapter, config, self.replay, self.learner)
         self.config, self.i = config, 0
         self.shape = launcher_inserts(config)
         pool = max(2, min(64, 4096 // self.shape.rows))  # distinct batches, a few thousand rows in all
@@ -155,6 +172,10 @@ class LearnerLoop:
         return math.floor(i * self.shape.per_update + 1e-9)
 
     def chain(self) -> None:
+        if self.role is not None:  # the role's train call runs the chain's updates, as a segment's
+            self._insert(IN_SITU_CHAIN)
+            self.role.train(IN_SITU_CHAIN, 0.4)
+            return
         for _ in range(IN_SITU_CHAIN):
             self.iteration()
 
@@ -166,21 +187,33 @@ class LearnerLoop:
         """One iteration, called with `pause`'s result (nothing): timing.durations sleeps outside the clock."""
         self.iteration()
 
+    def _insert(self, iterations: int) -> None:
+        """The inserts due over the next `iterations` iterations (through the role, when lent)."""
+        insert = self.replay.insert if self.role is None else self.role.insert
+        for k in range(self.inserted_before(self.i), self.inserted_before(self.i + iterations)):
+            insert(self.pool[k % len(self.pool)])
+        self.i += iterations
+
     def iteration(self) -> None:
-        for k in range(self.inserted_before(self.i), self.inserted_before(self.i + 1)):
-            self.replay.insert(self.pool[k % len(self.pool)])
-        self.i += 1
+        if self.role is not None:
+            self._insert(1)
+            self.role.train(1, 0.4)
+            return
+        self._insert(1)
         batch = self.replay.sample(self.config.batch_size, 0.4)
         td = self.learner.learn(batch).td_errors
         if self.config.prioritized:
             self.replay.update_priorities(PriorityUpdate(batch.indices, td))
 
     def timing(self, info: DeviceInfo, workload: Workload, stats: Stats, first: Stats) -> InSituTiming:
-        """The figure from the stats of its chains and of its iterations after a pause: `iteration_s` the median
-        chain ÷ IN_SITU_CHAIN, `first_iteration_s` the median iteration after a pause."""
-        return InSituTiming(workload.key, info.id, stats.median_s / IN_SITU_CHAIN, stats.samples * IN_SITU_CHAIN,
+        """The figure from the stats of its chains and of its iterations after a pause: `iteration_s` the mean
+        chain ÷ IN_SITU_CHAIN (the mean over its iterations, as the format says), `first_iteration_s` the mean
+        iteration after a pause. Means, not medians: the iteration prices the learner's rate, which its slow
+        calls weigh on as much as the rest (timing.stats_of; the cost model's in-situ factor carries that tail
+        into the learner's kernels, whose grid figures are medians)."""
+        return InSituTiming(workload.key, info.id, rate_s(stats) / IN_SITU_CHAIN, stats.samples * IN_SITU_CHAIN,
                             self.shape.per_update, self.shape.rows, self.config.batch_size, self.config.prioritized,
-                            "measured", first.median_s)
+                            "measured", rate_s(first))
 
 
 def weight_sync(adapter: Adapter, info: DeviceInfo, workload: Workload, config: OffPolicyConfig,

@@ -67,7 +67,7 @@ from pearl.profile.format import (ActorStepTiming, DeviceEntry, EnvStepTiming, I
 from pearl.profiling import power
 from pearl.profiling.actor import ActorLoop, ActorSteps
 from pearl.profiling.grids import GRIDS, IN_SITU_TIME_FACTOR, Grid, insert_sizes, prefill, random_transitions
-from pearl.profiling.learner import LearnerLoop, group_learn, threaded_learn, weight_sync
+from pearl.profiling.learner import LearnerLoop, LearnerRun, group_learn, threaded_learn, weight_sync
 from pearl.profiling.options import ProfileOptions
 from pearl.profiling.slices import ChildArgs, add_slices, slices_to_profile
 from pearl.profiling.timing import Point, measure, measure_interleaved
@@ -89,6 +89,9 @@ class RuntimeProbes:
 
     actor_loop: ActorLoop | None = None
     segment_loop: SegmentLoop | None = None
+    #: the learner role's per-update path around the in-situ iteration's kernels (pearl/profiling/learner.py
+    #: `LearnerRun`; None: the kernels called bare)
+    learner_run: LearnerRun | None = None
 
 
 NO_PROBES = RuntimeProbes()
@@ -277,7 +280,8 @@ def _measure_target(profile: Profile, target: _Target, acts: bool, workload: Wor
     """One target's figures for one workload (its actor's steps too when it is the device the actor acts on)."""
     steps = ActorSteps(target.adapter, config, spec, grid, probes.actor_loop) if acts else None
     try:
-        kernels, learner_iteration, actor_step = _kernels(target, workload, config, spec, grid, note, steps)
+        kernels, learner_iteration, actor_step = _kernels(target, workload, config, spec, grid, note, steps,
+                                                                probes.learner_run)
     finally:
         if steps is not None:
             steps.close()
@@ -397,7 +401,8 @@ def _host() -> dict:
 
 # --------------------------------------------------------------------------- kernels
 def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec, grid: Grid,
-             note: Callable[[str], None], actor: ActorSteps | None = None
+             note: Callable[[str], None], actor: ActorSteps | None = None,
+             learner_run: LearnerRun | None = None
              ) -> tuple[list[KernelTiming], InSituTiming, list[ActorStepTiming]]:
     """Every grid point of every device kernel, the learner's iteration in situ (`LearnerLoop`) and, on the device
     the actor is timed on, the actor's iteration at each env count (`actor`), measured in interleaved rounds
@@ -427,7 +432,7 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
         point("replay_insert", m, partial(uniform.insert, random_transitions(spec, m, rng)))
 
     learner = adapter.make_learn(config, spec, params)
-    loop = LearnerLoop(adapter, config, spec, grid)
+    loop = LearnerLoop(adapter, config, spec, grid, learner_run)
     for b in sorted({max(2, int(round(config.batch_size * f))) for f in grid.batch_factors}):
         point("replay_sample", b, partial(uniform.sample, b, 0.4))
         point(PRIORITIZED_SAMPLE, b, partial(prioritized.sample, b, 0.4))

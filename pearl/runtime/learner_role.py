@@ -130,3 +130,17 @@ class LearnerRole:
 def _nbytes(*arrays: Any) -> int:
     """Bytes of host or device arrays (numpy, torch and OpenCL arrays all tell their `nbytes`)."""
     return sum(int(a.nbytes) for a in arrays)
+
+
+class LearnerProbe(LearnerRole):
+    """The learner role's per-update path (`insert` and `train`: the replay manager's and learner's clocks, the
+    sample generator, the traffic tally, the priority update) around kernels the profiler built, for its in-situ
+    iteration (pearl.profiling.learner `LearnerRun`): the profiler's loop then costs what a run's does beyond the
+    kernels. Built from those kernels alone: no job, no evaluations, no checkpoint."""
+
+    def __init__(self, adapter: Adapter, config: Any, replay: ReplayKernels, learn: Any) -> None:  # noqa: D107
+        self.config = config
+        self.replay = ReplayManager(replay, config.batch_size)
+        self.learner = Learner(learn, adapter, config)
+        self.sent = Tally()
+        self.best = None

@@ -59,6 +59,7 @@ from pearl.runtime.job import Job, LauncherCapabilities, Placement
 from pearl.runtime.launcher import SHARES_POLL_S, LoopStats, SegmentLauncher
 from pearl.adapters.group import dead_learner, stop_learners
 from pearl.runtime.learner_group import DEBUG_CHECK_EVERY, GroupLearner, LearnerGroupFailed, form_group
+from pearl.runtime.learner_role import LearnerProbe
 from pearl.runtime.protocol import Episode, merge_clocks
 from pearl.traffic import TRANSITIONS, WEIGHTS
 from pearl.types import EnvSpec, TransitionBatch
@@ -349,5 +350,6 @@ def segment_overhead(config: OffPolicyConfig, spec: EnvSpec, seconds: float) -> 
 
 #: env steps of the segment probe's run: more than it reaches in its seconds
 SEGMENT_PROBE_STEPS = 1 << 30
-#: what this launcher lends the profiler: its actor process's iteration and its learner's segment loop
-PROBES = RuntimeProbes(actor_process.IterationProbe, segment_overhead)
+#: what this launcher lends the profiler: its actor process's iteration, its learner's segment loop and the
+#: learner role's per-update path
+PROBES = RuntimeProbes(actor_process.IterationProbe, segment_overhead, LearnerProbe)
