@@ -6,6 +6,7 @@ Public API:
     pearl.DQNConfig, pearl.DDPGConfig, pearl.TD3Config, pearl.SACConfig, pearl.preset(algo, env_id)
     pearl.algorithm(name), pearl.algorithm_names()                the algorithm registry (pearl/algos/registry.py)
     pearl.KERNELS                                                 the kernel catalogue
+    pearl.load(run_or_file, device=..., policy=...) -> Policy     a trained policy: predict, evaluate (pearl/policy.py)
 Importing pearl does not import torch; the adapters import it when a device is opened.
 The names are loaded on first use (PEP 562), so importing a lower module (`pearl.device`, `pearl.planner`)
 loads neither training, the runtime nor gymnasium.
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from pearl.algos import DDPGConfig, DQNConfig, SACConfig, TD3Config, algorithm, algorithm_names, preset
     from pearl.errors import PearlError
     from pearl.kernels import KERNELS
+    from pearl.policy import Policy, load
     from pearl.run_options import RunOptions
     from pearl.training import train
     from pearl.training.result import TrainResult
@@ -30,10 +32,11 @@ _LAZY = {
     "algorithm": "pearl.algos",
     "algorithm_names": "pearl.algos", "preset": "pearl.algos", "PearlError": "pearl.errors", "KERNELS": "pearl.kernels",
     "RunOptions": "pearl.run_options", "TrainResult": "pearl.training.result", "train": "pearl.training",
+    "load": "pearl.policy", "Policy": "pearl.policy",
 }
 
-__all__ = ["DDPGConfig", "DQNConfig", "KERNELS", "PearlError", "RunOptions", "SACConfig", "TD3Config", "TrainResult",
-           "__version__", "algorithm", "algorithm_names", "preset", "train"]
+__all__ = ["DDPGConfig", "DQNConfig", "KERNELS", "PearlError", "Policy", "RunOptions", "SACConfig", "TD3Config",
+           "TrainResult", "__version__", "algorithm", "algorithm_names", "load", "preset", "train"]
 
 
 def __getattr__(name: str) -> Any:

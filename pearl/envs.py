@@ -14,10 +14,11 @@ from pearl.errors import EnvError
 from pearl.types import EnvSpec, TransitionBatch
 
 
-def make_env(env_id: str) -> gym.Env:
-    """Create a gymnasium env; an unknown id becomes an EnvError that suggests close registered ids."""
+def make_env(env_id: str, render_mode: str | None = None) -> gym.Env:
+    """Create a gymnasium env (rendering frames with render_mode="rgb_array", for videos); an unknown id becomes
+    an EnvError that suggests close registered ids."""
     try:
-        return gym.make(env_id)
+        return gym.make(env_id) if render_mode is None else gym.make(env_id, render_mode=render_mode)
     except gym.error.DependencyNotInstalled as exc:  # registered, but its extra (box2d, mujoco) is missing
         raise EnvError(f"{env_id} needs a package that is not installed: {exc}") from exc
     except ImportError as exc:  # "module:Env-v0" ids, or an entry point needing jax, shimmy, ...

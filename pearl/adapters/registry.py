@@ -188,9 +188,10 @@ def open_adapter(device: DeviceId | str, threads: int | None = None, descriptor:
         from pearl.descriptors import load_descriptor
 
         if descriptor is None:  # a board's binary is checked against its descriptor instead
-            problem = opencl_problem(device_id, find_device(parsed))
-            if problem:
-                raise DeviceError(f"{device_id} cannot be used: {problem}")
+            find_device(parsed)  # an absent one: DeviceError naming what exists
+            listed = next((d for d in discover_opencl()[0] if d.id == device_id), None)
+            if listed is not None and listed.problem:
+                raise DeviceError(f"{device_id} cannot be used: {listed.problem}")
 
         return OpenCLAdapter(parsed, load_descriptor(descriptor) if descriptor is not None else None)
     raise DeviceError(f"{device_id} is a what-if device: a profile models it, this machine has none; "

@@ -242,6 +242,10 @@ class LearnState:
     extras: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
+#: the greedy action from the policy network's output (`Algorithm.policy_head`); "" for none declared
+POLICY_HEADS = ("", "argmax", "tanh", "tanh-mean")
+
+
 @dataclass(frozen=True)
 class Algorithm:
     """One algorithm as every stage of pearl sees it: its registry entry (pearl/algos/registry.py).
@@ -275,12 +279,18 @@ class Algorithm:
     state: LearnState = field(default_factory=LearnState)
     """Target networks and extra learned arrays: with `networks`, what its learn kernel's state (and so a
     checkpoint) holds."""
+    policy_head: str = ""
+    """How the policy network's output becomes the greedy action, for an exported policy (`pearl export`):
+    "argmax" (an index), "tanh" (tanh on the output, in [-1, 1]), "tanh-mean" (tanh on the first half of the
+    outputs, the mean); "" where the algorithm declares none, which `pearl export` then refuses."""
 
     def __post_init__(self) -> None:
         if self.config_class.algo != self.name:
             raise ValueError(f"algorithm {self.name!r}: its config class says algo {self.config_class.algo!r}")
         if self.action_kind not in ACTION_KINDS:
             raise ValueError(f"algorithm {self.name!r}: action_kind must be one of {ACTION_KINDS}")
+        if self.policy_head not in POLICY_HEADS:
+            raise ValueError(f"algorithm {self.name!r}: policy_head must be one of {POLICY_HEADS}")
         nets = self.networks(1, 1, (1,))
         used = {self.policy_net, *self.learn_work.names(), *(self.state.targets or ())}
         if not used <= set(nets):

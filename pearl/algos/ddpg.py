@@ -98,5 +98,5 @@ DDPG = Algorithm(
     # input-backward (1); then Adam and Polyak on both
     learn_work=LearnWork(forward_passes=(("actor", 4), ("critic", 6)), adam=("actor", "critic"),
                          polyak=("actor", "critic")),
-    profile_env="Pendulum-v1",
+    profile_env="Pendulum-v1", policy_head="tanh",
     kernels={"torch": "pearl.adapters.torch.ddpg:KERNELS", "opencl": "pearl.adapters.opencl.algos:DDPG_KERNELS"})

@@ -75,5 +75,5 @@ DQN = Algorithm(
     name="dqn", title="DQN", config_class=DQNConfig, action_kind="discrete", networks=networks, policy_net="q",
     # target forward + online forward + backward (2) of q; one Adam step; the target is a hard copy
     learn_work=LearnWork(forward_passes=(("q", 4),), adam=("q",)),
-    profile_env="CartPole-v1",
+    profile_env="CartPole-v1", policy_head="argmax",
     kernels={"torch": "pearl.adapters.torch.dqn:KERNELS", "opencl": "pearl.adapters.opencl.algos:DQN_KERNELS"})

@@ -73,6 +73,6 @@ SAC = Algorithm(
     # critics' F + input-backward; Adam on the three networks (log α's is one scalar); Polyak on both critics
     learn_work=LearnWork(forward_passes=(("actor", 4), ("qf1", 5), ("qf2", 5)), adam=("actor", "qf1", "qf2"),
                          polyak=("qf1", "qf2")),
-    profile_env="Pendulum-v1",
+    profile_env="Pendulum-v1", policy_head="tanh-mean",
     kernels={"torch": "pearl.adapters.torch.sac:KERNELS"},
     state=LearnState(targets=("qf1", "qf2"), extras=(("log_alpha", ()),)))

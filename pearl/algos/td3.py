@@ -72,6 +72,6 @@ TD3 = Algorithm(
     # default policy_delay): actor F + B (2) and Q1 F + input-backward (1), Adam on the actor, Polyak on all three
     learn_work=LearnWork(forward_passes=(("actor", 2.0), ("qf1", 5.5), ("qf2", 4.0)),
                          adam=(("actor", 0.5), "qf1", "qf2"), polyak=(("actor", 0.5), ("qf1", 0.5), ("qf2", 0.5))),
-    profile_env="Pendulum-v1",
+    profile_env="Pendulum-v1", policy_head="tanh",
     kernels={"torch": "pearl.adapters.torch.td3:KERNELS", "opencl": "pearl.adapters.opencl.td3:TD3_KERNELS"},
     state=LearnState(targets=("actor", "qf1", "qf2")))

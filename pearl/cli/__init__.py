@@ -5,7 +5,7 @@ traceback appears only with `pearl --debug ...`. `--json` prints exactly one JSO
 
 The group and what the commands share are in `base`; each module registers its commands on the group when it is
 imported, as this one does below: `train` (train, quickstart), `profile` (profile, profile merge), `plan` (plan,
-ratio), `compare`, `devices` (devices, build-binary).
+ratio), `compare`, `devices` (devices, build-binary), `policy` (evaluate, export).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import traceback
 
 import click
 
-from pearl.cli import compare, devices, plan, profile, train  # noqa: F401 - each registers its commands
+from pearl.cli import compare, devices, plan, policy, profile, train  # noqa: F401 - each registers its commands
 from pearl.cli.base import EXIT_USER_ERROR, cli, suggesting_choices
 from pearl.errors import PearlError
 

@@ -12,8 +12,8 @@ from pearl.errors import ConfigError
 
 @cli.command()
 @click.option("--profile", "profile_path", required=True, help="Profile file written by `pearl profile`.")
-@click.option("--algo", type=click.Choice(ALGO_CHOICES), required=True, help="Algorithm to plan for.")
-@click.option("--env", "env_id", required=True, help="Gymnasium environment id (the preset's shapes).")
+@click.option("--algo", type=click.Choice(ALGO_CHOICES), default=None, help="Algorithm to plan for (required).")
+@click.option("--env", "env_id", default=None, help="Gymnasium environment id (the preset's shapes; required).")
 @click.option("--objective", type=click.Choice(["throughput", "perf-per-watt"]), default="throughput",
               show_default=True, help="Maximise env steps per second, or env steps per joule.")
 @click.option("--envs-per-actor", "envs", default=None, metavar="N|auto",
@@ -26,18 +26,28 @@ from pearl.errors import ConfigError
               help="Plan a learner group of N learners (1: one learner) instead of choosing N [default: chosen].")
 @click.option("--out", default="plan.json", show_default=True, help="Plan file to write.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
-def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | None,
+@click.option("--serve", is_flag=True,
+              help="Instead: where a trained policy (--run) should act, per device, at --batch observations a call.")
+@click.option("--run", "run_path", default=None, metavar="RUN", help="With --serve: the runs/<id> folder (or policy file).")
+@click.option("--batch", type=int, default=1, show_default=True, help="With --serve: observations answered per call.")
+def plan(profile_path: str, algo: str | None, env_id: str | None, objective: str, envs: str | None,
          settings: tuple[str, ...], config_file: str | None, learners: int | None, out: str,
-         as_json: bool) -> None:
+         as_json: bool, serve: bool, run_path: str | None, batch: int) -> None:
     """Place every kernel by integer program: write a plan.
 
     Solves the placement integer program on a profile and writes a deployment plan. A workload shape the
-    profile has not measured is planned from the nearest measured one, scaled by its work (labelled scaled)."""
+    profile has not measured is planned from the nearest measured one, scaled by its work (labelled scaled).
+    With --serve, says instead which device a trained policy should act on."""
     from pearl.planner.make import make_plan
     from pearl.planner.plan import save_plan
     from pearl.run_options import parse_settings
     from pearl.training.configure import configured
 
+    if serve:
+        _serve(profile_path, run_path, batch, objective, as_json)
+        return
+    if algo is None or env_id is None:
+        raise click.UsageError(f"Missing option '{'--algo' if algo is None else '--env'}'.")
     quiet_solver()
     if envs is not None and envs != "auto":
         try:
@@ -91,6 +101,33 @@ def plan(profile_path: str, algo: str, env_id: str, objective: str, envs: str | 
                        f"(the plan is {b['speedup']:.2f}× that)")
         else:
             click.echo(f"  all on {b['device']}: not feasible")
+
+
+def _serve(profile_path: str, run_path: str | None, batch: int, objective: str, as_json: bool) -> None:
+    """`pearl plan --serve`: each device's act latency, actions/s and energy per action for the run's policy, and
+    the device the objective picks."""
+    from pearl.costmodel import CostModel
+    from pearl.planner.serve import pick, serve_options
+    from pearl.policy import read_policy
+    from pearl.profile.format import load_profile
+
+    if run_path is None:
+        raise ConfigError("--serve plans where a trained policy acts: pass --run runs/<id>")
+    loaded = read_policy(run_path)
+    options = serve_options(CostModel(load_profile(profile_path)), loaded.config, loaded.env_spec, batch)
+    chosen = pick(options, objective)
+    if as_json:
+        print_json({"chosen": chosen.to_dict(), "options": [o.to_dict() for o in options]})
+        return
+    click.echo(f"serving {loaded.spec.algo} on {loaded.spec.env} ({loaded.spec.policy} policy) at batch {batch}, "
+               f"objective {objective}:")
+    for o in options:
+        energy = f"{o.joules_per_action * 1e3:.3g} mJ/action ({o.power_source})" if o.joules_per_action is not None \
+            else "energy unknown"
+        mark = "  <- chosen" if o.device == chosen.device else ""
+        click.echo(f"  {o.device:<12} {o.latency_s * 1e6:>9,.1f} µs a call, {o.actions_per_s:>11,.0f} actions/s, "
+                   f"{energy} (timings {o.source}){mark}")
+    click.echo(f"  {chosen.explain()}")
 
 
 def _cluster_lines(result: Any) -> list[str]:
