@@ -1,6 +1,6 @@
 """DDPG on Pendulum-v1, written out step by step with pearl's roles.
 
-    python examples/ddpg_pendulum.py [--device cpu] [--seed 0]
+    python examples/ddpg_pendulum.py [--device cpu] [--seed 0] [--steps N]
 
 DDPG as the paper states it: act with μ(s) plus Gaussian noise, store the transition, and after
 `learning_starts` random steps update the critic and then the actor once per env step, Polyak-averaging
@@ -23,10 +23,13 @@ from pearl.runtime.protocol import Learner, ReplayManager, VectorActor
 parser = argparse.ArgumentParser()
 parser.add_argument("--device", default="cpu")
 parser.add_argument("--seed", type=int, default=0)
+parser.add_argument("--steps", type=int, default=None, help="env steps [default: the preset's]")
 args = parser.parse_args()
 
 # 1. Hyperparameters (the tuned preset), the env's spaces, one device for every kernel.
 config = preset("ddpg", "Pendulum-v1")
+if args.steps is not None:  # a shorter run: learning starts by half way
+    config = config.replace(total_steps=args.steps, learning_starts=min(config.learning_starts, args.steps // 2))
 spec = env_spec("Pendulum-v1")
 device = open_adapter(args.device)
 

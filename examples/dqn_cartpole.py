@@ -1,6 +1,6 @@
 """DQN on CartPole-v1, written out step by step with pearl's roles.
 
-    python examples/dqn_cartpole.py [--device cpu] [--seed 0]
+    python examples/dqn_cartpole.py [--device cpu] [--seed 0] [--steps N]
 
 The loop below is DQN as the paper states it: act ε-greedily, store the transition, and every `train_freq`
 steps run `gradient_steps` updates on uniformly sampled minibatches, copying the online network into the
@@ -24,10 +24,13 @@ from pearl.runtime.protocol import Learner, ReplayManager, VectorActor
 parser = argparse.ArgumentParser()
 parser.add_argument("--device", default="cpu")
 parser.add_argument("--seed", type=int, default=0)
+parser.add_argument("--steps", type=int, default=None, help="env steps [default: the preset's]")
 args = parser.parse_args()
 
 # 1. Hyperparameters (the tuned preset), the env's spaces, one device for every kernel.
 config = preset("dqn", "CartPole-v1")
+if args.steps is not None:  # a shorter run: learning starts by half way
+    config = config.replace(total_steps=args.steps, learning_starts=min(config.learning_starts, args.steps // 2))
 spec = env_spec("CartPole-v1")
 device = open_adapter(args.device)
 
