@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import secrets
 import signal
 import socket
@@ -23,23 +22,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ray_cluster_host import HostedCluster, cluster_process
+from ray_cluster_host import HostedCluster, assert_all_cpus_free, base_env, cluster_process, cpus
 
 from pearl.runtime.ray.runs import PREFIX, STALE_S
 
-TESTS = Path(__file__).parent
-AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                 reason='Ray is not installed (pip install "pearl[ray]")')
-
-
-def base_env(**extra: str) -> dict[str, str]:
-    """This process's environment without Ray's authentication variables and address, loopback only (as the
-    clusters), the tests folder importable (by the clusters' workers too), with `extra`."""
-    env = {k: v for k, v in os.environ.items() if k not in AUTH_VARS and k != "RAY_ADDRESS"}
-    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS.parent), str(TESTS), env.get("PYTHONPATH")]))
-    return {**env, **extra}
 
 
 @pytest.fixture(scope="module")
@@ -171,34 +159,6 @@ def test_ray_client_at_a_port_without_its_server_is_one_error_line(open_cluster,
     """ray:// with the GCS port (something answers there, not a Ray Client server): the reason and the fix."""
     line = one_error_line(train(tmp_path, "ray://" + open_cluster.address, home_with_token(tmp_path)))
     assert "no Ray Client server answers" in line and "without ray://" in line
-
-
-RESOURCES = """
-import json, sys
-import ray
-ray.init(address=sys.argv[1], log_to_driver=False, configure_logging=False)
-print(json.dumps([ray.cluster_resources().get("CPU"), ray.available_resources().get("CPU", 0.0)]))
-"""
-
-
-def cpus(address: str) -> tuple[float, float]:
-    """The cluster's CPUs and those no actor holds, asked by a driver of its own (Ray's public API)."""
-    out = subprocess.run([sys.executable, "-c", RESOURCES, address], capture_output=True, text=True, timeout=300,
-                         env=base_env(), check=True).stdout
-    total, free = json.loads(out.strip().splitlines()[-1])
-    return total, free
-
-
-def assert_all_cpus_free(address: str, within: float = 60.0) -> None:
-    """No actor holds any of the cluster's CPUs (pearl's learner and workers hold some while they live), within
-    `within` seconds."""
-    deadline = time.monotonic() + within
-    while True:
-        total, free = cpus(address)
-        if free == total:
-            return
-        assert time.monotonic() < deadline, f"actors still hold {total - free:g} of the cluster's CPUs"
-        time.sleep(1)
 
 
 @needs_ray

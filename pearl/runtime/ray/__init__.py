@@ -7,7 +7,8 @@ imported only when the Ray launcher is chosen (or a running cluster profiled).
 - `session`: is Ray installed, starting a local instance on loopback, joining a cluster (token authentication
   when a token is at hand), leaving;
 - `placement`: where each role goes (`ShardPlacement`), a cluster plan's nodes (`plan_node_ids`), admission of
-  every role against the cluster (`check_roles`) before any starts;
+  every role against the cluster's nodes (`check_roles`) before any starts;
+- `packing`: whether roles fit the nodes one node at a time, and the CPU share with which they do (no Ray);
 - `replay_client`: the replay server's shards as Ray actors and `RemoteShardedReplay`, the client over them;
 - `learner`: the learner role as a Ray actor (`RayLearnerRole`) and the driver's handle to it;
 - `worker`: one actor worker (`ActorWorker`, a plain class that Ray places);

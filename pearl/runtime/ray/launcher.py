@@ -34,8 +34,8 @@ from pearl.runtime.local import raise_on_sigterm
 from pearl.runtime.protocol import Episode, KernelClock, merge_clocks
 from pearl.runtime.ray.learner import RayLearnerHandle, learner_class
 from pearl.runtime.ray.nodes import await_node_deaths, described, lost_nodes
-from pearl.runtime.ray.placement import (GivenPlacements, Placements, ShardPlacement, check_roles, plan_node_ids,
-                                         plan_placements, role_placements)
+from pearl.runtime.ray.placement import (GivenPlacements, Placements, ShardPlacement, check_roles, cluster_nodes,
+                                         plan_node_ids, plan_placements, progress, role_placements)
 from pearl.runtime.ray.replay_client import remote_shards
 from pearl.runtime.ray.runs import RunNamespace, remove_lost_runs
 from pearl.runtime.ray.session import check_installed, connect, first_line, require_ray, shutdown, start_local_ray
@@ -148,29 +148,32 @@ class RayLauncher(SegmentLauncher):
         members = [dataclasses.replace(m, env=learner.env) for m in members]
         acts = self.act_devices()
         workers = [dataclasses.replace(w, env={**w.env, **slice_env(acts[i])}) for i, w in enumerate(workers)]
-        roles = [(self._learner_name, learner)]
-        roles += [(f"learner {r}", m) for r, m in enumerate(members, start=1)]
-        roles += [(f"replay shard {i}", shard) for i, shard in enumerate(shards)]
-        roles += [(f"actor worker {i}", w) for i, w in enumerate(workers)]
-        check_roles(roles)  # every role, before any is started
+        member_roles = [(f"learner {r}", m) for r, m in enumerate(members, start=1)]
+        shard_roles = [(f"replay shard {i}", shard) for i, shard in enumerate(shards)]
+        worker_roles = [(f"actor worker {i}", w) for i, w in enumerate(workers)]
+        # every role, before any is started: one that fits no node would have Ray wait for it for ever
+        check_roles([(self._learner_name, learner), *member_roles, *shard_roles, *worker_roles])
+        # each wait for roles to start says every PROGRESS_S what they ask for while Ray has not started them
         if self.replay_shards:
             self.shard_handles = remote_shards(self.config, self.spec, self.replay_shards, shards,
                                                self.namespace.options)
-            self.shard_nodes = get_from_workers([h.node_id.remote() for h in self.shard_handles], "setting up",
-                                                STARTUP_TIMEOUT_S)  # asked from inside each shard
+            asked = [h.node_id.remote() for h in self.shard_handles]  # asked from inside each shard
+            self.shard_nodes = get_from_workers(asked, "setting up", STARTUP_TIMEOUT_S,
+                                                progress(shard_roles, asked))
         handle = learner_class().options(**learner.options(), **self.namespace.options("learner")).remote(
             self.job, self._learner_devices(), self.shard_handles or None)
         self.role = RayLearnerHandle(handle)
         if self.resume is not None:
             self.role.pending.append(handle.restore.remote(ray.put(self.resume)))
-        self.learner_node = self.role._call("node_id", timeout=STARTUP_TIMEOUT_S)  # asked from inside the role
+        self.learner_node = self.role._call("node_id", timeout=STARTUP_TIMEOUT_S,  # asked from inside the role
+                                            waiting=progress([(self._learner_name, learner)]))
         self.updates = self.role._call("ready")
         self.role.check()
         if members:
             check_every = DEBUG_CHECK_EVERY if os.environ.get("PEARL_DEBUG") else 0
             where = self.role._call("form_group", [
                 {**m.options(), **self.namespace.options(f"learner-{r}")} for r, m in enumerate(members, start=1)],
-                check_every, timeout=STARTUP_TIMEOUT_S)
+                check_every, timeout=STARTUP_TIMEOUT_S, waiting=progress(member_roles))
             self.member_nodes, self.member_pids = [n for n, _ in where], [pid for _, pid in where]
         cls, sched = worker_class(), self.schedule
         self.workers = [cls.options(**workers[i].options(), **self.namespace.options(f"worker-{i}")).remote(
@@ -179,7 +182,7 @@ class RayLauncher(SegmentLauncher):
         first = self.role.policy_ref()
         setups = [w.setup.remote(self.seeds.actor(i), sched.steps_before(self.first_segment, i), first)
                   for i, w in enumerate(self.workers)]
-        self.pids = get_from_workers(setups, "setting up", STARTUP_TIMEOUT_S)
+        self.pids = get_from_workers(setups, "setting up", STARTUP_TIMEOUT_S, progress(worker_roles, setups))
         self.nodes = get_from_workers([w.node_id.remote() for w in self.workers], "setting up")  # asked from inside
         for k in range(self.first_segment, min(self.first_segment + sched.lag + 1, sched.segments)):
             self._submit(k, sched.weights_for(k), first)
@@ -210,7 +213,7 @@ class RayLauncher(SegmentLauncher):
         (`_plan_placements`)."""
         if self.plan_nodes is not None:
             return self._plan_placements(ray, self.plan_nodes)
-        return role_placements(self.job, self._given(), self.replay_shards, ray.cluster_resources(),
+        return role_placements(self.job, self._given(), self.replay_shards, cluster_nodes(ray),
                                str(ray.get_runtime_context().get_node_id()))
 
     def run(self, record: RunRecord | None = None, progress: Callable[[int], None] | None = None,

@@ -16,6 +16,7 @@ owned by the role, so they end with it.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -183,8 +184,9 @@ class RayLearnerHandle:
         self.pending: list[Any] = []
         self.trains = 0  # train calls sent (`pearl.traffic`'s calls; the launcher counts its others with them)
 
-    def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
-        return _role_get(getattr(self.handle, method).remote(*args), timeout)
+    def _call(self, method: str, *args: Any, timeout: float | None = None,
+              waiting: Callable[[list[Any], float], str] | None = None) -> Any:
+        return _role_get(getattr(self.handle, method).remote(*args), timeout, waiting)
 
     def check(self) -> None:
         """Raise the error of a per-segment call that failed (as ActorFailed, or as its pearl error)."""
@@ -252,8 +254,9 @@ def _writable(state: Params) -> Params:
     return {k: np.array(v) for k, v in state.items()}  # copies of the object store's read-only arrays
 
 
-def _role_get(ref: Any, timeout: float | None = None) -> Any:
+def _role_get(ref: Any, timeout: float | None = None, waiting: Callable[[list[Any], float], str] | None = None
+              ) -> Any:
     """``ray.get`` of a learner call (`session.answer`): its pearl error as itself, any other failure as
-    ActorFailed, its death as RoleLost."""
+    ActorFailed, its death as RoleLost; with `waiting`, a progress line while it has not answered."""
     return answer(ref, timeout, f"the learner did not answer within {timeout or 0:.0f} s", "the learner failed",
-                  lambda why: RoleLost(f"the learner died: {why}"))
+                  lambda why: RoleLost(f"the learner died: {why}"), waiting)

@@ -2,25 +2,31 @@
 
 Actor workers, the learner and the replay shards are Ray actors, each placed with its declared
 ``num_cpus``/``num_gpus`` and custom resources or node affinity (`ShardPlacement`); a cluster plan's node
-names become Ray node ids by the ``pearl_node_NAME`` resource each node carries (`plan_node_ids`). Every role's
-placement is checked against the cluster (`check_roles`) before any role starts, so a run that cannot be
-placed ends with one error naming the role and the resource before any actor is created. Ray's resources
-are logical: they decide admission, not which cores a role's process uses.
+names become Ray node ids by the ``pearl_node_NAME`` resource each node carries (`plan_node_ids`). The roles
+not given a placement share the CPUs in the largest equal part that packs onto the nodes one node at a time
+(`packing.largest_share`): Ray admits an actor on one node, so an equal part of the cluster's total may fit
+no node and leave a role waiting for ever. Every role's placement is checked against the cluster's nodes
+(`check_roles`, `packing.refusal`) before any role starts, so a run that cannot be placed ends with one error
+naming the roles, what they ask for and what each node has, before any actor is created; a role that Ray has
+not started yet, once they are created, is reported every 10 s (`progress`). Ray's resources are logical: they
+decide admission, not which cores a role's process uses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from types import ModuleType
 from typing import Any
 
 from pearl.device import DeviceId
 from pearl.errors import ConfigError
 from pearl.runtime.job import Job, RoleNodes
+from pearl.runtime.ray.packing import NodeRoom, RoleNeed, equal_share, largest_share, refusal, waiting_line
 from pearl.runtime.ray.session import require_ray
 
-__all__ = ["GivenPlacements", "Placements", "ShardPlacement", "check_placements", "check_roles", "plan_node_ids",
-           "plan_placements", "role_placements"]
+__all__ = ["GivenPlacements", "Placements", "ShardPlacement", "check_placements", "check_roles", "cluster_nodes",
+           "plan_node_ids", "plan_placements", "progress", "role_need", "role_placements"]
 
 
 @dataclass(frozen=True)
@@ -89,30 +95,48 @@ def check_placements(placements: Sequence[ShardPlacement], role: str = "replay s
 
 
 def check_roles(roles: Sequence[tuple[str, ShardPlacement]]) -> None:
-    """ConfigError naming the role and the resource when the cluster cannot hold every role's placement, before
-    any actor is created: the total of each resource, and each pinned node's own resources."""
-    ray = require_ray()
-    totals = ray.cluster_resources()
-    asked: dict[str, float] = {}
-    for name, p in roles:
-        for res, amount in p.demand().items():
-            asked[res] = asked.get(res, 0.0) + amount
-            if asked[res] > totals.get(res, 0.0) + 1e-9:
-                raise ConfigError(f"{name} cannot be placed: the cluster has {totals.get(res, 0.0):g} {res}, "
-                                  f"the roles up to it ask for {asked[res]:g}")
-    nodes = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
-    pinned: dict[tuple[str, str], float] = {}  # (node, resource) → asked by the roles pinned to it so far
-    for name, p in roles:
-        if p.node_id is None or p.soft:
+    """ConfigError in one line when the cluster cannot hold every role's placement, before any actor is created:
+    a resource's total, a pinned node's own resources, or no packing of the roles onto the nodes one node at a
+    time (`packing.refusal`: the roles, what each asks for and each node has, what to change). Ray would
+    otherwise wait for the role that fits no node for ever."""
+    why = refusal([role_need(name, p) for name, p in roles], cluster_nodes(require_ray()))
+    if why is not None:
+        raise ConfigError(why)
+
+
+def role_need(name: str, p: ShardPlacement) -> RoleNeed:
+    return RoleNeed(name, p.demand(), p.node_id, p.soft)
+
+
+def cluster_nodes(ray: ModuleType) -> list[NodeRoom]:
+    """The live nodes with their resources (Ray's totals), each named by its id and any plan node it carries."""
+    prefix = RoleNodes.resource("")
+    nodes = []
+    for n in ray.nodes():
+        if not n.get("Alive"):
             continue
-        if p.node_id not in nodes:
-            raise ConfigError(f"{name} is pinned to node {p.node_id}, which is not in the cluster")
-        have = nodes[p.node_id].get("Resources", {})
-        for res, amount in p.demand().items():
-            pinned[p.node_id, res] = total = pinned.get((p.node_id, res), 0.0) + amount
-            if total > have.get(res, 0.0) + 1e-9:
-                raise ConfigError(f"{name} cannot be placed on node {p.node_id}: it has {have.get(res, 0.0):g} "
-                                  f"{res}, the roles pinned to it up to this one ask for {total:g}")
+        resources = dict(n.get("Resources", {}))
+        plan = sorted(r[len(prefix):] for r in resources if r.startswith(prefix))
+        label = f"node {n['NodeID'][:8]}" + (f" (plan node {', '.join(plan)})" if plan else "")
+        nodes.append(NodeRoom(n["NodeID"], resources, label))
+    return nodes
+
+
+def progress(roles: Sequence[tuple[str, ShardPlacement]],
+             refs: Sequence[Any] = ()) -> Callable[[list[Any], float], str]:
+    """`session.answer`'s progress line while roles start: what the roles of `refs` still pending (``refs[i]``
+    roles[i]'s first answer), or all of `roles`, ask for, and what the cluster has free."""
+    of = dict(zip(refs, roles, strict=True)) if refs else {}
+
+    def line(pending: list[Any], seconds: float) -> str:
+        ray = require_ray()
+        waiting = [of[r] for r in pending if r in of] or list(roles)
+        try:
+            nodes, free = cluster_nodes(ray), ray.available_resources()
+        except Exception:  # noqa: BLE001 - a line of progress: a cluster that cannot be asked now ends no run
+            nodes, free = [], {}
+        return waiting_line([role_need(n, p) for n, p in waiting], nodes, free, seconds)
+    return line
 
 
 #: the learner's, the other learners' of a group, each replay shard's and each actor worker's placement
@@ -132,28 +156,53 @@ class GivenPlacements:
     restarts: int = 0
 
 
-def role_placements(job: Job, given: GivenPlacements, replay_shards: int, have: dict[str, float],
+def role_placements(job: Job, given: GivenPlacements, replay_shards: int, nodes: Sequence[NodeRoom],
                     here: str) -> Placements:
-    """The roles' placements on a cluster with resources `have`: the ones given, else an equal part of the
-    cluster's CPUs, at most one, for each learner and each worker (Ray's CPUs are admission only: the roles share
-    the cores), none for a shard; on a CUDA device a GPU, or an equal part of one for the roles that share it;
-    the learner near the driver (node `here`) where that node can take it, the other learners where Ray puts
-    them."""
+    """The roles' placements on a cluster of `nodes`: the ones given, else for each learner and each worker the
+    largest equal share of CPUs, at most one, with which every role packs onto the nodes one node at a time
+    (`packing.largest_share`; an equal part of the total would not: 2/3 CPU each for three roles on two nodes of
+    one CPU leaves the third waiting; Ray's CPUs are admission only: the roles share the cores), none for a
+    shard; on a CUDA device a GPU, or an equal part of one for the roles that share it (each node's GPUs split
+    the same way); the learner near the driver (node `here`) where that node can take it, the other learners
+    where Ray puts them."""
     learners, placement = job.learners, job.placement
-    cpus = min(1.0, float(have.get("CPU", 1.0)) / (job.actors + learners))
     learn_gpu, act_gpu = placement.learn.is_cuda, placement.act.is_cuda
     shared = 1.0 / (job.actors + learners) if learn_gpu and act_gpu else None  # one GPU for all of them
-    gpus = max(float(have.get("GPU", 0.0)), 1.0)
-    worker = given.actor or ShardPlacement(
-        num_cpus=cpus, num_gpus=0.0 if not act_gpu else shared or min(1.0, gpus / job.actors))
-    learner = given.learner or ShardPlacement(  # a group's learners: a GPU each, or a part of one
-        num_cpus=cpus, num_gpus=0.0 if not learn_gpu else shared or min(1.0, gpus / learners),
-        node_id=here, soft=True)
-    shard = given.replay or ShardPlacement(num_cpus=0)
-    # as learner 0 but placed by Ray: a soft affinity to a busy node would wait for it
-    member = given.member or replace(learner, node_id=None, soft=False)
-    return learner, [member] * (learners - 1), [shard] * replay_shards, \
-        [replace(worker, max_restarts=given.restarts)] * job.actors
+    gpus = [float(n.resources.get("GPU", 0.0)) for n in nodes]
+    act_gpus = 0.0 if not act_gpu else shared or _gpu_share(gpus, job.actors)
+    learn_gpus = 0.0 if not learn_gpu else shared or _gpu_share(gpus, learners)
+
+    def placed(cpus: float) -> Placements:
+        worker = given.actor or ShardPlacement(num_cpus=cpus, num_gpus=act_gpus)
+        learner = given.learner or ShardPlacement(num_cpus=cpus, num_gpus=learn_gpus, node_id=here, soft=True)
+        shard = given.replay or ShardPlacement(num_cpus=0)
+        # as learner 0 but placed by Ray: a soft affinity to a busy node would wait for it
+        member = given.member or replace(learner, node_id=None, soft=False)
+        return learner, [member] * (learners - 1), [shard] * replay_shards, \
+            [replace(worker, max_restarts=given.restarts)] * job.actors
+
+    computed = (given.learner is None, given.member is None and given.learner is None, given.actor is None)
+    cpus = largest_share(_needs(placed(1.0), computed), nodes)
+    if cpus is None:  # nothing packs (a GPU, a given placement): a share the CPUs alone hold; `check_roles` says why
+        cpus = equal_share([float(n.resources.get("CPU", 0.0)) for n in nodes], job.actors + learners) or 0.0
+    return placed(cpus)
+
+
+def _gpu_share(gpus: list[float], roles: int) -> float:
+    """An equal part of a GPU for each of `roles` roles that packs onto the nodes' GPUs; without any GPU one
+    that `check_roles` refuses (a share of the one GPU the cluster lacks)."""
+    return equal_share(gpus, roles) or min(1.0, 1.0 / roles)
+
+
+def _needs(placements: Placements, computed: tuple[bool, bool, bool]) -> list[RoleNeed]:
+    """The roles as `largest_share` sees them: the learner's, the members' and the workers' CPUs its share where
+    `computed` (not given)."""
+    learner, members, shards, workers = placements
+    own, member_own, worker_own = computed
+    return [replace(role_need("learner", learner), shared=own),
+            *(replace(role_need(f"learner {r}", m), shared=member_own) for r, m in enumerate(members, 1)),
+            *(role_need(f"replay shard {i}", s) for i, s in enumerate(shards)),
+            *(replace(role_need(f"actor worker {i}", w), shared=worker_own) for i, w in enumerate(workers))]
 
 
 def plan_placements(job: Job, given: GivenPlacements, replay_shards: int, nodes: RoleNodes, ids: dict[str, str],

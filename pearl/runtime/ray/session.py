@@ -37,6 +37,7 @@ import re
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -44,15 +45,16 @@ from typing import Any
 
 from pearl.errors import ConfigError, PearlError
 
-__all__ = ["INSTALL_HINT", "LOOPBACK", "check_address", "check_cluster", "check_installed", "client_server_failed",
-           "connect", "first_line", "join_refused", "lacking", "node_lacks", "remote_class", "require_ray", "shutdown",
-           "start_local_ray", "token_mode", "version_mismatch"]
+__all__ = ["INSTALL_HINT", "LOOPBACK", "PROGRESS_S", "check_address", "check_cluster", "check_installed",
+           "client_server_failed", "connect", "first_line", "join_refused", "lacking", "node_lacks", "remote_class",
+           "require_ray", "shutdown", "start_local_ray", "token_mode", "version_mismatch"]
 
 LOOPBACK = "127.0.0.1"
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 _AUTH_MODE_ENV = "RAY_AUTH_MODE"
 #: a local start in this process turned token mode on for it (Ray reads the mode once per process, so it stays on)
 _LOCAL_TURNED_TOKEN_ON = False
+PROGRESS_S = 10.0  # a role that Ray has not started yet is reported this often (`answer`'s `waiting`)
 GRPC_TIMEOUT_S = 10.0  # a Ray head's gRPC handshake takes milliseconds; generous for a loaded machine
 INSTALL_HINT = 'the Ray launcher needs Ray, which is not installed: pip install "pearl[ray]"'
 
@@ -302,15 +304,19 @@ def shutdown() -> None:
     ray.shutdown()
 
 
-def answer(refs: Any, timeout: float | None, late: str, failed: str, died: Callable[[str], Exception]) -> Any:
+def answer(refs: Any, timeout: float | None, late: str, failed: str, died: Callable[[str], Exception],
+           waiting: Callable[[list[Any], float], str] | None = None) -> Any:
     """``ray.get`` of a role's answer (a ref, or a list of them): an error the role raised that pearl knows (a
     PearlError, in a call or while the role was created) as itself, or what its node lacks of the driver's
     Python environment (`node_lacks`); past `timeout`, ActorFailed(`late`); any other failure,
-    ActorFailed(`failed`: the error's type and first line); the role's death, `died(first line)`."""
+    ActorFailed(`failed`: the error's type and first line); the role's death, `died(first line)`. With
+    `waiting`, a line on stderr every `PROGRESS_S` while some refs are pending: ``waiting(pending, seconds)``."""
     from pearl.runtime.actors import ActorFailed  # here: joining a cluster need not load the roles (gymnasium)
 
     ray = require_ray()
     try:
+        if waiting is not None:
+            timeout = _wait_saying(ray, refs, timeout, waiting)
         return ray.get(refs, timeout=timeout)
     except ray.exceptions.GetTimeoutError:
         raise ActorFailed(late) from None
@@ -326,6 +332,24 @@ def answer(refs: Any, timeout: float | None, late: str, failed: str, died: Calla
         if known is not None:
             raise known from None
         raise died(first_line(exc)) from None
+
+
+def _wait_saying(ray: ModuleType, refs: Any, timeout: float | None, waiting: Callable[[list[Any], float], str]
+                 ) -> float | None:
+    """Wait for `refs` in slices of `PROGRESS_S`, a ``pearl: waiting(...)`` line on stderr after each whole slice
+    that left some pending (a role Ray cannot start yet says nothing else); what is left of `timeout`."""
+    many = list(refs) if isinstance(refs, list) else [refs]
+    start = time.monotonic()
+    while True:
+        left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+        step = PROGRESS_S if left is None else min(PROGRESS_S, left)
+        if step <= 0:
+            return 0.0
+        _, pending = ray.wait(many, num_returns=len(many), timeout=step)
+        if not pending:
+            return None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+        if step == PROGRESS_S:
+            print(f"pearl: {waiting(pending, time.monotonic() - start)}", file=sys.stderr, flush=True)
 
 
 def _creation_error(exc: BaseException) -> Any:

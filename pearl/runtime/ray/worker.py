@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,13 +164,15 @@ def concat(parts: list[TransitionBatch], spec: EnvSpec, actor_id: int) -> Transi
                            parts[0].policy_version)
 
 
-def get_from_workers(refs: list[Any], doing: str, timeout: float | None = None) -> list[Any]:
+def get_from_workers(refs: list[Any], doing: str, timeout: float | None = None,
+                     waiting: Callable[[list[Any], float], str] | None = None) -> list[Any]:
     """``ray.get`` of what actor workers (or other roles) answer; an error or a death while `doing` ends the run
-    with its message (`session.answer`: a PearlError as it was raised, anything else as ActorFailed)."""
+    with its message (`session.answer`: a PearlError as it was raised, anything else as ActorFailed); with
+    `waiting`, a progress line every `session.PROGRESS_S` while some have not answered."""
     late = (f"the actor workers were not running after {timeout or 0:.0f} s {doing}: the cluster may lack the "
             "resources they ask for (`ray status` shows what is pending)")
     return answer(refs, timeout, late, f"an actor worker failed {doing}",
-                  lambda why: ActorFailed(f"an actor worker died {doing}: {why}"))
+                  lambda why: ActorFailed(f"an actor worker died {doing}: {why}"), waiting)
 
 
 def set_up_again(worker: Any, i: int, old_pid: int, seed: ActorSeeds, collected: int, weights: Any,
