@@ -16,6 +16,7 @@ headline is summary.json's `headline`.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -435,6 +436,8 @@ def record_videos(policy: Policy, folder: str | Path, episodes: int | None = Non
 
     episodes, seed = policy._episodes(episodes, seed)
     first = Seeds(seed).evaluation
+    # frames are drawn off screen: without a display SDL would otherwise print its own "error:" line
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     out = Path(folder)
     before = set(out.glob("*.mp4")) if out.is_dir() else set()
     returns = []

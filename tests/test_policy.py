@@ -200,12 +200,15 @@ def test_bad_inputs_are_one_error_line(runs, capsys, tmp_path) -> None:
     (no_best / "best_policy.npz").unlink()
     other_schema = tmp_path / "profile.npz"
     np.savez(other_schema, x=np.zeros(3))
+    profile_json = tmp_path / "a-profile.json"
+    profile_json.write_text(json.dumps({"schema": "pearl.profile/1"}))
     cases = [
         (["evaluate", str(tmp_path / "nothing")], "no such run folder or file"),
         (["evaluate", str(tmp_path)], "no config.json"),
         (["evaluate", str(unfinished)], "the run never finished"),
         (["evaluate", str(no_best), "--policy", "best"], "no best_policy.npz"),
         (["evaluate", str(other_schema)], "needs its run's config.json beside it"),
+        (["evaluate", str(profile_json)], "not a pearl policy file"),
         (["evaluate", str(runs["sac"]), "--device", _opencl_id()], "no SAC act kernel"),
         (["evaluate", str(runs["dqn"]), "--device", "cuda:7"], "cuda:7"),
         (["evaluate", str(runs["dqn"]), "--episodes", "0"], "--episodes"),
@@ -259,6 +262,22 @@ def test_onnx_without_its_packages_says_what_to_install(runs, tmp_path, monkeypa
     with pytest.raises(PearlError, match=r'pip install "pearl\[onnx\]"'):
         export(runs["dqn"], "onnx", tmp_path / "p.onnx")
     assert not (tmp_path / "p.onnx").exists()
+
+
+def test_video_records_each_episode_or_says_what_to_install(runs, tmp_path) -> None:
+    from pearl.policy import record_videos
+
+    policy = load(runs["dqn"])
+    try:
+        import moviepy  # noqa: F401
+        import pygame  # noqa: F401
+    except ImportError:
+        with pytest.raises(PearlError, match=r'pip install "pearl\[video\]"'):
+            record_videos(policy, tmp_path / "videos", episodes=1)
+        return
+    returns, files = record_videos(policy, tmp_path / "videos", episodes=2)
+    assert len(files) == 2 and all(Path(f).stat().st_size > 0 for f in files)
+    assert returns == policy.evaluate(episodes=2)  # the same episodes, one at a time
 
 
 def test_policy_is_public_api() -> None:
