@@ -28,7 +28,8 @@ from pearl.errors import ConfigError
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
 @click.option("--serve", is_flag=True,
               help="Instead: where a trained policy (--run) should act, per device, at --batch observations a call.")
-@click.option("--run", "run_path", default=None, metavar="RUN", help="With --serve: the runs/<id> folder (or policy file).")
+@click.option("--run", "run_path", default=None, metavar="RUN",
+              help="With --serve: the runs/<id> folder (or policy file).")
 @click.option("--batch", type=int, default=1, show_default=True, help="With --serve: observations answered per call.")
 def plan(profile_path: str, algo: str | None, env_id: str | None, objective: str, envs: str | None,
          settings: tuple[str, ...], config_file: str | None, learners: int | None, out: str,
@@ -122,11 +123,11 @@ def _serve(profile_path: str, run_path: str | None, batch: int, objective: str, 
     click.echo(f"serving {loaded.spec.algo} on {loaded.spec.env} ({loaded.spec.policy} policy) at batch {batch}, "
                f"objective {objective}:")
     for o in options:
-        energy = f"{o.joules_per_action * 1e3:.3g} mJ/action ({o.power_source})" if o.joules_per_action is not None \
-            else "energy unknown"
+        energy = f"{o.joules_per_action * 1e3:.3g} mJ/action (power {o.power_source})" \
+            if o.joules_per_action is not None else "energy unknown"
         mark = "  <- chosen" if o.device == chosen.device else ""
         click.echo(f"  {o.device:<12} {o.latency_s * 1e6:>9,.1f} µs a call, {o.actions_per_s:>11,.0f} actions/s, "
-                   f"{energy} (timings {o.source}){mark}")
+                   f"{energy}, timings {o.source}{mark}")
     click.echo(f"  {chosen.explain()}")
 
 

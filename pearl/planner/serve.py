@@ -42,14 +42,12 @@ class ServeOption:
 
     def explain(self) -> str:
         """One line: where the policy serves and why."""
-        energy = (f", {self.joules_per_action * 1e3:.3g} mJ/action ({self.power_source})"
+        energy = (f", {self.joules_per_action * 1e3:.3g} mJ/action (power {self.power_source})"
                   if self.joules_per_action is not None else "")
-        return (f"{self.device}: the profile's fastest act at batch {self.batch} for {self.objective}: "
-                f"{self.latency_s * 1e6:,.0f} µs a call, {self.actions_per_s:,.0f} actions/s{energy} "
-                f"(timings {self.source})") if self.objective == "throughput" else (
-                f"{self.device}: the profile's least energy per action at batch {self.batch}: "
-                f"{self.latency_s * 1e6:,.0f} µs a call, {self.actions_per_s:,.0f} actions/s{energy} "
-                f"(timings {self.source})")
+        why = (f"the profile's fastest act at batch {self.batch} for throughput" if self.objective == "throughput"
+               else f"the profile's least energy per action at batch {self.batch}")
+        return (f"{self.device}: {why}: {self.latency_s * 1e6:,.0f} µs a call, {self.actions_per_s:,.0f} actions/s"
+                f"{energy}; timings {self.source}")
 
     def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
