@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pearl.algos import algorithm
 from pearl.algos.base import OffPolicyConfig
 from pearl.costmodel import CostModel
+from pearl.device import HOST
 from pearl.errors import ConfigError, PlanError
 from pearl.profile.format import config_workload, load_profile
 from pearl.types import EnvSpec
@@ -69,7 +70,7 @@ def serve_options(model: CostModel, config: OffPolicyConfig, spec: EnvSpec, batc
         except KeyError:  # the profile has no act figure of this algorithm there
             continue
         legs = 0.0
-        if device.id != "cpu":
+        if device.id != HOST:  # the observations arrive on the host and the actions leave from it
             legs = (model.transfer_time("cpu", device.id, obs_bytes).seconds
                     + model.transfer_time(device.id, "cpu", action_bytes).seconds)
         latency = act.seconds + legs

@@ -136,7 +136,7 @@ def torch_problem(device: str) -> str:
     try:
         x = torch.arange(PROBE_N, dtype=torch.float32, device=device)
         out = (x * 2 + 1).cpu()
-        if device.startswith("cuda"):
+        if torch.device(device).type == "cuda":  # an error of the op surfaces at the sync
             torch.cuda.synchronize(device)
     except Exception as exc:  # noqa: BLE001 - whatever the driver raises, the device cannot be used
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
