@@ -38,11 +38,17 @@ def candidates(profile_path: str, algo: str, env_id: str) -> list[tuple[str, Pla
 
 
 def run_compare(profile_path: str, algo: str, env_id: str, seconds: float = 20.0, runs_dir: str = "runs",
-                seed: int = 0, say: Callable[[str], None] = print) -> dict:
+                seed: int = 0, say: Callable[[str], None] = print,
+                warn: Callable[[str], None] = lambda _line: None) -> dict:
+    """warn(line): once per device the profile left out as unusable, after the arguments are checked."""
     if not (seconds > 0 and math.isfinite(seconds)):  # inf would train each mapping for its full preset
         raise ConfigError(f"--seconds must be a finite number > 0, got {seconds}")
     check_positive_int("--seed", seed, minimum=0)  # before any plan or folder is written
     chosen = candidates(profile_path, algo, env_id)
+    from pearl.profile.cluster import left_out, load_cluster
+
+    for line in left_out(load_cluster(profile_path)):
+        warn(line)
     out = Path(runs_dir) / f"compare-{time.strftime('%Y%m%d-%H%M%S')}-{algo}-{env_id}"
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from pearl.cli.base import ALGO_CHOICES, cli, print_json, quiet_solver, warn_left_out
+from pearl.cli.base import ALGO_CHOICES, cli, print_json, quiet_solver
 
 
 @cli.command()
@@ -24,9 +24,9 @@ def compare(profile_path: str, algo: str, env_id: str, seconds: float, seed: int
     from pearl.compare import run_compare
 
     quiet_solver()
-    warn_left_out(profile_path)
     report = run_compare(profile_path, algo, env_id, seconds=seconds, runs_dir=runs_dir, seed=seed,
-                         say=(lambda _m: None) if as_json else click.echo)
+                         say=(lambda _m: None) if as_json else click.echo,
+                         warn=lambda line: click.echo(f"warning: {line}", err=True))
     if as_json:
         print_json(report)
         return
