@@ -15,7 +15,6 @@ headline is summary.json's `headline`.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,28 +160,44 @@ def read_policy(run_or_file: str | Path, policy: str = "headline") -> Loaded:
     if not path.exists():
         raise PolicyError(f"{path}: no such run folder or file; pass a runs/<id> folder `pearl train` wrote, its "
                           f"{BEST_FILE}, or one of its checkpoints")
-    arrays = _read_npz(path)
-    if "meta" in arrays:  # a checkpoint holds its run's description
+    if "meta" in _npz_members(path):  # a checkpoint holds its run's description
         if policy == "best":
             raise PolicyError(f"{path} is a checkpoint: it holds the learner's policy at {path.stem}, not the best "
                               f"one; load the run's {BEST_FILE} for that")
-        return _from_checkpoint(path, arrays)
+        return _from_checkpoint(path)
     if policy == "final":
         raise PolicyError(f"{path} holds the run's best policy; the final one is in the run's last checkpoint")
-    return _from_best_file(path, arrays)
+    return _from_best_file(path, _read_npz(path))
+
+
+def _open_npz(path: Path):
+    """The archive, its members read only when asked (np.load's NpzFile), or PolicyError when it is none."""
+    import zipfile
+
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise PolicyError(f"{path}: not a pearl policy file ({exc}); pass a runs/<id> folder, its {BEST_FILE} or "
+                          "a checkpoint") from None
+    if not hasattr(archive, "files"):
+        raise PolicyError(f"{path}: not a pearl policy file (a single array, not an archive); pass a runs/<id> "
+                          f"folder, its {BEST_FILE} or a checkpoint")
+    return archive
+
+
+def _npz_members(path: Path) -> list[str]:
+    with _open_npz(path) as archive:
+        return list(archive.files)
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
     import zipfile
 
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            if not hasattr(archive, "files"):
-                raise ValueError("a single array, not an archive")
+    with _open_npz(path) as archive:
+        try:
             return {name: archive[name] for name in archive.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise PolicyError(f"{path}: not a pearl policy file ({exc}); pass a runs/<id> folder, its {BEST_FILE} or "
-                          "a checkpoint") from None
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            raise PolicyError(f"{path}: not a readable policy file ({exc})") from None
 
 
 def _from_run(folder: Path, policy: str) -> Loaded:
@@ -230,10 +245,9 @@ def _summary(folder: Path) -> dict[str, Any]:
 
 
 def _json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PolicyError(f"{path}: not readable JSON ({exc})") from None
+    from pearl.fileio import read_json
+
+    data = read_json(path, PolicyError, "no such file in the run folder")
     if not isinstance(data, dict):
         raise PolicyError(f"{path}: must hold a JSON object")
     return data
@@ -293,14 +307,13 @@ def _final_arrays(folder: Path, config: OffPolicyConfig, env_spec: EnvSpec, step
         except CheckpointError:
             continue
         if checkpoint.steps == steps:
-            return _policy_arrays(config, env_spec, {k.removeprefix(""): v for k, v in checkpoint.learn.items()},
-                                  path), path
+            return _policy_arrays(config, env_spec, checkpoint.learn, path), path
         break
     raise PolicyError(f"{folder}: no readable checkpoint of the run's end ({steps:,} env steps), where its final "
                       "policy is kept; load policy=\"best\"")
 
 
-def _from_checkpoint(path: Path, arrays: dict[str, np.ndarray]) -> Loaded:
+def _from_checkpoint(path: Path) -> Loaded:
     from pearl.runtime.checkpoint import read_checkpoint
 
     checkpoint = read_checkpoint(path)

@@ -187,11 +187,11 @@ def open_adapter(device: DeviceId | str, threads: int | None = None, descriptor:
         from pearl.adapters.opencl.runtime import find_device
         from pearl.descriptors import load_descriptor
 
-        if descriptor is None:  # a board's binary is checked against its descriptor instead
-            find_device(parsed)  # an absent one: DeviceError naming what exists
-            listed = next((d for d in discover_opencl()[0] if d.id == device_id), None)
-            if listed is not None and listed.problem:
-                raise DeviceError(f"{device_id} cannot be used: {listed.problem}")
+        # a board's binary is checked against its descriptor instead; only this device is probed, the others
+        # only to name one that works when it fails
+        if descriptor is None and opencl_problem(device_id, find_device(parsed)):
+            listed = next(d for d in discover_opencl()[0] if d.id == device_id)
+            raise DeviceError(f"{device_id} cannot be used: {listed.problem}")
 
         return OpenCLAdapter(parsed, load_descriptor(descriptor) if descriptor is not None else None)
     raise DeviceError(f"{device_id} is a what-if device: a profile models it, this machine has none; "
