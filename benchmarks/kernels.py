@@ -50,7 +50,7 @@ from pearl.envs import env_spec
 from pearl.errors import PearlError
 from pearl.hostinfo import cpu_name
 from pearl.kernels import DEVICE_KERNELS
-from pearl.profiling.timing import durations
+from pearl.profiler.timing import durations
 from pearl.types import EnvSpec, PriorityUpdate, SampleBatch, TransitionBatch
 
 #: The preset each algorithm is timed at.

@@ -44,7 +44,7 @@ from pearl.envs import env_spec
 from pearl.errors import PearlError
 from pearl.profile.format import Profile, load_profile
 from pearl.hostinfo import cpu_name
-from pearl.adapters.group import dead_learner, open_group, stop_learners
+from pearl.adapters.learner_group import dead_learner, open_group, stop_learners
 from pearl.runtime.learner_group import GroupLearner
 from pearl.types import SampleBatch
 

@@ -30,9 +30,9 @@ from pearl.algos.params import init_params
 from pearl.envs import env_spec
 from pearl.errors import PearlError
 from pearl.hostinfo import cpu_name
-from pearl.profiling.options import ProfileOptions
-from pearl.profiling.grids import GRIDS, prefill
-from pearl.profiling.profiler import plan_devices
+from pearl.profiler.options import ProfileOptions
+from pearl.profiler.grids import GRIDS, prefill
+from pearl.profiler.profiler import plan_devices
 
 BLOCK_S = 0.05
 

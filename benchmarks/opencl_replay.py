@@ -29,7 +29,7 @@ import numpy as np
 from pearl.adapters.opencl.replay import OpenCLReplay
 from pearl.adapters.opencl.runtime import CLRuntime
 from pearl.algos import DQNConfig
-from pearl.profiling.timing import durations
+from pearl.profiler.timing import durations
 from pearl.replay import ReplayIndex
 from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 

@@ -110,8 +110,8 @@ def profile_and_plan(w: Workload, folder: Path):
     from pearl.planner.make import make_plan
     from pearl.planner.plan import save_plan
     from pearl.profile.format import save_profile
-    from pearl.profiling.options import ProfileOptions
-    from pearl.profiling.profiler import run_profile
+    from pearl.profiler.options import ProfileOptions
+    from pearl.profiler.profiler import run_profile
     from pearl.runtime.local import PROBES
 
     profile = save_profile(run_profile(ProfileOptions(quick=True, algos=(w.algo,), env=w.env, hidden=w.hidden,
@@ -207,8 +207,8 @@ class HostGauge:
     def __init__(self, w: Workload, profile: Path) -> None:
         from pearl.adapters import open_adapter
         from pearl.envs import env_spec
-        from pearl.profiling.grids import GRIDS
-        from pearl.profiling.learner import LearnerLoop
+        from pearl.profiler.grids import GRIDS
+        from pearl.profiler.learner import LearnerLoop
         from pearl.runtime.actor_process import IterationProbe
 
         data = json.loads(profile.read_text())
@@ -228,8 +228,8 @@ class HostGauge:
 
     def reading(self) -> GaugeReading:
         from pearl.adapters import open_adapter
-        from pearl.profiling.learner import IN_SITU_CHAIN
-        from pearl.profiling.timing import Point, measure_interleaved
+        from pearl.profiler.learner import IN_SITU_CHAIN
+        from pearl.profiler.timing import Point, measure_interleaved
 
         def threads(n: int) -> None:
             open_adapter("cpu", threads=n)

@@ -21,8 +21,8 @@ import time
 
 from pearl.errors import PearlError
 from pearl.profile.format import Profile
-from pearl.profiling.options import ProfileOptions
-from pearl.profiling.profiler import run_profile
+from pearl.profiler.options import ProfileOptions
+from pearl.profiler.profiler import run_profile
 from pearl.runtime.local import PROBES
 
 

@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from pearl.hostinfo import cpu_name
-from pearl.profiling.cluster_nodes import cluster_node_names
+from pearl.profiler.cluster_nodes import cluster_node_names
 from pearl.runtime.ray import session
 
 

@@ -36,7 +36,7 @@ from pearl.hostinfo import cpu_name
 from pearl.adapters import open_adapter
 from pearl.algos import DQNConfig
 from pearl.envs import env_spec
-from pearl.profiling.timing import durations
+from pearl.profiler.timing import durations
 from pearl.runtime.ray import session
 from pearl.runtime.ray.placement import ShardPlacement
 from pearl.runtime.ray.replay_client import RemoteShardedReplay

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from pearl.hostinfo import cpu_name
-from pearl.profiling.timing import durations
+from pearl.profiler.timing import durations
 from pearl.replay import SumTree
 
 

@@ -48,8 +48,8 @@ Row = tuple[str, str, str, int, str, float, float, float]
 def measure(devices: tuple[str, ...], out: Path, passes: int) -> Profile:
     """Every shape profiled `passes` times, the passes one after the other; each timing keeps the lowest of its
     passes' medians (load from other work on a shared machine only ever adds time)."""
-    from pearl.profiling.options import ProfileOptions
-    from pearl.profiling.profiler import run_profile
+    from pearl.profiler.options import ProfileOptions
+    from pearl.profiler.profiler import run_profile
     from pearl.runtime.local import PROBES
 
     merged: Profile | None = None

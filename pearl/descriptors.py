@@ -6,7 +6,7 @@ precompiled kernel binary the board runs. Layout (every figure carries its publi
     schema = "pearl.device/1"
     [device]   kind ("cpu" | "gpu" | "fpga"), vendor, model, match (substrings of the device name it describes),
                cores (optional, CPUs: the cores the figures are for; a host with fewer is charged its share of the
-               power, `pearl.profiling.power.from_descriptor`)
+               power, `pearl.profiler.power.from_descriptor`)
     [figures]  idle_w, peak_w, fp32_peak_flops, memory_bandwidth_bytes_per_s, memory_bytes,
                host_link_bandwidth_bytes_per_s, host_link_latency_s, launch_latency_s
     [mig]      (optional, GPUs) gpu_sms (the whole GPU's SMs) and profiles, a list of {name ("1g.10gb"), sms,

@@ -69,8 +69,8 @@ def run_quickstart(seed: int = 0, runs_dir: str = "runs", reprofile: bool = Fals
     from pearl.planner.make import make_plan
     from pearl.planner.plan import save_plan
     from pearl.profile.format import save_profile
-    from pearl.profiling.options import ProfileOptions
-    from pearl.profiling.profiler import count_measurements, run_profile
+    from pearl.profiler.options import ProfileOptions
+    from pearl.profiler.profiler import count_measurements, run_profile
     from pearl.runtime.local import PROBES
     from pearl.fileio import check_writable
     from pearl.runtime.record import check_runs_dir

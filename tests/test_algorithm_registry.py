@@ -22,8 +22,8 @@ from pearl.roofline import Work, kernel_work
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, EnvError
 from pearl.profile.format import Workload, workload_key
-from pearl.profiling.options import ProfileOptions
-from pearl.profiling.profiler import workloads
+from pearl.profiler.options import ProfileOptions
+from pearl.profiler.profiler import workloads
 from cli_support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent

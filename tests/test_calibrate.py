@@ -19,8 +19,8 @@ def planned_run(tmp_path_factory) -> dict:
     from pearl.planner.make import make_plan
     from pearl.planner.plan import save_plan
     from pearl.profile.format import save_profile
-    from pearl.profiling.options import ProfileOptions
-    from pearl.profiling.profiler import run_profile
+    from pearl.profiler.options import ProfileOptions
+    from pearl.profiler.profiler import run_profile
     from pearl.training import train
 
     folder = tmp_path_factory.mktemp("cal")

@@ -15,8 +15,8 @@ REFERENCE = Path(__file__).resolve().parents[1] / "profiles" / "reference.json"
 @pytest.fixture(scope="module")
 def profile_file(tmp_path_factory) -> Path:
     from pearl.profile.format import save_profile
-    from pearl.profiling.options import ProfileOptions
-    from pearl.profiling.profiler import run_profile
+    from pearl.profiler.options import ProfileOptions
+    from pearl.profiler.profiler import run_profile
 
     path = tmp_path_factory.mktemp("cmp") / "profile.json"
     return save_profile(run_profile(ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",))), path)
@@ -52,7 +52,7 @@ def test_a_mapping_that_never_learnt_has_no_measured_figure_and_says_why(tmp_pat
     from dataclasses import replace
 
     from pearl.cli.compare import compare_table
-    from pearl.compare import markdown, plot, row
+    from pearl.report import markdown, plot, row
     from pearl.planner.make import make_plan
     from pearl.training.result import TrainResult
 

@@ -15,7 +15,7 @@ from pearl.adapters.torch.nets import DENORMAL_FLUSH_INTERVAL, flush_denormals_
 from pearl.algos import DQNConfig
 from pearl.algos.params import init_params
 from pearl.envs import env_spec
-from pearl.profiling.grids import prefill
+from pearl.profiler.grids import prefill
 
 TINY = np.finfo(np.float32).tiny  # the smallest normal float32, 2⁻¹²⁶
 UNIT = np.float32(2.0**-149)      # the smallest denormal

@@ -20,8 +20,8 @@ from pearl.adapters.opencl import icd
 from pearl.adapters.registry import Discovery, discover
 from pearl.device import DeviceKind
 from pearl.errors import DeviceError
-from pearl.profiling.options import ProfileOptions
-from pearl.profiling.profiler import plan_devices, run_profile
+from pearl.profiler.options import ProfileOptions
+from pearl.profiler.profiler import plan_devices, run_profile
 
 #: what PoCL 3.0 (LLVM 14) printed building any kernel on a Zen 5 CPU, as pyopencl raised it
 POCL_ZEN5_LOG = ("clBuildProgram failed: BUILD_PROGRAM_FAILURE - clBuildProgram failed: BUILD_PROGRAM_FAILURE\n\n"
@@ -144,7 +144,7 @@ def test_a_device_that_fails_mid_profile_is_left_out_whole(monkeypatch) -> None:
     cpu's stay, and the profile says why."""
     device_id, _, _, _, _ = _opencl()
     from pearl.adapters.opencl import OpenCLAdapter
-    from pearl.profiling import profiler
+    from pearl.profiler import profiler
 
     class Vanishing(OpenCLAdapter):
         def make_learn(self, *args, **kwargs):

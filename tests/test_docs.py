@@ -52,8 +52,8 @@ def test_the_table_check_sees_a_missing_module() -> None:
     # the rule above is not vacuous: a folder row covers only the files it names
     assert named_files(" `pearl/replay/` ", "| `pearl/replay/` | `index.py` only |") == {
         "pearl/replay/__init__.py", "pearl/replay/index.py"}
-    assert named_files(" `pearl/profiling/timing.py`, `power.py` ", "") == {
-        "pearl/profiling/timing.py", "pearl/profiling/power.py"}
+    assert named_files(" `pearl/profiler/timing.py`, `power.py` ", "") == {
+        "pearl/profiler/timing.py", "pearl/profiler/power.py"}
 
 
 def test_no_document_or_module_cites_design_md() -> None:

@@ -33,13 +33,13 @@ ALLOWED_UPWARD: dict[tuple[str, str], str] = {
     # `require_ray` (pearl.runtime.ray.session) and the node resource `RoleNodes.resource` names
     # (pearl.runtime.job.NODE_RESOURCE). Moving `require_ray` below the profiler would add a module that
     # imports Ray outside pearl/runtime/ray/, which tests/test_replay_server.py pins to that package and this one.
-    ("pearl.profiling.cluster_nodes", "pearl.runtime"): "measures a Ray cluster through the runtime's Ray session",
+    ("pearl.profiler.cluster_nodes", "pearl.runtime"): "measures a Ray cluster through the runtime's Ray session",
 }
 
 #: Compute libraries only an adapter imports (pynvml is read for power too; see ALLOWED_HARDWARE).
 HARDWARE = ("torch", "pyopencl", "pynvml")
-#: profiling/power.py reads a GPU's power through NVML: a measurement of the device, not a kernel run on it.
-ALLOWED_HARDWARE = {("pearl.profiling.power", "pynvml")}
+#: profiler/power.py reads a GPU's power through NVML: a measurement of the device, not a kernel run on it.
+ALLOWED_HARDWARE = {("pearl.profiler.power", "pynvml")}
 
 
 @dataclass(frozen=True)

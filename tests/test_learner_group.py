@@ -19,11 +19,11 @@ from learn_support import make_batches, to_sample_batch
 
 from pearl import train
 from pearl.adapters.torch import TorchAdapter
-from pearl.adapters.torch.group import split_rows
+from pearl.adapters.torch.learner_group import split_rows
 from pearl.algos import DDPGConfig, DQNConfig, SACConfig, TD3Config
 from pearl.algos.params import init_params
 from pearl.runtime import checkpoint as ckpt
-from pearl.adapters.group import dead_learner, open_group, stop_learners
+from pearl.adapters.learner_group import dead_learner, open_group, stop_learners
 from pearl.runtime.learner_group import GroupLearner
 from pearl.types import EnvSpec
 
@@ -200,7 +200,7 @@ def test_a_killed_learner_ends_the_run_resumably_and_it_goes_on_with_one(tmp_pat
         while not list(tmp_path.glob("*/checkpoints/*.npz")) and time.monotonic() < deadline:
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.1)
-        learners = [int(p) for p in subprocess.run(["pgrep", "-f", "pearl.adapters.group", "-P",
+        learners = [int(p) for p in subprocess.run(["pgrep", "-f", "pearl.adapters.learner_group", "-P",
                                                     str(proc.pid)], capture_output=True, text=True).stdout.split()]
         assert len(learners) == 1
         os.kill(learners[0], signal.SIGKILL)

@@ -508,7 +508,7 @@ def test_the_learner_goes_to_the_node_with_the_accelerator(capsys, tmp_path):
     1 GbE the actors stay on the A100's node, since the weights would cross the link at every sync."""
     from pearl.descriptors import load_descriptor, resolve_descriptor
     from pearl.profile.format import load_profile, save_profile
-    from pearl.profiling.whatif import add_what_if
+    from pearl.profiler.whatif import add_what_if
 
     profile = load_profile(REFERENCE)
     add_what_if(profile, load_descriptor(resolve_descriptor("nvidia-a100-sxm4-80gb")))

@@ -243,7 +243,7 @@ def _h100_profile(descriptor_path: Path, cores: int = 8, step_s: float = 2e-4):
     from pearl.descriptors import load_descriptor
     from pearl.device import HOST_RESOURCE, DeviceKind
     from pearl.profile.format import DeviceEntry, EnvStepTiming, KernelTiming, Power, Profile, Workload, workload_key
-    from pearl.profiling.whatif import add_what_if
+    from pearl.profiler.whatif import add_what_if
 
     config = preset("dqn", "CartPole-v1")
     key = workload_key("dqn", "CartPole-v1", 4, 2, tuple(config.hidden))

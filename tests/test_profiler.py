@@ -12,9 +12,9 @@ from pearl.descriptors import DescriptorError, load_descriptor
 from pearl.device import HOST_RESOURCE, DeviceKind
 from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
 from pearl.profile.format import ProfileError, load_profile, save_profile
-from pearl.profiling.power import rapl_domains
-from pearl.profiling.options import ProfileOptions
-from pearl.profiling.profiler import RuntimeProbes, count_measurements, run_profile
+from pearl.profiler.power import rapl_domains
+from pearl.profiler.options import ProfileOptions
+from pearl.profiler.profiler import RuntimeProbes, count_measurements, run_profile
 
 
 DEVICES = Path(__file__).resolve().parent.parent / "devices"
@@ -60,7 +60,7 @@ def test_learn_is_timed_at_the_host_lanes_as_threads_too(cpu_profile) -> None:
 
 def test_the_learner_iteration_is_timed_in_situ(cpu_profile) -> None:
     from pearl.costmodel import CostModel
-    from pearl.profiling.learner import IN_SITU_CHAIN
+    from pearl.profiler.learner import IN_SITU_CHAIN
 
     [t] = cpu_profile.in_situ
     # the launchers' inserts: a segment of 256 env steps and 128 updates, inserted in one call
@@ -86,8 +86,8 @@ def test_the_learner_loop_inserts_a_segment_in_one_call_every_segment_of_updates
     from pearl.adapters.torch import TorchAdapter
     from pearl.algos import preset
     from pearl.envs import env_spec
-    from pearl.profiling.grids import GRIDS
-    from pearl.profiling.learner import LearnerLoop
+    from pearl.profiler.grids import GRIDS
+    from pearl.profiler.learner import LearnerLoop
 
     config = preset("dqn", "CartPole-v1")
     loop = LearnerLoop(TorchAdapter("cpu"), config, env_spec("CartPole-v1"), GRIDS["quick"])
@@ -217,7 +217,7 @@ def test_bad_arguments_are_one_line_and_write_nothing(capsys, tmp_path, args: li
 def test_algo_is_repeatable_and_env_takes_one(capsys, tmp_path, monkeypatch) -> None:
     """`--algo dqn --algo ddpg` measures both presets (in that order, once each); `--algo all` among them, or no
     --algo, every algorithm; with --env, two algorithms are one error line (a workload is one algorithm's)."""
-    import pearl.profiling.profiler as profiler
+    import pearl.profiler.profiler as profiler
     from pearl.cli.base import ALGO_CHOICES
     from pearl.errors import ConfigError
 
@@ -251,7 +251,7 @@ def test_interrupted_write_leaves_no_file(cpu_profile, tmp_path, monkeypatch) ->
 
 
 def test_interrupted_profiling_writes_nothing(capsys, tmp_path, monkeypatch) -> None:
-    import pearl.profiling.profiler as profiler
+    import pearl.profiler.profiler as profiler
 
     def interrupt(*_args, **_kwargs):
         raise KeyboardInterrupt
@@ -369,7 +369,7 @@ def test_cost_model_reads_a_measured_profile(cpu_profile) -> None:
 
 
 def test_interleaved_rounds_visit_every_point_in_turn_and_pool_their_samples() -> None:
-    from pearl.profiling.timing import Point, measure_interleaved
+    from pearl.profiler.timing import Point, measure_interleaved
 
     log: list[tuple[str, object]] = []
     blocks: list[tuple[int, int]] = []
@@ -391,7 +391,7 @@ def test_interleaved_rounds_visit_every_point_in_turn_and_pool_their_samples() -
 def test_a_point_s_condition_is_set_before_each_of_its_blocks() -> None:
     """`before` runs ahead of every block of its point, the untimed one too, so each call sees its own
     condition whatever the other points set (the threaded learn's threads and stand-in)."""
-    from pearl.profiling.timing import Point, measure_interleaved
+    from pearl.profiler.timing import Point, measure_interleaved
 
     state = {"threads": 0}
     seen: dict[int, set[int]] = {1: set(), 2: set()}
@@ -405,7 +405,7 @@ def test_a_point_with_its_own_time_is_timed_that_long_in_each_round() -> None:
     """`min_time` on a point replaces the sweep's for it alone (the actor's iterations, 5 × a kernel point's)."""
     import time
 
-    from pearl.profiling.timing import Point, measure_interleaved
+    from pearl.profiler.timing import Point, measure_interleaved
 
     calls = {"short": 0, "long": 0}
 
@@ -423,7 +423,7 @@ def test_a_point_with_its_own_time_is_timed_that_long_in_each_round() -> None:
 def test_the_actor_s_iterations_are_points_of_the_kernel_grid_s_rounds() -> None:
     """So that the actor's iteration and the learner's sample the same span of the host: every round visits the
     actor's env counts among the kernels, and the progress lines say so."""
-    from pearl.profiling.grids import GRIDS
+    from pearl.profiler.grids import GRIDS
 
     labels: list[str] = []
     options = ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",))
@@ -440,7 +440,7 @@ def test_the_actor_s_iterations_are_points_of_the_kernel_grid_s_rounds() -> None
 def test_timed_calls_run_without_the_garbage_collector_and_it_is_restored() -> None:
     import gc
 
-    from pearl.profiling.timing import durations
+    from pearl.profiler.timing import durations
 
     seen: list[bool] = []
     assert gc.isenabled()
@@ -460,7 +460,7 @@ def test_timed_calls_run_without_the_garbage_collector_and_it_is_restored() -> N
 
 # ---------------------------------------------------------------------------------------------- power
 def test_a_cpu_descriptor_is_charged_for_the_cores_this_host_has() -> None:
-    from pearl.profiling.power import from_descriptor
+    from pearl.profiler.power import from_descriptor
 
     generic = load_descriptor(DEVICES / "generic-x86-server-cpu.toml")
     assert generic.cores == 32 and generic.figures["idle_w"] == 60.0 and generic.figures["peak_w"] == 200.0
@@ -484,7 +484,7 @@ def test_descriptor_cores_must_be_a_whole_number(tmp_path, cores) -> None:
 
 
 def _host_targets(*infos):
-    from pearl.profiling import profiler
+    from pearl.profiler import profiler
 
     descriptors = profiler._known_descriptors(DEVICES)
     targets = []
@@ -500,7 +500,7 @@ def _host_targets(*infos):
                     reason="RAPL is readable here: the host CPU's power is measured, not taken from a descriptor")
 def test_pocl_takes_its_own_descriptor_and_the_host_resource_is_charged_once() -> None:
     from pearl.adapters.base import DeviceInfo
-    from pearl.profiling import profiler
+    from pearl.profiler import profiler
 
     cpu = DeviceInfo("cpu", DeviceKind.CPU, "torch", "AMD EPYC", 2, 1 << 34)
     # the kind and the resource are typed fields: the note is for people, nothing reads it
@@ -546,8 +546,8 @@ def test_a_host_of_one_lane_times_the_group_update_with_its_learners_sharing_the
     from pearl.adapters.torch.adapter import discover
     from pearl.algos import preset
     from pearl.envs import env_spec
-    from pearl.profiling.grids import GRIDS
-    from pearl.profiling.learner import group_learn
+    from pearl.profiler.grids import GRIDS
+    from pearl.profiler.learner import group_learn
     from pearl.profile.format import config_workload
 
     spec = env_spec("CartPole-v1")

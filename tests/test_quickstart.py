@@ -12,8 +12,8 @@ from cli_support import assert_kernel_reported_as_timed
 from pearl.algos import preset
 from pearl.cli import main
 from pearl.profile.format import load_profile, save_profile
-from pearl.profiling.options import ProfileOptions
-from pearl.profiling.profiler import run_profile
+from pearl.profiler.options import ProfileOptions
+from pearl.profiler.profiler import run_profile
 from pearl.quickstart import profile_path, reusable
 
 

@@ -1,6 +1,6 @@
 """The profile's figures that price a rate (the learner's in-situ iteration, the actor's step) are means of their
 calls, not medians: a run's rate is its calls' mean time, and on a shared host a call's time is skewed to the
-right (pearl/profiling/timing.py `stats_of`). No timing decides these tests: they feed made-up stats."""
+right (pearl/profiler/timing.py `stats_of`). No timing decides these tests: they feed made-up stats."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pearl.profiling.timing import Stats, rate_s, stats_of
+from pearl.profiler.timing import Stats, rate_s, stats_of
 
 
 def test_stats_hold_the_mean_beside_the_median() -> None:
@@ -23,8 +23,8 @@ def test_the_in_situ_iteration_and_a_segment_s_first_are_the_means() -> None:
     from pearl.algos import preset
     from pearl.envs import env_spec
     from pearl.profile.format import config_workload
-    from pearl.profiling.grids import GRIDS
-    from pearl.profiling.learner import IN_SITU_CHAIN, LearnerLoop
+    from pearl.profiler.grids import GRIDS
+    from pearl.profiler.learner import IN_SITU_CHAIN, LearnerLoop
 
     config, spec = preset("dqn", "CartPole-v1"), env_spec("CartPole-v1")
     loop = LearnerLoop(TorchAdapter("cpu"), config, spec, GRIDS["quick"])
@@ -40,7 +40,7 @@ def test_the_actor_step_is_the_mean_iteration() -> None:
     from pearl.algos import preset
     from pearl.envs import env_spec
     from pearl.profile.format import config_workload
-    from pearl.profiling.actor import ActorSteps
+    from pearl.profiler.actor import ActorSteps
 
     config, spec = preset("dqn", "CartPole-v1"), env_spec("CartPole-v1")
     info = SimpleNamespace(id="cpu")

@@ -876,7 +876,7 @@ def test_a_cluster_plan_whose_node_the_cluster_lacks_is_one_error_line_before_an
 def test_each_node_runs_its_own_measurement_and_every_pair_of_nodes_gets_a_link(cluster) -> None:
     """What `pearl profile --ray-address` builds on: a function run by a task pinned to each node (asked from
     inside it which node it ran on), named by its pearl_node_ resource or its id; links for every pair."""
-    from pearl.profiling.cluster_nodes import measure_links, run_on_each_node
+    from pearl.profiler.cluster_nodes import measure_links, run_on_each_node
 
     head = f"node-{cluster.head[:8]}"  # the head carries no pearl_node_ resource
     where = run_on_each_node(lambda: __import__("ray").get_runtime_context().get_node_id())

@@ -355,7 +355,7 @@ def test_only_the_ray_package_and_cluster_profiling_import_ray() -> None:
             if any(n == "ray" or n.startswith("ray.") for n in names):
                 importers.add(path.relative_to(root.parent).as_posix())
     in_package = {p for p in importers if p.startswith("pearl/runtime/ray/")}
-    assert in_package and importers - in_package == {"pearl/profiling/cluster_nodes.py"}
+    assert in_package and importers - in_package == {"pearl/profiler/cluster_nodes.py"}
 
 
 def test_the_replay_server_and_launcher_modules_import_no_ray_nor_torch() -> None:
@@ -363,7 +363,7 @@ def test_the_replay_server_and_launcher_modules_import_no_ray_nor_torch() -> Non
     import sys
     from pathlib import Path
 
-    code = ("import sys, pearl.runtime.replay_server, pearl.runtime.ray.launcher, pearl.profiling.cluster_nodes; "
+    code = ("import sys, pearl.runtime.replay_server, pearl.runtime.ray.launcher, pearl.profiler.cluster_nodes; "
             "print(sorted(m for m in ('ray', 'torch', 'pyopencl') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
                          text=True, check=True)

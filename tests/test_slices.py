@@ -226,7 +226,7 @@ def test_what_if_gpu_offers_its_slices_modelled_from_the_whole() -> None:
     from pearl.roofline import kernel_work, roofline_time
     from pearl.descriptors import DEVICES_DIR, load_descriptor
     from pearl.profile.format import Profile, Workload, parse_profile, workload_key
-    from pearl.profiling.whatif import MPS_SHARES, add_what_if
+    from pearl.profiler.whatif import MPS_SHARES, add_what_if
 
     h100 = load_descriptor(DEVICES_DIR / "nvidia-h100-sxm5-80gb.toml")
     key = workload_key("dqn", "CartPole-v1", 4, 2, (256, 256))
@@ -326,7 +326,7 @@ def test_a_slice_of_a_measured_gpu_is_modelled_from_its_timings() -> None:
     from pearl.roofline import kernel_work
     from pearl.profile.format import (DeviceEntry, KernelTiming, Power, Profile, Transfer, WeightSyncTiming,
                                       Workload, workload_key)
-    from pearl.profiling.whatif import add_slice_of
+    from pearl.profiler.whatif import add_slice_of
 
     key = workload_key("dqn", "CartPole-v1", 4, 2, (256, 256))
     workload = Workload(key, "dqn", "CartPole-v1", 4, 2, (256, 256), 64, 100_000)
@@ -373,8 +373,8 @@ def child_profile():
     import os
     import uuid
 
-    from pearl.profiling.options import ProfileOptions
-    from pearl.profiling.slices import profile_in_child
+    from pearl.profiler.options import ProfileOptions
+    from pearl.profiler.slices import profile_in_child
 
     token = uuid.uuid4().hex
     assert "PEARL_TEST_CHILD_PROBE" not in os.environ
@@ -398,7 +398,7 @@ def test_a_device_is_profiled_in_a_child_process_started_with_the_environment_gi
 
 def test_a_childs_figures_are_stored_under_the_slice_labelled_measured(child_profile) -> None:
     from pearl.profile.format import parse_profile
-    from pearl.profiling.slices import adopt
+    from pearl.profiler.slices import adopt
 
     token, child = child_profile
     profile = _synthetic_gpu_profile(("cuda:0",))
@@ -421,8 +421,8 @@ def test_slices_that_exist_are_measured_and_one_that_cannot_be_is_modelled_sayin
     on a machine without that instance fails; the slice of the GPU with a descriptor is then modelled from the
     GPU (labelled so), the other left out, and both reasons are told."""
     from pearl.descriptors import DEVICES_DIR, load_descriptor
-    from pearl.profiling.options import ProfileOptions
-    from pearl.profiling.slices import add_slices, slices_to_profile
+    from pearl.profiler.options import ProfileOptions
+    from pearl.profiler.slices import add_slices, slices_to_profile
 
     found = []
     for index, slots in ((0, {3: H100_SLOTS[3]}), (1, {0: ("MIG-cccc", "H100 MIG 3g.40gb", 60, 40_192)})):
@@ -461,8 +461,8 @@ def test_a_slice_of_this_gpu_is_measured_in_its_own_process() -> None:
     and a daemon, when one runs, limits the child), the figures stored as a slice, labelled measured."""
     import torch
 
-    from pearl.profiling.options import ProfileOptions
-    from pearl.profiling.slices import adopt, profile_in_child
+    from pearl.profiler.options import ProfileOptions
+    from pearl.profiler.slices import adopt, profile_in_child
 
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device on this machine")

@@ -1,4 +1,4 @@
-"""The stand-in actor process the profiler times learn beside (pearl/profiling/standin.py): it starts, keeps the
+"""The stand-in actor process the profiler times learn beside (pearl/profiler/standin.py): it starts, keeps the
 pace it is given, pauses and resumes, and is gone after stop."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pearl.profiling import standin
+from pearl.profiler import standin
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads a process's CPU time in /proc")
 

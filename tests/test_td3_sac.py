@@ -322,9 +322,9 @@ def test_a_torch_only_algorithm_on_opencl_is_one_error_line(capsys, tmp_path, mo
 def test_the_profiler_times_nothing_of_sac_on_opencl_and_the_planner_keeps_it_off() -> None:
     from pearl.costmodel import CostModel
     from pearl.planner.build import build_problem
-    from pearl.profiling.options import ProfileOptions
-    from pearl.profiling.profiler import count_measurements, run_profile
-    from pearl.profiling.whatif import add_what_if
+    from pearl.profiler.options import ProfileOptions
+    from pearl.profiler.profiler import count_measurements, run_profile
+    from pearl.profiler.whatif import add_what_if
     from pearl.descriptors import load_descriptor, resolve_descriptor
 
     ocl = first_opencl_device()
@@ -342,9 +342,9 @@ def test_the_profiler_times_nothing_of_sac_on_opencl_and_the_planner_keeps_it_of
 def test_the_profiler_times_td3_on_opencl_and_the_planner_may_place_it_there() -> None:
     from pearl.costmodel import CostModel
     from pearl.planner.build import build_problem
-    from pearl.profiling.options import ProfileOptions
-    from pearl.profiling.profiler import run_profile
-    from pearl.profiling.whatif import add_what_if
+    from pearl.profiler.options import ProfileOptions
+    from pearl.profiler.profiler import run_profile
+    from pearl.profiler.whatif import add_what_if
     from pearl.descriptors import load_descriptor, resolve_descriptor
 
     ocl = first_opencl_device()

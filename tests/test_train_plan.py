@@ -18,8 +18,8 @@ def plan_file(tmp_path_factory) -> Path:
     """A plan made from a quick profile of THIS machine (plans from other machines are refused)."""
     from pearl.planner.make import make_plan
     from pearl.profile.format import save_profile
-    from pearl.profiling.options import ProfileOptions
-    from pearl.profiling.profiler import run_profile
+    from pearl.profiler.options import ProfileOptions
+    from pearl.profiler.profiler import run_profile
 
     folder = tmp_path_factory.mktemp("plan")
     profile = save_profile(run_profile(ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",))),

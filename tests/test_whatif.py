@@ -11,7 +11,7 @@ import pytest
 
 from pearl.descriptors import load_descriptor
 from pearl.profile.format import load_profile
-from pearl.profiling.whatif import add_what_if
+from pearl.profiler.whatif import add_what_if
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,8 +11,8 @@ from cli_support import run_cli
 from pearl.errors import PlanError
 from pearl.planner.make import make_plan
 from pearl.profile.format import ProfileError, load_profile, merge_profiles, parse_profile, save_profile
-from pearl.profiling.options import ProfileOptions
-from pearl.profiling.profiler import run_profile
+from pearl.profiler.options import ProfileOptions
+from pearl.profiler.profiler import run_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 

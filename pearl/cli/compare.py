@@ -21,7 +21,7 @@ def compare(profile_path: str, algo: str, env_id: str, seconds: float, seed: int
 
     Runs both objectives' plans, the Pareto ends and the all-on-one-device mappings; shows predicted against
     measured throughput and energy per step, with a plot and a markdown report."""
-    from pearl.compare import run_compare
+    from pearl.report import run_compare
 
     quiet_solver()
     report = run_compare(profile_path, algo, env_id, seconds=seconds, runs_dir=runs_dir, seed=seed,
@@ -36,7 +36,7 @@ def compare(profile_path: str, algo: str, env_id: str, seconds: float, seed: int
 
 def compare_table(report: dict) -> list[str]:
     """`pearl compare`'s table: the mapping column as wide as the longest name, so no name is cut."""
-    from pearl.compare import figure  # loaded already: the table follows run_compare
+    from pearl.report import figure  # loaded already: the table follows run_compare
 
     width = max([len("mapping"), *(len(r["label"]) for r in report["rows"])])
     lines = [f"{'mapping':{width}} {'predicted/s':>11} {'measured/s':>10} {'error':>6} {'J/step pred':>11} "

@@ -51,8 +51,8 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algos: tuple[str, 
 
     from pearl.fileio import check_writable
     from pearl.profile.format import check_same_machine, load_profile, merge_profiles, save_profile
-    from pearl.profiling.options import ProfileOptions
-    from pearl.profiling.profiler import count_measurements, run_profile
+    from pearl.profiler.options import ProfileOptions
+    from pearl.profiler.profiler import count_measurements, run_profile
 
     if from_run is not None:
         _profile_from_run(from_run, base_profile, out, as_json)
@@ -171,8 +171,8 @@ def _profile_cluster(address: str, options: Any, path: str, as_json: bool) -> No
 
     from pearl._version import __version__
     from pearl.profile.cluster import Cluster, Link, Node, save_cluster
-    from pearl.profiling.cluster_nodes import measure_links, run_on_each_node
-    from pearl.profiling.profiler import run_profile
+    from pearl.profiler.cluster_nodes import measure_links, run_on_each_node
+    from pearl.profiler.profiler import run_profile
     from pearl.runtime.ray.session import check_installed, connect, shutdown
 
     check_installed()

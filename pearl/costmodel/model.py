@@ -433,7 +433,7 @@ class CostModel:
     def group_time(self, learners: int, gradient_bytes: int, averages: int, batch: int, row_bytes: int,
                    network: tuple[float, float] | None = None) -> Estimate:
         """Seconds per update a learner group of `learners` processes on this host spends communicating, as
-        learner 0 waits for it (pearl.adapters.torch.group): the scatter of the other learners' rows of the batch,
+        learner 0 waits for it (pearl.adapters.torch.learner_group): the scatter of the other learners' rows of the batch,
         `averages` all-gathers of the gradients (`gradient_bytes` in all; each learner receives the other N − 1
         copies), the gather of the TD errors; each collective pays N − 1 latencies (one per peer), and the bytes
         the host's `group` bandwidth. Measured between two processes; N > 2 is that figure extrapolated. KeyError

@@ -25,7 +25,7 @@ from pearl.planner.ilp import solve
 from pearl.planner.problem import Solution
 from pearl.profile.cluster import load_cluster
 from pearl.profile.format import Profile
-from pearl.profiling.whatif import add_what_if, what_if_id
+from pearl.profiler.whatif import add_what_if, what_if_id
 from pearl.costmodel import CostModel
 
 DEFAULT_LANES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)

@@ -163,7 +163,7 @@ class KernelTiming:
     #: the CPU threads the kernel ran with (torch's intra-op threads on `cpu`); optional in the file, 1 when absent
     threads: int = 1
     #: the share of each update a stand-in actor process beside it on the host was busy while it was timed, as
-    #: the concurrent launchers run learn (pearl/profiling/standin.py); 0: timed alone (optional in the file)
+    #: the concurrent launchers run learn (pearl/profiler/standin.py); 0: timed alone (optional in the file)
     beside: float = 0.0
     #: (threads > 1) the median of the same kernel at one thread, timed in the same alternating blocks: the
     #: cost model's thread factor is median_s ÷ this, a ratio over one span of the machine; None (older

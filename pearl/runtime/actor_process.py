@@ -199,7 +199,7 @@ class ActorIteration:
 
 
 class IterationProbe:
-    """An actor process's iteration, for the profiler to time (`pearl.profiling.actor`): `ActorIteration` on a
+    """An actor process's iteration, for the profiler to time (`pearl.profiler.actor`): `ActorIteration` on a
     `VectorActor` of `envs` environments, its rings in this process's memory and emptied after each step (taking
     the rows is the learner's work), in one segment longer than any timing, so no weights are loaded (the planner
     prices the loads on their own) and the exploration is the schedule's last."""

@@ -17,10 +17,10 @@ learner 0 publishes weights, evaluates and checkpoints: a checkpoint is one lear
 may take another group size.
 
 `form_group` makes a run's learner learner 0 of a new group. The local launcher starts the other learners as
-processes of their own (`pearl.adapters.group.open_group`, their body is `pearl.adapters.group.serve`), each
+processes of their own (`pearl.adapters.learner_group.open_group`, their body is `pearl.adapters.learner_group.serve`), each
 exiting when learner 0 posts STOP or when its parent process is gone; the Ray launcher's learner role starts
 them as Ray actors placed by the driver (`pearl.runtime.ray.learner`), which run the same body
-(`pearl.adapters.group.run`) and rendezvous at the learner's node address.
+(`pearl.adapters.learner_group.run`) and rendezvous at the learner's node address.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import time
 from typing import Any, Callable
 
 from pearl.adapters.base import Adapter, GroupComm, LearnKernel
-from pearl.adapters.group import LearnerArgs, lead_update, leave_group, open_group
+from pearl.adapters.learner_group import LearnerArgs, lead_update, leave_group, open_group
 from pearl.algos.base import OffPolicyConfig
 from pearl.errors import PearlError
 from pearl.kernels import GROUP_COMM

@@ -135,7 +135,7 @@ def _nbytes(*arrays: Any) -> int:
 class LearnerProbe(LearnerRole):
     """The learner role's per-update path (`insert` and `train`: the replay manager's and learner's clocks, the
     sample generator, the traffic tally, the priority update) around kernels the profiler built, for its in-situ
-    iteration (pearl.profiling.learner `LearnerRun`): the profiler's loop then costs what a run's does beyond the
+    iteration (pearl.profiler.learner `LearnerRun`): the profiler's loop then costs what a run's does beyond the
     kernels. Built from those kernels alone: no job, no evaluations, no checkpoint."""
 
     def __init__(self, adapter: Adapter, config: Any, replay: ReplayKernels, learn: Any) -> None:  # noqa: D107

@@ -51,13 +51,13 @@ from pearl.algos.params import ParamLayout
 from pearl.device import HOST_DEVICE, DeviceId
 from pearl.children import close_stderr, stderr_tail
 from pearl.errors import PearlError
-from pearl.profiling.profiler import RuntimeProbes
+from pearl.profiler.profiler import RuntimeProbes
 from pearl.runtime import actor_process, shm
 from pearl.runtime.actors import ActorFailed, RestartPolicy
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer
 from pearl.runtime.job import Job, LauncherCapabilities, Placement
 from pearl.runtime.launcher import SHARES_POLL_S, LoopStats, SegmentLauncher
-from pearl.adapters.group import dead_learner, stop_learners
+from pearl.adapters.learner_group import dead_learner, stop_learners
 from pearl.runtime.learner_group import DEBUG_CHECK_EVERY, GroupLearner, LearnerGroupFailed, form_group
 from pearl.runtime.learner_role import LearnerProbe
 from pearl.runtime.protocol import Episode, merge_clocks

@@ -405,8 +405,8 @@ def profile_for_threads(config: OffPolicyConfig, spec: EnvSpec, runs_dir: str,
     """A quick profile of this workload on `cpu`, merged into the profile kept at hand and written there
     (<runs_dir>/profiles/<host>-quick.json, where `pearl quickstart` keeps its own)."""
     from pearl.profile.format import merge_profiles, save_profile
-    from pearl.profiling.options import ProfileOptions
-    from pearl.profiling.profiler import run_profile
+    from pearl.profiler.options import ProfileOptions
+    from pearl.profiler.profiler import run_profile
     from pearl.runtime.local import PROBES
 
     path = runs_profile_path(runs_dir)

@@ -48,18 +48,18 @@ class TorchAdapter(Adapter):
 
     def host_group(self, learners: int, spec: EnvSpec, batch_size: int,
                    start_others: Callable[[int], None], host: str = "127.0.0.1") -> GroupComm:
-        from pearl.adapters.torch.group import TorchGroupComm  # torch.distributed only where a group runs
+        from pearl.adapters.torch.learner_group import TorchGroupComm  # torch.distributed only where a group runs
 
         return TorchGroupComm.host(learners, spec, batch_size, self.device, self.device_id, start_others, host)
 
     def join_group(self, rank: int, learners: int, port: int, spec: EnvSpec, batch_size: int,
                    host: str = "127.0.0.1") -> GroupComm:
-        from pearl.adapters.torch.group import TorchGroupComm
+        from pearl.adapters.torch.learner_group import TorchGroupComm
 
         return TorchGroupComm(rank, learners, port, spec, batch_size, self.device, self.device_id, host=host)
 
     def time_group(self, sizes: tuple[int, ...], repeats: int) -> list[tuple[int, float]] | None:
-        from pearl.adapters.torch.group import time_all_gather
+        from pearl.adapters.torch.learner_group import time_all_gather
 
         return time_all_gather(sizes, repeats)  # host memory: CUDA learners' gradients travel through it too
 

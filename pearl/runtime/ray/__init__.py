@@ -1,6 +1,6 @@
 """The Ray launcher and its transport: pearl's roles as Ray actors on a local instance or a cluster.
 
-With `pearl.profiling.cluster_nodes`, the only code of pearl that imports Ray, and only inside functions, so
+With `pearl.profiler.cluster_nodes`, the only code of pearl that imports Ray, and only inside functions, so
 every module here can be imported (and its missing-Ray error raised) where Ray is not installed. It is
 imported only when the Ray launcher is chosen (or a running cluster profiled).
 

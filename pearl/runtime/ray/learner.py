@@ -9,7 +9,7 @@ so it is copied before anyone may write it.
 
 A learner group (``--learners N``): the role's learner becomes learner 0 (`form_group`) and starts the other
 learners as `RayGroupMember` actors with the placements the driver checked, its own node's address the
-group's rendezvous; they run `pearl.adapters.group.run` until learner 0 posts STOP (`close_group`). They are
+group's rendezvous; they run `pearl.adapters.learner_group.run` until learner 0 posts STOP (`close_group`). They are
 owned by the role, so they end with it.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from pearl.adapters.group import JOIN_GRACE_S, LearnerArgs, run
+from pearl.adapters.learner_group import JOIN_GRACE_S, LearnerArgs, run
 from pearl.device import DeviceId
 from pearl.errors import ConfigError, PearlError
 from pearl.runtime.checkpoint import Checkpoint

@@ -35,13 +35,13 @@ from pearl.adapters.slices import inner_device, slice_env
 from pearl.descriptors import DeviceDescriptor
 from pearl.device import DeviceId, DeviceKind
 from pearl.profile.format import DeviceEntry, Power, Profile, load_profile
-from pearl.profiling.options import ProfileOptions
+from pearl.profiler.options import ProfileOptions
 
 #: a child that has not finished by then is stopped and its slice modelled (a full grid on one GPU takes minutes)
 CHILD_TIMEOUT_S = 3600.0
 #: how a child is started: a fresh interpreter, so that CUDA starts in it under the environment it was given,
 #: running the profiler's side (a process's entry point, named here: this module imports nothing of the profiler)
-CHILD_COMMAND = "from pearl.profiling.profiler import serve_child; serve_child()"
+CHILD_COMMAND = "from pearl.profiler.profiler import serve_child; serve_child()"
 
 
 class ChildFailed(Exception):
@@ -138,7 +138,7 @@ def _model(profile: Profile, whole: DeviceEntry, descriptor: DeviceDescriptor | 
         warn(f"{info.id} was not measured ({reason}), and cannot be modelled: {whole.id} matched no device "
              "descriptor, whose launch latency the model keeps; it is left out of the profile")
         return
-    from pearl.profiling.whatif import add_slice_of
+    from pearl.profiler.whatif import add_slice_of
 
     add_slice_of(profile, whole, info.id, info.name, info.memory_bytes, info.share,
                  descriptor.figures["launch_latency_s"], instances(info.device_id))

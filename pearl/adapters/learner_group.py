@@ -1,7 +1,7 @@
 """A learner group's processes, below the runtime so that the profiler can time a group too: the other
 learners' processes (`open_group`, `leave_group`; the body `serve`), and one update as learner 0 leads it
 (`lead_update`) and as every learner takes its part (`group_update`). `pearl.runtime.learner_group` builds the
-run's group from these; `pearl.profiling` times a group of two with them."""
+run's group from these; `pearl.profiler` times a group of two with them."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def leave_group(comm: GroupComm) -> None:
 
 def start_learners(make_args: Callable[[int], LearnerArgs], learners: int) -> list[subprocess.Popen]:
     """Start learners 1 … learners − 1, each a fresh interpreter given `make_args(rank)` (`pearl.children`)."""
-    return [start_child("from pearl.adapters.group import serve; serve()", make_args(rank))
+    return [start_child("from pearl.adapters.learner_group import serve; serve()", make_args(rank))
             for rank in range(1, learners)]
 
 

@@ -1,5 +1,5 @@
 """The profiler's timings of the learner besides its kernels: learn at the host's lanes as torch's intra-op
-threads, alone and beside a stand-in actor process (pearl/profiling/standin.py); one update of a learner group
+threads, alone and beside a stand-in actor process (pearl/profiler/standin.py); one update of a learner group
 of two; the learner's whole iteration as the runtime runs it (`LearnerLoop`, which the kernel grid times among
 its points); and both halves of a weight sync.
 """
@@ -14,15 +14,15 @@ from typing import Callable, Protocol
 import numpy as np
 
 from pearl.adapters import Adapter, DeviceInfo, LearnKernel, ReplayKernels, open_adapter
-from pearl.adapters.group import lead_update, leave_group, open_group, stop_learners
+from pearl.adapters.learner_group import lead_update, leave_group, open_group, stop_learners
 from pearl.algos import OffPolicyConfig
 from pearl.algos.params import ParamLayout, init_params
 from pearl.device import HOST_DEVICE
 from pearl.errors import DeviceError
 from pearl.profile.format import GroupLearnTiming, InSituTiming, KernelTiming, WeightSyncTiming, Workload
-from pearl.profiling import standin
-from pearl.profiling.grids import IN_SITU_TIME_FACTOR, Grid, prefill, random_transitions
-from pearl.profiling.timing import Point, Stats, durations, measure, measure_interleaved, rate_s, stats_of
+from pearl.profiler import standin
+from pearl.profiler.grids import IN_SITU_TIME_FACTOR, Grid, prefill, random_transitions
+from pearl.profiler.timing import Point, Stats, durations, measure, measure_interleaved, rate_s, stats_of
 from pearl.traffic import launcher_inserts
 from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 
@@ -30,7 +30,7 @@ from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 def threaded_learn(info: DeviceInfo, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,
                    grid: Grid, actor_update_s: float | None = None) -> list[KernelTiming]:
     """learn at the preset's batch with the host's lanes as intra-op threads, on `cpu` with more than one lane
-    ([] elsewhere), alone and then beside a stand-in actor process (pearl/profiling/standin.py) that spins an
+    ([] elsewhere), alone and then beside a stand-in actor process (pearl/profiler/standin.py) that spins an
     actor's work for one update (actor_update_s: its iterations for the update's env steps and its share of a
     weight load, the profiler's `_actor_update_s`; at most standin.BUSIEST of an update) every update, recorded
     with that share (`beside`). Each figure carries learn at one thread timed in the same alternating blocks

@@ -20,8 +20,8 @@ from pearl.algos import OffPolicyConfig
 from pearl.algos.params import init_params
 from pearl.envs import EnvStepper
 from pearl.profile.format import ActorStepTiming, Workload
-from pearl.profiling.grids import IN_SITU_TIME_FACTOR, Grid
-from pearl.profiling.timing import Point, Stats, rate_s
+from pearl.profiler.grids import IN_SITU_TIME_FACTOR, Grid
+from pearl.profiler.timing import Point, Stats, rate_s
 from pearl.types import EnvSpec, TransitionBatch
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pearl.children import close_stderr, read_payload, start_child, stderr_tail
 from pearl.errors import DeviceError
 
-ENTRY = "from pearl.profiling.standin import serve; serve()"
+ENTRY = "from pearl.profiler.standin import serve; serve()"
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ def slices(descriptor: DeviceDescriptor) -> list[tuple[DeviceEntry, dict[str, fl
 
 def add_slice_of(profile: Profile, whole: DeviceEntry, slice_id: str, name: str, memory_bytes: int, share: float,
                  launch_latency_s: float, instances: int = 1) -> DeviceEntry:
-    """A slice of a measured GPU that could not be measured itself (pearl.profiling.slices), modelled from the
+    """A slice of a measured GPU that could not be measured itself (pearl.profiler.slices), modelled from the
     GPU's own timings: each kernel keeps its launches' latency and does the rest of its time at the slice's
     share of the SMs and bandwidth, t = L + (t_whole − L) / share with L = launches × launch latency (at least
     t_whole); transfers, power and the weight sync are the GPU's. Labelled modelled; `instances` processes

@@ -20,21 +20,21 @@ What is measured, per workload (algorithm preset with its network shapes) and de
 - weight sync: the learn kernel writing its policy into one flat host array (the runtime's shared weight
   board), and the actor's side, a copy of that array loaded into the act kernel;
 - the actor's step: an actor's whole iteration at each of the act grid's env counts, as the actor process runs
-  it when the caller lends the runtime's loop (`RuntimeProbes`; pearl/profiling/actor.py: one act call, one step
+  it when the caller lends the runtime's loop (`RuntimeProbes`; pearl/profiler/actor.py: one act call, one step
   of a vector env with its resets and bookkeeping, the ring write, the schedule's and counters' bookkeeping), acting
   on the host's `cpu` (or the first device profiled when `cpu` is not): what an actor does per step beyond
   the bare env step and the act kernel is host work, whatever device it acts on.
-Kernel figures follow pearl.profiling.timing.measure_interleaved (rounds over a device's grid points, so
+Kernel figures follow pearl.profiler.timing.measure_interleaved (rounds over a device's grid points, so
 every figure samples the whole sweep); the actor's steps are points of the same rounds on the device it acts on
 (5 × a kernel point's time each), as the in-situ iteration is; the others timing.measure. Transfers: a 4-byte
 copy gives the latency, a large one the bandwidth. Power: NVML, RAPL, else the device's descriptor (modelled).
 Devices that run on the same physical resource (PoCL's CPU device and `cpu`) are marked with the same `shares` value and
 get the same power figures, since they are one resource. GPU slices (MIG instances, MPS shares) this machine
 has are timed each in a child process started with the slice's environment (`profile_device_here` is the
-child's side), or modelled from their GPU's measurements when that fails, saying why (pearl.profiling.slices).
+child's side), or modelled from their GPU's measurements when that fails, saying why (pearl.profiler.slices).
 This module runs the measuring and times the kernel grid, env steps, transfers and power; the learner's figures
-beyond the grid (threads, a learner group, in situ, weight sync) are pearl/profiling/learner.py's, the actor's
-step pearl/profiling/actor.py's, and the grids pearl/profiling/grids.py's.
+beyond the grid (threads, a learner group, in situ, weight sync) are pearl/profiler/learner.py's, the actor's
+step pearl/profiler/actor.py's, and the grids pearl/profiler/grids.py's.
 """
 
 from __future__ import annotations
@@ -64,13 +64,13 @@ from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
 from pearl.profile.format import (ActorStepTiming, DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power,
                                   Profile, Transfer, UnusableDevice, WeightSyncTiming, Workload, config_workload,
                                   save_profile)
-from pearl.profiling import power
-from pearl.profiling.actor import ActorLoop, ActorSteps
-from pearl.profiling.grids import GRIDS, IN_SITU_TIME_FACTOR, Grid, insert_sizes, prefill, random_transitions
-from pearl.profiling.learner import LearnerLoop, LearnerRun, group_learn, threaded_learn, weight_sync
-from pearl.profiling.options import ProfileOptions
-from pearl.profiling.slices import ChildArgs, add_slices, slices_to_profile
-from pearl.profiling.timing import Point, measure, measure_interleaved
+from pearl.profiler import power
+from pearl.profiler.actor import ActorLoop, ActorSteps
+from pearl.profiler.grids import GRIDS, IN_SITU_TIME_FACTOR, Grid, insert_sizes, prefill, random_transitions
+from pearl.profiler.learner import LearnerLoop, LearnerRun, group_learn, threaded_learn, weight_sync
+from pearl.profiler.options import ProfileOptions
+from pearl.profiler.slices import ChildArgs, add_slices, slices_to_profile
+from pearl.profiler.timing import Point, measure, measure_interleaved
 from pearl.schedule import Schedule
 from pearl.traffic import WEIGHTS, statement
 from pearl.types import EnvSpec, PriorityUpdate
@@ -83,13 +83,13 @@ SegmentLoop = Callable[[OffPolicyConfig, EnvSpec, float], float]
 @dataclass(frozen=True)
 class RuntimeProbes:
     """What a caller that has the runtime lends the profiler, which sits below it (pearl.runtime.local.PROBES):
-    `actor_loop`, the actor iteration the actor step times (pearl.profiling.actor; None: the bare loop);
+    `actor_loop`, the actor iteration the actor step times (pearl.profiler.actor; None: the bare loop);
     `segment_loop`, the learner's loop a segment beyond its kernels (None: not timed, and the cost model charges
     none)."""
 
     actor_loop: ActorLoop | None = None
     segment_loop: SegmentLoop | None = None
-    #: the learner role's per-update path around the in-situ iteration's kernels (pearl/profiling/learner.py
+    #: the learner role's per-update path around the in-situ iteration's kernels (pearl/profiler/learner.py
     #: `LearnerRun`; None: the kernels called bare)
     learner_run: LearnerRun | None = None
 
@@ -132,7 +132,7 @@ class _Target:
 
 def plan_devices(options: ProfileOptions, devices: list[DeviceInfo] | None = None) -> list[DeviceInfo]:
     """The devices to measure in this process, among `devices` (default: what `discover` finds): every usable
-    one (or those --device names) but GPU slices, which pearl.profiling.slices measures in processes of their
+    one (or those --device names) but GPU slices, which pearl.profiler.slices measures in processes of their
     own. A named device that is found but unusable is a DeviceError saying why."""
     listed = discover().devices if devices is None else devices
     # an FPGA board runs precompiled binaries only: nothing for the profiler to build and time
@@ -189,7 +189,7 @@ def run_profile(options: ProfileOptions, progress: Callable[[str], None] | None 
     add_slices(profile, wholes, slices_to_profile([d for d in found_devices if d.usable], list(wholes),
                                                   options.devices), options, note, warn)
     for descriptor in what_if:
-        from pearl.profiling.whatif import add_what_if  # the roofline model, for devices that are absent
+        from pearl.profiler.whatif import add_what_if  # the roofline model, for devices that are absent
 
         add_what_if(profile, descriptor, grid)
         note(f"what-if {descriptor.model}")
@@ -308,7 +308,7 @@ def _measure_transfers(profile: Profile, target: _Target, grid: Grid, note: Call
 
 def profile_device_here(options: ProfileOptions, record: tuple[str, ...] = ()) -> Profile:
     """What a child process started with a GPU slice's environment measures for `pearl profile`
-    (pearl.profiling.slices): the kernels, in-situ iteration, weight sync and transfers of the one device
+    (pearl.profiler.slices): the kernels, in-situ iteration, weight sync and transfers of the one device
     options.devices names, as this process sees it; no env steps, power, slices or what-if devices (the parent
     has those). The device's entry records the environment variables of `record` that this process has, so the
     parent's profile shows what the child ran under. DeviceError for a device this process does not find."""
@@ -326,7 +326,7 @@ def profile_device_here(options: ProfileOptions, record: tuple[str, ...] = ()) -
 
 
 def serve_child() -> None:
-    """The body of the child process pearl.profiling.slices.profile_in_child starts (its CHILD_COMMAND): read
+    """The body of the child process pearl.profiler.slices.profile_in_child starts (its CHILD_COMMAND): read
     ChildArgs from stdin, measure, write the profile; a user error is one `error:` line and exit status 2, as
     from the CLI."""
     args: ChildArgs = pickle.loads(sys.stdin.buffer.read())

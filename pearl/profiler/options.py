@@ -1,5 +1,5 @@
 """What `pearl profile` is asked to measure. Its own module, below both the profiler, which measures it, and
-pearl.profiling.slices, which hands it to the child process that measures a GPU slice."""
+pearl.profiler.slices, which hands it to the child process that measures a GPU slice."""
 
 from __future__ import annotations
 

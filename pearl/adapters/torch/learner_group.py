@@ -9,7 +9,7 @@ metrics. CUDA tensors travel through host memory (gloo's CPU path), so the bits 
 interconnect.
 
 Bytes per update and learner: the batch rows once, (N − 1) gradient copies (all_gather: each learner receives
-every other's), and the TD errors once. The first two are what `pearl.profiling` times and the planner prices.
+every other's), and the TD errors once. The first two are what `pearl.profiler` times and the planner prices.
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def time_all_gather(sizes: tuple[int, ...], repeats: int) -> list[tuple[int, flo
     import sys
 
     store = dist.TCPStore("127.0.0.1", 0, 2, is_master=True, wait_for_workers=False, timeout=JOIN_TIMEOUT)
-    peer = subprocess.Popen([sys.executable, "-c", "from pearl.adapters.torch.group import _peer; _peer()",
+    peer = subprocess.Popen([sys.executable, "-c", "from pearl.adapters.torch.learner_group import _peer; _peer()",
                              str(store.port), ",".join(map(str, sizes)), str(repeats)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
