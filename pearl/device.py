@@ -23,28 +23,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import Enum
 
+from pearl.backends import Backend, DeviceKind, find
 from pearl.errors import DeviceError
+
+__all__ = ["DeviceId", "DeviceKind", "NodeDevice", "Slice", "HOST_DEVICE", "HOST", "HOST_RESOURCE"]
 
 DEVICE_ID_HELP = ("device ids look like cpu, cuda:0, cuda:0/mps:25, cuda:0/mig:MIG-<uuid> or opencl:0:0; "
                   "`pearl devices` lists this machine's devices")
 HOST_RESOURCE = "host-cpu"
-FAMILIES = ("cpu", "cuda", "opencl", "whatif")
-#: the adapter backend that runs each family's devices (a what-if device is modelled, run by none)
-BACKENDS = {"cpu": "torch", "cuda": "torch", "opencl": "opencl"}
 SLICE_KINDS = ("mig", "mps")
-
-
-class DeviceKind(str, Enum):
-    """What a device physically is. A str, so it compares equal to (and serialises as) its value."""
-
-    CPU = "cpu"
-    GPU = "gpu"
-    FPGA = "fpga"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -80,19 +68,17 @@ class DeviceId:
         whole, sep, part = text.partition("/")
         piece = _parse_slice(text, part) if sep else None
         head, _, tail = whole.partition(":")
-        if head == "cpu" and not tail:
-            out = cls("cpu")
-        elif head == "cuda" and (not tail or tail.isdigit()):
-            out = cls("cuda", (int(tail or 0),))
-        elif head == "opencl" and re.fullmatch(r"\d+:\d+", tail):
-            out = cls("opencl", tuple(int(x) for x in tail.split(":")))
-        elif head == "whatif" and re.fullmatch(r"[A-Za-z0-9._-]+", tail):
-            out = cls("whatif", name=tail)
-        else:
+        kind = _kind(head)
+        if kind is None:
             raise DeviceError(f"unknown device {text!r}; {DEVICE_ID_HELP}")
-        if piece is not None and out.family not in ("cuda", "whatif"):
+        if not _tail_fits(kind, tail):
+            raise DeviceError(f"unknown device {text!r}: a {head} id reads {kind.id_form}; {DEVICE_ID_HELP}")
+        if piece is not None and not kind.slices:
             raise DeviceError(f"{text!r}: only a GPU (cuda:N or a whatif: GPU) has slices; {DEVICE_ID_HELP}")
-        return cls(out.family, out.index, out.name, piece)
+        if kind.named:
+            return cls(head, name=tail, slice=piece)
+        index = tuple(int(x) for x in tail.split(":")) if tail else kind.default_index or ()
+        return cls(head, index, slice=piece)
 
     @classmethod
     def of(cls, device: DeviceId | str) -> DeviceId:
@@ -114,25 +100,34 @@ class DeviceId:
 
     @property
     def is_host(self) -> bool:
-        return self.family == "cpu"
+        """The host's own device, where env_step runs (`HOST_DEVICE`)."""
+        return self.family == "cpu" and self.slice is None
 
     @property
-    def is_opencl(self) -> bool:
-        return self.family == "opencl"
+    def backend(self) -> Backend:
+        """The registered kind of the device (`pearl.backends`): what it can do, asked of it, never of its name."""
+        kind = _kind(self.family)
+        if kind is None:
+            raise DeviceError(f"no device kind {self.family!r} is registered; {DEVICE_ID_HELP}")
+        return kind
 
     @property
     def is_what_if(self) -> bool:
-        return self.family == "whatif"
+        """A device a profile models from a descriptor; this machine has none."""
+        return self.backend.modelled
 
-    @property
-    def backend(self) -> str | None:
-        """The adapter backend that runs the device (`torch`, `opencl`); None for a what-if device."""
-        return BACKENDS.get(self.family)
 
-    @property
-    def is_cuda(self) -> bool:
-        """A CUDA GPU or a slice of one: a role on it reserves a GPU where the launcher places roles."""
-        return self.family == "cuda"
+def _kind(family: str) -> Backend | None:
+    return find(family)  # the registry loads its kinds on first use
+
+
+def _tail_fits(kind: Backend, tail: str) -> bool:
+    """Whether the id's text after the head is what ids of `kind` hold there."""
+    if kind.named:
+        return re.fullmatch(r"[A-Za-z0-9._-]+", tail) is not None
+    if not tail:
+        return kind.index_parts == 0 or kind.default_index is not None
+    return kind.index_parts > 0 and re.fullmatch(r"\d+" + r"(:\d+)" * (kind.index_parts - 1), tail) is not None
 
 
 def _parse_slice(text: str, part: str) -> Slice:

@@ -10,7 +10,7 @@ import pytest
 
 @functools.cache
 def _first() -> tuple[str | None, str]:
-    from pearl.adapters.registry import discover_opencl
+    from pearl.adapters.opencl.discovery import discover_opencl
 
     devices, missing = discover_opencl()
     for d in devices:

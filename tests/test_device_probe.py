@@ -80,12 +80,12 @@ def test_torch_probe_runs_a_tiny_op() -> None:
 def _broken_opencl(monkeypatch) -> DeviceInfo:
     """The first working OpenCL device, made to fail its probe for real: the probe's kernel does not compile."""
     device_id, _, _, PROBE, ProbeKernel = _opencl()
-    from pearl.adapters import registry
+    from pearl.adapters.opencl import discovery
     from pearl.adapters.opencl import probe
 
     monkeypatch.setattr(probe, "PROBE", ProbeKernel("__kernel void probe(__global float *x) { x[0] = nope; }",
                                                     PROBE.expect))
-    monkeypatch.setattr(registry, "_PROBED", {})
+    monkeypatch.setattr(discovery, "_PROBED", {})
     broken = next(d for d in discover().devices if d.id == device_id)
     assert not broken.usable and "failed to build a test kernel" in broken.problem
     return broken
@@ -200,7 +200,7 @@ def test_a_pip_installed_driver_is_exposed_to_the_loader(tmp_path) -> None:
 
 
 def test_an_unusable_device_points_to_one_that_works() -> None:
-    from pearl.adapters.registry import _point_to_working
+    from pearl.adapters.opencl.discovery import _point_to_working
 
     good = DeviceInfo("opencl:0:0", DeviceKind.CPU, "opencl", "Intel", 2, 1)
     bad = DeviceInfo("opencl:1:0", DeviceKind.CPU, "opencl", "PoCL", 2, 1,

@@ -96,7 +96,7 @@ def test_transitions_reach_replay_complete_uncorrupted_and_in_schedule_order() -
     total = 3000
     cfg = DQNConfig(total_steps=total, buffer_size=4096, n_envs=4, learning_starts=0, **SMALL)
     before = pearl_segments()
-    job = Job(cfg, env_spec(COUNTER), Placement.single(HOST_DEVICE), seed=11, actors=3, learn=False, threads=1)
+    job = Job.of(cfg, env_spec(COUNTER), Placement.single(HOST_DEVICE), seed=11, actors=3, learn=False, threads=1)
     launcher = LocalLauncher(job, ring_capacity=48)
     stats = launcher.run()
     assert stats.steps == total and launcher.replay.size == total and stats.updates == 0
@@ -130,7 +130,7 @@ def test_sequential_and_local_launchers_give_bit_identical_parameters(prioritize
     """The schedule, not timing, decides what each update sees: both launchers end with the same bits."""
     cfg = DQNConfig(total_steps=3000, learning_starts=400, train_freq=64, gradient_steps=32, n_envs=3,
                     target_update_interval=64, prioritized=prioritized, **SMALL)
-    job = Job(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=5, actors=2, policy_lag=1, threads=1)
+    job = Job.of(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=5, actors=2, policy_lag=1, threads=1)
     a, b = SequentialLauncher(job).run(), LocalLauncher(job).run()
     sched = job.schedule()
     assert a.updates == b.updates == sched.updates_through(sched.segments - 1) > 0
@@ -144,13 +144,13 @@ def test_ddpg_with_ornstein_uhlenbeck_noise_gives_the_same_bits_on_both_launcher
     noise of the same σ."""
     cfg = DDPGConfig(total_steps=1200, learning_starts=200, n_envs=2, buffer_size=5_000, action_noise=0.5,
                      noise_type="ornstein-uhlenbeck", **SMALL)
-    job = Job(cfg, env_spec("Pendulum-v1"), Placement.single(HOST_DEVICE), seed=3, actors=2, policy_lag=1, threads=1)
+    job = Job.of(cfg, env_spec("Pendulum-v1"), Placement.single(HOST_DEVICE), seed=3, actors=2, policy_lag=1, threads=1)
     a, b = SequentialLauncher(job).run(), LocalLauncher(job).run()
     # 300 steps per env: every env ends an episode and runs 99 steps of its next one with a restarted process
     assert a.updates == b.updates > 0 and len(a.episodes) == len(b.episodes) == 4
     assert_same_params(a.final_params, b.final_params)
     assert sorted(e.ret for e in a.episodes) == sorted(e.ret for e in b.episodes)
-    gauss = SequentialLauncher(dataclasses.replace(job, config=cfg.replace(noise_type="gaussian"))).run()
+    gauss = SequentialLauncher(job.replace(config=cfg.replace(noise_type="gaussian"))).run()
     assert sorted(e.ret for e in gauss.episodes) != sorted(e.ret for e in a.episodes)
 
 
@@ -283,7 +283,7 @@ def test_cli_collection_only_reports_the_layout(capsys, tmp_path) -> None:
 
 def test_a_killed_actor_is_restarted_and_the_run_finishes(tmp_path) -> None:
     cfg = DQNConfig(total_steps=30_000, learning_starts=500, train_freq=64, gradient_steps=16, n_envs=4, **SMALL)
-    job = Job(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=3, actors=2, threads=1)
+    job = Job.of(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=3, actors=2, threads=1)
     launcher = LocalLauncher(job)
     killed: list[int] = []
 

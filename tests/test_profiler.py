@@ -543,7 +543,7 @@ def test_a_host_of_one_lane_times_the_group_update_with_its_learners_sharing_the
     from dataclasses import replace
 
     from pearl.adapters.registry import open_adapter
-    from pearl.adapters.torch.adapter import discover
+    from pearl.adapters.torch.adapter import discover_cpu as discover
     from pearl.algos import preset
     from pearl.envs import env_spec
     from pearl.profiler.grids import GRIDS

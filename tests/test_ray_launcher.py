@@ -147,7 +147,7 @@ def test_ray_gives_the_sequential_and_local_launchers_parameters_bit_for_bit(clu
 
     cfg = DQNConfig(total_steps=3000, learning_starts=400, train_freq=64, gradient_steps=32, n_envs=3,
                     target_update_interval=64, prioritized=True, **SMALL)
-    job = Job(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=5, actors=2, policy_lag=1, threads=1)
+    job = Job.of(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=5, actors=2, policy_lag=1, threads=1)
     a, local = SequentialLauncher(job).run(), LocalLauncher(job).run()
     ray_launcher = RayLauncher(job, actor_placement=on_actors_node(), learner_placement=on_head())
     b = ray_launcher.run()
@@ -173,7 +173,7 @@ def test_ray_gives_the_sequential_launchers_bits_with_ornstein_uhlenbeck_noise(c
 
     cfg = DDPGConfig(total_steps=1200, learning_starts=200, n_envs=2, buffer_size=5_000, action_noise=0.5,
                      noise_type="ornstein-uhlenbeck", **SMALL)
-    job = Job(cfg, env_spec("Pendulum-v1"), Placement.single(HOST_DEVICE), seed=3, actors=2, policy_lag=1, threads=1)
+    job = Job.of(cfg, env_spec("Pendulum-v1"), Placement.single(HOST_DEVICE), seed=3, actors=2, policy_lag=1, threads=1)
     a = SequentialLauncher(job).run()
     b = RayLauncher(job, actor_placement=on_actors_node(), learner_placement=on_head()).run()
     assert a.updates == b.updates > 0 and len(b.episodes) == 4
@@ -189,7 +189,7 @@ def test_ray_gives_the_sequential_launchers_bits_for_stochastic_targets(cluster,
     from pearl.runtime.ray.launcher import RayLauncher
 
     cfg = config_class(total_steps=1000, learning_starts=200, n_envs=2, buffer_size=5_000, **SMALL)
-    job = Job(cfg, env_spec("Pendulum-v1"), Placement.single(HOST_DEVICE), seed=3, actors=2, policy_lag=1, threads=1)
+    job = Job.of(cfg, env_spec("Pendulum-v1"), Placement.single(HOST_DEVICE), seed=3, actors=2, policy_lag=1, threads=1)
     a = SequentialLauncher(job).run()
     b = RayLauncher(job, actor_placement=on_actors_node(), learner_placement=on_head()).run()
     assert a.updates == b.updates == 800
@@ -208,7 +208,7 @@ def test_every_transition_from_several_workers_arrives_once_in_schedule_order(cl
 
     total = 3000
     cfg = DQNConfig(total_steps=total, buffer_size=4096, n_envs=4, learning_starts=0, **SMALL)
-    job = Job(cfg, env_spec(COUNTER), Placement.single(HOST_DEVICE), seed=11, actors=3, learn=False, threads=1)
+    job = Job.of(cfg, env_spec(COUNTER), Placement.single(HOST_DEVICE), seed=11, actors=3, learn=False, threads=1)
     meta = {"algo": "dqn", "env": COUNTER, "seed": 11, "hyperparameters": cfg.to_dict()}
     launcher = RayLauncher(job, checkpointer=ckpt.Checkpointer(tmp_path, 0, meta),
                            actor_placement=ShardPlacement(num_cpus=0.5, node_id=cluster.spare),
@@ -255,7 +255,7 @@ def test_a_worker_killed_with_sigkill_is_restarted_and_the_run_completes(cluster
             super()._publish(tag)
 
     cfg = DQNConfig(total_steps=4000, learning_starts=500, train_freq=64, gradient_steps=16, n_envs=4, **SMALL)
-    job = Job(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=3, actors=2, threads=1)
+    job = Job.of(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=3, actors=2, threads=1)
     launcher = KillsWorkerOne(job, actor_placement=on_actors_node())
     stats = launcher.run()
     assert killed and stats.restarts == 1 and launcher.restart_log[0].startswith("actor 1 died")
@@ -279,7 +279,7 @@ def recovery_job(seed: int, tmp_path: Path, learners: int = 1, every: int = 32):
 
     cfg = DQNConfig(total_steps=3072, learning_starts=256, train_freq=256, gradient_steps=16, n_envs=2,
                     prioritized=True, **SMALL)
-    job = Job(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=seed, actors=1, threads=1,
+    job = Job.of(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=seed, actors=1, threads=1,
               learners=learners)
     meta = {"algo": "dqn", "env": "CartPole-v1", "seed": seed, "hyperparameters": cfg.to_dict(), "learners": learners}
     return job, ckpt.Checkpointer(tmp_path, every, meta)
@@ -353,7 +353,7 @@ def test_an_interrupted_ray_run_checkpoints_the_learners_state_and_resumes_as_th
 
     cfg = DQNConfig(total_steps=2560, learning_starts=256, train_freq=256, gradient_steps=16, n_envs=2,
                     prioritized=True, **SMALL)
-    job = Job(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=4, actors=2, threads=1)
+    job = Job.of(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=4, actors=2, threads=1)
     meta = {"algo": "dqn", "env": "CartPole-v1", "seed": 4, "hyperparameters": cfg.to_dict()}
     launcher = Interrupted(job, checkpointer=ckpt.Checkpointer(tmp_path, 0, meta), actor_placement=on_actors_node(),
                            learner_placement=on_head())
@@ -373,7 +373,7 @@ def test_an_env_that_raises_ends_the_run_with_its_message_once_the_restarts_are_
     from pearl.runtime.ray.launcher import RayLauncher
 
     cfg = DQNConfig(total_steps=5000, **SMALL)
-    job = Job(cfg, env_spec("counter_env:PearlFailing-v0"), Placement.single(HOST_DEVICE), seed=0, actors=1, threads=1)
+    job = Job.of(cfg, env_spec("counter_env:PearlFailing-v0"), Placement.single(HOST_DEVICE), seed=0, actors=1, threads=1)
     launcher = RayLauncher(job, max_restarts=1, actor_placement=on_actors_node())
     with pytest.raises(ActorFailed, match=r"actor 0 failed: RuntimeError: the simulator crashed \(after 1 restart"):
         launcher.run()
@@ -386,7 +386,7 @@ def test_a_role_that_cannot_be_placed_is_refused_before_any_work(cluster) -> Non
     from pearl.runtime.ray.placement import ShardPlacement
 
     cfg = DQNConfig(total_steps=1000, **SMALL)
-    job = Job(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=0, actors=3, threads=1)
+    job = Job.of(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=0, actors=3, threads=1)
     ray = cluster.ray
 
     def idle() -> bool:  # every CPU free (a stopped worker gives its share back a moment after it is killed)
@@ -405,12 +405,12 @@ def test_a_role_that_cannot_be_placed_is_refused_before_any_work(cluster) -> Non
         with pytest.raises(ConfigError, match=message):
             launcher.run()
         assert launcher.workers == [] and launcher.pids == [] and launcher.learner_node is None
-    gpu_job = Job(cfg, env_spec("CartPole-v1"), Placement(CUDA0, HOST_DEVICE, HOST_DEVICE), seed=0, actors=2,
+    gpu_job = Job.of(cfg, env_spec("CartPole-v1"), Placement(CUDA0, HOST_DEVICE, HOST_DEVICE), seed=0, actors=2,
                   threads=1)
     launcher = RayLauncher(gpu_job)  # acting on a GPU: each worker asks for a share of one
     with pytest.raises(ConfigError, match="actor worker 0 cannot be placed: the cluster has 0 GPU"):
         launcher.run()
-    learn_on_gpu = Job(cfg, env_spec("CartPole-v1"), Placement(HOST_DEVICE, HOST_DEVICE, CUDA0), seed=0, actors=2,
+    learn_on_gpu = Job.of(cfg, env_spec("CartPole-v1"), Placement(HOST_DEVICE, HOST_DEVICE, CUDA0), seed=0, actors=2,
                        threads=1)
     launcher = RayLauncher(learn_on_gpu)  # the learner asks for the GPU its device is on
     with pytest.raises(ConfigError, match="learner cannot be placed: the cluster has 0 GPU"):
@@ -420,7 +420,7 @@ def test_a_role_that_cannot_be_placed_is_refused_before_any_work(cluster) -> Non
     # what the roles ask for: the learner a whole GPU of its own, or an equal share of one with the workers
     learner, _, _, (worker, *_) = launcher._placements(ray)
     assert (learner.num_gpus, worker.num_gpus) == (1.0, 0.0)
-    shared = RayLauncher(Job(cfg, env_spec("CartPole-v1"), Placement.single(CUDA0), seed=0, actors=2, threads=1))
+    shared = RayLauncher(Job.of(cfg, env_spec("CartPole-v1"), Placement.single(CUDA0), seed=0, actors=2, threads=1))
     learner, _, _, workers = shared._placements(ray)
     assert learner.num_gpus == workers[0].num_gpus == workers[1].num_gpus == pytest.approx(1 / 3)
     assert learner.node_id == ray.get_runtime_context().get_node_id() and learner.soft  # near the driver
@@ -428,7 +428,7 @@ def test_a_role_that_cannot_be_placed_is_refused_before_any_work(cluster) -> Non
     from pearl.runtime.job import RoleNodes
 
     nodes = RoleNodes("a", "a", "a", workers=(("a", CUDA0), ("a", CUDA0), ("b", CUDA0)))
-    spread = RayLauncher(Job(cfg, env_spec("CartPole-v1"), Placement.single(CUDA0), seed=0, actors=3, threads=1),
+    spread = RayLauncher(Job.of(cfg, env_spec("CartPole-v1"), Placement.single(CUDA0), seed=0, actors=3, threads=1),
                          role_nodes=nodes)
     learner, _, _, workers = spread._plan_placements(ray, nodes)
     assert [w.node_id for w in workers] == [cluster.actors, cluster.actors, cluster.spare]
@@ -437,7 +437,7 @@ def test_a_role_that_cannot_be_placed_is_refused_before_any_work(cluster) -> Non
     assert [w.num_cpus for w in workers] == pytest.approx([2 / 3, 2 / 3, 1.0])
     # a plan's learner group, one learner on every node: learner 1 pinned to its node, with a GPU of its own there
     group = RoleNodes("a", "a", "a", learners=("b",))
-    two = RayLauncher(Job(cfg, env_spec("CartPole-v1"), Placement.single(CUDA0), seed=0, actors=1, threads=1,
+    two = RayLauncher(Job.of(cfg, env_spec("CartPole-v1"), Placement.single(CUDA0), seed=0, actors=1, threads=1,
                           learners=2), role_nodes=group)
     learner, members, _, _ = two._plan_placements(ray, group)
     assert [m.node_id for m in members] == [cluster.spare] and not members[0].soft
@@ -576,7 +576,7 @@ def test_a_cluster_plan_puts_each_role_on_the_ray_node_of_its_plan_node(cluster)
     from pearl.runtime.ray.launcher import RayLauncher
 
     cfg = DQNConfig(total_steps=1536, learning_starts=256, train_freq=256, gradient_steps=8, n_envs=2, **SMALL)
-    job = Job(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=1, actors=2, threads=1)
+    job = Job.of(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=1, actors=2, threads=1)
     launcher = RayLauncher(job, replay_shards=1, role_nodes=RoleNodes(actors="a", replay="a", learner="b"))
     stats = launcher.run()
     assert stats.steps == cfg.total_steps and stats.updates == job.schedule().updates_through(
@@ -625,7 +625,7 @@ def test_a_learner_group_on_ray_learns_the_local_launchers_bits_with_a_learner_o
 
     cfg = DQNConfig(total_steps=1600, learning_starts=400, train_freq=64, gradient_steps=16, n_envs=2,
                     target_update_interval=64, prioritized=True, **SMALL)
-    job = Job(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=3, actors=1, policy_lag=1, threads=1,
+    job = Job.of(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=3, actors=1, policy_lag=1, threads=1,
               learners=2)
     local = LocalLauncher(job).run()
     launcher = RayLauncher(job, actor_placement=on_actors_node(), learner_placement=on_head(),
@@ -636,7 +636,7 @@ def test_a_learner_group_on_ray_learns_the_local_launchers_bits_with_a_learner_o
     assert launcher.member_nodes == [cluster.spare] and launcher.learner_node == cluster.head
     assert got.roles["learner 1"].startswith(f"node {cluster.spare[:8]}")
     assert got.roles["learner 0"].startswith(f"node {cluster.head[:8]}")
-    single = LocalLauncher(dataclasses.replace(job, learners=1)).run()  # one learner on the same batches
+    single = LocalLauncher(job.replace(learners=1)).run()  # one learner on the same batches
     for name in single.final_params:
         np.testing.assert_allclose(got.final_params[name], single.final_params[name], rtol=1e-3, atol=1e-5)
 
@@ -735,7 +735,7 @@ def test_a_node_lost_mid_run_takes_its_workers_and_shard_and_the_run_completes_o
             super()._publish(tag)
 
     job, checkpointer = recovery_job(4, tmp_path)
-    job = dataclasses.replace(job, actors=2)
+    job = job.replace(actors=2)
     launcher = LosesANode(job, checkpointer=checkpointer, replay_shards=2, actor_placement=near_doomed,
                           replay_placement=dataclasses.replace(near_doomed, num_cpus=0.1),
                           learner_placement=dataclasses.replace(on_head(), num_cpus=0.5))  # room for a shard
@@ -756,7 +756,7 @@ def test_a_learner_of_the_group_that_cannot_be_placed_is_named_before_any_role_s
     learner 0's, so learner 1 cannot be placed, and no role was started."""
     from pearl.runtime.ray.launcher import RayLauncher
 
-    job = Job(DQNConfig(total_steps=1000, **SMALL), env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=0,
+    job = Job.of(DQNConfig(total_steps=1000, **SMALL), env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=0,
               actors=1, threads=1, learners=2)
     launcher = RayLauncher(job, learner_placement=on_head())
     with pytest.raises(ConfigError, match="learner 1 cannot be placed: the cluster has 1 learner, the roles up to "
@@ -775,7 +775,7 @@ def test_a_plan_that_spreads_the_actors_puts_each_worker_on_its_node_and_learns_
 
     cfg = DQNConfig(total_steps=2048, learning_starts=256, train_freq=128, gradient_steps=16, n_envs=2,
                     target_update_interval=64, prioritized=True, **SMALL)
-    job = Job(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=11, actors=2, policy_lag=1, threads=1)
+    job = Job.of(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=11, actors=2, policy_lag=1, threads=1)
     a = SequentialLauncher(job).run()
     spread = RoleNodes(actors="a", replay="b", learner="b", workers=(("a", HOST_DEVICE), ("b", HOST_DEVICE)))
     launcher = RayLauncher(job, role_nodes=spread)
@@ -797,7 +797,7 @@ def test_a_sharded_replay_server_puts_each_shard_on_its_node_and_learns_as_unpin
 
     cfg = DQNConfig(total_steps=1536, learning_starts=256, train_freq=128, gradient_steps=16, n_envs=2,
                     target_update_interval=64, prioritized=True, **SMALL)
-    job = Job(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=5, actors=2, threads=1)
+    job = Job.of(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=5, actors=2, threads=1)
     free = RayLauncher(job, replay_shards=2).run()
     nodes = RoleNodes(actors="a", replay="a", learner="b", shards=("a", "b"))
     launcher = RayLauncher(job, replay_shards=2, role_nodes=nodes)

@@ -98,7 +98,7 @@ from pearl.runtime.ray.launcher import RayLauncher
 from pearl.runtime.ray.placement import ShardPlacement
 
 ray.init(address=sys.argv[1], log_to_driver=False, configure_logging=False)
-job = Job(DQNConfig(total_steps=512, learning_starts=256), env_spec("CartPole-v1"), Placement.single(HOST_DEVICE),
+job = Job.of(DQNConfig(total_steps=512, learning_starts=256), env_spec("CartPole-v1"), Placement.single(HOST_DEVICE),
           seed=0, actors=2, threads=1)
 launcher = RayLauncher(job, learner_placement=ShardPlacement(num_cpus=0.5),
                        actor_placement=ShardPlacement(num_cpus=0.75))
@@ -271,13 +271,13 @@ def test_role_placements_share_what_packs_on_the_issues_cluster() -> None:
     half a CPU each, which `refusal` passes; one actor and its learner a whole one each."""
     cfg = DQNConfig(total_steps=512)
     for actors, share in ((1, 1.0), (2, 0.5), (3, 0.5)):
-        job = Job(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=0, actors=actors, threads=1)
+        job = Job.of(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=0, actors=actors, threads=1)
         learner, _, _, workers = role_placements(job, GivenPlacements(), 0, ONE_CPU_EACH, HEAD)
         assert learner.num_cpus == share and {w.num_cpus for w in workers} == {share}
         assert learner.node_id == HEAD and learner.soft
         placed = [role_need("learner", learner), *(role_need(f"actor worker {i}", w) for i, w in enumerate(workers))]
         assert refusal(placed, ONE_CPU_EACH) is None
     # on a GPU (none in the cluster): a share of one GPU that the check then refuses
-    cuda = Job(cfg, env_spec("CartPole-v1"), Placement.single(DeviceId("cuda", 0)), seed=0, actors=2, threads=1)
+    cuda = Job.of(cfg, env_spec("CartPole-v1"), Placement.single(DeviceId("cuda", 0)), seed=0, actors=2, threads=1)
     learner, _, _, workers = role_placements(cuda, GivenPlacements(), 0, ONE_CPU_EACH, HEAD)
     assert learner.num_gpus == workers[0].num_gpus == pytest.approx(1 / 3) and learner.num_cpus == 0.5

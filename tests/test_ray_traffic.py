@@ -50,7 +50,7 @@ def test_a_ray_runs_counted_traffic_is_the_ray_statement(ray_instance, case) -> 
     from pearl.runtime.ray.launcher import RayLauncher
 
     cfg, env = CASES[case]
-    job = Job(cfg, env_spec(env), Placement.single(HOST_DEVICE), seed=3, actors=2, policy_lag=1, threads=1)
+    job = Job.of(cfg, env_spec(env), Placement.single(HOST_DEVICE), seed=3, actors=2, policy_lag=1, threads=1)
     launcher = RayLauncher(job)
     stats = launcher.run()
     got = counted(stats)

@@ -401,7 +401,7 @@ def test_a_learner_on_the_replay_server_reads_uniform_shards_once_a_segment_and_
 
     spec = env_spec("CartPole-v1")
     cfg = DQNConfig(batch_size=16, buffer_size=600, hidden=(16, 16), learning_starts=0, prioritized=prioritized)
-    job = Job(cfg, spec, Placement.single(HOST_DEVICE), seed=3, threads=1)
+    job = Job.of(cfg, spec, Placement.single(HOST_DEVICE), seed=3, threads=1)
     rng = np.random.default_rng(0)
     batch = TransitionBatch(rng.normal(size=(200, 4)).astype(np.float32), rng.integers(0, 2, 200),
                             rng.normal(size=200).astype(np.float32), rng.normal(size=(200, 4)).astype(np.float32),

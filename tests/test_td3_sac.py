@@ -268,7 +268,7 @@ def test_td3s_delayed_actor_is_half_an_update_of_work() -> None:
 def test_sequential_and_local_launchers_give_bit_identical_parameters(config_class, monkeypatch) -> None:
     cfg = config_class(total_steps=1000, learning_starts=200, n_envs=2, buffer_size=5_000, hidden=(16, 16),
                        batch_size=16, learning_rate=1e-3)
-    job = Job(cfg, env_spec("Pendulum-v1"), Placement.single(HOST_DEVICE), seed=3, actors=2, policy_lag=1, threads=1)
+    job = Job.of(cfg, env_spec("Pendulum-v1"), Placement.single(HOST_DEVICE), seed=3, actors=2, policy_lag=1, threads=1)
     a, b = SequentialLauncher(job).run(), LocalLauncher(job).run()
     assert a.updates == b.updates == 800
     assert_same_params(a.final_params, b.final_params)
@@ -280,7 +280,7 @@ def test_td3_on_opencl_gives_the_same_bits_on_the_sequential_and_local_launchers
     by (seed, update), so the learner's process gives what the sequential loop does."""
     cfg = TD3Config(total_steps=600, learning_starts=200, n_envs=2, buffer_size=2_000, hidden=(16, 16),
                     batch_size=16, policy_delay=3)
-    job = Job(cfg, env_spec("Pendulum-v1"), Placement.single(DeviceId.parse(first_opencl_device())), seed=5, actors=1,
+    job = Job.of(cfg, env_spec("Pendulum-v1"), Placement.single(DeviceId.parse(first_opencl_device())), seed=5, actors=1,
               policy_lag=1, threads=1)
     a, b = SequentialLauncher(job).run(), LocalLauncher(job).run()
     assert a.updates == b.updates == 400

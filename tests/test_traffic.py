@@ -25,7 +25,7 @@ def test_a_runs_counted_traffic_is_its_launchers_statement(launcher_class, case)
     """Messages, bytes, publishes and loads on every edge, counted where the launcher sends them, equal its
     statement summed over the run's segments (a short last one, segments before learning starts included)."""
     cfg, env = CASES[case]
-    job = Job(cfg, env_spec(env), Placement.single(HOST_DEVICE), seed=3, actors=2, policy_lag=1, threads=1)
+    job = Job.of(cfg, env_spec(env), Placement.single(HOST_DEVICE), seed=3, actors=2, policy_lag=1, threads=1)
     launcher = launcher_class(job)
     stats = launcher.run()
     got, want = counted(stats), stated(launcher)
@@ -37,7 +37,7 @@ def test_a_runs_counted_traffic_is_its_launchers_statement(launcher_class, case)
 
 def test_collection_only_states_no_samples_and_counts_none() -> None:
     cfg, env = CASES["dqn-uniform"]
-    job = Job(cfg, env_spec(env), Placement.single(HOST_DEVICE), seed=3, actors=2, learn=False, threads=1)
+    job = Job.of(cfg, env_spec(env), Placement.single(HOST_DEVICE), seed=3, actors=2, learn=False, threads=1)
     launcher = SequentialLauncher(job)
     got = counted(launcher.run())
     assert got == stated(launcher) and traffic.SAMPLES not in got

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from pearl.backends import id_forms
 from pearl.errors import ConfigError, DeviceError
 
 @dataclass
@@ -189,8 +190,6 @@ def config_from_dict(cls: type[OffPolicyConfig], data: dict[str, Any]) -> OffPol
 
 
 ACTION_KINDS = ("discrete", "continuous")  # pearl.types.EnvSpec.action_kind
-#: the device ids each backend runs on, as messages name them
-BACKEND_DEVICES = {"torch": "--device cpu or cuda:N", "opencl": "--device opencl:P:D"}
 
 
 @dataclass(frozen=True)
@@ -358,7 +357,7 @@ class Algorithm:
         """DeviceError when the entry names no kernels for backend, saying which backends it has."""
         if backend not in self.kernels:
             have = ", ".join(self.backends()) or "none"
-            devices = " or ".join(BACKEND_DEVICES.get(b, b) for b in self.backends())
+            devices = " or ".join(f"--device {id_forms(b)}" for b in self.backends())
             raise DeviceError(f"{self.title} has no {backend} kernels (its registry entry names kernels for: "
                               f"{have}); run it on a device of those backends ({devices})")
 

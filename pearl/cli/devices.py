@@ -56,7 +56,7 @@ def build_binary(device: str, descriptor: str, out: str) -> None:
     """Compile the OpenCL kernels into a binary for a device.
 
     Compiles pearl's OpenCL program for a device and writes the binary plus a descriptor naming it."""
-    from pearl.adapters.registry import require_opencl
+    from pearl.adapters.opencl.discovery import require_opencl
 
     require_opencl(device)
     from pearl.adapters.opencl.binary import build_binary as build

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pearl.descriptors import load_descriptor, resolve_descriptor
+from pearl.device import HOST_DEVICE, HOST_RESOURCE, DeviceId
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError
 from pearl.planner.build import build_problem
@@ -30,7 +31,6 @@ from pearl.costmodel import CostModel
 
 DEFAULT_LANES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 KNEE = 0.05  # within 5 % of the best throughput
-HOST_RESOURCE = "host-cpu"
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class RatioSweep:
 def with_lanes(profile: Profile, lanes: int) -> Profile:
     """A copy of the profile whose host CPU resource has `lanes` lanes and power scaled to them."""
     out = copy.deepcopy(profile)
-    on_host = {d.id for d in out.devices if d.id == "cpu" or d.shares == HOST_RESOURCE}
+    on_host = {d.id for d in out.devices if DeviceId.parse(d.id) == HOST_DEVICE or d.shares == HOST_RESOURCE}
     before = max(d.lanes for d in out.devices if d.id in on_host)
     out.devices = [replace(d, lanes=lanes) if d.id in on_host else d for d in out.devices]
     k = lanes / before

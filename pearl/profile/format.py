@@ -356,6 +356,15 @@ def _process_env(v: "_Validator", d: dict, prefix: str) -> tuple[tuple[str, str]
     return tuple(sorted(value.items()))
 
 
+def _device_entry(v: _Validator, d: dict, p: str) -> DeviceEntry:
+    return DeviceEntry(
+        id=v.text(d, "id", p), kind=_kind(v, d, p), adapter=v.text(d, "adapter", p), name=v.text(d, "name", p),
+        lanes=v.integer(d, "lanes", p, 1, MAX_LANES), memory_bytes=v.integer(d, "memory_bytes", p, 0),
+        source=v.source(d, p), shares=v.optional_text(d, "shares", p), descriptor=v.optional_text(d, "descriptor", p),
+        descriptor_matched=bool(d.get("descriptor_matched", False)), share=_share(v, d, p),
+        instances=v.integer(d, "instances", p, 1, 100) if "instances" in d else 1, process_env=_process_env(v, d, p))
+
+
 def parse_profile(data: Any, where: str) -> Profile:
     v = _Validator(where)
     if not isinstance(data, dict):
@@ -373,13 +382,7 @@ def parse_profile(data: Any, where: str) -> Profile:
     if not isinstance(host, dict):
         v.fail("host", "an object")
     profile = Profile(v.text(data, "pearl_version"), v.text(data, "created"), mode, host)
-    profile.devices = [DeviceEntry(v.text(d, "id", p), _kind(v, d, p), v.text(d, "adapter", p),
-                                   v.text(d, "name", p), v.integer(d, "lanes", p, 1, MAX_LANES),
-                                   v.integer(d, "memory_bytes", p, 0), v.source(d, p), v.optional_text(d, "shares", p),
-                                   v.optional_text(d, "descriptor", p), bool(d.get("descriptor_matched", False)),
-                                   _share(v, d, p), v.integer(d, "instances", p, 1, 100) if "instances" in d else 1,
-                                   _process_env(v, d, p))
-                       for p, d in v.items(data, "devices")]
+    profile.devices = [_device_entry(v, d, p) for p, d in v.items(data, "devices")]
     profile.workloads = [Workload(v.text(w, "key", p), v.text(w, "algo", p), v.text(w, "env", p),
                                   v.integer(w, "obs_dim", p, 1), v.integer(w, "action_dim", p, 1),
                                   tuple(v.int_list(w, "hidden", p)), v.integer(w, "batch_size", p, 1),

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from pearl.descriptors import DeviceDescriptor
+from pearl.device import DeviceId
 
 
 @dataclass(frozen=True)
@@ -118,3 +119,22 @@ def _mean_while(read: Callable[[], float], work: Callable[[], None], seconds: fl
         stop.set()
         thread.join()
     return sum(samples) / max(1, len(samples))
+
+
+def read(reader: str, device: DeviceId, busy: Callable[[], None], seconds: float) -> PowerReading | None:
+    """A device's power by the reader its kind names (`Backend.power`): one of READERS, or "module:function"
+    (device, busy, seconds) of a plugin's; None when there is no reader or it cannot read here."""
+    if not reader:
+        return None
+    if reader in READERS:
+        return READERS[reader](device, busy, seconds)
+    from pearl.backends import resolve
+
+    return resolve(reader)(device, busy, seconds)
+
+
+#: the readers a device kind can name: NVML reads an NVIDIA board by its index, RAPL the host's package
+READERS: dict[str, Callable[[DeviceId, Callable[[], None], float], PowerReading | None]] = {
+    "nvml": lambda device, busy, seconds: nvml(device.index[0], busy, seconds),
+    "rapl": lambda device, busy, seconds: rapl(busy, seconds) if rapl_domains() else None,
+}

@@ -357,7 +357,7 @@ def count_measurements(options: ProfileOptions, probes: RuntimeProbes = NO_PROBE
     looped = probes.segment_loop is not None
     timed = sum(1 + (actor if on else 0) + per_device(c) * len(on) + int(looped and any(d.id == HOST for d in on))
                 for c, on in zip(configs, able))  # env_step, actor step, devices, the segment loop
-    group = int(any(d.id == HOST and d.adapter == "torch" for d in chosen))  # the learner group's all-gather
+    group = int(any(d.id == HOST and d.device_id.backend.collective for d in chosen))  # the group's all-gather
     return timed + devices + group + slices + len(options.what_if)
 
 
@@ -548,12 +548,9 @@ def _power(targets: list[_Target], profile: Profile, grid: Grid) -> list[Power]:
 
 
 def _read_power(target: _Target, grid: Grid) -> power.PowerReading | None:
-    measured = None
     device = target.info.device_id
-    if device.family == "cuda":  # NVML reads NVIDIA boards
-        measured = power.nvml(device.index[0], _busy_loop(target), grid.power_seconds)
-    elif device.is_host and power.rapl_domains():
-        measured = power.rapl(_busy_loop(target), grid.power_seconds)
+    reader = device.backend.power if device.slice is None else ""  # a slice's draw is its whole GPU's
+    measured = power.read(reader, device, _busy_loop(target), grid.power_seconds) if reader else None
     if measured is not None:
         return measured
     if target.descriptor is None:

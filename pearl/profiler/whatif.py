@@ -12,16 +12,25 @@ by the roofline at the slice's share of the SMs and of the memory bandwidth, lau
 from __future__ import annotations
 
 from pearl.algos import algorithm
+from pearl.backends import for_what_if
 from pearl.descriptors import DeviceDescriptor
 from pearl.device import DeviceKind
+from pearl.errors import ConfigError
 from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
 from pearl.profile.format import DeviceEntry, KernelTiming, Power, Profile, Transfer, WeightSyncTiming
 from pearl.roofline import kernel_work, roofline_time
 
-#: the adapter that would run each kind of absent device
-ADAPTER = {DeviceKind.GPU: "torch", DeviceKind.FPGA: "opencl", DeviceKind.CPU: "torch"}
 #: the MPS shares (percent of the SMs) a what-if GPU offers beside its MIG profiles
 MPS_SHARES = (10, 25, 50)
+
+
+def what_if_adapter(kind: DeviceKind) -> str:
+    """The kernel backend an absent device of `kind` would run: that of the kind registered to cost it
+    (`Backend.what_if_kinds`); ConfigError when no registered kind costs it."""
+    backend = for_what_if(kind)
+    if backend is None:
+        raise ConfigError(f"no registered device kind costs a what-if {kind} device")
+    return backend.adapter
 
 
 def what_if_id(descriptor: DeviceDescriptor) -> str:
@@ -36,7 +45,7 @@ def add_what_if(profile: Profile, descriptor: DeviceDescriptor, grid: object = N
         raise ValueError(f"{device_id} is already in the profile")
     kind = DeviceKind(descriptor.kind)
     name = f"{descriptor.vendor} {descriptor.model}"
-    _add(profile, descriptor, DeviceEntry(device_id, kind, ADAPTER[kind], name, 1,
+    _add(profile, descriptor, DeviceEntry(device_id, kind, what_if_adapter(kind), name, 1,
                                           int(descriptor.figures["memory_bytes"]), "modelled", None,
                                           descriptor.source.name, True), descriptor.figures)
     for entry, figures in slices(descriptor):
@@ -60,13 +69,13 @@ def slices(descriptor: DeviceDescriptor) -> list[tuple[DeviceEntry, dict[str, fl
         share, memory = m.sms / descriptor.gpu_sms, m.memory_eighths / 8
         if share == 1 and memory == 1:
             continue  # the H100's 7g.80gb: all of the GPU, which the whole device already is
-        entry = DeviceEntry(f"{base}/mig:{m.name}", DeviceKind.GPU, "torch", f"{name} MIG {m.name}", 1,
+        entry = DeviceEntry(f"{base}/mig:{m.name}", DeviceKind.GPU, what_if_adapter(DeviceKind.GPU), f"{name} MIG {m.name}", 1,
                             int(figures["memory_bytes"] * memory), "modelled", base, descriptor.source.name, True,
                             share, m.instances)
         out.append((entry, _scaled(figures, share, memory)))
     for p in MPS_SHARES:
         share = p / 100
-        entry = DeviceEntry(f"{base}/mps:{p}", DeviceKind.GPU, "torch", f"{name} MPS {p} %", 1,
+        entry = DeviceEntry(f"{base}/mps:{p}", DeviceKind.GPU, what_if_adapter(DeviceKind.GPU), f"{name} MPS {p} %", 1,
                             int(figures["memory_bytes"]), "modelled", base, descriptor.source.name, True,
                             share, 100 // p)
         out.append((entry, _scaled(figures, share, share)))

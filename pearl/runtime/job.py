@@ -6,12 +6,15 @@ Plain values: the training layer builds them, every launcher reads them.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from pearl.algos.base import OffPolicyConfig
 from pearl.device import HOST, DeviceId
+from pearl.run_options import RunOptions
 from pearl.runtime.checkpoint import Checkpoint, learning_resumes_at
-from pearl.schedule import DEFAULT_LAG, Schedule
+from pearl.schedule import Schedule
 from pearl.types import EnvSpec
 
 
@@ -77,28 +80,76 @@ class RoleNodes:
 
 @dataclass(frozen=True)
 class Job:
-    """What a launcher runs: one algorithm's roles on their devices, and the schedule they follow."""
+    """What a launcher runs: one algorithm's roles on their devices, and the schedule they follow. The run's
+    options travel as they were given (`RunOptions`, declared once in pearl/run_options.py); `actors` and
+    `eval_every` are what the run resolved them to (a plan's actors, pearl's own evaluation interval)."""
 
     config: OffPolicyConfig
     spec: EnvSpec
     placement: Placement
-    seed: int
+    options: RunOptions = field(default_factory=RunOptions)
     actors: int = 1
-    threads: int | None = None  # CPU threads one kernel may use
-    descriptor: str | None = None  # the kernel binary an OpenCL device loads
-    learn: bool = True  # False: collect only (no updates)
-    policy_lag: int = DEFAULT_LAG
-    segment_steps: int | None = None  # None: the schedule's own choice
     eval_every: int = 0  # env steps between in-training evaluations (0: none)
-    eval_episodes: int = 10  # episodes of each in-training evaluation
-    learners: int = 1  # learners training together, each on its rows of every batch (`pearl.runtime.learner_group`)
+
+    @classmethod
+    def of(cls, config: OffPolicyConfig, spec: EnvSpec, placement: Placement, actors: int = 1, eval_every: int = 0,
+           **options: Any) -> Job:
+        """A job whose run options are given by flat name (`RunOptions.of`: seed=3, threads=1, learn=False)."""
+        return cls(config, spec, placement, RunOptions.of(**options), actors, eval_every)
+
+    def replace(self, **changes: Any) -> Job:
+        """A copy with fields (config, actors, eval_every, ...) or run options by flat name changed."""
+        own = {k: v for k, v in changes.items() if k in _JOB_FIELDS}
+        options = self.options.replace(**{k: v for k, v in changes.items() if k not in _JOB_FIELDS})
+        return dataclasses.replace(self, options=options, **own)
+
+    @property
+    def seed(self) -> int:
+        return self.options.algorithm.seed
+
+    @property
+    def threads(self) -> int | None:
+        """CPU threads one kernel may use (None: the backend's own)."""
+        return self.options.placement.threads
+
+    @property
+    def descriptor(self) -> str | None:
+        """The descriptor whose precompiled kernel binary a device of a kind that loads binaries uses."""
+        return self.options.placement.descriptor
+
+    @property
+    def learn(self) -> bool:
+        """False: collect only (no updates)."""
+        return self.options.launcher.learn
+
+    @property
+    def policy_lag(self) -> int:
+        return self.options.launcher.policy_lag
+
+    @property
+    def segment_steps(self) -> int | None:
+        """Env steps a segment (None: the schedule's own choice)."""
+        return self.options.launcher.segment_steps
+
+    @property
+    def eval_every_episodes(self) -> int:
+        """Episodes of each in-training evaluation."""
+        return self.options.evaluation.eval_every_episodes
+
+    @property
+    def learners(self) -> int:
+        """Learners training together, each on its rows of every batch (`pearl.runtime.learner_group`)."""
+        return self.options.placement.learners or 1
 
     def schedule(self, resume: Checkpoint | None = None) -> Schedule:
         return Schedule.for_config(self.config, self.actors, self.policy_lag, self.segment_steps,
                                    learning_resumes_at(self.config.learning_starts, resume))
 
     def descriptor_for(self, device: DeviceId) -> str | None:
-        return self.descriptor if device.is_opencl else None
+        return self.descriptor if device.backend.binaries else None
+
+
+_JOB_FIELDS = frozenset(f.name for f in dataclasses.fields(Job))
 
 
 @dataclass(frozen=True)

@@ -327,7 +327,7 @@ class SegmentLauncher(ABC):
         """An in-training evaluation is due (the rule of `BestPolicy.due`, kept here so that a remote role is
         asked only when one is)."""
         job = self.job
-        return job.learn and job.eval_every > 0 and job.eval_episodes > 0 and self.updates > 0 \
+        return job.learn and job.eval_every > 0 and job.eval_every_episodes > 0 and self.updates > 0 \
             and self.steps >= self.next_eval
 
     def _evaluate(self) -> None:

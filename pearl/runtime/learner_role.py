@@ -61,9 +61,9 @@ class LearnerRole:
         if resume is not None:
             self.restore(resume)
         self.best = (BestPolicy(learn_adapter.make_act(job.config, job.spec, self.learner.kernel.policy_params(),
-                                                       seeds.learner), job.spec, job.eval_every, job.eval_episodes,
+                                                       seeds.learner), job.spec, job.eval_every, job.eval_every_episodes,
                                 job.seed)
-                     if job.learn and job.eval_every > 0 and job.eval_episodes > 0 else None)
+                     if job.learn and job.eval_every > 0 and job.eval_every_episodes > 0 else None)
 
     def restore(self, resume: Checkpoint) -> None:
         """Load a checkpoint into the freshly built learn kernel and replay."""

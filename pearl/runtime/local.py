@@ -339,7 +339,7 @@ def segment_overhead(config: OffPolicyConfig, spec: EnvSpec, seconds: float) -> 
     its replay inserts and weight publishes) ÷ its segments. What is left is taking the shares out of the rings,
     waking the actors and the segment loop's own bookkeeping, which no kernel timing holds."""
     config = dataclasses.replace(config, n_envs=1, total_steps=SEGMENT_PROBE_STEPS)
-    job = Job(config, spec, Placement.single(HOST_DEVICE), seed=0, actors=1, threads=1, learn=False)
+    job = Job.of(config, spec, Placement.single(HOST_DEVICE), seed=0, actors=1, threads=1, learn=False)
     launcher = LocalLauncher(job)
     stats = launcher.run(max_seconds=seconds)
     kernels = sum(clock.seconds.get(k, 0.0) for clock in launcher.role.clocks() for k in ("replay_insert",

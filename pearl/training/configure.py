@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pearl._version import __version__
+from pearl.backends import kinds_with
 from pearl.algos import OffPolicyConfig, algo_config_class, has_preset, preset
 from pearl.device import HOST, HOST_DEVICE, DeviceId
 from pearl.envs import check_algo_fits, env_spec
@@ -64,10 +65,7 @@ class RunSetup:
 
     @property
     def job(self) -> Job:
-        o, place, launch = self.options, self.options.placement, self.options.launcher
-        return Job(self.config, self.spec, self.placement, o.algorithm.seed, self.actors, place.threads,
-                   place.descriptor, launch.learn, launch.policy_lag, launch.segment_steps, self.eval_every,
-                   o.evaluation.eval_every_episodes, place.learners)
+        return Job(self.config, self.spec, self.placement, self.options, self.actors, self.eval_every)
 
     def config_record(self) -> dict:
         """config.json: the options as `record_values` writes them (with what the run resolved: the algorithm and
@@ -134,9 +132,10 @@ def _check_learners(learners: int, given: bool, launcher: str, config: OffPolicy
     if learners > config.batch_size:
         raise ConfigError(f"--learners {learners}: each learner takes rows of every batch, and a batch has "
                           f"{config.batch_size}; use at most {config.batch_size} learners or a larger batch_size")
-    if placement.learn.is_opencl:
+    if not placement.learn.backend.collective:
         raise DeviceError(f"--learners {learners}: learn on {placement.learn} cannot be shared by a learner group "
-                          "(its gradients average through torch.distributed); learn on cpu or cuda:N")
+                          f"(its kind has no collective to average gradients through); learn on "
+                          f"{kinds_with('collective')}")
 
 
 def _hyperparameters(o: RunOptions, algo: str, env_id: str) -> OffPolicyConfig:
@@ -202,9 +201,9 @@ def setup_run(o: RunOptions) -> RunSetup:
     learners = place.learners if place.learners is not None else loaded.learners if loaded is not None else 1
     _check_learners(learners, place.learners is not None, launch.name, config, placement)
     o = o.replace(learners=learners)
-    if place.descriptor is not None and not any(d.is_opencl for d in placement.devices()):
-        raise DeviceError(f"--descriptor names a kernel binary for an OpenCL device; {device} loads none "
-                          "(drop --descriptor, or train on an opencl:P:D device)")
+    if place.descriptor is not None and not any(d.backend.binaries for d in placement.devices()):
+        raise DeviceError(f"--descriptor names a precompiled kernel binary; {device} loads none "
+                          f"(drop --descriptor, or train on a {kinds_with('binaries')} device)")
     eval_every = o.evaluation.eval_every
     if eval_every is None:
         eval_every = max(1, config.total_steps // EVALUATIONS_PER_RUN)

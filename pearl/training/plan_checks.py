@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pearl.algos import OffPolicyConfig, algorithm
+from pearl.backends import kinds_with
 from pearl.device import HOST_DEVICE, DeviceId, check_slice_use
 from pearl.errors import ConfigError, DeviceError, PlanError
 from pearl.kernels import GROUP_COMM
@@ -73,8 +74,8 @@ def _check_emulation(path: str, plan: "Plan", emulate: dict[DeviceId, DeviceId])
         if not absent.is_what_if:
             raise ConfigError(f"--emulate stands in for a device this machine lacks (a whatif: device of the plan); "
                               f"{absent} is one of this machine's own")
-        if not emulator.is_opencl:
-            raise ConfigError(f"--emulate runs {absent}'s kernels on an OpenCL device (opencl:P:D, see `pearl "
+        if not emulator.backend.emulates:
+            raise ConfigError(f"--emulate runs {absent}'s kernels on a {kinds_with('emulates')} device (see `pearl "
                               f"devices`); {emulator} is not one")
 
 
@@ -137,7 +138,7 @@ def check_planned_workload(path: str, plan: "Plan", config: OffPolicyConfig, spe
 def check_slices(placement: Placement, actors: int, launcher: str) -> None:
     """DeviceError when the placement's GPU slices cannot be held at once (pearl.device.check_slice_use), or
     name a slice this machine lacks (a MIG instance, an MPS share without a daemon): before any process starts."""
-    devices = [d for d in placement.devices() if d.is_cuda and d.slice is not None]
+    devices = [d for d in placement.devices() if d.slice is not None]
     if not devices:
         return
     # a launcher that runs the roles in turn runs act in the learner's process too
@@ -155,7 +156,7 @@ def role_slices(placement: Placement, actors: int) -> dict[str, dict]:
 
     out = {}
     for role, device, processes in (("actors", placement.act, actors), ("learner", placement.learn, 1)):
-        if device.is_cuda and device.slice is not None:
+        if device.slice is not None:
             out[role] = {"device": str(device), "processes": processes, "env": slice_env(device)}
     return out
 
@@ -165,8 +166,8 @@ def check_backends(algo: str, placement: Placement) -> None:
     no kernels for (SAC on an OpenCL device)."""
     entry = algorithm(algo)
     for device in (placement.act, placement.learn):
-        if device.backend is not None:
-            entry.check_backend(device.backend)
+        if not device.is_what_if:
+            entry.check_backend(device.backend.adapter)
 
 
 def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult,

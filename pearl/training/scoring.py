@@ -64,4 +64,4 @@ def _eval_adapter(runner: SegmentLauncher, setup: RunSetup):
         return runner.adapters[act]
     from pearl.adapters import open_adapter
     place = setup.options.placement
-    return open_adapter(act, place.threads, place.descriptor if act.is_opencl else None)
+    return open_adapter(act, place.threads, place.descriptor if act.backend.binaries else None)

@@ -97,7 +97,7 @@ def find_device(device: DeviceId | str) -> cl.Device:
     """The device behind opencl:P:D (a DeviceId, or its text from the Python API or `pearl build-binary`), or a
     DeviceError naming what exists."""
     parsed = DeviceId.of(device)
-    if not parsed.is_opencl:
+    if parsed.family != "opencl":
         raise DeviceError(f"OpenCL device ids look like opencl:<platform>:<device>, not {str(parsed)!r}")
     device_id, (p, d) = str(parsed), parsed.index
     try:

@@ -87,7 +87,7 @@ def _check_device(parsed: DeviceId) -> str:
     """torch's name of the device (`cuda` is read as `cuda:0`); refuse ids torch cannot run here, saying why."""
     if parsed.is_host:
         return "cpu"
-    if not parsed.is_cuda:
+    if parsed.family != "cuda":
         raise DeviceError(f"the torch adapter runs on cpu or cuda:N, not {str(parsed)!r}")
     device_id, index = str(parsed.whole), parsed.index[0]
     if parsed.slice is not None:
@@ -148,10 +148,15 @@ def torch_problem(device: str) -> str:
     return ""
 
 
-def discover() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
-    """The torch devices of this machine, and (backend, reason) for those that are missing."""
-    devices = [DeviceInfo(HOST, DeviceKind.CPU, "torch", cpu_name(), cpu_lanes(), host_memory_bytes(),
-                          note=f"torch {torch.__version__}")]
+def discover_cpu() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
+    """The host's cores as torch's `cpu` device."""
+    return [DeviceInfo(HOST, DeviceKind.CPU, "torch", cpu_name(), cpu_lanes(), host_memory_bytes(),
+                       note=f"torch {torch.__version__}")], []
+
+
+def discover_cuda() -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
+    """This machine's CUDA GPUs and their slices, each probed, and (part, reason) for those that are missing."""
+    devices: list[DeviceInfo] = []
     reason = cuda_unavailable_reason()
     if reason:
         return devices, [("cuda", reason), ("slices", "MIG instances and MPS shares are slices of a CUDA GPU, "

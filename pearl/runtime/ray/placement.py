@@ -166,7 +166,7 @@ def role_placements(job: Job, given: GivenPlacements, replay_shards: int, nodes:
     the same way); the learner near the driver (node `here`) where that node can take it, the other learners
     where Ray puts them."""
     learners, placement = job.learners, job.placement
-    learn_gpu, act_gpu = placement.learn.is_cuda, placement.act.is_cuda
+    learn_gpu, act_gpu = placement.learn.backend.gpu, placement.act.backend.gpu
     shared = 1.0 / (job.actors + learners) if learn_gpu and act_gpu else None  # one GPU for all of them
     gpus = [float(n.resources.get("GPU", 0.0)) for n in nodes]
     act_gpus = 0.0 if not act_gpu else shared or _gpu_share(gpus, job.actors)
@@ -221,8 +221,8 @@ def plan_placements(job: Job, given: GivenPlacements, replay_shards: int, nodes:
         return min(1.0, cpus_of.get(ids[name], 0.0) / max(on_node[name], 1))
 
     def gpus(where: tuple[str, DeviceId]) -> float:  # an equal part of the GPU for every role on it
-        sharing = acts.count(where) + sum(learn.is_cuda and where == (home, learn) for home in homes)
-        return 1.0 / sharing if where[1].is_cuda else 0.0
+        sharing = acts.count(where) + sum(learn.backend.gpu and where == (home, learn) for home in homes)
+        return 1.0 / sharing if where[1].backend.gpu else 0.0
 
     workers = [given.actor or ShardPlacement(num_cpus=cpus(node), node_id=ids[node], num_gpus=gpus((node, act)))
                for node, act in acts]

@@ -1,0 +1,15 @@
+"""The opencl device kind, as the backend registry (`pearl.backends`) knows it. Imports no pyopencl: the
+functions named here are imported when a device of the kind is found or opened."""
+
+from __future__ import annotations
+
+from pearl.backends import Backend
+from pearl.device import DeviceKind
+
+#: an OpenCL device (a CPU, a GPU, an FPGA board running precompiled binaries); no learner group, no power reader
+OPENCL = Backend(family="opencl", adapter="opencl", id_form="opencl:P:D", index_parts=2,
+                 requires="`pip install pyopencl pocl-binary-distribution`",
+                 discover="pearl.adapters.opencl.discovery:discover_opencl",
+                 skipped="pearl.adapters.opencl.discovery:skipped_drivers",
+                 open="pearl.adapters.opencl.discovery:open_opencl",
+                 what_if_kinds=(DeviceKind.FPGA,), binaries=True, emulates=True)

@@ -1,0 +1,18 @@
+"""The cpu and cuda device kinds, as the backend registry (`pearl.backends`) knows them. Imports no torch: the
+functions named here are imported when a device of the kind is found or opened."""
+
+from __future__ import annotations
+
+from pearl.backends import Backend
+from pearl.device import DeviceKind
+
+#: the host's cores; RAPL reads its power where the kernel exposes it
+CPU = Backend(family="cpu", adapter="torch", id_form="cpu", requires="`pip install torch`",
+              discover="pearl.adapters.torch.adapter:discover_cpu", open="pearl.adapters.torch.open:open_torch",
+              collective="gloo", power="rapl", what_if_kinds=(DeviceKind.CPU,))
+
+#: an NVIDIA GPU (``cuda`` alone is ``cuda:0``) and its MIG instances and MPS shares; NVML reads its power
+CUDA = Backend(family="cuda", adapter="torch", id_form="cuda:N", index_parts=1, default_index=(0,), slices=True,
+               requires="`pip install torch` (a CUDA build)", discover="pearl.adapters.torch.adapter:discover_cuda",
+               open="pearl.adapters.torch.open:open_torch", gpu=True, collective="gloo", power="nvml",
+               what_if_kinds=(DeviceKind.GPU,))
