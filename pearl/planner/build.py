@@ -40,10 +40,10 @@ with the local launcher's statement (HOST_LAUNCHER), a cluster's with the Ray la
     cluster edges the Ray launcher's transitions, inserts, weights, and its replay server's reads and TD errors,
                   crossing nodes at the link's per-message cost and bandwidth (`cluster_problem.crossings`)
 Observations, actions and transitions cross no edge on one host: act and replay_insert take and give host
-arrays, so the profile's timings of them hold those copies. This is the one description of the traffic's
-accounting; problem.py and ilp.py refer to it.
+arrays, so the profile's timings of them hold those copies.
 Memory: replay storage on the replay device; parameters (+ target, + Adam's two moments) on the learner's;
-the policy's parameters on act's. This module imports no torch and no pyopencl.
+the policy's parameters on act's. This module imports no torch and no pyopencl. What the program does with
+these numbers is stated in pearl/planner/ilp.py's docstring.
 """
 
 from __future__ import annotations

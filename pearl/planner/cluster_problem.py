@@ -1,5 +1,5 @@
 """The planning problem over every node of a cluster (`build_cluster_problem`): each node's own problem
-(pearl/planner/build.py, whose docstring is the one description of the accounting) with its ids qualified
+(pearl/planner/build.py prices it; the program over it is pearl/planner/ilp.py's) with its ids qualified
 NODE/DEVICE, joined by the edges that cross nodes: what the Ray launcher's traffic statement sends on them
 (`crossings`), priced at each link's per-message cost and bandwidth, plus the devices' legs to and from their
 hosts; the replay server sharded over nodes, and a learner group with one learner on every node. This module
