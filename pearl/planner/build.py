@@ -316,9 +316,9 @@ def _group_update(inputs: _Inputs, d: str, learners: int, threads: int) -> tuple
     where it has one; else its timing of two learners, with the learn of a smaller part and the further
     communication (`_group_seconds`) for more; else one learner's learn on its part plus the communication. The
     wait: the timing's own (with the further communication for more), else the update less learner 0's part, the
-    learn of its B/N rows. The latency and bandwidth figures alone leave out the waits for the other learners: on
-    the 2-core EPYC VM (docs/MEASUREMENTS.md, "A learner group across two nodes") they gave DQN CartPole's group
-    of two 1.3 ms an update where learner 0 of a run waited 2.8 ms."""
+    learn of its B/N rows. The latency and bandwidth figures alone leave out the waits for the other learners, so
+    they predict well under what learner 0 of a run waits (measured: see docs/MEASUREMENTS.md, "A learner group
+    across two nodes")."""
     model, key, batch = inputs.model, inputs.key, inputs.config.batch_size
 
     def part(n: int) -> float:
