@@ -23,8 +23,8 @@ from pearl.schedule import DEFAULT_LAG
 
 # The learner's threads when neither --threads nor a plan nor a profile of this machine says otherwise: a plan
 # whose profile times learn at 1 thread only prices T threads as 1 and keeps 1 (ties keep fewer threads). One
-# thread suits the presets' small MLPs when nothing is known (DQN CartPole on a 2-core EPYC: about 1,190 env
-# steps/s with 1 thread against 850 with 2, same results).
+# thread suits the presets' small MLPs when nothing is known: their layers are too small to pay for a second
+# thread's barrier, which an actor process beside the learner also displaces.
 DEFAULT_THREADS = 1
 DEFAULT_LAUNCHER = "local"  # a run that names no launcher and has no plan may run sequential (LauncherOptions.name)
 MAX_THREADS = 4096  # a typo must not ask torch for millions of threads

@@ -23,8 +23,8 @@
 - `transfer_time(src, dst, nbytes, arrays=1)`: 0 on the same device; otherwise every end that is not
   `cpu` adds its leg, the source's d2h and the destination's h2d, each `arrays × latency + nbytes / bandwidth`, so
   device → device goes through the host. A device on the host's own memory (PoCL's CPU device) pays its legs
-  too: its buffers are read and written through its runtime (the 2-core EPYC's reference profile: PoCL d2h
-  latency 53 µs, h2d 98 µs), which is what a batch moved from PoCL replay to a `cpu` learner costs.
+  too: its buffers are read and written through its runtime (the reference profile times both legs), which is
+  what a batch moved from PoCL replay to a `cpu` learner costs.
 - `in_situ_factor(d, w)` and `first_iteration_factor(d, w)`: the learner's iteration as the runtime runs it ÷ its
   kernels timed one at a time, and a segment's first iteration (after the learner waited) ÷ that iteration.
 - `segment_loop_time(d, w)`: seconds of the learner's loop a segment beyond its kernels, the host's figure

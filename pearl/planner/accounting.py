@@ -1,5 +1,5 @@
-"""The accounting of a placement, written once: each bound on the period P is a row of terms, each term
-seconds that count when its literals hold. The integer program (ilp.py) turns a literal into a binary
+"""The accounting of a placement: each bound on the period P is a row of terms, each term seconds that count
+when its literals hold. The integer program (ilp.py) turns a literal into a binary
 variable (a product of two into a linearised one, couple[...]) and `evaluate` into True or False, so the two
 cannot disagree about what a plan costs. The literals and the terms (each kernel's, transfer's and resource's
 seconds) are built in pearl/planner/terms.py; this module groups them into rows and values them for one placement.
@@ -19,64 +19,17 @@ Literals
     ("o", a)      actor option a is the plan's (whatever devices its processes act on): the learner's weight
                   publishes (problem.publish[a, d]) come with learn's ("x", "learn", d) coupled with it, unless
                   every option costs d's publishes the same
-    ("c", n)      (a cluster) a share in [0, 1], the contention on node n: (N − L)/L when the N processes on
-                  it (its actor processes, the learner's process when learn's device is on n — T =
-                  problem.learner_threads of them, one a thread —, each replay server process of its own there)
-                  outnumber the L lanes of its host, else 0 (`crowding`)
+    ("c", n)      (a cluster) a share in [0, 1]: c[n], node n's contention (ilp.py's contention[...@n];
+                  `crowding`)
     ("r", a)      (one host, a one-thread learner) option a is the plan's and its actors take turns with the
-                  learner: the option has as many actor processes as the host has lanes (N = n + 1 = L + 1) and
-                  their host work outruns the lanes the learner leaves them, n·h > (L − 1)·process[learner]
-                  (`takes_turns`)
+                  learner: r[a] of ilp.py's contention[turns] (`takes_turns`)
 A term counts its seconds × the product of its literals (True = 1); a count stands alone, a share may be
 coupled with a kernel's literal or an actor option's.
 
-Rows (the families of ilp.py's docstring; a row reads Σ its terms ≤ lanes · P)
-    load[r]            busy[r] (kernels, act, env stepping, transfers touching r; learn on a host device with T
-                       threads T·its seconds), lanes(r)
-    role[name]         its kernels + the transfers of the edges with exactly one end in the role; a sharded
-                       replay server one row per device (each shard its own process, ≤ P)
-    actor_period       one per actor option (and node of a cluster: each node's actors bind P)
-    process[learner]   per node: the replay kernels and learn on its host resource + the chain transfers
-                       (replay kernels only when K = 1: K ≥ 2 shards are processes of their own)
-    latency            without prefetch: sample + learn + priority update + the chain transfers (sharded:
-                       one row per shard device, the shards answering side by side)
-    instance[d]        a GPU slice in use: its learner-process kernels, + act when the actors share its one
-                       instance (each actor holding an instance of its own is bound by actor_period)
-    network[n,out|in]  bytes / bandwidth of the edges leaving (entering) node n, on its network interface
-    contention[...]    processes that can outnumber the host's lanes. One host (`sharing`): with option a's
-                       N = n + T processes on L lanes, a one-thread process loses κ₁ = (N − L)/((N − 1)·L) of the
-                       others' lane-seconds, the learner's T > 1 threads all of them; contention[learner] =
-                       process[learner]'s terms + κ_T·n·h (h: one actor's host work, its period, or only its env
-                       stepping when act is on another resource), contention[actors] per option = one actor's
-                       period + κ₁·(T·process[learner]'s terms + (n − 1)·h). A cluster (c[n]): each process's
-                       work on the host takes N/L as long, its row again with each term also × c[n]
-                       (contention[learner@n]: process[learner@n]'s terms; contention[actors@n]: one actor's
-                       period, or its env stepping; contention[replay@n]: a replay shard's kernels on the host)
-    contention[turns]  (one host, T = 1, n = L actors) per such option, coupled with r[a]: n·h +
-                       process[learner]'s terms. A learner woken while the actors hold every lane waits until
-                       they stop, and the actors, a segment ahead, then wait for its weights: they take turns
-                       instead of sharing the lanes. Where the actors' work fits beside the learner (n·h ≤
-                       (L − 1)·process[learner]) the learner never waits for their rows, keeps its lane, and the
-                       row is off. The actors' part is all of their shares, one after another: in the planner's
-                       scoreboard on the 2-core EPYC VM (benchmarks/plan_fidelity.py; DQN Corridor-v0 2 × 1 at
-                       400-300 and 64-64, three invocations) the runs measured 0.95-1.22 × n·h + process[learner]
-                       and 1.34-1.72 × h + process[learner]. Stand-ins that spin for a fixed time instead of doing
-                       an actor's work (benchmarks/turns.py) measure h + process[learner] (0.93-1.18 ×): a real
-                       share also pays its wake-ups across the lanes (a round trip 37-42 µs there, 6-7 µs on one
-                       lane) and stretches where it overlaps the others, which a timed spin cannot
-Memory rows (feasibility, not bounds on P; a row reads Σ its needs ≤ capacity, in bytes)
-    memory[d]          the memory of the kernels placed on d ≤ memory(d) (a shard: 1/K of the replay storage)
-    mps_memory[r]      on a GPU r offered as MPS shares: every process on its MPS shares or on the whole GPU
-                       lives in the GPU's one memory (MIG instances each have their own), so the learner
-                       process's kernels there and each actor process's copy of the policy (n of them) count
-                       together against the GPU's memory
-Energy per iteration: Σ_r idle_w(r)·P + (busy_w(r) − idle_w(r))·busy[r]/lanes(r).
-
-The rows are the local and Ray launchers', whose roles are processes side by side. The sequential launcher runs
-every role in turn in one process, so its period is the sum of an iteration's work (`in_turn`): it beats the
-rows where the learner's work outweighs the actors' and its threads lose more beside the actor processes (each
-wake-up displacing one of them, the contention rows) than the overlap gains; `pearl train` without a plan
-takes whichever launcher the profile predicts faster (pearl.planner.make.default_launch).
+Rows: the bounds on P that ilp.py's docstring states (load, role, actor period, process, latency, network, a GPU
+slice's instance, contention and turns), one function here per family, each a row that reads Σ its terms ≤
+lanes · P; and the memory rows (memory[d], mps_memory[r]: Σ needs ≤ capacity, in bytes), which are feasibility,
+not bounds on P. `in_turn` is the sequential launcher's period instead: every role's work of an iteration in turn.
 """
 
 from __future__ import annotations

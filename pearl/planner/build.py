@@ -40,10 +40,10 @@ with the local launcher's statement (HOST_LAUNCHER), a cluster's with the Ray la
     cluster edges the Ray launcher's transitions, inserts, weights, and its replay server's reads and TD errors,
                   crossing nodes at the link's per-message cost and bandwidth (`cluster_problem.crossings`)
 Observations, actions and transitions cross no edge on one host: act and replay_insert take and give host
-arrays, so the profile's timings of them hold those copies. This is the one description of the traffic's
-accounting; problem.py and ilp.py refer to it.
+arrays, so the profile's timings of them hold those copies.
 Memory: replay storage on the replay device; parameters (+ target, + Adam's two moments) on the learner's;
-the policy's parameters on act's. This module imports no torch and no pyopencl.
+the policy's parameters on act's. This module imports no torch and no pyopencl. What the program does with
+these numbers is stated in pearl/planner/ilp.py's docstring.
 """
 
 from __future__ import annotations
@@ -316,9 +316,9 @@ def _group_update(inputs: _Inputs, d: str, learners: int, threads: int) -> tuple
     where it has one; else its timing of two learners, with the learn of a smaller part and the further
     communication (`_group_seconds`) for more; else one learner's learn on its part plus the communication. The
     wait: the timing's own (with the further communication for more), else the update less learner 0's part, the
-    learn of its B/N rows. The latency and bandwidth figures alone leave out the waits for the other learners: on
-    the 2-core EPYC VM (docs/MEASUREMENTS.md, "A learner group across two nodes") they gave DQN CartPole's group
-    of two 1.3 ms an update where learner 0 of a run waited 2.8 ms."""
+    learn of its B/N rows. The latency and bandwidth figures alone leave out the waits for the other learners, so
+    they predict well under what learner 0 of a run waits (measured: see docs/MEASUREMENTS.md, "A learner group
+    across two nodes")."""
     model, key, batch = inputs.model, inputs.key, inputs.config.batch_size
 
     def part(n: int) -> float:

@@ -1,5 +1,5 @@
 """The planning problem over every node of a cluster (`build_cluster_problem`): each node's own problem
-(pearl/planner/build.py, whose docstring is the one description of the accounting) with its ids qualified
+(pearl/planner/build.py prices it; the program over it is pearl/planner/ilp.py's) with its ids qualified
 NODE/DEVICE, joined by the edges that cross nodes: what the Ray launcher's traffic statement sends on them
 (`crossings`), priced at each link's per-message cost and bandwidth, plus the devices' legs to and from their
 hosts; the replay server sharded over nodes, and a learner group with one learner on every node. This module
@@ -111,11 +111,11 @@ def _spread_group(cluster: Cluster, parts: list, problem: Problem, build: Callab
     on the B/N rows a learner takes (as `build` prices it there) plus the host's communication. A timing on a
     host of fewer lanes than N stands for N nodes too: its learners' parts ran in turn where on N nodes they run
     side by side, but what dominates a small network's group update is the collectives' waits, which the
-    latency and bandwidth figures leave out (`build._group_update`). On the 2-core EPYC VM, quick profiles of one
-    core timed DQN CartPole's group of two at 3.80-5.13 ms (four profiles), and a group across two Ray nodes of
-    one core each measured 4.4-4.7 ms an update (four runs; docs/MEASUREMENTS.md, "A learner group across two
-    nodes"). Learner 0's wait in the collectives (`group_comm_s`, per learn device) is what the profile timed of
-    it in that group, else the update less learner 0's own part, plus what the links add. A device whose id some
+    latency and bandwidth figures leave out (`build._group_update`); a one-core host's timing of a group of two
+    and a run of that group across two one-core Ray nodes come out alike (measured: see docs/MEASUREMENTS.md,
+    "A learner group across two nodes"). Learner 0's wait in the collectives (`group_comm_s`, per learn device)
+    is what the profile timed of it in that group, else the update less learner 0's own part, plus what the
+    links add. A device whose id some
     node lacks cannot hold learn."""
     n = len(parts)
     part_config = config.replace(batch_size=-(-config.batch_size // n))

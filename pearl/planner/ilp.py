@@ -1,4 +1,5 @@
-"""The integer program of pearl/planner/problem.py, solved with PuLP (HiGHS where installed, else CBC).
+"""The planner's integer program: its one full statement (the other planner modules point here) and its entry
+points, solved with PuLP (HiGHS where installed, else CBC).
 
     solve(problem, objective="throughput" | "perf-per-watt", period_bound=None, solver=None, time_limit=30.0)
     pareto(problem, epsilons=(0, 0.05, 0.1, 0.2, 0.5, 1.0))       the energy/period front
@@ -6,20 +7,42 @@
                                                                                        one fixed placement
     evaluator(problem) -> the same for many placements, the rows built once
 
-Exact accounting, written once as rows of terms in pearl/planner/accounting.py, which the program and
-`evaluate` both read (tests/test_planner_ilp.py and tests/test_planner_cluster.py re-state it for their oracles):
+One *iteration* is one learner update and S = 1/ρ env steps (ρ the replay ratio). Every cost is in seconds per
+iteration: build.py prices them from the cost model and the launcher's traffic statement, problem.py holds them
+as plain numbers. The program chooses a placement and an actor option and minimises the iteration period P
+(throughput) or the energy per iteration E (perf-per-watt).
+
+Decisions
+    x[k,d] ∈ {0,1}    kernel k ∈ PLACED on device d (only where an adapter implements it there)
+    v[a,d] ∈ {0,1}    actor option a (n actor processes × e envs each) with act on d; x[act,d] = Σ_a v[a,d]
+    w[a,d] ∈ ℕ        (clusters) how many of those processes run on d's node (n·v[a,d] with one host)
+    y[e,d,d'] ∈ {0,1} data edge e runs from d to d' (its ends are kernels): couple[...] below
+    σ[K] ∈ {0,1}      (a sharded replay server) the replay server is K shards
+    P ≥ 0             the iteration period
+and, taken outside the program by solving one program per value (make.py: the least P wins, perf-per-watt the
+least E, ties keep the smaller value, as for the envs per actor):
+    T                 the learner's CPU threads (`learner_threads`), each T for which the profile times learn
+    N ∈ {1, 2, 4}     the learners of a learner group (`learners`, N·T ≤ lanes); in a cluster one learner on
+                      every node, learner 0 where learn is placed (`spread_group`)
+
+Constraints, by the names the code gives them. accounting.py writes the bounds on P as rows of terms, which the
+program and `evaluate` both read (tests/test_planner_ilp.py and tests/test_planner_cluster.py re-state them for
+their oracles):
+    (a) assign[k]  Σ_d x[k,d] = 1; replay_same[k,d]: the replay kernels share one device (their storage)
     busy[r]     Σ cost of the replay kernels and learn on r (learn with the learner's weight publishes
                 publish[a, d(learn)], which build.py prices from the schedule; where the actor options price
                 them apart, each option's is coupled with o[a] = [the option is a]: Σ_d v[a,d], or s[a]
                 in a cluster; every row that counts learn counts them), + act_cost[a, d(act)] if d(act) is on r,
                 + env_cost on the host, + each positive edge transfer once on the resource of each end (once
-                only when both ends sit on one resource). In a cluster each node runs w[a,d] of the n
+                only when both ends sit on one resource). (g) Devices on one physical resource (`cpu` and PoCL;
+                the slices of a GPU) sum into one busy[r]. In a cluster each node runs w[a,d] of the n
                 actor processes (act on d, a device of the node; "env_step" at its host device), each an equal
                 share of the env steps: w[a,d]/n of act_cost[a,d], and f[d] = Σ_a w[a,d]/n of the node's
                 env_cost on its host and of every transfer with an actor end (accounting.py's count and share)
-    load[r]     busy[r] ≤ lanes(r)·P
-    role[name]  Σ its kernels' costs + transfers of the edges with exactly one end in the role ≤ P
-    actors[n]   Σ_a,d∈n w[a,d] + R[n] − z[n] ≤ lanes(host of n): one lane per actor process and per replay
+    (c) load[r]     busy[r] ≤ lanes(r)·P
+    (c') role[name]  a role is one thread: Σ its kernels' costs + transfers of the edges with exactly one end
+                in the role ≤ P (replay manager: insert, sample, priority update; learner: learn and publishes)
+    (e) actors[n]   Σ_a,d∈n w[a,d] + R[n] − z[n] ≤ lanes(host of n): one lane per actor process and per replay
                 server process (R[n]: the server, or a shard, on a device of n; z[n] ≤ R[n], L[n], σ[1], with
                 L[n] the learner on n: a whole server on the learner's node runs in the learner's process);
                 the learner shares lanes through load, role and contention; "actors" (n ≤ lanes of the host,
@@ -30,13 +53,14 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 s[a] + acting[d] − 1, their product (v only raises bounds, so its lower bound is exact);
                 w[a,d] integer ≤ min(n, lanes)·s[a] and ≤ min(n, lanes)·acting[d]; total[a]: Σ_d w[a,d] =
                 n·s[a]; Σ_a w[a,d] ≥ acting[d]. With one host v is binary, Σ v = 1, and w[a,d] = n·v[a,d]
-    actor_period[a]  actor_period[a, d(act)] ≤ P; actor_period[n] for each node of a cluster with actors
-    latency     (no prefetch) sample + learn + priority update + the transfers sample→learn, learn→priority ≤ P
-    process     per node, Σ cost of the replay kernels and learn placed on devices of its host resource
+    (e') actor_period[a]  one actor's share, actor_period[a, d(act)] ((S/n)·(env side + act per env) + its
+                weight loads, build.py) ≤ P; actor_period[n] for each node of a cluster with actors
+    (f) latency     (no prefetch) sample + learn + priority update + the transfers sample→learn, learn→priority ≤ P
+    (h) process     per node, Σ cost of the replay kernels and learn placed on devices of its host resource
                 + the transfers sample→learn, learn→priority ≤ P: the learner process runs the replay manager
                 and the learner under one interpreter lock, and on the host's own cores (cpu, PoCL) their
-                work does not overlap (measured: replay on PoCL beside learn on cpu ran at 0.3-0.4 × the
-                overlapped prediction); an accelerator's device time still overlaps. "process[learner]" with
+                work does not overlap, so a layout priced as overlapped there runs well below its prediction;
+                an accelerator's device time still overlaps. "process[learner]" with
                 one host, "process[learner@n]" per node of a cluster (a replay server on another node is a
                 process of its own there)
     shards      (a sharded replay server, problem.shard_cost not empty) σ[K] ∈ {0,1} for K ∈ shard_counts():
@@ -49,18 +73,14 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 coupled with σ[K] (accounting.py's ("k", K) literal; three literals are coupled in turn,
                 binaries first, so every couple stays exact). A shard is a process of its own: role[replay]
                 is one row per device (each shard ≤ P), process[learner@n] counts replay kernels only at
-                K = 1, and latency is one row per shard device (the shards answer side by side). The
-                messages every shard adds are in shard_transfer (build.py counts them as the launcher sends
-                them)
-    threads     T = problem.learner_threads, the learner's CPU threads (torch's intra-op threads), a decision
-                taken outside this program: make.py solves one program per T ∈ {1, …, lanes of the host} for
-                which the profile times learn (CostModel.thread_counts; the profiler times it at 1 and at the
-                host's lanes) and keeps the least P (perf-per-watt: E), ties to fewer threads, as it chooses the
-                envs per actor. Within a program T is a constant: learn's cost on a host device (`cpu`) is its
-                T-thread figure, busy[host] counts T × it (T lanes busy while it runs), and the learner's
-                process is T processes in contention's N below (and in `crowding`), so 2 threads beside 1 actor
-                on 2 lanes are crowded. evaluate() reads the same rows, so it and the program agree for every T
-    contention[learner], contention[actors]   (one host) processor sharing: the N = n + T processes of an
+                K = 1, and latency is one row per shard device (the shards answer side by side). Every read
+                touches every shard, so sharding adds messages: shard_transfer holds them as the launcher's
+                client sends them
+    threads     within a program T is a constant: learn's cost on a host device (`cpu`) is its T-thread
+                figure, busy[host] counts T × it (T lanes busy while it runs), and the learner's process is T
+                processes in contention's N below (and in `crowding`), so 2 threads beside 1 actor on 2 lanes
+                are crowded. evaluate() reads the same rows, so it and the program agree for every T
+    (e'') contention[learner], contention[actors]   (one host) processor sharing: the N = n + T processes of an
                 option (its n actor processes, the learner's T threads) on the host's L lanes; when N > L each
                 runs at L/N of a core while they all run. A one-thread process whose others do W lane-seconds
                 an iteration is overlapped by them for W·N/((N − 1)·L) and runs at L/N meanwhile, so it loses
@@ -70,15 +90,22 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 the host, else its env stepping, env_cost/n): contention[learner] = process[learner]'s terms +
                 Σ_a,d κ_T[a]·n_a·h[a, d]·v[a, d]; contention[actors] per option that can crowd = actor_period[a,
                 d] + κ₁[a]·(T·process[learner]'s terms + (n_a − 1)·h[a, d]), each coupled with v[a, d]. The
-                option fixes N, so κ is a constant of it (accounting.sharing). Measured on the 2-core VM:
-                2 actors ran at 0.96-1.03 × 1 actor on 11 of 16 layouts (docs/MEASUREMENTS.md), where the
-                time-slicing charge of a whole process's work (N/L as long) had predicted 0.67-0.78 ×
+                option fixes N, so κ is a constant of it (accounting.sharing). Processor sharing rather than
+                each process's whole work N/L as long, because a process only loses what the others run
+                beside it: an extra actor whose work fits the lanes left costs little (measured: see
+                docs/MEASUREMENTS.md, "What the model's rows rest on")
     contention[turns]   (one host, a one-thread learner beside n = L actor processes) the actors take turns with
-                the learner when their host work outruns the lanes it leaves them: r[a] binary, r[a] ≤ o[a],
+                the learner when their host work outruns the lanes it leaves them: a learner woken while the
+                actors hold every lane waits until they stop, and the actors, a segment ahead, then wait for its
+                weights. r[a] binary, r[a] ≤ o[a],
                 n·Σ_d h[a,d]·v[a,d] − (L − 1)·process[learner] ≤ M·r[a] with M = n·max_d h[a,d] (exact: r only
                 raises the row, so the optimum sets it to 1 only where the actors outrun the learner, which is
                 where evaluate's accounting.takes_turns says 1); the row: n·Σ_d h[a,d]·v[a,d]·r[a] +
-                process[learner]'s terms × r[a]
+                process[learner]'s terms × r[a]. The actors' part is all of their shares one after another, as
+                real runs on the planner's scoreboard follow; stand-ins that spin a fixed time
+                (benchmarks/turns.py) follow one share, since a real share also pays its wake-ups across the
+                lanes and stretches where it overlaps the others (measured: see docs/MEASUREMENTS.md, "What the
+                model's rows rest on")
     contention[learner@n], contention[actors@n], contention[replay@n]   (a cluster, where N is a decision)
                 time slicing, bounded: each process's work on the host takes N/L as long. The processes: the
                 actor processes on the node, the learner's process (on the node of learn's device, whatever
@@ -90,16 +117,17 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 cluster's learner group, one learner on every node: `Problem.spread_group`), exact since
                 c only raises bounds and actors[n] keeps N ≤ L + T (c ≤ 1, so its products with the
                 placement's binaries are couples)
-    network[n,out], network[n,in]   (clusters) the seconds node n's network interface spends sending
+    (i) network[n,out], network[n,in]   (clusters) the seconds node n's network interface spends sending
                 (receiving) the bytes of the edges that leave (enter) it, problem.nic, ≤ P: one interface
-                per node, full duplex, shared by every edge that crosses it
-    memory[d]   Σ memory of the kernels on d ≤ memory_bytes(d);  replay_same: the replay kernels share one device
+                per node, full duplex, shared by every edge that crosses it. Every edge between nodes pays the
+                link's cost per message and bytes ÷ bandwidth (problem.transfer)
+    (d) memory[d]   Σ memory of the kernels on d ≤ memory_bytes(d) (a shard: 1/K of the replay storage)
     mps_memory[r]  on a GPU r offered as MPS shares (a device of r with slicing "mps"): the processes on its MPS
                 shares and on the whole GPU share the GPU's one memory (a MIG instance has its own, memory[d]):
                 Σ_{d of r, MPS share or whole} (Σ_{k of the learner process} mem[k,d]·x[k,d]
                 + Σ_a n(a)·mem[act,d]·v[a,d]) ≤ memory_bytes of the GPU (each actor process holds its own
                 copy of the policy); memory[d] and mps_memory[r] are accounting.py's memory rows
-    slices[r]   on a GPU offered in slices (`partitioned`): Σ_d share(d)·used(d) ≤ 1, used(d) the instances of
+    (j) slices[r]   on a GPU offered in slices (`partitioned`): Σ_d share(d)·used(d) ≤ 1, used(d) the instances of
                 d in use: n + [learner process on d] where d gives each process an instance of its own
                 (instances(d) > 1: an MPS share, a what-if MIG profile), else [anything on d] (the whole GPU,
                 share 1, is thus used alone); count[d] used(d) ≤ instances(d); one_slice[d,d'] the learner
@@ -107,11 +135,15 @@ Exact accounting, written once as rows of terms in pearl/planner/accounting.py, 
                 MPS shares (families.py `_slices`); instance[d] (a row of accounting.py) a slice's learner-process
                 kernels (+ act when the actors share its one instance) ≤ P. busy[r] counts each kernel's seconds ×
                 share(d), the SM-seconds of a slice
-    couple[a,b] y = a·b for a transfer whose two ends are both decided (y ≥ a + b − 1, y ≤ a, y ≤ b): exact
+    (b) couple[a,b] y = a·b for a transfer whose two ends are both decided (y ≥ a + b − 1, y ≤ a, y ≤ b): exact
                 for a binary b and a in [0, 1], a binary or f[d] = Σ_a w[a,d]/n, the share of the actor
                 processes acting on d, by which each node's actors carry the edges with an actor end
     P = the largest of these lower bounds; E = Σ_r idle_w·P + (busy_w − idle_w)·busy[r]/lanes(r) (every
     node's idle power counts: a node of the cluster is on whether the plan uses it or not).
+
+The rows are the local and Ray launchers', whose roles are processes side by side. The sequential launcher runs
+every role in turn in one process, so its period is the sum of an iteration's work (accounting.in_turn), which
+`pearl train` without a plan weighs against these rows (pearl.planner.make.default_launch).
 
 Both objectives are solved lexicographically: throughput minimises P, then E among the plans with that P;
 perf-per-watt minimises E, then P among the plans with that E (so every point of the front is non-dominated).
@@ -127,13 +159,14 @@ them, so the solver's absolute tolerances (1e-7) stay small against the numbers.
 maps constraint names back to the human labels (``load[cpu]``).
 
 The modules: this one states the program and holds its entry points (solve, pareto, evaluate, the lexicographic
-stages and the diagnosis of an infeasible problem); program.py the variables and the literal → expression map
-(`Builder`, `Model`); families.py `build`, which calls one small function per constraint family (`_assign`,
-`_memory`, `_actors`, and `_rows` for the bounds accounting.py lists, one function there per family), each
-named after its row above, and with `actors` relaxed (a diagnosis) leaves out the contention rows, which lean
-on it; solver.py runs HiGHS or CBC and reads the plan back; feasibility.py checks a problem's ids and the
-families one fixed placement meets or not, for `evaluate`. These modules write nothing to the process's
-standard output of their own accord; the CLI silences HiGHS's banner (pearl.cli.base.quiet_solver).
+stages and the diagnosis of an infeasible problem); problem.py the numbers; build.py and cluster_problem.py
+those numbers from the cost model; terms.py and accounting.py the rows; program.py the variables and the
+literal → expression map (`Builder`, `Model`); families.py `build`, which calls one small function per
+constraint family (`_assign`, `_memory`, `_actors`, and `_rows` for the bounds accounting.py lists, one function
+there per family), each named after its row above, and with `actors` relaxed (a diagnosis) leaves out the
+contention rows, which lean on it; solver.py runs HiGHS or CBC and reads the plan back; feasibility.py checks a
+problem's ids and the families one fixed placement meets or not, for `evaluate`. These modules write nothing to
+the process's standard output of their own accord; the CLI silences HiGHS's banner (pearl.cli.base.quiet_solver).
 """
 
 from __future__ import annotations

@@ -1,69 +1,9 @@
-"""The planning problem as plain numbers: what the integer program (pearl/planner/ilp.py) takes.
+"""The planning problem as plain numbers: what the integer program takes, and nothing of how it is built.
 
-One *iteration* is one learner update and S = 1/ρ env steps (ρ the replay ratio). Every cost below is in
-seconds per iteration; the program chooses a placement and an actor configuration and minimises the
-iteration period P (throughput) or the energy per iteration E (perf-per-watt).
-
-Decisions
-    T ∈ {1..lanes}   the learner's threads (`learner_threads`): fixed within one program, chosen by solving one
-                     program per T (make.py: the least P, ties to fewer threads), as the envs per actor
-    N ∈ {1, 2, 4}    the learners of a learner group (`learners`, N·T ≤ lanes): one program per N, as T; ties
-                     keep the fewest learners. In a cluster a group has one learner on every node (N = nodes):
-                     learner 0 where learn is placed, the others on the other nodes (`spread_group`)
-    x[k,d] ∈ {0,1}   kernel k ∈ PLACED on device d (only where allowed: an adapter implements it there)
-    v[a,d] ∈ {0,1}   actor option a (n actor processes × e envs each) with `act` on device d; x[act,d] = Σ_a v[a,d]
-    w[a,d] ∈ ℕ       (clusters) how many of those processes run on d's node (n·v[a,d] with one host)
-    y[e,d,d'] ∈ {0,1} data edge e runs from d to d' (e's ends are kernels), y ≥ x[src,d] + x[dst,d'] − 1
-    P ≥ 0            iteration period
-
-Constraints (the names the code gives them)
-    (a) assign[k]         Σ_d x[k,d] = 1;  replay_same[k,d]: the replay kernels share one device (storage)
-    (b) couple[e,d,d']    the linearised product above
-    (c) load[r]           Σ_{k, d∈r} c[k,d]·x[k,d] + Σ_{a, d∈r} act_cost[a,d]·v[a,d] + actor CPU time on r
-                          + transfer time touching r  ≤  lanes(r) · P          (r: a physical resource)
-    (c') role[name]       a role is one thread: Σ of its kernels' costs (+ its transfers) ≤ P
-                          (replay manager: insert + sample + priority update; learner: learn + its weight
-                          publishes, publish[a,d] for option a: build.py prices the launcher's traffic statement)
-    (d) memory[d]         Σ_k mem[k,d]·x[k,d] ≤ memory(d); mps_memory[r]: on a GPU offered as MPS shares, the
-                          processes on its shares and on the whole GPU count together against its one memory,
-                          each actor process with its own copy of the policy (ilp.py)
-    (e) actors            n ≤ lanes of the host: one lane per actor process (the roles' threads share lanes;
-                          load[r] and role[...] account for their time); actors[n] per node of a cluster
-    (e'') contention[...] when the processes on a node (its actor processes, the learner's process — T of them
-                          with T = learner_threads, a replay server process of its own) outnumber its lanes,
-                          time slicing stretches each one's host work by processes/lanes: the learner
-                          process's, each actor's period (ilp.py)
-    (e') actor_period[a]  one actor's share, (S/n)·(env step + act per env) + its weight loads (build.py), ≤ P
-                          (per node of a cluster that runs actors)
-    (f) latency           without prefetch: sample + learn + priority update (+ their transfers) ≤ P
-    (g) shared[r]         devices on one resource r (PoCL and `cpu`; slices of a GPU) sum into one load[r]
-    (h) process[learner]  the replay kernels and learn placed on the host resource, + the sample→learn and
-                          learn→priority transfers, ≤ P: one interpreter runs them in turn (see ilp.py)
-    (i) network[n,dir]    (clusters) the bytes of the edges leaving (entering) node n ÷ the link's bandwidth ≤ P
-    (j) slices[r]         on a GPU r offered in slices (families.py `_slices`): Σ_d share(d)·used(d) ≤ 1, where used(d)
-                          counts the instances of d in use (one per actor process and one for the learner process
-                          when d gives each process its own, else 1 when anything runs on d; the whole GPU is a
-                          device of share 1, so it is used alone); count[d] used(d) ≤ instances(d);
-                          one_slice[d,d'] the learner process holds one device of r; one_way[r] the slices
-                          in use are all MIG instances or all MPS shares; instance[d] a slice's work in one
-                          process ≤ P. load[r] counts a device's kernel seconds × share(d) (SM-seconds)
-Energy per iteration, linear: E = Σ_r idle_w(r)·P + (busy_w(r) − idle_w(r))·busy_seconds(r) / lanes(r).
-
-A cluster (`nodes` not empty; device ids NODE/DEVICE): each node has its host resource and device. The n
-actor processes of option a may spread over the nodes: w[a,d] ∈ {0..min(n, lanes)} of them on the node of d,
-acting on d (one act device per node) and stepping their envs on that node's host; each does an equal share
-(1/n) of the iteration's env steps, as the schedule deals them out, so the node's actors cost w[a,d]/n of
-act_cost[a,d], of its env_cost and of every transfer with an actor end, and (e) counts them against that
-node's lanes. The transitions (act → replay_insert) and weights (learn → act) edges then cost something only
-between nodes; every edge between nodes pays the link's latency per message and bytes ÷ bandwidth
-(`transfer`: all the actors' traffic for an edge with an actor end) and keeps both nodes' network interfaces
-busy (`nic`).
-
-The replay server may be sharded (`shard_cost` not empty): σ[K] ∈ {0,1} picks the shard count K (Σ_K σ[K] =
-1), x[replay_insert,d] = 1 on each device holding a shard (Σ_d x = Σ_K K·σ[K], at most one per node), each
-shard 1/K of the buffer and of the inserts, samples and priority updates (the sampler draws uniformly over
-the union: the launcher's ShardedReplay), its edges at `shard_transfer`/`shard_nic` (every shard a read
-touches is its own round trip: sharding adds messages). ilp.py states the rows.
+Every cost is in seconds per iteration (one learner update and 1/ρ env steps), every memory need in bytes, as the
+fields' comments say. pearl/planner/build.py (one host) and cluster_problem.py (a
+cluster) fill a `Problem` from the cost model; the program over it (decisions, constraints (a)-(j) and the rows
+besides, objectives) is stated once, in pearl/planner/ilp.py's docstring.
 """
 
 from __future__ import annotations

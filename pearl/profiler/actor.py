@@ -45,8 +45,8 @@ class ActorSteps:
     """An actor's iteration at each env count of the act grid, `loop`'s (the module docstring; None: the bare loop),
     as points of the kernel grid's interleaved rounds (profiler._kernels), each timed IN_SITU_TIME_FACTOR × a
     kernel point's time. The cost model weighs the actor's iteration against the learner's, so the two are timed
-    over the same span of the host: timed in a phase of their own, a slow spell over that phase once put all three
-    env counts 1.9 × a profile's before while the learner's iteration, timed after it, held (docs/MEASUREMENTS.md).
+    over the same span of the host: timed in a phase of their own, a slow spell over that phase moves every actor
+    figure while the learner's holds (measured: see docs/MEASUREMENTS.md, "How steady").
     close() releases the envs."""
 
     def __init__(self, adapter: Adapter, config: OffPolicyConfig, spec: EnvSpec, grid: Grid,

@@ -29,8 +29,8 @@ class Grid:
 
 
 GRIDS = {
-    # quick: 80 ms and 5 calls per point in 5 rounds; with the in-situ, actor and group figures, 81 s for cpu + PoCL
-    # and the four presets on the 2-core EPYC, 92 s for cpu + an H200 on a 16-core host
+    # quick: 80 ms and 5 calls per point in 5 rounds, short enough that a quick profile of every preset takes
+    # minutes, not hours (measured: see docs/MEASUREMENTS.md, "Profiles")
     "quick": Grid(act=(1, 8, 32), insert=(1, 8, 32), batch_factors=(0.5, 1.0, 2.0), min_time=0.08, rounds=5,
                   warmup=3, min_samples=5, prefill=2_000, transfer_bytes=1 << 22, power_seconds=0.5),
     "full": Grid(act=(1, 2, 4, 8, 16, 32, 64), insert=(1, 4, 16, 64, 256), batch_factors=(0.25, 0.5, 1.0, 2.0, 4.0),

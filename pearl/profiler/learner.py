@@ -149,9 +149,9 @@ class LearnerLoop:
 
     A segment's first iteration runs after the learner waited for the actors' shares, and runs slower than the
     ones after it: `after_pause` is one iteration timed after a sleep of SEGMENT_PAUSE_S (`pause`, untimed), one more
-    point of the same rounds. On the 2-core EPYC VM, learn after 1 ms of sleep took 1.17-1.50 × its time back to
-    back (DQN 400-300 at batch 32, DDPG 64-64 at batch 64), and in runs of one update a segment learn took 1.2-1.45 ×
-    its time in runs of 32-128 (docs/MEASUREMENTS.md)."""
+    point of the same rounds: a learn after a short sleep runs colder than one back to back, and a run of one
+    update a segment pays that on every update (measured: see docs/MEASUREMENTS.md, "What a profile times besides
+    the kernels")."""
 
     def __init__(self, adapter: Adapter, config: OffPolicyConfig, spec: EnvSpec, grid: Grid,
                  run: LearnerRun | None = None) -> None:

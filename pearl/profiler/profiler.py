@@ -471,8 +471,8 @@ def _fresh_update(adapter: Adapter, replay: ReplayKernels, batch_size: int,
     """A priority update as the learner hands it over: a sample's indices, TD errors on the device.
 
     The TD errors are random rather than a learn call's: the update's cost does not depend on their values,
-    and preparing each timed call with a learn (up to 70 ms on PoCL, against a 0.3 ms update) left the
-    figure 5 to 20 samples within its time budget, too few for a repeatable median."""
+    and preparing each timed call with a learn, which on PoCL takes far longer than the update itself, left the
+    figure too few samples within its time budget for a repeatable median."""
     sampled = replay.sample(batch_size, 0.4)
     return PriorityUpdate(sampled.indices, adapter.from_host(rng.normal(size=batch_size).astype(np.float32)))
 

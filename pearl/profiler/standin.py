@@ -1,11 +1,12 @@
 """A stand-in actor process, for timing learn as the concurrent launchers run it: beside the actors.
 
 On a host whose lanes the learner's T threads fill, an actor process that wakes for its step displaces one of
-them, and each parallel region of learn waits for the displaced thread: on the 2-core VM a 2-thread learn of
-small layers ran at a fraction of its speed alone beside an actor busy 15 % of the time, while 1 thread kept
-its speed (docs/MEASUREMENTS.md). The profiler times learn at the host's lanes once alone and once beside this
-stand-in (`learner.threaded_learn`), which keeps pace with the learner as an actor does: it spins an actor's
-work for one update's env steps, then sleeps until the next update is due, for at most `seconds`.
+them, and each parallel region of learn waits for the displaced thread, so a multi-threaded learn of small
+layers loses most of its speed beside even a mostly idle actor while 1 thread keeps its speed (measured: see
+docs/MEASUREMENTS.md, "What a profile times besides the kernels"). The profiler times learn at the host's
+lanes once alone and once beside this stand-in (`learner.threaded_learn`), which keeps pace with the learner as
+an actor does: it spins an actor's work for one update's env steps, then sleeps until the next update is due,
+for at most `seconds`.
 """
 
 from __future__ import annotations

@@ -3,11 +3,10 @@
 the sample count.
 
 `measure_interleaved` spreads each figure's samples over rounds that visit every figure in turn: on a shared
-host a kernel's speed drifts on a scale of 100 ms (measured: PoCL's 32-row replay insert, one object, ten
-back-to-back 80 ms blocks, block medians 335 to 489 µs), so one contiguous block per figure reports whichever
-level that block caught, and two profiles of one machine disagree. The rounds start after an untimed one:
-without it the first timed round of the first OpenCL sweep in a process ran 10 to 60 % slower than the rest
-(8 of 12 quick profiles on a 2-core VM), however many warm-up calls each point had first.
+host a kernel's speed drifts on a scale of a block's time (measured: see docs/MEASUREMENTS.md, "How steady"), so
+one contiguous block per figure reports whichever level that block caught, and two profiles of one machine
+disagree. The rounds start after an untimed one: the first timed round of the first OpenCL sweep in a process
+runs cold, slower than the rest, however many warm-up calls each point had first.
 """
 
 from __future__ import annotations
@@ -127,10 +126,9 @@ def measure_interleaved(points: list[Point], *, rounds: int, min_time: float, wa
 def stats_of(times: list[float]) -> Stats:
     """The median, p10 and p90 of times, their count and their mean.
 
-    On a shared host a call's time is skewed to the right (a host that drifts, interrupts, a neighbour's spell):
-    on the 2-core EPYC VM (Zen 5, KVM) the learner's update in a quick start run had a mean 1.08 × its median and
-    the sample 1.25 ×, and the profiler's in-situ chains 1.00-1.09 × (median 1.025, 8 blocks of 0.4 s). A run's
-    rate is its calls' mean time, so the figures that price one (the learner's in-situ iteration, the actor's
+    On a shared host a call's time is skewed to the right (a host that drifts, interrupts, a neighbour's spell),
+    so a run's calls have a mean above their median (tests/test_rate_figures.py). A run's rate is its calls' mean
+    time, so the figures that price one (the learner's in-situ iteration, the actor's
     step) take the mean; the kernel grid keeps the median."""
     p10, median, p90 = np.percentile(times, [10, 50, 90])
     return Stats(float(median), float(p10), float(p90), len(times), float(np.mean(times)))

@@ -339,7 +339,7 @@ class SumTree(SumTreeBase):
     def _refresh(self, nodes: np.ndarray) -> None:
         """Recompute the cached rows and values of all ancestors of the distinct leaves ``nodes``."""
         if nodes.size == 1:
-            # numpy ufuncs take a slower path for one-element arrays (about 3x a call on two elements),
+            # numpy ufuncs take a slower path for one-element arrays than for two,
             # and a refresh makes dozens of calls: a lone leaf goes as two copies of itself, which
             # recompute the same groups to the same bits (see below).
             nodes = nodes.repeat(2)

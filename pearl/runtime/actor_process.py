@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 PARENT_CHECK_S = 0.5  # how often an actor checks that its learner is still alive
 RING_POLL_S = 50e-6  # a full ring empties within one segment of the learner
 # Where the OS has no eventfd (shm.await_wake), an actor waiting for weights polls for them once a millisecond:
-# each wake-up takes a core from the learner (with 100 µs polls, DDPG Pendulum's 2-thread learn ran at 8.4 ms an
-# update against 4.95 ms bare on the 2-core EPYC).
+# each wake-up takes a core from the learner, so polls much more often than that slow a multi-threaded learn
+# down on a small host.
 WEIGHTS_POLL_S = 1e-3
 
 

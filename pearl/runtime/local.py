@@ -23,8 +23,8 @@ trains on segment k − 1.
 - Rings hold (lag + 2) shares plus one step: an actor runs at most lag + 1 segments ahead of the learner.
 - Wake-ups (`shm.await_wake`): an actor waiting for its weights sleeps until the learner publishes them, and
   the learner waiting for the shares sleeps until an actor has handed on a whole share, so neither side's
-  wait costs a core or a poll interval of latency (with one-step segments, DDPG's, 1 ms polls of the
-  weights had made the actor the bottleneck).
+  wait costs a core or a poll interval of latency (with one-step segments, DDPG's, a poll interval a step
+  would make the actor the bottleneck).
 
 Shutdown (end of run, Ctrl-C, SIGTERM, an actor failure): the stop flag is raised, actors are joined (and
 terminated after a grace period), and the segment is unlinked from /dev/shm; metrics lines already written

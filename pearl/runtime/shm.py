@@ -246,7 +246,7 @@ def await_wake(fd: int | None, timeout: float, poll: float) -> None:
 
 
 def wait_briefly(seconds: float = 50e-6) -> None:
-    """Yield the core for a moment (Linux sleeps at least ~50 µs here)."""
+    """Yield the core for a moment (Linux rounds so short a sleep up to its timer slack)."""
     time.sleep(seconds)
 
 

@@ -379,8 +379,8 @@ def _threads_profile(config: OffPolicyConfig, spec: EnvSpec, runs_dir: str) -> "
 
 
 #: A run of at least this many updates that finds no profile of this machine timing its learn at several threads
-#: profiles its workload quickly first (6 s for DDPG Pendulum-v1 on the 2-core EPYC), so its threads are chosen
-#: as a plan would choose them; the profile is kept for the next runs (`profile_at_hand`).
+#: profiles its workload quickly first (seconds, small beside such a run), so its threads are chosen as a plan
+#: would choose them; the profile is kept for the next runs (`profile_at_hand`).
 PROFILE_FOR_THREADS_UPDATES = 5_000
 
 

@@ -74,8 +74,8 @@ def kernel_signatures(source: str, real: Any = np.float32) -> dict[str, list[Any
     """Scalar argument dtypes of every kernel in source (None for a pointer), in argument order; `real` is the
     program's (float32, or float64 in the PEARL_FP64 program).
 
-    pyopencl packs undeclared scalars through a slow generic path (about 6 µs each on PoCL); declared, a
-    whole argument list packs in under a microsecond, which matters for `act`, launched every env step.
+    pyopencl packs undeclared scalars through a slow generic path, one scalar at a time; declared, a whole
+    argument list packs at once, which matters for `act`, launched every env step.
     """
     signatures = {}
     for name, args in _KERNEL_DECL.findall(source):

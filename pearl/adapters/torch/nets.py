@@ -45,7 +45,7 @@ def _param_count(sizes: list[int]) -> int:
 
 
 def _mm_into(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
-    """out ← a·b. MKL's CPU gemm is about five times slower when the result has only a few columns (the weight
+    """out ← a·b. MKL's CPU gemm is much slower when the result has only a few columns (the weight
     gradient of a first layer with 3 or 4 inputs) than for its transpose bᵀ·aᵀ, a few long rows; for such
     shapes the transpose is computed and copied in. The sums are the same either way."""
     if out.shape[1] < 16 <= out.shape[0]:
@@ -56,8 +56,8 @@ def _mm_into(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
 
 def _relu_backward_(grad: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """grad where the ReLU's output is positive, else 0, in place. threshold_backward is the kernel autograd runs
-    for ReLU; the mask-and-multiply spelling is several times slower on CPU (comparisons make a bool tensor):
-    4.4 µs against 30 µs for 64 × 256 on the 2-core EPYC VM. It is an aten op, not public API, so
+    for ReLU; the mask-and-multiply spelling is slower on CPU (its comparison makes a bool tensor and its
+    multiply another pass over the data). It is an aten op, not public API, so
     tests/test_torch_private_ops.py checks it against the mask spelling."""
     return torch.ops.aten.threshold_backward.grad_input(grad, out, 0.0, grad_input=grad)
 
@@ -171,9 +171,9 @@ def flush_denormals_(*tensors: torch.Tensor) -> None:
     Adam calls this on its moments every DENORMAL_FLUSH_INTERVAL steps. A weight whose gradient stays exactly 0
     (every input weight of a dead ReLU) has its first moment multiplied by β1 = 0.9 each step. The moment reaches
     a few units of 2⁻¹⁴⁹ and then stays there for good: 0.9 × k·2⁻¹⁴⁹ rounds back to k·2⁻¹⁴⁹ for k ≤ 4. x86
-    arithmetic on denormals is slow, so every later step costs more as more units die. On the 2-core Xeon VM, DDPG's
-    400-300 learn went from 6.1 to 9.9 ms a call within 2,000 updates, with 86,000 first moments denormal
-    (docs/MEASUREMENTS.md). Such a moment moves its weight by at most lr × 2⁻¹²⁶ / ε (1e-33 at lr 1e-3) a step.
+    arithmetic on denormals is slow, so every later step costs more as more units die (measured: see
+    docs/MEASUREMENTS.md, "Denormal Adam moments"). Such a moment moves its weight by at most lr × 2⁻¹²⁶ / ε
+    (1e-33 at lr 1e-3) a step.
     This is done here, not by the CPU's flush-to-zero mode: that mode is per thread (torch's intra-op threads
     keep the one they started with), and it would change every float of the user's process (numpy included)."""
     for tensor in tensors:
@@ -191,9 +191,8 @@ class FlatAdam:
     """Adam on one network's flat parameters, as torch.optim.Adam(fused=True) steps them: the same fused kernel
     on the same state (both moments, and the step count as a float32 tensor on the device), called directly.
     torch.optim's per-step Python (hooks, grouping tensors by device and dtype) costs as much as the kernel
-    itself at these sizes: on the 2-core EPYC VM, DQN CartPole's Q-network (68,866 parameters, one thread),
-    57 µs a step here against 103 µs for `torch.optim.Adam(fused=True)` on the same flat tensor (medians of 5
-    alternating rounds). `torch._fused_adam_` is private, so tests/test_torch_private_ops.py checks it step
+    itself at these sizes, so calling the kernel directly nearly halves a small network's Adam step.
+    `torch._fused_adam_` is private, so tests/test_torch_private_ops.py checks it step
     for step against torch.optim.Adam. The CPU kernel needs torch >= 2.4, as fused=True does."""
 
     def __init__(self, net: MLP, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:

@@ -2,13 +2,9 @@
 derives every gradient. They are the references the fast paths are tested against (tests/test_reference_learn.py):
 the torch adapter's hand-derived backward passes (dqn.py, ddpg.py, td3.py, sac.py) and the OpenCL kernels.
 
-Training uses the hand-derived paths, because they are faster: `benchmarks/learn_paths.py` times both on the
-presets' networks and batches, alternating, in one invocation. On the 2-core AMD EPYC VM (4 rounds of 200
-updates a side at 1 thread, of 150 at 2; another agent's tests running beside), the hand-derived DQN
-(CartPole-v1, 256-256, batch 64) took 0.53 × the reference's time per update at 1 and at 2 threads (medians 651
-against 1,234 µs at 1), and DDPG (Pendulum-v1, 400-300, batch 256) 0.74 × at 1 thread and 0.70 × at 2 (7.7 against
-10.5 ms at 1). SAC (Pendulum-v1, 256-256, batch 256; 150 updates a side) took 0.78 × at 1 thread (8.55 against
-10.93 ms; sac.py has the noisier 2-thread figures).
+Training uses the hand-derived paths, because they are faster: they skip autograd's graph and fuse what the
+losses compute apart. `benchmarks/learn_paths.py` times both on the presets' networks and batches, alternating,
+in one invocation (measured: see docs/MEASUREMENTS.md, "The learn paths").
 
 State names and layout are those of every learn kernel (`LearnKernel.state_dict`), so a reference and a fast
 kernel load each other's checkpoints.

@@ -3,10 +3,8 @@ flat-parameter MLPs of nets.py, as TD3's does (td3.py), in Stable-Baselines3's o
 critics' weight gradients and steps, then the actor's gradient through min(Q1, Q2) of the critics just stepped
 (both critics' action-input gradients, each row's going to its smaller Q) and through the tanh-squashed Gaussian.
 Its autograd reference, `reference.SACReference`, is what tests/test_reference_learn.py trains it against;
-`benchmarks/learn_paths.py` times the two: on the 2-core AMD EPYC VM (Pendulum-v1, 256-256, batch 256; 4 rounds
-of 150 updates a side; other agents' work running beside) this path took 0.78 × the reference's time per update
-at 1 thread (medians 8.55 against 10.93 ms). At 2 threads, the cores oversubscribed by that other work, single
-rounds swung from 0.13 to 4.6 ×; the medians of two runs were 0.78 and 0.72 ×. `act` samples the squashed
+`benchmarks/learn_paths.py` times the two, and this path is the faster (measured: see docs/MEASUREMENTS.md,
+"The learn paths"). `act` samples the squashed
 Gaussian with Philox draws."""
 
 from __future__ import annotations

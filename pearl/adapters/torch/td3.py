@@ -2,8 +2,7 @@
 flat-parameter MLPs of nets.py, as DDPG's does (ddpg.py): both critics' weight gradients, the actor's through
 Q1's action input, one fused Adam step per network and one op per Polyak update. Its autograd reference,
 `reference.TD3Reference`, is what tests/test_reference_learn.py trains it against; `benchmarks/learn_paths.py`
-times the two: on the 2-core AMD EPYC VM (preset, 400-300, batch 256; 4 rounds of 150 updates a side, another
-agent's tests beside), this learn took 0.78 × the reference's time per update at 1 thread and at 2. `act` is
+times the two, and this learn is the faster (measured: see docs/MEASUREMENTS.md, "The learn paths"). `act` is
 DDPG's (μ(s) plus Gaussian or Ornstein–Uhlenbeck noise on Philox draws, the config's `noise_type`)."""
 
 from __future__ import annotations
