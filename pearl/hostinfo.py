@@ -1,4 +1,4 @@
-"""Facts about the host machine (CPU model, usable cores, memory), without any hardware library.
+"""Facts about the host machine (CPU model and feature flags, usable cores, memory), without any hardware library.
 
 Profiles record them, plans compare them to refuse a plan made on another machine, and benchmarks print them.
 """
@@ -19,6 +19,18 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from /proc/cpuinfo (avx2, avx512_bf16, amx_bf16, ...); empty where it cannot be read."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
 
 
 def cpu_lanes() -> int:

@@ -1,7 +1,7 @@
 """The kernel catalogue: the units of deep-RL work that pearl can place on a device.
 
 Profiles, cost models, plans and run records all refer to kernels by these names, so this module is plain
-data and imports nothing heavier than the standard library.
+data and imports nothing heavier than the standard library (and pearl.errors, for a bad precision's message).
 """
 
 from __future__ import annotations
@@ -9,12 +9,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from pearl.errors import ConfigError
+
 
 class Role(str, Enum):
     ACTOR = "actor"
     REPLAY = "replay"
     LEARNER = "learner"
     TRANSFER = "transfer"
+
+
+class Precision(str, Enum):
+    """The arithmetic a learn placement computes in.
+
+    FP32: every product, gradient and optimiser step in float32 (or float64 for kernels built from float64
+    parameters). BF16_MIXED: the networks' matrix products and their gradients in bfloat16 with float32
+    accumulation; the master weights, Adam's moments, the loss, the targets and the TD errors stay float32."""
+
+    FP32 = "fp32"
+    BF16_MIXED = "bf16-mixed"
+
+    @classmethod
+    def parse(cls, text: str) -> "Precision":
+        """The precision named by text (a Precision passes through); ConfigError listing the choices else."""
+        try:
+            return cls(text)
+        except ValueError:
+            choices = ", ".join(p.value for p in cls)
+            raise ConfigError(f"unknown precision {text!r}; the precisions are {choices}") from None
 
 
 @dataclass(frozen=True)

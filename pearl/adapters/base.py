@@ -31,6 +31,7 @@ from pearl.algos.base import OffPolicyConfig
 from pearl.device import HOST_RESOURCE, DeviceId, DeviceKind
 from pearl.errors import DeviceError
 from pearl.algos.registry import algorithm
+from pearl.kernels import Precision
 from pearl.types import (EnvSpec, Gradients, GroupShare, LearnResult, Params, PriorityUpdate, SampleBatch,
                          TransitionBatch)
 
@@ -268,11 +269,26 @@ class AlgoKernels:
 
     act: Callable[[Any, OffPolicyConfig, Networks, Params, int], ActKernel]
     """(handle, config, nets, params, seed) → an act kernel holding the policy network."""
-    learn: Callable[[Any, OffPolicyConfig, Networks, Params, int], LearnKernel]
+    learn: Callable[..., LearnKernel]
     """(handle, config, nets, params, seed) → a learn kernel holding every network, its target and optimiser.
     A learn with a stochastic target (TD3's smoothing noise, SAC's sampled actions) draws it from the counter-based
     key (seed, update index) (pearl/rng.py), so it repeats bit for bit on every launcher and after a resume;
-    a deterministic learn ignores the seed."""
+    a deterministic learn ignores the seed. For a precision of `precisions` other than fp32 it is called with
+    precision=<Precision> as a keyword too (`build_learn`)."""
+    precisions: tuple[Precision, ...] = (Precision.FP32,)
+    """The precisions its learn computes in. fp32 is every learn's, and `learn` is called without the keyword
+    for it, so a factory of five arguments (an algorithm plugin's) needs no change."""
+
+    def build_learn(self, handle: Any, config: OffPolicyConfig, nets: Networks, params: Params, seed: int,
+                    precision: Precision, device_id: str) -> LearnKernel:
+        """`learn` in precision; DeviceError naming the device and the precisions it has when it lacks it."""
+        if precision is Precision.FP32:
+            return self.learn(handle, config, nets, params, seed)
+        if precision not in self.precisions:
+            have = ", ".join(p.value for p in self.precisions)
+            raise DeviceError(f"{device_id}: {config.algo}'s learn has no {precision.value} kernels here "
+                              f"(its precisions: {have})")
+        return self.learn(handle, config, nets, params, seed, precision=precision)
 
 
 class GroupComm(ABC):
@@ -335,9 +351,18 @@ class Adapter(ABC):
         """An `act` kernel holding the policy network, with its own seeded exploration randomness."""
 
     @abstractmethod
-    def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int = 0) -> LearnKernel:
+    def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int = 0,
+                   precision: Precision = Precision.FP32) -> LearnKernel:
         """A `learn` kernel holding every network, its target and its optimizer state; seed keys the random draws
-        of a stochastic target (the run's seed: see `AlgoKernels.learn`)."""
+        of a stochastic target (the run's seed: see `AlgoKernels.learn`); precision is the arithmetic it
+        computes in (`pearl.kernels.Precision`): DeviceError where this adapter or the algorithm lacks it."""
+
+    def precision_problem(self, precision: Precision) -> str:
+        """Why `precision` does not run in hardware on this device ('' when it does): what a placement in it
+        would cost. This adapter computes float32 only, so anything else is a problem."""
+        if Precision.parse(precision) is Precision.FP32:
+            return ""
+        return f"the {self.backend} adapter runs float32 only"
 
     @abstractmethod
     def make_replay(self, config: OffPolicyConfig, spec: EnvSpec, seed: int) -> ReplayKernels:

@@ -18,7 +18,7 @@ from pearl.algos.params import float_type, network_sizes
 from pearl.descriptors import DeviceDescriptor
 from pearl.device import DeviceId
 from pearl.errors import DeviceError
-from pearl.kernels import DEVICE_KERNELS
+from pearl.kernels import DEVICE_KERNELS, Precision
 from pearl.types import EnvSpec, Params
 
 
@@ -49,7 +49,12 @@ class OpenCLAdapter(Adapter):
         self._need("act")
         return self.algo_kernels(config).act(self._runtime(params), config, network_sizes(config, spec), params, seed)
 
-    def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int = 0) -> LearnKernel:
+    def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int = 0,
+                   precision: Precision = Precision.FP32) -> LearnKernel:
+        precision = Precision.parse(precision)
+        if precision is not Precision.FP32:  # the .cl kernels' `real` is float (or double), never bfloat16
+            raise DeviceError(f"{self.device_id}: the opencl adapter computes learn in {Precision.FP32.value} only, "
+                              f"not {precision.value}; run {precision.value} learn on cpu or cuda:N")
         self._need("learn")
         return self.algo_kernels(config).learn(self._runtime(params), config, network_sizes(config, spec), params,
                                                seed)

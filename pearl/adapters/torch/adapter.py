@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import statistics
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -16,8 +19,8 @@ from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import network_sizes
 from pearl.device import HOST, DeviceId, DeviceKind
 from pearl.errors import BackendMissing, DeviceError
-from pearl.hostinfo import cpu_lanes, cpu_name, host_memory_bytes
-from pearl.kernels import DEVICE_KERNELS
+from pearl.hostinfo import cpu_flags, cpu_lanes, cpu_name, host_memory_bytes
+from pearl.kernels import DEVICE_KERNELS, Precision
 from pearl.types import EnvSpec, Params
 
 
@@ -37,8 +40,18 @@ class TorchAdapter(Adapter):
     def make_act(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int) -> ActKernel:
         return self.algo_kernels(config).act(self.device, config, network_sizes(config, spec), params, seed)
 
-    def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int = 0) -> LearnKernel:
-        return self.algo_kernels(config).learn(self.device, config, network_sizes(config, spec), params, seed)
+    def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int = 0,
+                   precision: Precision = Precision.FP32) -> LearnKernel:
+        return self.algo_kernels(config).build_learn(self.device, config, network_sizes(config, spec), params, seed,
+                                                     Precision.parse(precision), self.device_id)
+
+    def precision_problem(self, precision: Precision) -> str:
+        """'' for fp32; for bf16-mixed, '' when a bfloat16 product is at least as fast as a float32 one here (timed
+        once per process and device, `bf16_problem`), else why not: a placement in bf16-mixed would then be slower
+        than in fp32, whatever its accuracy."""
+        if Precision.parse(precision) is Precision.FP32:
+            return ""
+        return bf16_problem(str(self.device))
 
     def make_replay(self, config: OffPolicyConfig, spec: EnvSpec, seed: int) -> ReplayKernels:
         return TorchReplay(config, spec, self.device, self.device_id, seed)
@@ -124,6 +137,61 @@ def cuda_unavailable_reason() -> str:
     if not torch.cuda.is_available():
         return "no NVIDIA GPU is visible to torch (driver missing or CUDA_VISIBLE_DEVICES empty)"
     return ""
+
+
+#: The product bf16's speed is judged on, (rows, inner, columns): a batch of 256 through a 400→300 layer, the
+#: largest product of DDPG's and TD3's preset critics.
+PRECISION_SHAPE = (256, 400, 300)
+#: Timed repeats of each type's product (their median counts), each of PRECISION_PRODUCTS products.
+PRECISION_REPEATS = 7
+PRECISION_PRODUCTS = 4
+#: CPU flags of bfloat16 arithmetic units: AVX-512 BF16's dot products and AMX's bf16 tiles.
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def precision_verdict(fp32_s: float, bf16_s: float, where: str, why: str = "") -> str:
+    """'' when the bfloat16 product (bf16_s seconds) is at least as fast as the float32 one (fp32_s); else the
+    reason: bfloat16's speed as a multiple of float32's, where it was timed, and what the hardware lacks (`why`)
+    when that is known."""
+    if bf16_s <= fp32_s:
+        return ""
+    reason = f"bf16 products run at {fp32_s / bf16_s:.2g}× float32 on {where}"
+    return f"{reason} ({why})" if why else reason
+
+
+def time_product(device: str, dtype: torch.dtype, shape: tuple[int, int, int] = PRECISION_SHAPE,
+                 repeats: int = PRECISION_REPEATS) -> float:
+    """Median seconds of one (rows × inner)·(inner × columns) product in dtype on device, after a warm-up."""
+    rows, inner, cols = shape
+    gen = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(*s, generator=gen).to(device, dtype) for s in ((rows, inner), (inner, cols)))
+    out = torch.empty(rows, cols, dtype=dtype, device=device)
+    sync = (lambda: torch.cuda.synchronize(device)) if torch.device(device).type == "cuda" else (lambda: None)
+    torch.mm(a, b, out=out)
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(PRECISION_PRODUCTS):
+            torch.mm(a, b, out=out)
+        sync()
+        times.append((time.perf_counter() - start) / PRECISION_PRODUCTS)
+    return statistics.median(times)
+
+
+@functools.cache
+def bf16_problem(device: str) -> str:
+    """`precision_verdict` of bfloat16 against float32 products on the torch device, timed once per process."""
+    fp32_s, bf16_s = time_product(device, torch.float32), time_product(device, torch.bfloat16)
+    if torch.device(device).type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        where = f"{device} ({props.name}, compute capability {props.major}.{props.minor})"
+        why = "no bf16 tensor cores: they need compute capability 8.0 or later" if props.major < 8 else ""
+        return precision_verdict(fp32_s, bf16_s, where, why)
+    flags = cpu_flags()
+    lacking = bool(flags) and not any(f in flags for f in BF16_CPU_FLAGS)
+    why = f"no bf16 units: /proc/cpuinfo lists no {' or '.join(BF16_CPU_FLAGS)}" if lacking else ""
+    return precision_verdict(fp32_s, bf16_s, "this CPU", why)
 
 
 PROBE_N = 64

@@ -11,9 +11,10 @@ import numpy as np
 import torch
 
 from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
-from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, critic_grads, dump_net, grad_shapes,
-                                      named_grads, take_grads, write_net)
+from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, compute_type, critic_grads, dump_net,
+                                      grad_shapes, named_grads, take_grads, write_net)
 from pearl.algos.ddpg import DDPGConfig, ou_step
+from pearl.kernels import Precision
 from pearl.rng import normal
 from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
@@ -75,17 +76,20 @@ def actor_grad(actor: MLP, critic: MLP, obs: torch.Tensor, action_cols: slice) -
 
 class DDPGLearn(LearnKernel):
     def __init__(self, config: DDPGConfig, actor_sizes: list[int], critic_sizes: list[int], params: Params,
-                 device: torch.device) -> None:
+                 device: torch.device, precision: Precision = Precision.FP32) -> None:
+        """precision: the arithmetic of the networks' products (nets.MLP's `compute`); the losses, the targets,
+        the TD errors, the gradients and Adam's state are in the parameters' type either way."""
         self.config = config
-        self.actor = build(actor_sizes, params, "actor", device, tanh_out=True)
-        self.actor_target = build(actor_sizes, params, "actor_target", device, tanh_out=True)
-        self.critic = build(critic_sizes, params, "critic", device)
-        self.critic_target = build(critic_sizes, params, "critic_target", device)
+        compute = compute_type(precision)
+        self.actor = build(actor_sizes, params, "actor", device, tanh_out=True, compute=compute)
+        self.actor_target = build(actor_sizes, params, "actor_target", device, tanh_out=True, compute=compute)
+        self.critic = build(critic_sizes, params, "critic", device, compute=compute)
+        self.critic_target = build(critic_sizes, params, "critic_target", device, compute=compute)
         self.actor_opt = FlatAdam(self.actor, config.learning_rate)
         self.critic_opt = FlatAdam(self.critic, config.learning_rate)
         self.action_cols = slice(actor_sizes[0], None)  # the critic's input is [obs, action]
         # `grads`' scratch: the critic after its coming step
-        self.critic_ahead = MLP(critic_sizes, device, dtype=self.critic.flat.dtype)
+        self.critic_ahead = MLP(critic_sizes, device, dtype=self.critic.flat.dtype, compute=compute)
         self._grad_shapes = {**grad_shapes(self.critic, "critic"), **grad_shapes(self.actor, "actor")}
         self.updates = 0
 
@@ -101,7 +105,7 @@ class DDPGLearn(LearnKernel):
     def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
         td, metrics = self._critic_grad(batch)
         critic = critic_grads({"critic": self.critic}, share)
-        self.critic_opt.step_ahead(self.critic_ahead.flat)  # the critic as `apply` will step it, in a scratch copy
+        self.critic_opt.step_ahead(self.critic_ahead)  # the critic as `apply` will step it, in a scratch copy
         metrics["losses/actor_loss"] = self._actor_grad(batch, self.critic_ahead)
         actor = named_grads(self.actor, "actor")
         return Gradients({**critic, **(actor if share is None else share.average(actor))}, td, metrics)
@@ -158,4 +162,6 @@ class DDPGLearn(LearnKernel):
 KERNELS = AlgoKernels(
     act=lambda device, config, nets, params, seed: DDPGAct(nets["actor"], params, device, seed,
                                                            config.noise_type),
-    learn=lambda device, config, nets, params, seed: DDPGLearn(config, nets["actor"], nets["critic"], params, device))
+    learn=lambda device, config, nets, params, seed, precision=Precision.FP32: DDPGLearn(
+        config, nets["actor"], nets["critic"], params, device, precision),
+    precisions=(Precision.FP32, Precision.BF16_MIXED))

@@ -11,9 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
-from pearl.adapters.torch.nets import (FlatAdam, PolicyAct, build, clip_grad_norm_, dump_net, grad_shapes, named_grads,
-                                      take_grads, write_net)
+from pearl.adapters.torch.nets import (FlatAdam, PolicyAct, build, clip_grad_norm_, compute_type, dump_net, grad_shapes,
+                                      named_grads, take_grads, write_net)
 from pearl.algos.dqn import DQNConfig
+from pearl.kernels import Precision
 from pearl.rng import below, uniform
 from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
@@ -39,10 +40,14 @@ class DQNAct(PolicyAct):
 
 
 class DQNLearn(LearnKernel):
-    def __init__(self, config: DQNConfig, sizes: list[int], params: Params, device: torch.device) -> None:
+    def __init__(self, config: DQNConfig, sizes: list[int], params: Params, device: torch.device,
+                 precision: Precision = Precision.FP32) -> None:
+        """precision: the arithmetic of the networks' products (nets.MLP's `compute`); the loss, the targets, the
+        TD errors, the gradient and Adam's state are in the parameters' type either way."""
         self.config = config
-        self.q = build(sizes, params, "q", device)
-        self.q_target = build(sizes, params, "q_target", device)
+        compute = compute_type(precision)
+        self.q = build(sizes, params, "q", device, compute=compute)
+        self.q_target = build(sizes, params, "q_target", device, compute=compute)
         self.optimizer = FlatAdam(self.q, config.learning_rate)
         self._grad_shapes = grad_shapes(self.q, "q")
         self.updates = 0
@@ -116,4 +121,6 @@ class DQNLearn(LearnKernel):
 #: What the DQN registry entry names for the torch backend (pearl.algos.dqn.DQN.kernels).
 KERNELS = AlgoKernels(
     act=lambda device, config, nets, params, seed: DQNAct(nets["q"], params, device, seed),
-    learn=lambda device, config, nets, params, seed: DQNLearn(config, nets["q"], params, device))
+    learn=lambda device, config, nets, params, seed, precision=Precision.FP32: DQNLearn(config, nets["q"], params,
+                                                                                       device, precision),
+    precisions=(Precision.FP32, Precision.BF16_MIXED))

@@ -12,7 +12,13 @@ tensor per layer. Hence:
   the products autograd would (grad_W = gᵀ·x, grad_b = Σ_rows g, grad_x = g·W, and ReLU passing g where its
   output is positive), writing parameter gradients straight into the flat gradient's views;
 - in `learn`, where the batch size is fixed, activations and backpropagated gradients go into buffers kept
-  from one update to the next (see `MLP._buffers` for why).
+  from one update to the next (see `MLP._buffers` for why);
+- under bf16-mixed (`pearl.kernels.Precision`), a network given a `compute` type runs its products in it: its
+  weights are cast into one bfloat16 copy whenever they have changed (once per update for a network stepped
+  once, not once per product), activations and backpropagated gradients are bfloat16, while the output, the
+  parameters, their gradients and everything computed from the output (loss, targets, TD errors) keep the
+  parameters' type. torch's bfloat16 matrix products accumulate in float32 on CPU and CUDA, so each product
+  rounds once, to bfloat16's 8-bit mantissa, when it is written.
 
 The code is plain torch on whatever device the tensors live on (CPU or CUDA). Callers run it under
 `torch.no_grad()`; no tensor here requires grad, so no graph is recorded in any case.
@@ -25,6 +31,7 @@ import torch
 
 from pearl.adapters.base import ActKernel
 from pearl.algos.params import float_type
+from pearl.kernels import Precision
 from pearl.rng import CounterDraws
 from pearl.types import GroupShare, Params
 
@@ -54,6 +61,18 @@ def _mm_into(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
         torch.mm(a, b, out=out)
 
 
+def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a·b as a new tensor, transposed for the shapes `_mm_into` transposes (for its reason): the product of a
+    bfloat16 pass, whose result is cast into the parameters' type afterwards (torch's mm writes its inputs' type)."""
+    return torch.mm(b.t(), a.t()).t() if b.shape[1] < 16 <= a.shape[0] else torch.mm(a, b)
+
+
+def compute_type(precision: Precision) -> torch.dtype | None:
+    """The type a learn's products run in under precision: bfloat16 for bf16-mixed, None (the parameters' own
+    type) for fp32."""
+    return torch.bfloat16 if Precision.parse(precision) is Precision.BF16_MIXED else None
+
+
 def _relu_backward_(grad: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """grad where the ReLU's output is positive, else 0, in place. threshold_backward is the kernel autograd runs
     for ReLU; the mask-and-multiply spelling is slower on CPU (its comparison makes a bool tensor and its
@@ -68,14 +87,24 @@ class MLP:
     `flat` holds every parameter; `weights[i]` (out, in) and `biases[i]` are views into it, as torch's Linear
     stores them. After `trainable()`, `grad` holds every gradient, with `weight_grads` / `bias_grads` views.
     Calling the network gives its output; `forward` gives every layer's output, which `backward` takes.
+
+    With a `compute` type (bfloat16 under bf16-mixed), `low` holds `flat` cast to it, made again on the first
+    product after the parameters change: whatever changes `flat` (an Adam step, a Polyak update, a copy or a load)
+    calls `changed()`. `casts` counts those casts.
     """
 
     def __init__(self, sizes: list[int], device: torch.device, tanh_out: bool = False,
-                 dtype: torch.dtype = torch.float32) -> None:
+                 dtype: torch.dtype = torch.float32, compute: torch.dtype | None = None) -> None:
         self.sizes = list(sizes)
         self.tanh_out = tanh_out
         self.flat = torch.zeros(_param_count(self.sizes), dtype=dtype, device=device)
         self.weights, self.biases = _layer_views(self.flat, self.sizes)
+        #: the type the products run in when it is not the parameters' (bfloat16 under bf16-mixed); None: theirs
+        self.compute = compute
+        self.low = torch.empty(0 if compute is None else self.flat.numel(), dtype=compute or dtype, device=device)
+        self.low_weights, self.low_biases = _layer_views(self.low, self.sizes) if compute is not None else ([], [])
+        self._low_stale = True
+        self.casts = 0
         self.grad: torch.Tensor | None = None
         self.weight_grads: list[torch.Tensor] = []
         self.bias_grads: list[torch.Tensor] = []
@@ -87,14 +116,29 @@ class MLP:
         self.weight_grads, self.bias_grads = _layer_views(self.grad, self.sizes)
         return self.grad
 
-    def _buffers(self, slot: str, rows: int, widths: list[int]) -> list[torch.Tensor]:
-        """Tensors (rows, width) kept between calls under slot. Fresh activation-sized tensors on every update
-        make glibc's malloc hand memory back to the OS and fault it in again: hundreds of page faults per DDPG
-        update with 2 threads, a tenth of its time."""
+    def _buffers(self, slot: str, rows: int, widths: list[int], dtype: torch.dtype | None = None
+                 ) -> list[torch.Tensor]:
+        """Tensors (rows, width) of dtype (default: the parameters') kept between calls under slot. Fresh
+        activation-sized tensors on every update make glibc's malloc hand memory back to the OS and fault it in
+        again: hundreds of page faults per DDPG update with 2 threads, a tenth of its time."""
         key = (slot, rows)
         if key not in self._workspace:
-            self._workspace[key] = [self.flat.new_empty(rows, width) for width in widths]
+            self._workspace[key] = [self.flat.new_empty(rows, width, dtype=dtype or self.flat.dtype)
+                                    for width in widths]
         return self._workspace[key]
+
+    def changed(self) -> None:
+        """The parameters have changed: the next product casts them into `low` again (nothing without `compute`)."""
+        self._low_stale = True
+
+    def _low_layers(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The weight and bias views of `low`, cast from `flat` first when the parameters changed since the last
+        cast: one cast per version of the weights, however many products read them."""
+        if self._low_stale:
+            self.low.copy_(self.flat)
+            self.casts += 1
+            self._low_stale = False
+        return self.low_weights, self.low_biases
 
     def __call__(self, x: torch.Tensor, slot: str | None = None) -> torch.Tensor:
         return self.forward(x, slot)[-1]
@@ -104,7 +148,10 @@ class MLP:
 
         slot (for a fixed batch size, as in `learn`) writes the outputs into buffers kept under that name, which
         the next call with the same slot overwrites; None allocates them afresh (`act`, whose batch varies).
+        With a `compute` type, see `_forward_mixed`.
         """
+        if self.compute is not None:
+            return self._forward_mixed(x, slot)
         outs = [x]
         n_layers = len(self.weights)
         bufs = self._buffers(f"forward {slot}", x.shape[0], self.sizes[1:]) if slot is not None else [None] * n_layers
@@ -117,6 +164,26 @@ class MLP:
             outs.append(h)
         return outs
 
+    def _forward_mixed(self, x: torch.Tensor, slot: str | None) -> list[torch.Tensor]:
+        """`forward` with the products in `compute`: the input and the hidden layers' outputs in that type, the
+        output layer's cast back to the parameters' type (tanh applied there), as what reads it (a loss, a
+        target, the next network's input) computes in it."""
+        weights, biases = self._low_layers()
+        n_layers, rows = len(weights), x.shape[0]
+        if slot is not None:
+            bufs = self._buffers(f"mixed forward {slot}", rows, self.sizes[1:], self.compute)
+            out = self._buffers(f"mixed output {slot}", rows, self.sizes[-1:])[0]
+        else:
+            bufs, out = [None] * n_layers, None
+        outs = [x.to(self.compute)]
+        for i, (w, b) in enumerate(zip(weights, biases)):
+            h = torch.addmm(b, outs[-1], w.t(), out=bufs[i])
+            if i < n_layers - 1:
+                outs.append(h.relu_())
+        last = h.to(self.flat.dtype) if out is None else out.copy_(h)
+        outs.append(last.tanh_() if self.tanh_out else last)
+        return outs
+
     def backward(self, outs: list[torch.Tensor], grad_out: torch.Tensor, param_grads: bool = True,
                  input_grad: slice | None = None) -> torch.Tensor | None:
         """Backpropagate grad_out (∂loss/∂output) through the layers whose outputs `forward` returned.
@@ -124,7 +191,10 @@ class MLP:
         param_grads writes ∂loss/∂θ into `grad` (overwriting it: no zeroing needed). input_grad names the input
         columns whose gradient ∂loss/∂input[:, input_grad] to return; None returns None. DDPG's actor step
         wants only the critic's action columns, and none of its weight gradients.
+        With a `compute` type, see `_backward_mixed`.
         """
+        if self.compute is not None:
+            return self._backward_mixed(outs, grad_out, param_grads, input_grad)
         # The gradients reaching the hidden layers live in kept buffers: they never leave this call.
         hidden_grads = self._buffers("backward", grad_out.shape[0], self.sizes[1:-1])
         g = grad_out * (1.0 - outs[-1] * outs[-1]) if self.tanh_out else grad_out  # tanh' = 1 − tanh²
@@ -137,6 +207,25 @@ class MLP:
                 _relu_backward_(g, outs[i])  # outs[i] is the ReLU output that layer i read
         return None if input_grad is None else torch.mm(g, self.weights[0][:, input_grad])
 
+    def _backward_mixed(self, outs: list[torch.Tensor], grad_out: torch.Tensor, param_grads: bool,
+                        input_grad: slice | None) -> torch.Tensor | None:
+        """`backward` with the products in `compute` on `_forward_mixed`'s outputs: each weight gradient is a
+        bfloat16 product cast into `grad` (the parameters' type, what clipping and Adam step with); bias gradients
+        are sums in the parameters' type, the output layer's over the gradient before it is cast; the input
+        gradient returned is in the parameters' type."""
+        weights, _ = self._low_layers()
+        hidden_grads = self._buffers("mixed backward", grad_out.shape[0], self.sizes[1:-1], self.compute)
+        top = grad_out * (1.0 - outs[-1] * outs[-1]) if self.tanh_out else grad_out
+        g, last = top.to(self.compute), len(weights) - 1
+        for i in reversed(range(len(weights))):
+            if param_grads:
+                self.weight_grads[i].copy_(_mm(g.t(), outs[i]))
+                torch.sum(top if i == last else g, dim=0, dtype=self.flat.dtype, out=self.bias_grads[i])
+            if i > 0:
+                g = torch.mm(g, weights[i], out=hidden_grads[i - 1])
+                _relu_backward_(g, outs[i])
+        return None if input_grad is None else torch.mm(g, weights[0][:, input_grad]).to(self.flat.dtype)
+
     def dump(self, net: str) -> Params:
         """Host copies of the parameters, named `<net>.<i>.weight/bias` (see `dump_net`)."""
         return dump_net(self, net)
@@ -147,10 +236,12 @@ class MLP:
 
     def copy_from(self, other: MLP) -> None:
         self.flat.copy_(other.flat)
+        self.changed()
 
     def lerp_to(self, other: MLP, weight: float) -> None:
         """self ← self + weight · (other − self): Polyak averaging of a target network."""
         self.flat.lerp_(other.flat, weight)
+        self.changed()
 
 
 def clip_grad_norm_(grad: torch.Tensor, max_norm: float) -> None:
@@ -197,6 +288,7 @@ class FlatAdam:
 
     def __init__(self, net: MLP, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
         grad = net.trainable()
+        self.net = net
         self.lr, self.betas, self.eps = lr, betas, eps
         self.step_count = torch.zeros((), dtype=torch.float32, device=net.flat.device)
         # The kernel takes lists (one entry per parameter tensor); here every list has one flat tensor.
@@ -224,15 +316,17 @@ class FlatAdam:
         """θ ← Adam(θ, grad): the gradient `backward` last wrote."""
         self.step_count.add_(1)
         self._fused(self._params, self._exp_avgs, self._exp_avg_sqs, self._steps)
+        self.net.changed()
         self._taken += 1
         flush_moments_when_due(self._taken, self._exp_avgs[0], self._exp_avg_sqs[0])
 
-    def step_ahead(self, out: torch.Tensor) -> None:
-        """out ← the parameters `step` would give now, bit for bit; the parameters and the moments stay as
+    def step_ahead(self, out: MLP) -> None:
+        """out's parameters ← the ones `step` would give now, bit for bit; the parameters and the moments stay as
         they are (a split learn's actor gradient is taken through the critic so stepped: LearnKernel)."""
-        out.copy_(self._params[0])
+        out.flat.copy_(self._params[0])
         moments = [self._exp_avgs[0].clone()], [self._exp_avg_sqs[0].clone()]
-        self._fused([out], *moments, [self.step_count + 1])
+        self._fused([out.flat], *moments, [self.step_count + 1])
+        out.changed()
 
     def _fused(self, params: list[torch.Tensor], exp_avgs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor],
                steps: list[torch.Tensor]) -> None:
@@ -293,6 +387,7 @@ def load_net(module: MLP, params: Params, net: str) -> None:
     for i, layer in enumerate(zip(module.weights, module.biases)):
         for attr, target in zip(("weight", "bias"), layer):
             copy_param(params, f"{net}.{i}.{attr}", target)
+    module.changed()
 
 
 def torch_float_type(params: Params) -> torch.dtype:
@@ -327,8 +422,10 @@ def write_net(module: MLP, out: Params, net: str) -> None:
         torch.from_numpy(out[f"{net}.{i}.bias"]).copy_(bias)
 
 
-def build(sizes: list[int], params: Params, net: str, device: torch.device, tanh_out: bool = False) -> MLP:
-    module = MLP(sizes, device, tanh_out, torch_float_type(params))
+def build(sizes: list[int], params: Params, net: str, device: torch.device, tanh_out: bool = False,
+          compute: torch.dtype | None = None) -> MLP:
+    """The network `net` of params on device; `compute`: its products' type when not the parameters' (MLP)."""
+    module = MLP(sizes, device, tanh_out, torch_float_type(params), compute)
     load_net(module, params, net)
     return module
 

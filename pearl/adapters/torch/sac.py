@@ -17,11 +17,12 @@ import torch
 
 from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
 from pearl.adapters.torch.autograd import CRITICS, LearnDraws
-from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, critic_grads, dump_net,
+from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, compute_type, critic_grads, dump_net,
                                       flush_moments_when_due, fused_adam_step, grad_shapes, named_grads, take_grads,
                                       write_net)
 from pearl.adapters.torch.td3 import twin_critic_backward
 from pearl.algos.sac import LOG_STD_MAX, LOG_STD_MIN, SACConfig
+from pearl.kernels import Precision
 from pearl.rng import normal
 from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
@@ -108,17 +109,20 @@ class _Policy:
 
 class SACLearn(LearnKernel):
     def __init__(self, config: SACConfig, nets: dict[str, list[int]], params: Params, device: torch.device,
-                 seed: int) -> None:
+                 seed: int, precision: Precision = Precision.FP32) -> None:
+        """precision: the arithmetic of the networks' products (nets.MLP's `compute`); the squashed Gaussian, log
+        π, α, the losses, the targets, the TD errors, the gradients and Adam's state are in the parameters' type."""
         self.config = config
         self.action_dim = nets["actor"][-1] // 2
         self.target_entropy = config.target_entropy or -float(self.action_dim)
-        self.actor = build(nets["actor"], params, "actor", device)
-        self.critics = {q: build(nets[q], params, q, device) for q in CRITICS}
-        self.targets = {q: build(nets[q], params, f"{q}_target", device) for q in CRITICS}
+        compute = compute_type(precision)
+        self.actor = build(nets["actor"], params, "actor", device, compute=compute)
+        self.critics = {q: build(nets[q], params, q, device, compute=compute) for q in CRITICS}
+        self.targets = {q: build(nets[q], params, f"{q}_target", device, compute=compute) for q in CRITICS}
         self.optimizers = {"actor": FlatAdam(self.actor, config.learning_rate),
                            **{q: FlatAdam(self.critics[q], config.learning_rate) for q in CRITICS}}
         # `grads`' scratch: the critics after their step
-        self.ahead = {q: MLP(nets[q], device, dtype=self.actor.flat.dtype) for q in CRITICS}
+        self.ahead = {q: MLP(nets[q], device, dtype=self.actor.flat.dtype, compute=compute) for q in CRITICS}
         self.temperature = Temperature(config.initial_alpha, config.learning_rate, device,
                                        self.actor.flat.dtype)
         self.action_cols = slice(nets["actor"][0], None)  # a critic's input is [obs, action]
@@ -150,7 +154,7 @@ class SACLearn(LearnKernel):
         td, metrics = self._critic_grads(batch, policy)
         arrays = critic_grads(self.critics, share)
         for q in CRITICS:
-            self.optimizers[q].step_ahead(self.ahead[q].flat)  # each critic as `apply` will step it, a copy
+            self.optimizers[q].step_ahead(self.ahead[q])  # each critic as `apply` will step it, a copy
         metrics["losses/actor_loss"] = self._actor_grad(policy, self.ahead)
         rest = {**alpha, **named_grads(self.actor, "actor")}
         arrays.update(rest if share is None else share.average(rest))
@@ -257,4 +261,6 @@ class SACLearn(LearnKernel):
 #: What the SAC registry entry names for the torch backend (pearl.algos.sac.SAC.kernels); no OpenCL entry.
 KERNELS = AlgoKernels(
     act=lambda device, config, nets, params, seed: SACAct(nets["actor"], params, device, seed),
-    learn=lambda device, config, nets, params, seed: SACLearn(config, nets, params, device, seed))
+    learn=lambda device, config, nets, params, seed, precision=Precision.FP32: SACLearn(config, nets, params, device,
+                                                                                       seed, precision),
+    precisions=(Precision.FP32, Precision.BF16_MIXED))

@@ -12,9 +12,10 @@ import torch
 from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
 from pearl.adapters.torch.autograd import CRITICS, LearnDraws
 from pearl.adapters.torch.ddpg import DDPGAct, actor_grad
-from pearl.adapters.torch.nets import (MLP, FlatAdam, build, critic_grads, dump_net, grad_shapes, named_grads,
-                                      take_grads, write_net)
+from pearl.adapters.torch.nets import (MLP, FlatAdam, build, compute_type, critic_grads, dump_net, grad_shapes,
+                                      named_grads, take_grads, write_net)
 from pearl.algos.td3 import TD3Config
+from pearl.kernels import Precision
 from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
 
@@ -34,16 +35,20 @@ def twin_critic_backward(critics: dict[str, MLP], batch: SampleBatch, y: torch.T
 
 class TD3Learn(LearnKernel):
     def __init__(self, config: TD3Config, nets: dict[str, list[int]], params: Params, device: torch.device,
-                 seed: int) -> None:
+                 seed: int, precision: Precision = Precision.FP32) -> None:
+        """precision: the arithmetic of the networks' products (nets.MLP's `compute`); the losses, the targets
+        (smoothing noise included), the TD errors, the gradients and Adam's state are in the parameters' type."""
         self.config = config
         self.action_dim = nets["actor"][-1]
-        self.actor = build(nets["actor"], params, "actor", device, tanh_out=True)
-        self.actor_target = build(nets["actor"], params, "actor_target", device, tanh_out=True)
-        self.critics = {q: build(nets[q], params, q, device) for q in CRITICS}
-        self.targets = {q: build(nets[q], params, f"{q}_target", device) for q in CRITICS}
+        compute = compute_type(precision)
+        self.actor = build(nets["actor"], params, "actor", device, tanh_out=True, compute=compute)
+        self.actor_target = build(nets["actor"], params, "actor_target", device, tanh_out=True, compute=compute)
+        self.critics = {q: build(nets[q], params, q, device, compute=compute) for q in CRITICS}
+        self.targets = {q: build(nets[q], params, f"{q}_target", device, compute=compute) for q in CRITICS}
         self.optimizers = {"actor": FlatAdam(self.actor, config.learning_rate),
                            **{q: FlatAdam(self.critics[q], config.learning_rate) for q in CRITICS}}
-        self.qf1_ahead = MLP(nets["qf1"], device, dtype=self.actor.flat.dtype)  # `grads`' scratch: Q1 stepped
+        # `grads`' scratch: Q1 stepped
+        self.qf1_ahead = MLP(nets["qf1"], device, dtype=self.actor.flat.dtype, compute=compute)
         self.action_cols = slice(nets["actor"][0], None)  # a critic's input is [obs, action]
         self.draws = LearnDraws(seed, device, self.actor.flat.dtype)
         self._critic_shapes = {k: v for q in CRITICS for k, v in grad_shapes(self.critics[q], q).items()}
@@ -65,7 +70,7 @@ class TD3Learn(LearnKernel):
         td, metrics = self._critic_grads(batch, share)
         arrays = critic_grads(self.critics, share)
         if self.config.steps_actor(self.updates):
-            self.optimizers["qf1"].step_ahead(self.qf1_ahead.flat)  # Q1 as `apply` will step it, a copy
+            self.optimizers["qf1"].step_ahead(self.qf1_ahead)  # Q1 as `apply` will step it, a copy
             metrics["losses/actor_loss"] = actor_grad(self.actor, self.qf1_ahead, batch.obs, self.action_cols)
             actor = named_grads(self.actor, "actor")
             arrays.update(actor if share is None else share.average(actor))
@@ -125,4 +130,6 @@ class TD3Learn(LearnKernel):
 #: What the TD3 registry entry names for the torch backend (pearl.algos.td3.TD3.kernels).
 KERNELS = AlgoKernels(
     act=lambda device, config, nets, params, seed: DDPGAct(nets["actor"], params, device, seed, config.noise_type),
-    learn=lambda device, config, nets, params, seed: TD3Learn(config, nets, params, device, seed))
+    learn=lambda device, config, nets, params, seed, precision=Precision.FP32: TD3Learn(config, nets, params, device,
+                                                                                       seed, precision),
+    precisions=(Precision.FP32, Precision.BF16_MIXED))
