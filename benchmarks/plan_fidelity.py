@@ -62,7 +62,7 @@ sys.path.insert(0, str(HERE))
 
 import fidelity_envs  # noqa: E402,F401  (registers Corridor-v0 and Drift-v0 with gymnasium)
 
-from pearl.errors import PearlError  # noqa: E402
+from pearl.errors import ConfigError, PearlError  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -72,10 +72,12 @@ class Workload:
     hidden: tuple[int, ...]
     batch: int
     envs: int | str  # envs per actor: a number, or "auto" (the planner chooses)
+    precision: str = "fp32"  # learn's arithmetic the plan is made for (make_plan's precision; "auto" chooses)
 
     @property
     def name(self) -> str:
-        return f"{self.algo} {self.env} h{'x'.join(map(str, self.hidden))} b{self.batch} envs {self.envs}"
+        learn = "" if self.precision == "fp32" else f" learn {self.precision}"
+        return f"{self.algo} {self.env} h{'x'.join(map(str, self.hidden))} b{self.batch} envs {self.envs}{learn}"
 
 
 WORKLOADS = [
@@ -87,6 +89,8 @@ WORKLOADS = [
     Workload("ddpg", "Pendulum-v1", (400, 300), 256, 1),
     Workload("ddpg", "MountainCarContinuous-v0", (64, 64), 64, "auto"),
     Workload("ddpg", "fidelity_envs:Drift-v0", (256, 256), 128, 1),
+    # learn in bf16-mixed: planned and run only where the profile timed it (a CPU or GPU with bf16 units)
+    Workload("ddpg", "Pendulum-v1", (400, 300), 256, 1, "bf16-mixed"),
 ]
 
 
@@ -118,7 +122,8 @@ def profile_and_plan(w: Workload, folder: Path):
                                                       batch_size=w.batch, devices=("cpu",)),
                                        probes=PROBES),
                            folder / "profile.json")
-    plan = make_plan(profile, w.algo, w.env, envs=w.envs if w.envs == "auto" else int(w.envs), config=config_of(w))
+    plan = make_plan(profile, w.algo, w.env, envs=w.envs if w.envs == "auto" else int(w.envs), config=config_of(w),
+                     precision=w.precision)
     return profile, plan, save_plan(plan, folder / "plan.json")
 
 
@@ -141,6 +146,7 @@ def predictor(w: Workload, profile: Path, plan):
     from pearl.envs import env_spec
     from pearl.planner.cluster_problem import build_cluster_problem
     from pearl.planner.ilp import evaluate
+    from pearl.kernels import Precision
     from pearl.planner.problem import PLACED, ActorOption
     from pearl.profile.cluster import load_cluster
 
@@ -150,7 +156,8 @@ def predictor(w: Workload, profile: Path, plan):
 
     def predict(a: int, e: int, t: int) -> Layout | None:
         if (e, t) not in problems:
-            problems[(e, t)] = build_cluster_problem(cluster, w.algo, spec, e, cfg, threads=t)
+            problems[(e, t)] = build_cluster_problem(cluster, w.algo, spec, e, cfg, threads=t,
+                                                     precision=Precision.parse(plan.precision))
         problem, facts = problems[(e, t)]
         result = evaluate(problem, placement, ActorOption(a, e))
         if result is None:
@@ -335,6 +342,7 @@ def run_workload(w: Workload, passes: int, seconds: float, folder: Path, calibra
                      "error": abs(lay.predicted - mean) / mean, **host_divided(lay.predicted, measured[i], hosts[i])})
     result = {"workload": w.name, "folder": str(folder), "profile": profile.name, "plan_file": plan_file.name,
               "plan": {"actors": plan.actors, "envs": plan.envs_per_actor, "threads": plan.threads,
+                       "precision": plan.precision,
                        "predicted": plan.predicted["env_steps_per_s"], "bottleneck": plan.bottleneck},
               "rows": rows}
     return {**result, **plan_ratios(w, rows)}
@@ -367,7 +375,8 @@ def plan_ratios(w: Workload, rows: list[dict]) -> dict[str, float]:
 def print_table(result: dict) -> None:
     gauged = all("host_error" in r for r in result["rows"])
     print(f"\n{result['workload']}: plan {result['plan']['actors']} actor(s) × {result['plan']['envs']} env(s), "
-          f"{result['plan'].get('threads', 1)} learner thread(s), bound by {result['plan']['bottleneck']}")
+          f"{result['plan'].get('threads', 1)} learner thread(s), learn in {result['plan'].get('precision', 'fp32')}, "
+          f"bound by {result['plan']['bottleneck']}")
     print(f"  {'layout':28} {'predicted':>10} {'measured':>10} {'error':>7}" +
           (f" {'host':>5} {'÷ host':>7}" if gauged else "") + "  binding")
     for r in result["rows"]:
@@ -536,7 +545,13 @@ def main() -> None:
         for n in chosen:
             w = WORKLOADS[n - 1]
             print(f"[{n}] {w.name}: profiling, planning", flush=True)
-            results.append(run_workload(w, args.passes, args.seconds, root / str(n), args.calibrate))
+            try:
+                results.append(run_workload(w, args.passes, args.seconds, root / str(n), args.calibrate))
+            except ConfigError as exc:
+                if w.precision == "fp32":
+                    raise
+                print(f"[{n}] skipped: {exc}", flush=True)  # this machine does not compute that precision fast
+                continue
             print_table(results[-1])
     except PearlError as exc:
         print(f"error: {exc}", file=sys.stderr)

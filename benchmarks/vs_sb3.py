@@ -247,10 +247,12 @@ def _sb3_eval(model, env_id: str, seed: int = 0) -> list[float]:
 
 
 def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps: int,
-               launcher: str = "pearl") -> dict:
+               launcher: str = "pearl", precision: str = "fp32") -> dict:
     """Train with pearl's `launcher` (local: actor processes beside the learner's; sequential: acting and
     learning in turn in one process, as SB3 runs; pearl: none named, so pearl takes the one its profile of this
-    machine predicts faster, as `pearl train` does); add the bare learn rate measured right after, same threads."""
+    machine predicts faster, as `pearl train` does); add the bare learn rate measured right after, same threads.
+    Learn at `precision`; a machine that cannot compute it gives {"error": why} instead of a run."""
+    from pearl.errors import PearlError
     from pearl.training import train
 
     algo, env_id = (case, "Pendulum-v1") if case in CONTINUOUS else ("dqn", "CartPole-v1")
@@ -261,17 +263,20 @@ def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps
         return {"side": "pearl", "case": case, "steps": result.steps, "wall_s": result.train_wall_s,
                 "env_steps_per_s": result.env_steps_per_s, "final_mean": result.final["return_mean"],
                 "best_mean": result.best.get("return_mean"), "headline": result.headline}
-    result = train(algo, env_id, seed=seed, eval_episodes=0 if case == "collect" else EVAL_EPISODES,
-                   steps=steps or None, runs_dir=runs_dir, threads=threads, actors=actors,
-                   envs_per_actor=envs, learn=case != "collect", eval_every=0,
-                   launcher=None if launcher == "pearl" else launcher)
+    try:
+        result = train(algo, env_id, seed=seed, eval_episodes=0 if case == "collect" else EVAL_EPISODES,
+                       steps=steps or None, runs_dir=runs_dir, threads=threads, actors=actors,
+                       envs_per_actor=envs, learn=case != "collect", eval_every=0,
+                       launcher=None if launcher == "pearl" else launcher, precision=precision)
+    except PearlError as exc:
+        return {"side": "pearl", "case": case, "precision": precision, "error": str(exc)}
     out = {"side": "pearl", "case": case, "steps": result.steps, "wall_s": result.train_wall_s,
            "env_steps_per_s": result.env_steps_per_s, "eval_mean": None if case == "collect" else
            result.eval_return_mean, "threads": threads, "actors": actors, "envs_per_actor": envs,
            "replay_ratio": result.replay_ratio, "learning_updates_per_s": result.learning_updates_per_s,
-           "waits": result.waits, "launcher": result.launcher}
+           "waits": result.waits, "launcher": result.launcher, "precision": precision}
     if case != "collect":
-        bare = bare_learn_rate(algo, env_id, threads, seed)
+        bare = bare_learn_rate(algo, env_id, threads, seed, precision=precision)
         out["bare_updates_per_s"] = bare
         out["learner_efficiency"] = (result.learning_updates_per_s or 0.0) / bare
     return out
@@ -318,7 +323,8 @@ def pearl_ddpg_preset(env_id: str, seed: int) -> dict:
             "headline_mean": result.eval_return_mean}
 
 
-def bare_learn_rate(algo: str, env_id: str, threads: int, seed: int, seconds: float = 5.0) -> float:
+def bare_learn_rate(algo: str, env_id: str, threads: int, seed: int, seconds: float = 5.0,
+                    precision: str = "fp32") -> float:
     """Bare update steps per second on cpu: sample a batch, learn on it, hand back its priorities, in a tight
     loop on a replay holding the preset's total steps (the state at the end of training), nothing else
     running. The run's learner does exactly this per update, plus draining the actors' rings and
@@ -329,11 +335,13 @@ def bare_learn_rate(algo: str, env_id: str, threads: int, seed: int, seconds: fl
     from pearl.algos import preset
     from pearl.algos.params import init_params
     from pearl.envs import env_spec
+    from pearl.kernels import Precision
     from pearl.types import PriorityUpdate, TransitionBatch
 
     cfg, spec = preset(algo, env_id), env_spec(env_id)
     adapter = open_adapter("cpu", threads)
-    learn, replay = adapter.make_learn(cfg, spec, init_params(cfg, spec, seed)), adapter.make_replay(cfg, spec, seed)
+    learn = adapter.make_learn(cfg, spec, init_params(cfg, spec, seed), precision=Precision.parse(precision))
+    replay = adapter.make_replay(cfg, spec, seed)
     rng, n = np.random.default_rng(seed), cfg.total_steps
     action = (rng.integers(0, spec.action_dim, n) if spec.discrete
               else rng.uniform(-1, 1, (n, spec.action_dim)).astype(np.float32))
@@ -372,6 +380,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="pearl learner threads for DQN")
     parser.add_argument("--ddpg-threads", type=int, default=2, help="pearl learner threads for DDPG, TD3 and SAC")
     parser.add_argument("--actors", type=int, default=1)
+    parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16-mixed"], default=["fp32", "bf16-mixed"],
+                        help="learn's arithmetic of pearl's runs in the dqn, ddpg, td3 and sac cases, each a run per "
+                        "round (bf16-mixed says why not where this machine lacks bf16 units)")
     parser.add_argument("--envs-per-actor", type=int, default=8, help="pearl's envs per actor for DQN")
     parser.add_argument("--ddpg-envs-per-actor", type=int, default=1, help="pearl's envs per actor for DDPG, TD3 "
                         "and SAC")
@@ -426,15 +437,17 @@ def main() -> None:
         if case == "defaults":
             defaults_case(args.seed, args.rounds, args.defaults_steps)
             continue
-        pearl_runs = [(args.threads, args.actors, args.envs_per_actor, args.steps)]
+        pearl_runs = [(args.threads, args.actors, args.envs_per_actor, args.steps, p) for p in args.precisions]
         if case in CONTINUOUS:
-            pearl_runs = [(args.ddpg_threads, args.actors, args.ddpg_envs_per_actor, args.steps)]
+            pearl_runs = [(args.ddpg_threads, args.actors, args.ddpg_envs_per_actor, args.steps, p)
+                          for p in args.precisions]
         if case == "collect":
-            pearl_runs = [(1, args.collect_actors, args.collect_envs, args.collect_steps), (1, 1, 1, 50_000)]
+            pearl_runs = [(1, args.collect_actors, args.collect_envs, args.collect_steps, "fp32"),
+                          (1, 1, 1, 50_000, "fp32")]
         speed_case(case, args, pearl_runs)
 
 
-def speed_case(case: str, args: argparse.Namespace, pearl_runs: list[tuple[int, int, int, int]]) -> None:
+def speed_case(case: str, args: argparse.Namespace, pearl_runs: list[tuple[int, int, int, int, str]]) -> None:
     """SB3 and pearl's runs, --rounds times, SB3 first in odd rounds and last in even ones, so the machine's drift
     over the invocation falls on both sides; a line per run, then the median of each run's ratio to its round's
     SB3 run over the rounds."""
@@ -452,17 +465,21 @@ def speed_case(case: str, args: argparse.Namespace, pearl_runs: list[tuple[int, 
                       f"({sb3['wall_s']:.1f} s, {sb3['threads']} torch threads)"
                       + (f"  eval {sb3['eval_mean']:.1f}" if sb3["eval_mean"] is not None else ""), flush=True)
                 continue
-            i, threads, actors, envs, steps = side
+            i, threads, actors, envs, steps, precision = side
             done[i] = run_child(["--seed", str(args.seed), "--child", "pearl", case,
-                                 *map(str, (threads, actors, envs, steps)), launcher])
-        for i, threads, actors, envs, _ in pearl_side:
+                                 *map(str, (threads, actors, envs, steps)), launcher, precision])
+        for i, threads, actors, envs, _, precision in pearl_side:
             p, sb3 = done[i], done["sb3"]
+            if "error" in p:
+                print(f"[{case} round {r + 1}] pearl learn in {precision}: not run: {p['error']}", flush=True)
+                continue
             ratios[i].append(p["env_steps_per_s"] / sb3["env_steps_per_s"])
             ran = p["launcher"]
             line = (f"[{case} round {r + 1}] pearl {p['env_steps_per_s']:9,.0f} env steps/s  "
                     f"({p['steps']:,} steps in {p['wall_s']:.1f} s, {ran} launcher"
                     + (" (pearl's choice)" if launcher == "pearl" else "")
                     + f", {actors if ran == 'local' else 1} actor(s) × {envs} env(s), {threads} learner thread(s), "
+                    f"learn in {precision}, "
                     f"{'pearl' if order[0] != 'sb3' else 'SB3'} ran first)  ratio pearl/SB3 {ratios[i][-1]:.2f}")
             if p["eval_mean"] is not None:
                 line += f"  eval {p['eval_mean']:.1f}"
@@ -471,10 +488,13 @@ def speed_case(case: str, args: argparse.Namespace, pearl_runs: list[tuple[int, 
                          f"learner efficiency {p['learner_efficiency']:.2f} "
                          f"({p['learning_updates_per_s']:.0f} / {p['bare_updates_per_s']:.0f} bare updates/s)")
             print(line, flush=True)
-    for i, (threads, actors, envs, _) in enumerate(pearl_runs):
+    for i, (threads, actors, envs, _, precision) in enumerate(pearl_runs):
         runs = ratios[i]
+        if not runs:
+            continue
         print(f"[{case}] pearl/SB3 over {len(runs)} round(s) ({actors} actor(s) × {envs} env(s), {threads} learner "
-              f"thread(s)): {', '.join(f'{x:.2f}' for x in runs)}; median {statistics.median(runs):.2f}", flush=True)
+              f"thread(s), learn in {precision}): {', '.join(f'{x:.2f}' for x in runs)}; median "
+              f"{statistics.median(runs):.2f}", flush=True)
 
 
 def parse_seeds(text: str) -> list[int]:

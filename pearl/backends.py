@@ -86,6 +86,11 @@ class Backend:
     "module:function" (DeviceId, busy callable, seconds) → a PowerReading or None; '' for none."""
     what_if_kinds: tuple[DeviceKind, ...] = ()
     """What-if descriptors of these kinds are costed as its devices: with its adapter's kernel set."""
+    precisions: tuple[str, ...] = ("fp32",)
+    """The arithmetic its adapter's learn computes in (`pearl.kernels.Precision` values)."""
+    precision_check: str = ""
+    """"module:function" (DeviceId, Precision) → '' when one of its devices computes that precision in hardware
+    (at least as fast as fp32), else why not; '' for a kind that does every precision it lists at speed."""
     binaries: bool = False
     """Its devices can load a descriptor's precompiled kernel binary (`--descriptor`) instead of building."""
     emulates: bool = False
@@ -102,7 +107,8 @@ class Backend:
             raise ValueError(f"{self.family}: a kind a machine has names its adapter and its open function")
 
     def call(self, what: str, *args: Any) -> Any:
-        """Call the function named by field `what` ("discover", "skipped", "open", "power") with `args`."""
+        """Call the function named by field `what` ("discover", "skipped", "open", "power", "precision_check")
+        with `args`."""
         return resolve(getattr(self, what))(*args)
 
 

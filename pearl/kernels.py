@@ -39,6 +39,10 @@ class Precision(str, Enum):
             raise ConfigError(f"unknown precision {text!r}; the precisions are {choices}") from None
 
 
+#: what a plan may be asked for: a precision, or auto (the planner chooses from the profile's figures)
+PRECISION_CHOICES = (*(p.value for p in Precision), "auto")
+
+
 @dataclass(frozen=True)
 class Kernel:
     name: str

@@ -27,12 +27,12 @@ from pearl.training.result import TrainResult
 
 
 def candidates(profile_path: str, algo: str, env_id: str) -> list[tuple[str, Plan]]:
-    plans = [("throughput plan", make_plan(profile_path, algo, env_id, "throughput")),
-             ("perf-per-watt plan", make_plan(profile_path, algo, env_id, "perf-per-watt")),
+    plans = [("throughput plan", make_plan(profile_path, algo, env_id, "throughput", precision="auto")),
+             ("perf-per-watt plan", make_plan(profile_path, algo, env_id, "perf-per-watt", precision="auto")),
              *fixed_plans(profile_path, algo, env_id).items()]
     merged: dict[tuple, tuple[list[str], Plan]] = {}
     for label, plan in plans:
-        key = (tuple(sorted(plan.mapping.items())), plan.actors)
+        key = (tuple(sorted(plan.mapping.items())), plan.actors, plan.precision)
         merged.setdefault(key, ([], plan))[0].append(label)
     return [(" = ".join(labels), plan) for labels, plan in merged.values()]
 
@@ -78,7 +78,7 @@ def row(label: str, plan: Plan, result: TrainResult, path: Path, seconds: float)
     a note saying why, when the run made no update in its time)."""
     measured = result.learning_env_steps_per_s
     p = plan.predicted
-    return {"label": label, "mapping": plan.mapping, "actors": plan.actors,
+    return {"label": label, "mapping": plan.mapping, "actors": plan.actors, "precision": plan.precision,
             "predicted_env_steps_per_s": p["env_steps_per_s"], "measured_env_steps_per_s": measured,
             "error": (p["env_steps_per_s"] - measured) / measured if measured else None,
             "predicted_j_per_step": 1.0 / p["env_steps_per_joule"] if p.get("env_steps_per_joule") else None,
@@ -107,7 +107,8 @@ def markdown(report: dict) -> str:
              "| mapping | actors | predicted env steps/s | measured env steps/s | error | predicted J/step | "
              "measured J/step | power |", "|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
-        lines.append(f"| {r['label']}: {_mapping_text_from(r['mapping'])} | {r['actors']} | "
+        learn = f" (learn in {r['precision']})" if r.get("precision", "fp32") != "fp32" else ""
+        lines.append(f"| {r['label']}: {_mapping_text_from(r['mapping'])}{learn} | {r['actors']} | "
                      f"{r['predicted_env_steps_per_s']:,.0f} | {figure(r['measured_env_steps_per_s'], ',.0f')} | "
                      f"{figure(r['error'], '+.0%')} | {figure(r['predicted_j_per_step'], '.3g')} | "
                      f"{figure(r['measured_j_per_step'], '.3g')} | {r['power_source']} |")

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator, Sequence
 from pearl.algos import OffPolicyConfig, algorithm_names
 from pearl.errors import ConfigError
 from pearl.fileio import FieldChecker
+from pearl.kernels import Precision
 from pearl.schedule import DEFAULT_LAG
 
 # The learner's threads when neither --threads nor a plan nor a profile of this machine says otherwise: a plan
@@ -30,6 +31,11 @@ DEFAULT_LAUNCHER = "local"  # a run that names no launcher and has no plan may r
 MAX_THREADS = 4096  # a typo must not ask torch for millions of threads
 DEFAULT_CHECKPOINT_EVERY = 5_000  # updates; DQN CartPole's 50,000 steps make ~24,500 updates
 EVALUATIONS_PER_RUN = 10  # in-training evaluations when eval_every is left to pearl
+
+
+def precision_names() -> list[str]:
+    """`--precision`'s choices: the precisions learn computes in."""
+    return [p.value for p in Precision]
 
 
 def option(default: Any = None, help: str = "", *, flag: str | None = None, record: str | None = None,
@@ -100,6 +106,10 @@ class PlacementOptions:
         None, "Learner processes training one policy together: each computes the gradients of its rows of every "
         "batch, and they apply the same averaged step (local and ray launchers; learn on cpu or cuda:N) "
         "[default: the plan's, else 1].", flag="--learners", record="optional", kind=int, minimum=1, type=int)
+    precision: str | None = option(
+        None, "Learn's arithmetic: fp32, or bf16-mixed (products in bfloat16 with float32 accumulation, master "
+        "weights and optimiser state; on a device with bf16 units) [default: the plan's, else fp32].",
+        flag="--precision", record="optional", kind=str, choices=precision_names)
     descriptor: str | None = option(None, "Device descriptor (TOML) whose kernel binary an OpenCL device loads.",
                                     flag="--descriptor", record="optional", kind=str)
     emulate: dict[str, str] = option(

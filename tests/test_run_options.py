@@ -42,7 +42,7 @@ EARLIER_CONFIG = {
 #: every flag `pearl train` took before its options were made from the declarations
 FLAGS = {"--algo", "--env", "--device", "--plan", "--descriptor", "--emulate", "--steps", "--set", "--config", "--seed",
          "--eval-episodes", "--eval-every", "--eval-every-episodes", "--runs-dir", "--threads", "--actors",
-         "--learners", "--envs-per-actor", "--launcher", "--ray-address", "--replay-shards", "--sequential",
+         "--learners", "--precision", "--envs-per-actor", "--launcher", "--ray-address", "--replay-shards", "--sequential",
          "--policy-lag", "--segment-steps", "--no-learn", "--max-restarts", "--checkpoint-every",
          "--no-checkpoint-replay", "--resume", "--json"}
 
@@ -65,7 +65,7 @@ def test_a_config_json_of_an_earlier_pearl_sets_up_its_run_again(tmp_path: Path)
     # written again, the record is the one it was read from (same keys, same values)
     again = json.loads(json.dumps(setup.config_record()))
     this_host = {"host": again["host"], "pearl_version": again["pearl_version"]}
-    added = {"learners": 1}  # what this pearl records that the earlier one did not: the run's resolved value
+    added = {"learners": 1, "precision": "fp32"}  # what this pearl records that the earlier one did not: resolved
     assert again == {k: v for k, v in EARLIER_CONFIG.items() if k != "schema"} | this_host | added
 
 

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from pearl.adapters.base import Adapter, GroupComm, LearnKernel
 from pearl.algos.base import OffPolicyConfig
 from pearl.children import close_stderr, read_payload, start_child, stderr_tail
+from pearl.kernels import Precision
 from pearl.types import EnvSpec, LearnResult, Params, SampleBatch
 
 JOIN_GRACE_S = 5.0  # how long the other learners get to leave the group after STOP before they are killed
@@ -50,12 +51,13 @@ class LearnerArgs:
     state: Params  # learner 0's learn state dict when the group starts
     parent_pid: int  # a learner process exits when its parent (learner 0's process) is gone
     host: str = "127.0.0.1"  # where learner 0 opened the group's rendezvous
+    precision: Precision = Precision.FP32  # learner 0's learn arithmetic, which every learner computes in
 
 
 def open_group(adapter: Adapter, kernel: LearnKernel, config: OffPolicyConfig, spec: EnvSpec, learners: int,
                threads: int | None, seed: int, procs: list[subprocess.Popen],
                start: Callable[[Callable[[int], LearnerArgs]], None] | None = None,
-               host: str = "127.0.0.1") -> GroupComm:
+               host: str = "127.0.0.1", precision: Precision = Precision.FP32) -> GroupComm:
     """Learner 0's end of a new group of `learners` on `adapter`'s device, `kernel` being learner 0's, its
     rendezvous at `host`: the others are started from its state and joined. `start(args_of_rank)` starts them
     (the Ray launcher's actors); by default they are processes of this host, put into `procs` as soon as they
@@ -65,7 +67,7 @@ def open_group(adapter: Adapter, kernel: LearnKernel, config: OffPolicyConfig, s
     def start_others(port: int) -> None:
         def args(rank: int) -> LearnerArgs:
             return LearnerArgs(rank, learners, port, config, spec, adapter.device_id, threads, seed, state,
-                               os.getpid(), host)
+                               os.getpid(), host, precision)
 
         if start is not None:
             start(args)
@@ -126,7 +128,8 @@ def run(args: LearnerArgs) -> None:
     from pearl.algos.params import init_params
 
     adapter = open_adapter(args.device, args.threads)
-    kernel = adapter.make_learn(args.config, args.spec, init_params(args.config, args.spec, args.seed), args.seed)
+    kernel = adapter.make_learn(args.config, args.spec, init_params(args.config, args.spec, args.seed), args.seed,
+                                args.precision)
     kernel.load_state_dict(args.state)
     comm = adapter.join_group(args.rank, args.learners, args.port, args.spec, args.config.batch_size, args.host)
     try:

@@ -18,6 +18,7 @@ from pearl.adapters.base import Adapter, DeviceInfo
 from pearl.backends import Backend, backends, broken
 from pearl.device import DeviceId
 from pearl.errors import BackendMissing, DeviceError
+from pearl.kernels import Precision
 
 
 @dataclass
@@ -63,6 +64,18 @@ def _discover(kind: Backend) -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
         return kind.call("discover")
     except ImportError as exc:
         return [], [(kind.family, f"its library cannot be imported ({exc}); {kind.requires or 'install it'}")]
+
+
+def precision_problem(device: DeviceId, precision: Precision | str) -> str:
+    """'' when learn on `device` can compute `precision` in hardware; else why not: its kind's adapter does not
+    compute it, or the device lacks the units (its kind's `precision_check`, timed once a process)."""
+    wanted, kind = Precision.parse(precision), device.backend
+    if wanted is Precision.FP32:
+        return ""
+    if wanted.value not in kind.precisions:
+        return (f"the {kind.adapter or kind.family} adapter computes learn in {', '.join(kind.precisions)} only"
+                if kind.precisions else f"{device} computes no learn")
+    return kind.call("precision_check", device, wanted) if kind.precision_check else ""
 
 
 SLICE_PARTS = ("cuda", "slices", "mig", "mps")

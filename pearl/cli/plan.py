@@ -8,6 +8,7 @@ import click
 
 from pearl.cli.base import ALGO_CHOICES, cli, print_json, quiet_solver, warn_left_out
 from pearl.errors import ConfigError
+from pearl.kernels import PRECISION_CHOICES
 
 
 @cli.command()
@@ -31,9 +32,12 @@ from pearl.errors import ConfigError
 @click.option("--run", "run_path", default=None, metavar="RUN",
               help="With --serve: the runs/<id> folder (or policy file).")
 @click.option("--batch", type=int, default=1, show_default=True, help="With --serve: observations answered per call.")
+@click.option("--precision", type=click.Choice(PRECISION_CHOICES), default="fp32", show_default=True,
+              help="Learn's arithmetic: fp32, bf16-mixed (products in bfloat16, float32 accumulation and master "
+                   "weights; where the profile timed it), or auto (the better of the two, ties keeping fp32).")
 def plan(profile_path: str, algo: str | None, env_id: str | None, objective: str, envs: str | None,
          settings: tuple[str, ...], config_file: str | None, learners: int | None, out: str,
-         as_json: bool, serve: bool, run_path: str | None, batch: int) -> None:
+         as_json: bool, serve: bool, run_path: str | None, batch: int, precision: str) -> None:
     """Place every kernel by integer program: write a plan.
 
     Solves the placement integer program on a profile and writes a deployment plan. A workload shape the
@@ -56,7 +60,8 @@ def plan(profile_path: str, algo: str | None, env_id: str | None, objective: str
         except ValueError:
             raise ConfigError(f"--envs-per-actor takes a number of environments or auto, got {envs!r}") from None
     config = configured(algo, env_id, config_file, parse_settings(settings)) if settings or config_file else None
-    result = make_plan(profile_path, algo, env_id, objective, envs=envs, config=config, learners=learners)
+    result = make_plan(profile_path, algo, env_id, objective, envs=envs, config=config, learners=learners,
+                       precision=precision)
     warn_left_out(profile_path)
     written = save_plan(result, out)
     if as_json:
@@ -73,6 +78,8 @@ def plan(profile_path: str, algo: str | None, env_id: str | None, objective: str
                f"{result.learners} learner(s) × {result.threads} thread(s)")
     if result.learners_why:
         click.echo(f"  learners: {result.learners_why}")
+    if result.precision_why:
+        click.echo(f"  precision: {result.precision_why}")
     if result.replay_shards:  # a cluster plan's replay server sharded over nodes
         click.echo(f"  replay server: {sum(result.replay_shards.values())} shards, "
                    + ", ".join(f"{n} on {d}" for d, n in result.replay_shards.items())

@@ -114,6 +114,11 @@ def profile(ctx: click.Context, quick: bool, out: str | None, algos: tuple[str, 
     for p in result.power:
         origin = f" {p.descriptor}" + (f" × {p.scale:.3g}" if p.scale != 1 else "") if p.descriptor else ""
         click.echo(f"  power {p.device}: idle {p.idle_w:.0f} W, busy {p.busy_w:.0f} W ({p.source}, {p.method}{origin})")
+    for q in result.precision_problems:
+        click.echo(f"  learn at {q.precision} not timed on {q.device}: {q.reason}")
+    timed16 = sorted({k.device for k in result.kernels if k.precision != "fp32"})
+    if timed16:
+        click.echo(f"  learn also timed at bf16-mixed on {', '.join(timed16)}")
     click.echo(f"  wrote {written}")
 
 

@@ -38,6 +38,9 @@
   largest count's seconds per env), below them the smallest count's; at least a tenth of the actor step.
   None when the profile has no actor step on w's env (the planner then charges e bare env steps).
 - `power(d)`: idle and busy watts, with their source and method.
+- `CostModel(profile, precision)`: learn at that precision (`pearl.kernels.Precision`): only the profile's learn
+  timings at it are read, every other kernel's float32 ones; a device whose learn was not timed at it has no
+  learn figure, so a plan at that precision cannot place learn there.
 
 Scaled figures. `kernel_time` also takes a `Workload` (its shapes) in place of a key. When the profile holds
 that workload's (kernel, device) series, the series answers (measured). When it does not, the time is the
@@ -76,7 +79,7 @@ from dataclasses import replace
 
 from pearl.costmodel.estimate import MEASURED, SCALED, Estimate, PowerEstimate, Series, combine, piecewise
 from pearl.device import HOST_DEVICE
-from pearl.kernels import sample_timing
+from pearl.kernels import Precision, sample_timing
 from pearl.profile.format import IN_SITU, ActorStepTiming, KernelTiming, Power, Profile, Transfer, Workload
 from pearl.roofline import Work, kernel_work
 
@@ -93,8 +96,10 @@ class CostModel:
     two transfers of one (device, direction) or two power entries of one device is ambiguous: ValueError.
     """
 
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Profile, precision: Precision = Precision.FP32) -> None:
         self.profile = profile
+        #: learn's arithmetic: only learn's timings at it are read (every other kernel runs float32)
+        self.precision = Precision.parse(precision)
         self._device_source = {d.id: d.source for d in profile.devices}
         self._shares = {d.id: d.shares for d in profile.devices}
 
@@ -104,6 +109,8 @@ class CostModel:
         self._threaded: dict[tuple[str, str, str], dict[int, KernelTiming]] = {}
         self._beside: dict[tuple[str, str, str], dict[int, KernelTiming]] = {}
         for t in profile.kernels:
+            if t.precision != (self.precision.value if t.kernel == "learn" else Precision.FP32.value):
+                continue
             if t.threads != 1 or t.beside > 0:
                 (self._beside if t.beside > 0 else self._threaded).setdefault((t.workload, t.kernel, t.device),
                                                                               {})[t.threads] = t
@@ -294,6 +301,8 @@ class CostModel:
         samples, kernels interleaved, as the runtime runs them) than timed one at a time: the profile's in-situ
         iteration ÷ the sum of its kernels' times at the same sizes. 1.0 when the profile has no in-situ
         timing for that pair (older profiles, what-if devices)."""
+        if self.precision is not Precision.FP32:  # the iteration ran learn in float32: its ratio to float32's
+            return self._float32().in_situ_factor(device, workload)
         workload = self._in_situ_key(device, workload)
         t = self._in_situ.get((workload, device)) if workload else None
         if t is None:
@@ -304,6 +313,11 @@ class CostModel:
                 + self.kernel_time("learn", device, workload, t.batch).seconds
                 + (self.kernel_time("priority_update", device, workload, t.batch).seconds if t.prioritized else 0.0))
         return t.iteration_s / bare if bare > 0 else 1.0
+
+    def _float32(self) -> "CostModel":
+        if getattr(self, "_fp32_model", None) is None:
+            self._fp32_model = CostModel(self.profile)
+        return self._fp32_model
 
     def first_iteration_factor(self, device: str, workload: str | Workload) -> float:
         """How much longer a segment's first learner iteration on `device` took than one in the middle of a chain:

@@ -17,6 +17,7 @@ from pearl.algos import OffPolicyConfig
 from pearl.costmodel import CostModel
 from pearl.costmodel.model import HOST
 from pearl.errors import PlanError
+from pearl.kernels import Precision
 from pearl.planner.build import CLUSTER_LAUNCHER, Facts, build_problem, estimate_seconds, group_comm, per_iteration
 from pearl.planner.problem import REPLAY, Edge, Node, Problem, Resource
 from pearl.profile.cluster import Cluster
@@ -61,20 +62,20 @@ def qualified(node: str, name: str) -> str:
 
 def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int | None = None,
                           config: OffPolicyConfig | None = None, threads: int = 1,
-                          learners: int = 1) -> tuple[Problem, Facts]:
+                          learners: int = 1, precision: Precision = Precision.FP32) -> tuple[Problem, Facts]:
     """The problem over every node of the cluster: each node's own problem (build_problem on its profile) with
     its ids qualified NODE/DEVICE, joined by the data edges that cross nodes, each paying the link's latency and
     bandwidth (plus the devices' legs to and from their hosts). A cluster of one node is build_problem's
     problem, unqualified: it plans exactly as the host profile."""
     if len(cluster.nodes) == 1:
         profile = cluster.nodes[0].profile
-        return build_problem(profile, CostModel(profile), algo, spec, envs, config, threads=threads,
+        return build_problem(profile, CostModel(profile, precision), algo, spec, envs, config, threads=threads,
                              learners=learners)
     if learners > 1 and learners != len(cluster.nodes):
         raise PlanError(f"a cluster plan's learner group has one learner on every node: {len(cluster.nodes)} "
                         f"learners, not {learners}")
     parts = []
-    models = {node.name: CostModel(node.profile) for node in cluster.nodes}
+    models = {node.name: CostModel(node.profile, precision) for node in cluster.nodes}
     # the actor processes may spread over every node: options up to all the hosts' lanes together
     lanes = [_host_lanes(node.profile, models[node.name]) for node in cluster.nodes]
     total = sum(lanes)

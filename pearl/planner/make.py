@@ -13,7 +13,7 @@ from pearl.costmodel import CostModel
 from pearl.device import HOST, NodeDevice
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, PlanError
-from pearl.kernels import GROUP_COMM
+from pearl.kernels import GROUP_COMM, PRECISION_CHOICES, Precision
 from pearl.planner.build import Facts, build_problem
 from pearl.profile.format import config_workload
 from pearl.planner.cluster_problem import build_cluster_problem
@@ -36,8 +36,77 @@ GROUP_SIZES = (2, 4)  # the learner groups a plan considers beside one learner (
 
 def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str = "throughput",
               envs: int | str | None = None, config: OffPolicyConfig | None = None,
-              learners: int | None = None) -> Plan:
-    """The plan for `objective`. envs: environments per actor; None keeps the preset's (its published returns
+              learners: int | None = None, precision: str = "fp32") -> Plan:
+    """The plan for `objective`, its learn at `precision` (PRECISION_CHOICES): fp32, bf16-mixed, or auto, which
+    plans both where the profile timed learn at bf16-mixed and keeps the better (ties keep fp32), as threads and
+    learners are chosen. The plan's `precision_why` says what the other precision would have given, or why it
+    could not be planned. The rest as `plan_at`."""
+    if precision not in PRECISION_CHOICES:
+        raise ConfigError(f"unknown precision {precision!r}: use one of {', '.join(PRECISION_CHOICES)}")
+    base = load_source(profile_path)
+    args = (algo, env_id, objective, envs, config, learners)
+    plans = {FP32: plan_at(base, *args)}
+    bf16, asked = Precision.BF16_MIXED, precision
+    missing = unmeasured_precision(base, algo, env_id, config, bf16)
+    if asked == bf16.value and missing:
+        raise ConfigError(f"--precision {bf16.value}: {missing}; plan with --precision fp32 or auto")
+    if not missing:
+        try:
+            plans[bf16] = plan_at(Source(base.path, base.cluster, bf16), *args)
+        except PlanError as exc:
+            if asked == bf16.value:
+                raise
+            missing = f"no {bf16.value} plan fits ({exc})"
+    chosen = FP32 if asked == FP32.value else bf16 if asked == bf16.value else \
+        min(plans, key=lambda p: (_objective_rank(plans[p], objective)[0], p is not FP32))
+    plan = plans[chosen]
+    plan.precision, plan.precision_why = chosen.value, _precision_why(plans, chosen, asked, missing, objective)
+    return plan
+
+
+FP32 = Precision.FP32
+
+
+def unmeasured_precision(source: "Source", algo: str, env_id: str, config: OffPolicyConfig | None,
+                         precision: Precision) -> str:
+    """Why the profile cannot plan learn at `precision` ('' when some device's learn was timed at it): each
+    device's recorded problem (no bf16 units, a float32-only adapter), else that the profile has no such figures."""
+    profiles = [n.profile for n in source.cluster.nodes]
+    if any(k.kernel == "learn" and k.precision == precision.value for p in profiles for k in p.kernels):
+        return ""
+    problems = [f"{q.device}: {q.reason}" for p in profiles for q in p.precision_problems
+                if q.precision == precision.value]
+    return ("the profile times learn at " + precision.value + " on no device (" + "; ".join(problems) + ")"
+            if problems else f"the profile has no {precision.value} learn figures (`pearl profile` times them on "
+                             "devices that do bf16 in hardware)")
+
+
+def _objective_rank(plan: Plan, objective: str) -> tuple[float, float]:
+    rate, per_joule = plan.predicted["env_steps_per_s"], plan.predicted["env_steps_per_joule"] or 0.0
+    return (-rate, -per_joule) if objective == "throughput" else (-per_joule, -rate)
+
+
+def _precision_why(plans: dict[Precision, Plan], chosen: Precision, asked: str, missing: str, objective: str) -> str:
+    """One line: the precision and how it was chosen, with what the other would have given (under auto always,
+    under an asked precision when the other is better), or why the other was not planned (under auto)."""
+    head = f"{chosen.value} ({'auto' if asked == 'auto' else 'as asked'})"
+    others = [p for p in plans if p is not chosen]
+    if not others:
+        return f"{head}: bf16-mixed not planned: {missing}" if missing and asked == "auto" else head
+    other = plans[others[0]]
+    if asked != "auto" and _objective_rank(other, objective)[0] >= _objective_rank(plans[chosen], objective)[0]:
+        return head
+    key, unit = ("env_steps_per_s", "env steps/s") if objective == "throughput" else \
+        ("env_steps_per_joule", "env steps/J")
+    mine, theirs = plans[chosen].predicted[key] or 0.0, other.predicted[key] or 0.0
+    ratio = f" ({theirs / mine:.2f}× this plan's)" if mine > 0 else ""
+    return f"{head}: {others[0].value} would give {theirs:,.0f} {unit}{ratio}"
+
+
+def plan_at(source: "Source", algo: str, env_id: str, objective: str = "throughput",
+            envs: int | str | None = None, config: OffPolicyConfig | None = None,
+            learners: int | None = None) -> Plan:
+    """The plan for `objective` from `source`'s figures (learn at its precision). envs: environments per actor; None keeps the preset's (its published returns
     were measured with it), an integer fixes it, "auto" lets the planner choose from ENV_CHOICES (up to the
     largest act batch the profile measured, so no act time is extrapolated): one program per choice, the best
     kept, the Pareto fronts merged. config: the hyperparameters to plan for (default: the preset's); a
@@ -45,7 +114,7 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
     learners: plan exactly that learner group size (None: the planner chooses, `learner_layouts`)."""
     if objective not in OBJECTIVES:
         raise ConfigError(f"unknown objective {objective!r}: use one of {', '.join(OBJECTIVES)}")
-    source, problem, facts = _setup(profile_path, algo, env_id, config)
+    source, problem, facts = _setup(source, algo, env_id, config)
     if envs == "auto":
         _, model, host = source.local(problem.host_device)
         largest = max(model.batches("act", host, facts.target), default=1)
@@ -61,7 +130,8 @@ def make_plan(profile_path: str | Path, algo: str, env_id: str, objective: str =
     for e in choices:
         for threads, group in layouts:
             p_e, f_e = (problem, facts) if (e, threads, group) == (facts.envs_per_actor, 1, 1) else \
-                build_cluster_problem(source.cluster, algo, env_spec(env_id), e, config, threads, group)
+                build_cluster_problem(source.cluster, algo, env_spec(env_id), e, config, threads, group,
+                                      source.precision)
             try:
                 front = pareto(p_e)
             except PlanError:
@@ -257,10 +327,12 @@ class Source:
 
     path: str
     cluster: Cluster
+    #: learn's arithmetic: the cost models read learn's timings at it
+    precision: Precision = Precision.FP32
     models: dict[str, CostModel] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.models = {n.name: CostModel(n.profile) for n in self.cluster.nodes}
+        self.models = {n.name: CostModel(n.profile, self.precision) for n in self.cluster.nodes}
 
     def local(self, device: str) -> tuple[Profile, CostModel, str]:
         """(profile, cost model, id within that profile) of a problem's device."""
@@ -282,7 +354,7 @@ def _setup(profile_path: str | Path | Source, algo: str, env_id: str,
     check_algo_fits(algo, spec)
     if config is not None and config.algo != algo:
         raise ConfigError(f"a {config.algo} config cannot plan {algo}")
-    problem, facts = build_cluster_problem(source.cluster, algo, spec, config=config)
+    problem, facts = build_cluster_problem(source.cluster, algo, spec, config=config, precision=source.precision)
     return source, problem, facts
 
 

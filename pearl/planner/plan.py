@@ -10,6 +10,8 @@ predicts for it and for the all-on-one-device mappings.
       "threads": T,  the learner's CPU threads (torch's intra-op threads on `cpu`); optional, 1 when absent
       "learners": N, "learners_why": text,  the learner group's size and why the planner chose it; optional
                      (1 and "" when absent)
+      "precision": "fp32" | "bf16-mixed", "precision_why": text,  learn's arithmetic and why the planner chose
+                     it, with what the other precision would have given; optional ("fp32" and "" when absent)
       "actor_devices": {D: processes},  (cluster plans) act's device on each node that runs actor processes
       "replay_shards": {D: shards},  (cluster plans) the devices holding the replay server's shards
       "predicted": {"env_steps_per_s", "updates_per_s", "learner_samples_per_s", "period_s",
@@ -55,7 +57,7 @@ from typing import Any
 
 from pearl.device import NodeDevice
 from pearl.errors import DeviceError, PearlError
-from pearl.kernels import GROUP_COMM
+from pearl.kernels import GROUP_COMM, Precision
 from pearl.fileio import MAX_INT, FieldChecker, finite_number, read_json, write_json_atomic
 from pearl.profile.format import MAX_LANES
 
@@ -98,6 +100,9 @@ class Plan:
     #: the learners of a learner group the plan chose (Problem.learners), and why; 1 and "" in older plans
     learners: int = 1
     learners_why: str = ""
+    #: learn's arithmetic (pearl.kernels.Precision), and why the planner chose it; "fp32" and "" in older plans
+    precision: str = Precision.FP32.value
+    precision_why: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, **asdict(self)}
@@ -208,13 +213,18 @@ def parse_plan(data: Any, where: str) -> Plan:
         check.integer(data, "learners", minimum=1, maximum=MAX_LANES)
     if not isinstance(data.get("learners_why", ""), str):  # "" in a plan that chose no group size
         fail("learners_why", "a string", data["learners_why"])
+    precision = data.get("precision", Precision.FP32.value)
+    if precision not in {p.value for p in Precision}:
+        fail("precision", " or ".join(repr(p.value) for p in Precision), precision)
+    if not isinstance(data.get("precision_why", ""), str):
+        fail("precision_why", "a string", data["precision_why"])
     plan = Plan(data["pearl_version"], data["created"], data["algo"], data["env"], data["objective"],
                 data["profile"], dict(mapping), data["actors"], data["envs_per_actor"], data["predicted"],
                 data["bottleneck"], data["lanes"], list(data.get("baselines", [])), dict(solver),
                 list(data.get("pareto", [])), {k: float(v) for k, v in kernels.items()}, dict(power),
                 list(data.get("why", [])) if isinstance(data.get("why", []), list) else [], list(slices),
                 actor_devices, replay_shards, data.get("threads", 1), data.get("learners", 1),
-                data.get("learners_why", ""))
+                data.get("learners_why", ""), precision, data.get("precision_why", ""))
     try:
         _ = plan.devices  # every device id is read here, once: a bad one refuses the file
     except DeviceError as exc:

@@ -8,7 +8,8 @@
                    "descriptor", "descriptor_matched", "source", "share", "instances", "process_env"}],
       "workloads": [{"key", "algo", "env", "obs_dim", "action_dim", "hidden", "batch_size", "buffer_size"}],
       "kernels": [{"workload", "kernel", "device", "batch", "median_s", "p10_s", "p90_s", "samples", "source",
-                   "threads" (optional: 1), "beside" (optional: 0), "one_thread_s" (optional: null)}],
+                   "threads" (optional: 1), "beside" (optional: 0), "one_thread_s" (optional: null),
+                   "precision" (optional: "fp32"; learn also at "bf16-mixed" where the device does it in hardware)}],
                  (kernel: a device kernel, or replay_sample_prioritized, the draw from a prioritized replay)
       "env_step": [{"env", "median_s", "p10_s", "p90_s", "samples", "source"}],
       "transfers": [{"device", "direction", "latency_s", "bandwidth_bytes_per_s", "source"}],
@@ -18,7 +19,9 @@
       "weight_sync": [{"workload", "device", "publish_s", "load_s", "samples", "source"}],
       "actor_step": [{"workload", "device", "envs", "step_s", "samples", "source"}],
       "group_learn": [{"workload", "device", "learners", "update_s", "samples", "source", "comm_s" (optional: null)}],
-      "calibrations": [{"run", "folded", "workload", "entries", "contended" (optional)}]
+      "calibrations": [{"run", "folded", "workload", "entries", "contended" (optional)}],
+      "precision_problems": [{"device", "precision", "reason"}] (optional: []; why learn was not timed at a
+                            precision on a device: no bf16 units, an adapter that computes float32 only)
     }
 
 - A workload key names the algorithm, env and network shapes (`dqn-CartPole-v1-o4-a2-h256x256`), so a
@@ -84,7 +87,10 @@ from typing import TYPE_CHECKING, Any
 from pearl.device import HOST_RESOURCE, DeviceKind
 from pearl.errors import PearlError
 from pearl.fileio import MAX_INT, FieldChecker, field_path, is_int, read_json, write_json_atomic
-from pearl.kernels import TIMING_NAMES
+from pearl.kernels import TIMING_NAMES, Precision
+
+FP32 = Precision.FP32.value
+PRECISIONS = {p.value for p in Precision}
 
 if TYPE_CHECKING:
     from pearl.algos.base import OffPolicyConfig
@@ -169,6 +175,17 @@ class KernelTiming:
     #: cost model's thread factor is median_s ÷ this, a ratio over one span of the machine; None (older
     #: profiles, optional in the file): ÷ the grid's one-thread figure, timed at another moment
     one_thread_s: float | None = None
+    #: the arithmetic learn ran in (pearl.kernels.Precision); every other kernel is float32
+    precision: str = FP32
+
+
+@dataclass(frozen=True)
+class PrecisionProblem:
+    """Why learn was not timed at `precision` on `device` (the adapter's hardware check, `precision_problem`)."""
+
+    device: str
+    precision: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -270,6 +287,16 @@ class Profile:
     calibrations: list[dict[str, Any]] = field(default_factory=list)
     #: devices found but left out, each with why (`pearl devices` lists them under "found, unusable")
     unusable: list[UnusableDevice] = field(default_factory=list)
+    precision_problems: list[PrecisionProblem] = field(default_factory=list)
+
+    def precisions(self, device: str, workload: str) -> set[str]:
+        """The precisions learn of `workload` was timed at on `device`."""
+        return {k.precision for k in self.kernels if k.kernel == "learn" and k.device == device
+                and k.workload == workload}
+
+    def precision_problem(self, device: str, precision: str) -> str:
+        """Why learn was not timed at `precision` on `device` ('' when the profile says nothing)."""
+        return next((p.reason for p in self.precision_problems if (p.device, p.precision) == (device, precision)), "")
 
     def to_dict(self) -> dict[str, Any]:
         out = {"schema": SCHEMA, **asdict(self)}
@@ -402,7 +429,7 @@ def parse_profile(data: Any, where: str) -> Profile:
                               v.integer(k, "threads", p, 1, MAX_LANES) if "threads" in k else 1,
                               v.share(k, "beside", p) if "beside" in k else 0.0,
                               v.number(k, "one_thread_s", p, positive=True) if k.get("one_thread_s") is not None
-                              else None)
+                              else None, v.member(k, "precision", p, PRECISIONS) if "precision" in k else FP32)
         profile.kernels.append(timing)
     profile.env_step = [EnvStepTiming(v.text(e, "env", p), *v.stats(e, p), v.source(e, p))
                         for p, e in v.items(data, "env_step")]
@@ -441,6 +468,11 @@ def parse_profile(data: Any, where: str) -> Profile:
                                for p, t in v.items(data, "group_learn")]
     if "calibrations" in data:
         profile.calibrations = [dict(c) for _, c in v.items(data, "calibrations")]
+    if "precision_problems" in data:
+        profile.precision_problems = [
+            PrecisionProblem(v.member(d, "device", p, device_ids),
+                             v.member(d, "precision", p, PRECISIONS), v.text(d, "reason", p))
+            for p, d in v.items(data, "precision_problems")]
     if "unusable" in data:
         profile.unusable = [UnusableDevice(v.text(d, "id", p), v.text(d, "name", p), v.text(d, "reason", p))
                             for p, d in v.items(data, "unusable")]
@@ -471,7 +503,9 @@ def merge_profiles(kept: Profile, new: Profile, where: str) -> Profile:
                   transfers=new.transfers + [t for t in kept.transfers if t.device not in devices],
                   power=new.power + [p for p in kept.power if p.device not in devices],
                   unusable=new.unusable + [u for u in kept.unusable
-                                           if u.id not in devices | {n.id for n in new.unusable}])
+                                           if u.id not in devices | {n.id for n in new.unusable}],
+                  precision_problems=new.precision_problems + [p for p in kept.precision_problems
+                                                               if p.device not in devices])
     for name in ("kernels", "in_situ", "weight_sync", "actor_step", "group_learn"):
         setattr(out, name, getattr(new, name) + [t for t in getattr(kept, name) if t.workload not in keys])
     _reject_duplicates(out, where)
@@ -483,7 +517,8 @@ def _reject_duplicates(profile: Profile, where: str) -> None:
     keyed = {
         "devices": [d.id for d in profile.devices],
         "workloads": [w.key for w in profile.workloads],
-        "kernels": [(k.workload, k.kernel, k.device, k.batch, k.threads, k.beside) for k in profile.kernels],
+        "kernels": [(k.workload, k.kernel, k.device, k.batch, k.threads, k.beside, k.precision)
+                    for k in profile.kernels],
         "env_step": [e.env for e in profile.env_step],
         "transfers": [(t.device, t.direction) for t in profile.transfers],
         "power": [p.device for p in profile.power],

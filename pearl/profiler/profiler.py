@@ -54,15 +54,17 @@ import numpy as np
 
 from pearl._version import __version__
 from pearl.adapters import Adapter, DeviceInfo, Discovery, ReplayKernels, discover, open_adapter
+from pearl.adapters.registry import precision_problem
 from pearl.algos import OffPolicyConfig, algorithm, algorithm_names, preset
 from pearl.algos.params import init_params
 from pearl.device import HOST, HOST_DEVICE, HOST_RESOURCE, DeviceKind  # noqa: F401 - HOST_RESOURCE read here by callers
 from pearl.descriptors import DeviceDescriptor, load_descriptor, resolve_descriptor
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PearlError
-from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
+from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE, Precision
 from pearl.profile.format import (ActorStepTiming, DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power,
-                                  Profile, Transfer, UnusableDevice, WeightSyncTiming, Workload, config_workload,
+                                  PrecisionProblem, Profile, Transfer, UnusableDevice, WeightSyncTiming, Workload,
+                                  config_workload,
                                   save_profile)
 from pearl.profiler import power
 from pearl.profiler.actor import ActorLoop, ActorSteps
@@ -99,6 +101,8 @@ NO_PROBES = RuntimeProbes()
 #: segment's first iteration (after a pause); and the actor's iteration's
 IN_SITU_POINT, FIRST_POINT = "in-situ learner iteration", "in-situ first iteration of a segment"
 ACTOR_POINT = "actor step"
+LEARN_BF16 = "learn at bf16-mixed"  # a grid point: learn's timing at that precision
+BF16 = Precision.BF16_MIXED
 
 
 def workloads(options: ProfileOptions) -> list[tuple[OffPolicyConfig, EnvSpec]]:
@@ -242,6 +246,8 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
     profile. With `warn`, a target whose measuring raises is left out (`_leave_out`) and the rest goes on;
     without, the error propagates (a child measuring one device reports it to its parent)."""
     profile.devices += [t.entry for t in targets]
+    lacking = {t.info.id: precision_problem(t.info.device_id, BF16) for t in targets}
+    profile.precision_problems += [PrecisionProblem(d, BF16.value, why) for d, why in lacking.items() if why]
 
     def guarded(target: _Target, measure_it: Callable[[], None]) -> None:
         if warn is None:
@@ -265,8 +271,9 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
         for target in list(targets):  # a copy: a target that fails is removed from targets
             if target.adapter.backend not in algorithm(config.algo).kernels:
                 continue  # no kernels of this algorithm on this backend (SAC on OpenCL): nothing to time, nor to plan
+            bf16 = not lacking[target.info.id] and learns_in(config, target.adapter.backend, BF16)
             guarded(target, partial(_measure_target, profile, target, actor is target, workload, config, spec, grid,
-                                    note, probes))
+                                    note, probes, bf16))
     for target in list(targets):
         guarded(target, partial(_measure_transfers, profile, target, grid, note))
     group = _group_transfer(targets, grid)
@@ -276,12 +283,14 @@ def _measure(profile: Profile, targets: list[_Target], measured: list[tuple[OffP
 
 
 def _measure_target(profile: Profile, target: _Target, acts: bool, workload: Workload, config: OffPolicyConfig,
-                    spec: EnvSpec, grid: Grid, note: Callable[[str], None], probes: RuntimeProbes) -> None:
-    """One target's figures for one workload (its actor's steps too when it is the device the actor acts on)."""
+                    spec: EnvSpec, grid: Grid, note: Callable[[str], None], probes: RuntimeProbes,
+                    bf16: bool = False) -> None:
+    """One target's figures for one workload (its actor's steps too when it is the device the actor acts on;
+    learn at bf16-mixed too when `bf16`)."""
     steps = ActorSteps(target.adapter, config, spec, grid, probes.actor_loop) if acts else None
     try:
         kernels, learner_iteration, actor_step = _kernels(target, workload, config, spec, grid, note, steps,
-                                                                probes.learner_run)
+                                                                probes.learner_run, bf16)
     finally:
         if steps is not None:
             steps.close()
@@ -344,8 +353,10 @@ def count_measurements(options: ProfileOptions, probes: RuntimeProbes = NO_PROBE
     grid = GRIDS["quick" if options.quick else "full"]
     # the kernel grid with the in-situ iteration's two points among its points, + the weight sync; on the device
     # the actor is timed on, its iteration's points as well
-    def per_device(config: OffPolicyConfig) -> int:
-        return (len(grid.act) + len(insert_sizes(grid, config)) + 4 * len(grid.batch_factors) + 2) * grid.rounds + 1
+    def per_device(config: OffPolicyConfig, device: DeviceInfo) -> int:
+        learn16 = int(learns_in(config, device.adapter, BF16) and not precision_problem(device.device_id, BF16))
+        return (len(grid.act) + len(insert_sizes(grid, config)) + (4 + learn16) * len(grid.batch_factors) + 2) \
+            * grid.rounds + 1
 
     actor = len(grid.act) * grid.rounds
     found = discover().devices
@@ -355,7 +366,7 @@ def count_measurements(options: ProfileOptions, probes: RuntimeProbes = NO_PROBE
     configs = [c for c, _ in workloads(options)]
     able = [[d for d in chosen if d.adapter in algorithm(c.algo).kernels] for c in configs]
     looped = probes.segment_loop is not None
-    timed = sum(1 + (actor if on else 0) + per_device(c) * len(on) + int(looped and any(d.id == HOST for d in on))
+    timed = sum(1 + (actor if on else 0) + sum(per_device(c, d) for d in on) + int(looped and any(d.id == HOST for d in on))
                 for c, on in zip(configs, able))  # env_step, actor step, devices, the segment loop
     group = int(any(d.id == HOST and d.device_id.backend.collective for d in chosen))  # the group's all-gather
     return timed + devices + group + slices + len(options.what_if)
@@ -402,13 +413,14 @@ def _host() -> dict:
 # --------------------------------------------------------------------------- kernels
 def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec: EnvSpec, grid: Grid,
              note: Callable[[str], None], actor: ActorSteps | None = None,
-             learner_run: LearnerRun | None = None
+             learner_run: LearnerRun | None = None, bf16: bool = False
              ) -> tuple[list[KernelTiming], InSituTiming, list[ActorStepTiming]]:
     """Every grid point of every device kernel, the learner's iteration in situ (`LearnerLoop`) and, on the device
     the actor is timed on, the actor's iteration at each env count (`actor`), measured in interleaved rounds
     (timing.measure_interleaved): the cost model divides the in-situ iteration by the kernels (its in-situ factor)
     and weighs the actor's iteration against the learner's, so they are timed over the same span of this machine,
-    whose speed drifts between them otherwise."""
+    whose speed drifts between them otherwise. With `bf16`, learn at bf16-mixed beside float32's at each batch,
+    interleaved with it, so the planner weighs the two over the same span of the machine."""
     adapter, device, rng = target.adapter, target.info.id, np.random.default_rng(0)
     sync = adapter.synchronize
     labels: list[tuple[str, int]] = [(ACTOR_POINT, n) for n in actor.envs] if actor is not None else []
@@ -432,11 +444,14 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
         point("replay_insert", m, partial(uniform.insert, random_transitions(spec, m, rng)))
 
     learner = adapter.make_learn(config, spec, params)
+    learner16 = adapter.make_learn(config, spec, params, precision=BF16) if bf16 else None
     loop = LearnerLoop(adapter, config, spec, grid, learner_run)
     for b in sorted({max(2, int(round(config.batch_size * f))) for f in grid.batch_factors}):
         point("replay_sample", b, partial(uniform.sample, b, 0.4))
         point(PRIORITIZED_SAMPLE, b, partial(prioritized.sample, b, 0.4))
         point("learn", b, partial(learner.learn, uniform.sample(b, 0.4)))
+        if learner16 is not None:
+            point(LEARN_BF16, b, partial(learner16.learn, uniform.sample(b, 0.4)))
         if b == max(2, config.batch_size):  # next to the learn it is mostly made of: the same moment of the host
             point(IN_SITU_POINT, b, loop.chain)
             point(FIRST_POINT, b, loop.after_pause, loop.pause)
@@ -450,13 +465,20 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
     stats = measure_interleaved(points, rounds=grid.rounds, min_time=grid.min_time, warmup=grid.warmup,
                                 min_samples=grid.min_samples, after=after)
     special = (IN_SITU_POINT, FIRST_POINT, ACTOR_POINT)
-    out = [KernelTiming(workload.key, kernel, device, batch, st.median_s, st.p10_s, st.p90_s, st.samples, "measured")
+    out = [KernelTiming(workload.key, "learn" if kernel == LEARN_BF16 else kernel, device, batch, st.median_s,
+                        st.p10_s, st.p90_s, st.samples, "measured",
+                        precision=BF16.value if kernel == LEARN_BF16 else Precision.FP32.value)
            for (kernel, batch), st in zip(labels, stats) if kernel not in special]
     assert {k.kernel for k in out} == {*DEVICE_KERNELS, PRIORITIZED_SAMPLE}
     of = {label: [st for (kernel, _), st in zip(labels, stats) if kernel == label] for label in special}
     [iteration], [first] = of[IN_SITU_POINT], of[FIRST_POINT]
     steps = [] if actor is None else actor.timings(target.info, workload, of[ACTOR_POINT])
     return out, loop.timing(target.info, workload, iteration, first), steps
+
+
+def learns_in(config: OffPolicyConfig, backend: str, precision: Precision) -> bool:
+    """Whether the algorithm's learn kernels on `backend` compute in `precision`."""
+    return precision in algorithm(config.algo).kernel_factories(backend).precisions
 
 
 def _actor_target(targets: list[_Target], config: OffPolicyConfig) -> _Target | None:

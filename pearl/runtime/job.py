@@ -12,6 +12,7 @@ from typing import Any
 
 from pearl.algos.base import OffPolicyConfig
 from pearl.device import HOST, DeviceId
+from pearl.kernels import Precision
 from pearl.run_options import RunOptions
 from pearl.runtime.checkpoint import Checkpoint, learning_resumes_at
 from pearl.schedule import Schedule
@@ -135,6 +136,11 @@ class Job:
     def eval_every_episodes(self) -> int:
         """Episodes of each in-training evaluation."""
         return self.options.evaluation.eval_every_episodes
+
+    @property
+    def precision(self) -> Precision:
+        """Learn's arithmetic (`pearl.kernels.Precision`): fp32 unless the run or its plan says otherwise."""
+        return Precision.parse(self.options.placement.precision or Precision.FP32.value)
 
     @property
     def learners(self) -> int:

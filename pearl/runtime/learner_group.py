@@ -111,7 +111,7 @@ def form_group(learner: Learner, job: Any, procs: list[subprocess.Popen], check_
     `who_failed` tells it, when the group does not form."""
     try:
         comm = open_group(learner.adapter, learner.kernel, job.config, job.spec, job.learners, job.threads,
-                          job.seed, procs, start, host)
+                          job.seed, procs, start, host, job.precision)
     except RuntimeError as exc:  # gloo's rendezvous timed out: a learner never joined
         why = (who_failed() if who_failed else "") or str(exc).splitlines()[0][:200]
         raise LearnerGroupFailed(f"the learner group did not form: {why}") from None

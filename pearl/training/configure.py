@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pearl._version import __version__
+from pearl.adapters.registry import precision_problem
 from pearl.backends import kinds_with
+from pearl.kernels import Precision
 from pearl.algos import OffPolicyConfig, algo_config_class, has_preset, preset
 from pearl.device import HOST, HOST_DEVICE, DeviceId
 from pearl.envs import check_algo_fits, env_spec
@@ -200,7 +202,7 @@ def setup_run(o: RunOptions) -> RunSetup:
     check_backends(algo, placement)
     learners = place.learners if place.learners is not None else loaded.learners if loaded is not None else 1
     _check_learners(learners, place.learners is not None, launch.name, config, placement)
-    o = o.replace(learners=learners)
+    o = o.replace(learners=learners, precision=_precision(place.precision, loaded, place.plan, placement).value)
     if place.descriptor is not None and not any(d.backend.binaries for d in placement.devices()):
         raise DeviceError(f"--descriptor names a precompiled kernel binary; {device} loads none "
                           f"(drop --descriptor, or train on a {kinds_with('binaries')} device)")
@@ -223,6 +225,21 @@ def setup_run(o: RunOptions) -> RunSetup:
                      loaded, emulate)
     setup.job.schedule()  # a lag or segment layout that cannot work → ConfigError, before any work
     return setup
+
+
+def _precision(asked: str | None, loaded: "Plan | None", path: str | None, placement: Placement) -> Precision:
+    """Learn's precision: --precision, else the plan's, else fp32. ConfigError for one the plan contradicts;
+    DeviceError naming the learn device and what it supports when it cannot compute it in hardware."""
+    planned = Precision.parse(loaded.precision) if loaded is not None else None
+    chosen = Precision.parse(asked) if asked is not None else planned or Precision.FP32
+    if planned is not None and chosen is not planned:
+        raise ConfigError(f"--precision {chosen.value}: {path} was planned for learn at {planned.value}; drop "
+                          f"--precision, or plan again with --precision {chosen.value}")
+    why = precision_problem(placement.learn, chosen)
+    if why:
+        raise DeviceError(f"--precision {chosen.value}: learn on {placement.learn} cannot run it ({why}); "
+                          f"use --precision {Precision.FP32.value}")
+    return chosen
 
 
 def _device(text: object) -> DeviceId:

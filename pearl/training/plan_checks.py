@@ -190,7 +190,7 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
         if emulator is not None:
             measured[kernel]["emulated_on"] = str(emulator)
     figures = ("env_steps_per_s", "updates_per_s", "learner_samples_per_s")
-    return {"predicted": {k: plan.predicted[k] for k in figures},
+    return {"predicted": {k: plan.predicted[k] for k in figures}, "precision": plan.precision,
             "measured": learning_phase_rates(result, config.batch_size),
             "kernels": measured,
             "note": (f"the {result.launcher} launcher runs actors, replay and learner concurrently, as the plan "

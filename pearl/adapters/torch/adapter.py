@@ -179,6 +179,14 @@ def time_product(device: str, dtype: torch.dtype, shape: tuple[int, int, int] = 
     return statistics.median(times)
 
 
+def device_precision_problem(device: DeviceId, precision: Precision) -> str:
+    """'' when the torch device computes `precision` in hardware, else why not (`bf16_problem`); the backend
+    registry's check (pearl/adapters/torch/backend.py), asked before any adapter is opened."""
+    if Precision.parse(precision) is Precision.FP32:
+        return ""
+    return bf16_problem(_check_device(device))
+
+
 @functools.cache
 def bf16_problem(device: str) -> str:
     """`precision_verdict` of bfloat16 against float32 products on the torch device, timed once per process."""
