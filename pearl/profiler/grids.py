@@ -23,7 +23,7 @@ class Grid:
     rounds: int
     warmup: int
     min_samples: int
-    prefill: int  # the fewest rows a timed replay holds (`prefill_rows`)
+    prefill: int
     transfer_bytes: int
     power_seconds: float
 
@@ -54,20 +54,6 @@ def random_transitions(spec: EnvSpec, m: int, rng: np.random.Generator) -> Trans
     return TransitionBatch(obs, action, rng.normal(size=m).astype(np.float32),
                            rng.normal(size=(m, spec.obs_dim)).astype(np.float32),
                            (rng.random(m) < 0.05).astype(np.float32))
-
-
-#: at most this many bytes of transitions go into a replay timed by the profiler
-PREFILL_BYTES = 1 << 28
-
-
-def prefill_rows(grid: Grid, config: OffPolicyConfig, spec: EnvSpec) -> int:
-    """The rows a replay holds when the profiler times it: as many as the run's replay holds on average while it
-    learns (halfway from learning_starts to the buffer's size or the run's steps, whichever is less), since a
-    sample's gathers from a large buffer miss the caches that a small one fits in; at least the grid's `prefill`,
-    at most PREFILL_BYTES of transitions and the buffer's size."""
-    learning = (config.learning_starts + min(config.buffer_size, config.total_steps)) // 2
-    row_bytes = 4 * (2 * spec.obs_dim + spec.action_dim + 2)
-    return min(config.buffer_size, max(grid.prefill, min(learning, PREFILL_BYTES // row_bytes)))
 
 
 def prefill(replay: ReplayKernels, spec: EnvSpec, rows: int, rng: np.random.Generator) -> None:

@@ -21,7 +21,7 @@ from pearl.device import HOST_DEVICE
 from pearl.errors import DeviceError
 from pearl.profile.format import GroupLearnTiming, InSituTiming, KernelTiming, WeightSyncTiming, Workload
 from pearl.profiler import standin
-from pearl.profiler.grids import IN_SITU_TIME_FACTOR, Grid, prefill, prefill_rows, random_transitions
+from pearl.profiler.grids import IN_SITU_TIME_FACTOR, Grid, prefill, random_transitions
 from pearl.profiler.timing import Point, Stats, durations, measure, measure_interleaved, rate_s, stats_of
 from pearl.traffic import launcher_inserts
 from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
@@ -44,7 +44,7 @@ def threaded_learn(info: DeviceInfo, workload: Workload, config: OffPolicyConfig
     adapter = open_adapter(info.device_id, threads=lanes)
     try:
         replay = adapter.make_replay(config, spec, seed=3)
-        prefill(replay, spec, prefill_rows(grid, config, spec), rng)
+        prefill(replay, spec, grid.prefill, rng)
         learner = adapter.make_learn(config, spec, init_params(config, spec, seed=3))
         learn = partial(learner.learn, replay.sample(config.batch_size, 0.4))
         alone = measure(learn, adapter.synchronize, min_time=grid.min_time / grid.rounds, warmup=grid.warmup,
@@ -93,7 +93,7 @@ def group_learn(adapter: Adapter, info: DeviceInfo, workload: Workload, config: 
         return []
     rng = np.random.default_rng(3)
     replay = adapter.make_replay(config, spec, seed=3)
-    prefill(replay, spec, prefill_rows(grid, config, spec), rng)
+    prefill(replay, spec, grid.prefill, rng)
     learner = adapter.make_learn(config, spec, init_params(config, spec, seed=3))
     procs: list = []
     try:
@@ -157,7 +157,7 @@ class LearnerLoop:
                  run: LearnerRun | None = None) -> None:
         rng = np.random.default_rng(1)
         self.replay = adapter.make_replay(config, spec, seed=1)
-        prefill(self.replay, spec, prefill_rows(grid, config, spec), rng)
+        prefill(self.replay, spec, grid.prefill, rng)
         self.learner = adapter.make_learn(config, spec, init_params(config, spec, seed=1))
         #: the runtime's role around these kernels, when lent: the iteration then runs its per-update path
         self.role = None if run is None else run(adapter, config, self.replay, self.learner)

@@ -68,8 +68,7 @@ from pearl.profile.format import (ActorStepTiming, DeviceEntry, EnvStepTiming, I
                                   save_profile)
 from pearl.profiler import power
 from pearl.profiler.actor import ActorLoop, ActorSteps
-from pearl.profiler.grids import (GRIDS, IN_SITU_TIME_FACTOR, Grid, insert_sizes, prefill, prefill_rows,
-                                  random_transitions)
+from pearl.profiler.grids import GRIDS, IN_SITU_TIME_FACTOR, Grid, insert_sizes, prefill, random_transitions
 from pearl.profiler.learner import LearnerLoop, LearnerRun, group_learn, threaded_learn, weight_sync
 from pearl.profiler.options import ProfileOptions
 from pearl.profiler.slices import ChildArgs, add_slices, slices_to_profile
@@ -439,7 +438,7 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
 
     replays = {p: adapter.make_replay(config.replace(prioritized=p), spec, seed=0) for p in (False, True)}
     for replay in replays.values():
-        prefill(replay, spec, prefill_rows(grid, config, spec), rng)
+        prefill(replay, spec, grid.prefill, rng)
     uniform, prioritized = replays[False], replays[True]
     for m in insert_sizes(grid, config):
         point("replay_insert", m, partial(uniform.insert, random_transitions(spec, m, rng)))
