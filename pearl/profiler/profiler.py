@@ -572,13 +572,24 @@ def _power(targets: list[_Target], profile: Profile, grid: Grid) -> list[Power]:
 def _read_power(target: _Target, grid: Grid) -> power.PowerReading | None:
     device = target.info.device_id
     reader = device.backend.power if device.slice is None else ""  # a slice's draw is its whole GPU's
-    measured = power.read(reader, device, _busy_loop(target), grid.power_seconds) if reader else None
+    measured = power.read(reader, device, _lazy_busy_loop(target), grid.power_seconds) if reader else None
     if measured is not None:
         return measured
     if target.descriptor is None:
         return None
     # a device on the host's cores (cpu, PoCL's CPU device) is charged the share of the chip it has
     return power.from_descriptor(target.descriptor, target.info.lanes if target.info.kind is DeviceKind.CPU else None)
+
+
+def _lazy_busy_loop(target: _Target) -> Callable[[], None]:
+    """`_busy_loop`, built on its first call: a reader that cannot read here (no RAPL, no NVML) never builds it."""
+    built: list[Callable[[], None]] = []
+
+    def busy() -> None:
+        if not built:
+            built.append(_busy_loop(target))
+        built[0]()
+    return busy
 
 
 def _busy_loop(target: _Target) -> Callable[[], None]:
