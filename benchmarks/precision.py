@@ -1,6 +1,6 @@
 """Time the torch adapter's learn in fp32 against bf16-mixed (pearl.kernels.Precision) on the CPU: DQN (CartPole-v1,
-256-256, batch 64) and DDPG (Pendulum-v1, 400-300, batch 256), then print the adapter's `precision_problem`
-verdict for bf16-mixed.
+256-256, batch 64) and DDPG (Pendulum-v1, 400-300, batch 256), then print the backend's `precision_problem`
+verdict for bf16-mixed (pearl.adapters.registry).
 
     python benchmarks/precision.py [--what dqn ddpg] [--threads 1] [--rounds 5] [--updates 100]
 
@@ -23,9 +23,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learn_paths import batches, time_updates  # noqa: E402 - the benchmark beside this one
 
+from pearl.adapters.registry import precision_problem  # noqa: E402
 from pearl.adapters.torch import TorchAdapter  # noqa: E402
 from pearl.algos import preset  # noqa: E402
 from pearl.algos.params import init_params  # noqa: E402
+from pearl.device import HOST_DEVICE  # noqa: E402
 from pearl.envs import env_spec  # noqa: E402
 from pearl.hostinfo import cpu_name  # noqa: E402
 from pearl.kernels import Precision  # noqa: E402
@@ -73,7 +75,7 @@ def main() -> None:
     print(f"{cpu_name()}, {os.cpu_count()} cores, torch {torch.__version__}")
     for algo in args.what:
         compare(cpu, algo, args.rounds, args.updates)
-    verdict = cpu.precision_problem(Precision.BF16_MIXED)
+    verdict = precision_problem(HOST_DEVICE, Precision.BF16_MIXED)
     print(f"precision_problem(bf16-mixed) on cpu: {verdict or 'none: bf16 products are at least as fast as float32'}")
 
 

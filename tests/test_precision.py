@@ -12,12 +12,14 @@ from learn_support import make_batches, to_sample_batch
 from opencl_support import first_opencl_device
 
 from pearl.adapters.base import AlgoKernels
+from pearl.adapters.registry import precision_problem
 from pearl.adapters.torch import TorchAdapter
 from pearl.adapters.torch.adapter import bf16_problem, precision_verdict
 from pearl.adapters.torch.nets import MLP, FlatAdam, build
 from pearl.algos import DDPGConfig, SACConfig, TD3Config, preset
 from pearl.algos.params import init_mlp, init_params
 from pearl.envs import env_spec
+from pearl.device import DeviceId
 from pearl.errors import ConfigError, DeviceError
 from pearl.kernels import Precision
 
@@ -230,14 +232,14 @@ def test_precision_verdict_says_how_fast_bf16_runs_and_why() -> None:
 
 def test_precision_problem_is_empty_for_fp32_and_a_cached_reason_or_nothing_for_bf16() -> None:
     """Which way the timing goes depends on the machine (this CPU has no bf16 units); only the form is tested."""
-    cpu = TorchAdapter("cpu")
-    assert cpu.precision_problem(Precision.FP32) == "" and cpu.precision_problem("fp32") == ""
-    verdict = cpu.precision_problem(BF16)
+    cpu = DeviceId.parse("cpu")
+    assert precision_problem(cpu, Precision.FP32) == "" and precision_problem(cpu, "fp32") == ""
+    verdict = precision_problem(cpu, BF16)
     assert isinstance(verdict, str) and "\n" not in verdict
     assert verdict == "" or verdict.startswith("bf16 products run at ")
-    assert bf16_problem.cache_info().currsize >= 1 and cpu.precision_problem(BF16) is verdict
+    assert bf16_problem.cache_info().currsize >= 1 and precision_problem(cpu, BF16) is verdict
     with pytest.raises(ConfigError):
-        cpu.precision_problem("fp8")
+        precision_problem(cpu, "fp8")
 
 
 # ------------------------------------------------------------------------------------------ OpenCL
@@ -253,6 +255,7 @@ def test_opencl_refuses_bf16_mixed_naming_the_device_and_what_it_runs() -> None:
     message = str(caught.value)
     assert message.startswith(f"{device}:") and "fp32 only" in message and "bf16-mixed" in message
     assert "cpu or cuda:N" in message
-    assert adapter.precision_problem(Precision.FP32) == ""
-    assert adapter.precision_problem(BF16) == "the opencl adapter runs float32 only"
+    opencl = DeviceId.parse(device)
+    assert precision_problem(opencl, Precision.FP32) == ""
+    assert precision_problem(opencl, BF16) == "the opencl adapter computes learn in fp32 only"
     assert adapter.make_learn(config, spec, init_params(config, spec, seed=0)).updates == 0

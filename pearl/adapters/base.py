@@ -357,13 +357,6 @@ class Adapter(ABC):
         of a stochastic target (the run's seed: see `AlgoKernels.learn`); precision is the arithmetic it
         computes in (`pearl.kernels.Precision`): DeviceError where this adapter or the algorithm lacks it."""
 
-    def precision_problem(self, precision: Precision) -> str:
-        """Why `precision` does not run in hardware on this device ('' when it does): what a placement in it
-        would cost. This adapter computes float32 only, so anything else is a problem."""
-        if Precision.parse(precision) is Precision.FP32:
-            return ""
-        return f"the {self.backend} adapter runs float32 only"
-
     @abstractmethod
     def make_replay(self, config: OffPolicyConfig, spec: EnvSpec, seed: int) -> ReplayKernels:
         """Replay storage of config.buffer_size transitions on this device, with its sampler."""

@@ -45,14 +45,6 @@ class TorchAdapter(Adapter):
         return self.algo_kernels(config).build_learn(self.device, config, network_sizes(config, spec), params, seed,
                                                      Precision.parse(precision), self.device_id)
 
-    def precision_problem(self, precision: Precision) -> str:
-        """'' for fp32; for bf16-mixed, '' when a bfloat16 product is at least as fast as a float32 one here (timed
-        once per process and device, `bf16_problem`), else why not: a placement in bf16-mixed would then be slower
-        than in fp32, whatever its accuracy."""
-        if Precision.parse(precision) is Precision.FP32:
-            return ""
-        return bf16_problem(str(self.device))
-
     def make_replay(self, config: OffPolicyConfig, spec: EnvSpec, seed: int) -> ReplayKernels:
         return TorchReplay(config, spec, self.device, self.device_id, seed)
 
