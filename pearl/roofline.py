@@ -172,7 +172,7 @@ def kernel_work(kernel: str, workload: Workload, batch: int) -> Work:
     if kernel == "act":
         return _forward(nets[entry.policy_net], n)
     if kernel == "learn":
-        return _learn(entry.learn_work, nets, n)
+        return _learn(entry.work_of(workload.settings), nets, n)
     t = transition_floats(workload)
     depth = tree_depth(workload.buffer_size)
     k = SUMTREE_ARITY

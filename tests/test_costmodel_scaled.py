@@ -43,7 +43,8 @@ def _profile(workloads: list[Workload], *, timed=_law, modelled_device: bool = F
             "host": {"node": "test"}, "devices": devices,
             "workloads": [{"key": w.key, "algo": w.algo, "env": w.env, "obs_dim": w.obs_dim,
                            "action_dim": w.action_dim, "hidden": list(w.hidden), "batch_size": w.batch_size,
-                           "buffer_size": w.buffer_size} for w in workloads],
+                           "buffer_size": w.buffer_size, **({"settings": dict(w.settings)} if w.settings else {})}
+                          for w in workloads],
             "kernels": kernels, "env_step": [], "transfers": [], "power": []}
     return parse_profile(json.loads(json.dumps(data)), "<synthetic>")
 
@@ -65,6 +66,26 @@ def test_scaling_is_exact_for_a_cost_proportional_to_work(hidden: tuple[int, ...
         est = model.kernel_time(kernel, "cpu", target, batch)
         assert est.source == "scaled" and est.scaled_from in (SMALL.key, LARGE.key)
         assert est.seconds == pytest.approx(_law(kernel, target, batch), rel=1e-6)
+
+
+def test_a_td3_learn_off_the_profiled_policy_delay_is_scaled_by_its_work() -> None:
+    """A profile timed TD3 at the default policy_delay (2); a config that steps the actor every update, or
+    every fourth, is another workload (its key carries the delay), costed by its own learn work."""
+    from pearl.algos import TD3Config
+    from pearl.envs import env_spec
+    from pearl.profile.format import config_workload
+
+    spec = env_spec("Pendulum-v1")
+    timed = config_workload(TD3Config(hidden=(64, 64)), spec)
+    model = CostModel(_profile([timed]))
+    seconds = {}
+    for delay in (1, 4):
+        target = config_workload(TD3Config(hidden=(64, 64), policy_delay=delay), spec)
+        est = model.kernel_time("learn", "cpu", target, 128)
+        assert est.source == "scaled" and est.scaled_from == timed.key
+        assert est.seconds == pytest.approx(_law("learn", target, 128), rel=1e-6)
+        seconds[delay] = est.seconds
+    assert seconds[1] > model.kernel_time("learn", "cpu", timed, 128).seconds > seconds[4]
 
 
 def test_nearest_is_the_closest_in_work() -> None:

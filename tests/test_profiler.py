@@ -160,6 +160,23 @@ def test_profile_file_round_trips(cpu_profile, tmp_path) -> None:
     assert json.loads(path.read_text())["schema"] == "pearl.profile/1"
 
 
+def test_a_workloads_learn_settings_round_trip(cpu_profile, tmp_path) -> None:
+    """A workload off its algorithm's default work (TD3 at policy_delay 3) keeps its settings through the file;
+    a default workload is written without the field, as profiles before it were."""
+    from dataclasses import replace
+
+    from pearl.algos import TD3Config
+    from pearl.envs import env_spec
+    from pearl.profile.format import config_workload
+
+    delayed = config_workload(TD3Config(policy_delay=3), env_spec("Pendulum-v1"))
+    profile = replace(cpu_profile, workloads=[*cpu_profile.workloads, delayed])
+    path = save_profile(profile, tmp_path / "p.json")
+    assert load_profile(path).workload(delayed.key).settings == (("policy_delay", 3),)
+    written = json.loads(path.read_text())["workloads"]
+    assert [w.get("settings") for w in written] == [None] * len(cpu_profile.workloads) + [{"policy_delay": 3}]
+
+
 def test_count_matches_what_is_measured(cpu_profile) -> None:
     labels: list[str] = []
     options = ProfileOptions(quick=True, algos=("dqn",), devices=("cpu",))
@@ -317,6 +334,8 @@ def test_future_version(good_file) -> None:
     (lambda d: d["devices"][0].update(process_env="CUDA_VISIBLE_DEVICES=MIG-1"), "devices[0].process_env"),
     (lambda d: d["devices"][0].update(process_env={"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": 25}),
      "devices[0].process_env"),
+    (lambda d: d["workloads"][0].update(settings={"policy_delay": 0}), "workloads[0].settings"),
+    (lambda d: d["workloads"][0].update(settings=[["policy_delay", 3]]), "workloads[0].settings"),
 ])
 def test_bad_fields_are_named(good_file, change, field: str) -> None:
     rewrite(good_file, change)

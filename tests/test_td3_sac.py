@@ -263,6 +263,40 @@ def test_td3s_delayed_actor_is_half_an_update_of_work() -> None:
     assert kernel_work("learn", wl, 8) == want
 
 
+@pytest.mark.parametrize("delay", [1, 3, 4])
+def test_td3s_learn_work_follows_policy_delay(delay: int) -> None:
+    """The actor's step, its Adam and the three Polyak steps count 1/policy_delay of an update; the workload
+    of a config off the default delay carries it in its settings and its key, so a profile timed at the default
+    is scaled to it rather than reused as if the work were the same."""
+    from pearl.profile.format import config_workload
+    from pearl.roofline import _adam, _forward, _param_count, _polyak
+
+    spec = env_spec("Pendulum-v1")
+    cfg = TD3Config(hidden=(4,), batch_size=8, policy_delay=delay)
+    wl = config_workload(cfg, spec)
+    assert wl.settings == (("policy_delay", delay),) and wl.key.endswith(f"-h4-policy_delay{delay}")
+    nets = algorithm("td3").network_sizes(spec.obs_dim, spec.action_dim, (4,))
+    size = {net: _param_count(sizes) for net, sizes in nets.items()}
+    r = 1.0 / delay
+    want = (_forward(nets["actor"], 8) * (1 + 2 * r) + _forward(nets["qf1"], 8) * (4 + 3 * r)
+            + _forward(nets["qf2"], 8) * 4.0 + _adam(size["actor"]) * r + _adam(size["qf1"]) + _adam(size["qf2"])
+            + _polyak(size["actor"]) * r + _polyak(size["qf1"]) * r + _polyak(size["qf2"]) * r)
+    assert kernel_work("learn", wl, 8) == want
+    default = config_workload(TD3Config(hidden=(4,), batch_size=8), spec)
+    assert default.settings == () and not default.key.endswith("policy_delay2")
+    fewer_actor_steps = kernel_work("learn", wl, 8).flops < kernel_work("learn", default, 8).flops
+    assert fewer_actor_steps == (delay > 2)
+
+
+def test_a_learn_setting_the_algorithm_lacks_is_refused() -> None:
+    from pearl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no setting tau.*policy_delay"):
+        algorithm("td3").work_of((("tau", 0.1),))
+    with pytest.raises(ConfigError, match="policy_delay"):
+        algorithm("td3").work_of((("policy_delay", 0),))
+
+
 # ------------------------------------------------------------------------------------------ launchers
 @pytest.mark.parametrize("config_class", [TD3Config, SACConfig], ids=["td3", "sac"])
 def test_sequential_and_local_launchers_give_bit_identical_parameters(config_class, monkeypatch) -> None:

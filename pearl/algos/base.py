@@ -23,6 +23,10 @@ class OffPolicyConfig:
     """Hyperparameters of the collect → replay → learn loop, common to every algorithm."""
 
     algo: ClassVar[str] = ""
+    #: hyperparameters besides the shapes that change what one learn call computes (TD3: policy_delay); a
+    #: workload carries those that differ from their defaults (`learn_settings`), so its key and its roofline
+    #: work follow them
+    LEARN_SETTINGS: ClassVar[tuple[str, ...]] = ()
 
     total_steps: int = 100_000
     """Environment steps to train for (summed over every environment of every actor)."""
@@ -104,6 +108,13 @@ class OffPolicyConfig:
                 ok = isinstance(value, type(default))
             if not ok:
                 raise ConfigError(f"{f.name} must be {_kind_name(default)}, got {value!r}")
+
+    def learn_settings(self) -> tuple[tuple[str, float], ...]:
+        """(name, value) of each of `LEARN_SETTINGS` that differs from its default, in declared order: () for
+        a config whose learn does the default work."""
+        defaults = type(self)()
+        return tuple((name, getattr(self, name)) for name in self.LEARN_SETTINGS
+                     if getattr(self, name) != getattr(defaults, name))
 
     def replace(self, **changes: Any) -> "OffPolicyConfig":
         """A copy with some fields changed (unknown field names are a ConfigError)."""
@@ -267,8 +278,9 @@ class Algorithm:
     same shapes), in the order parameters are initialised."""
     policy_net: str
     """The network `act` runs (what weight sync copies to the actors)."""
-    learn_work: LearnWork
-    """One learn call in roofline building blocks."""
+    learn_work: LearnWork | Callable[[Any], LearnWork]
+    """One learn call in roofline building blocks; or, where that work depends on hyperparameters besides the
+    shapes (`OffPolicyConfig.LEARN_SETTINGS`), a function from the algorithm's config to it (`work_of`)."""
     profile_env: str
     """The environment whose preset `pearl profile` measures for this algorithm."""
     kernels: Mapping[str, str] = field(default_factory=dict)
@@ -291,7 +303,7 @@ class Algorithm:
         if self.policy_head not in POLICY_HEADS:
             raise ValueError(f"algorithm {self.name!r}: policy_head must be one of {POLICY_HEADS}")
         nets = self.networks(1, 1, (1,))
-        used = {self.policy_net, *self.learn_work.names(), *(self.state.targets or ())}
+        used = {self.policy_net, *self.work_of().names(), *(self.state.targets or ())}
         if not used <= set(nets):
             raise ValueError(f"algorithm {self.name!r} names networks it lacks: {sorted(used - set(nets))}")
         self._check_extras(set(nets))
@@ -311,6 +323,19 @@ class Algorithm:
         if bad:
             raise ValueError(f"algorithm {self.name!r} declares extra state {bad} whose shape is no tuple of "
                              "non-negative ints")
+
+    def work_of(self, settings: tuple[tuple[str, float], ...] = ()) -> LearnWork:
+        """The learn work of a workload whose learn settings (`Workload.settings`) are `settings`; the
+        defaults for every setting not named. ConfigError for a setting the config does not have or rejects."""
+        if isinstance(self.learn_work, LearnWork):
+            return self.learn_work
+        unknown = sorted({name for name, _ in settings} - set(self.config_class.LEARN_SETTINGS))
+        if unknown:
+            raise ConfigError(f"{self.title}'s learn work has no setting {', '.join(unknown)}; its settings are "
+                              f"{', '.join(self.config_class.LEARN_SETTINGS) or 'none'}")
+        config = self.config_class().replace(**dict(settings))
+        config.validate()
+        return self.learn_work(config)
 
     def network_sizes(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> dict[str, list[int]]:
         return self.networks(obs_dim, action_dim, tuple(hidden))

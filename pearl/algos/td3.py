@@ -38,6 +38,7 @@ class TD3Config(DeterministicPolicyConfig):
     exploration noise (action_noise, noise_type) is DDPG's."""
 
     algo = "td3"
+    LEARN_SETTINGS = ("policy_delay",)
 
     policy_delay: int = 2
     """Updates per actor update: the actor and the targets move on every policy_delay-th update."""
@@ -65,13 +66,19 @@ def networks(obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> dict[str
     return {"actor": [obs_dim, *hidden, action_dim], "qf1": critic, "qf2": list(critic)}
 
 
+def learn_work(config: TD3Config) -> LearnWork:
+    """Every update: the target actor F (1, under "actor"), both critic targets F and both critics F + B (4
+    each); every policy_delay-th update, r = 1 / policy_delay of them: the actor F + weight-backward (2), Q1 F + B
+    through to the action input (3), Adam on the actor, Polyak on all three targets."""
+    r = 1.0 / config.policy_delay
+    return LearnWork(forward_passes=(("actor", 1.0 + 2.0 * r), ("qf1", 4.0 + 3.0 * r), ("qf2", 4.0)),
+                     adam=(("actor", r), "qf1", "qf2"), polyak=(("actor", r), ("qf1", r), ("qf2", r)))
+
+
 TD3 = Algorithm(
     name="td3", title="TD3", config_class=TD3Config, action_kind="continuous", networks=networks,
     policy_net="actor",
-    # every update: actor target F, both critic targets F, both critics F + B (2 each); every second update (the
-    # default policy_delay): actor F + B (2) and Q1 F + input-backward (1), Adam on the actor, Polyak on all three
-    learn_work=LearnWork(forward_passes=(("actor", 2.0), ("qf1", 5.5), ("qf2", 4.0)),
-                         adam=(("actor", 0.5), "qf1", "qf2"), polyak=(("actor", 0.5), ("qf1", 0.5), ("qf2", 0.5))),
+    learn_work=learn_work,
     profile_env="Pendulum-v1", policy_head="tanh",
     kernels={"torch": "pearl.adapters.torch.td3:KERNELS", "opencl": "pearl.adapters.opencl.td3:TD3_KERNELS"},
     state=LearnState(targets=("actor", "qf1", "qf2")))

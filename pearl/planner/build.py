@@ -60,7 +60,7 @@ from pearl.costmodel.model import HOST
 from pearl.device import DeviceId
 from pearl.errors import ConfigError, PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Problem, Resource
-from pearl.profile.format import Profile, Workload, config_workload, workload_key
+from pearl.profile.format import Profile, Workload, config_workload
 from pearl.schedule import Schedule  # pure segment arithmetic
 from pearl.traffic import (BATCH_ARRAYS, FLOAT, PRIORITIES, SAMPLES, WEIGHTS, EdgeTraffic, InsertShape,
                            Traffic, launcher_inserts, statement, transition_bytes)
@@ -72,7 +72,7 @@ HOST_LAUNCHER, CLUSTER_LAUNCHER = "local", "ray"
 
 def preset_workload(algo: str, spec: EnvSpec) -> tuple[OffPolicyConfig, str]:
     config = preset(algo, spec.env_id)
-    return config, workload_key(algo, spec.env_id, spec.obs_dim, spec.action_dim, tuple(config.hidden))
+    return config, config_workload(config, spec).key
 
 
 @dataclass(frozen=True)

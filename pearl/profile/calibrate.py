@@ -52,7 +52,9 @@ from pathlib import Path
 from typing import Any
 
 from pearl.device import HOST
-from pearl.errors import RunRecordError
+from pearl.algos.base import config_from_dict
+from pearl.algos.registry import algorithm
+from pearl.errors import ConfigError, RunRecordError
 from pearl.fileio import RUN_SCHEMA, finite_number, read_json
 from pearl.kernels import sample_timing
 from pearl.profile.format import (IN_SITU, ActorStepTiming, EnvStepTiming, InSituTiming, KernelTiming, Profile,
@@ -121,6 +123,15 @@ class RunTimes:
         return max(timed, self.learner_busy_s or 0.0) / self.updates
 
 
+def _run_workload(algo: str, env: str, spec: dict, hyper: dict) -> Workload:
+    """The workload a run record's config trained: its shapes and its learn settings."""
+    config = config_from_dict(algorithm(algo).config_class, hyper)
+    obs, actions, hidden, settings = int(spec["obs_dim"]), int(spec["action_dim"]), tuple(config.hidden), \
+        config.learn_settings()
+    return Workload(workload_key(algo, env, obs, actions, hidden, settings), algo, env, obs, actions, hidden,
+                    config.batch_size, config.buffer_size, settings)
+
+
 def read_run(run_dir: str | Path) -> RunTimes:
     """The run record in `run_dir`, checked: RunRecordError naming the file and what is wrong."""
     folder = Path(run_dir)
@@ -130,11 +141,7 @@ def read_run(run_dir: str | Path) -> RunTimes:
     summary = _record(folder / "summary.json")
     try:
         spec, hyper = config["env_spec"], config["hyperparameters"]
-        workload = Workload(workload_key(config["algo"], config["env"], int(spec["obs_dim"]), int(spec["action_dim"]),
-                                         tuple(int(h) for h in hyper["hidden"])),
-                            config["algo"], config["env"], int(spec["obs_dim"]), int(spec["action_dim"]),
-                            tuple(int(h) for h in hyper["hidden"]), int(hyper["batch_size"]),
-                            int(hyper["buffer_size"]))
+        workload = _run_workload(config["algo"], config["env"], spec, hyper)
         host, placement = dict(config["host"]), {str(k): str(v) for k, v in summary["placement"].items()}
         n_envs, prioritized = int(hyper["n_envs"]), bool(hyper["prioritized"])
         steps, updates = int(summary["steps"]), int(summary["updates"])
@@ -148,7 +155,7 @@ def read_run(run_dir: str | Path) -> RunTimes:
         inserts = int(summary.get("traffic", {}).get("transitions", {}).get("messages", 0))
         learners = int(summary.get("learners", 1))
         processes = host_processes(summary.get("roles") or {}, actors, threads, learners)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, ConfigError) as exc:
         raise RunRecordError(f"{folder}: config.json or summary.json lacks a usable field ({exc!r}); it is not a "
                              "finished pearl run") from None
     if any(v is None for v in seconds.values()):

@@ -6,7 +6,8 @@
       "host": {"node", "platform", "python", "cpu", "cores", "memory_bytes"},
       "devices": [{"id", "kind" (cpu | gpu | fpga), "adapter", "name", "lanes", "memory_bytes", "shares",
                    "descriptor", "descriptor_matched", "source", "share", "instances", "process_env"}],
-      "workloads": [{"key", "algo", "env", "obs_dim", "action_dim", "hidden", "batch_size", "buffer_size"}],
+      "workloads": [{"key", "algo", "env", "obs_dim", "action_dim", "hidden", "batch_size", "buffer_size",
+                     "settings" (optional: {}; the learn settings that differ from the algorithm's defaults)}],
       "kernels": [{"workload", "kernel", "device", "batch", "median_s", "p10_s", "p90_s", "samples", "source",
                    "threads" (optional: 1), "beside" (optional: 0), "one_thread_s" (optional: null),
                    "precision" (optional: "fp32"; learn also at "bf16-mixed" where the device does it in hardware)}],
@@ -24,8 +25,9 @@
                             precision on a device: no bf16 units, an adapter that computes float32 only)
     }
 
-- A workload key names the algorithm, env and network shapes (`dqn-CartPole-v1-o4-a2-h256x256`), so a
-  profile is reused only for the same shapes.
+- A workload key names the algorithm, env and network shapes (`dqn-CartPole-v1-o4-a2-h256x256`), and any
+  learn setting off its default (`OffPolicyConfig.LEARN_SETTINGS`: `td3-...-h400x300-policy_delay3`), so a
+  profile is reused only for the same work.
 - `shares`: devices with the same value run on the same physical resource (PoCL's CPU device and `cpu`
   share "host-cpu"; `cpu` always carries "host-cpu"; a GPU's slices carry the GPU's id); the planner counts
   such a resource once.
@@ -86,7 +88,7 @@ from typing import TYPE_CHECKING, Any
 
 from pearl.device import HOST_RESOURCE, DeviceKind
 from pearl.errors import PearlError
-from pearl.fileio import MAX_INT, FieldChecker, field_path, is_int, read_json, write_json_atomic
+from pearl.fileio import MAX_INT, FieldChecker, field_path, finite_number, is_int, read_json, write_json_atomic
 from pearl.kernels import TIMING_NAMES, Precision
 
 FP32 = Precision.FP32.value
@@ -153,6 +155,9 @@ class Workload:
     hidden: tuple[int, ...]
     batch_size: int
     buffer_size: int
+    #: (name, value) of the algorithm's learn settings that differ from their defaults (TD3's policy_delay),
+    #: what the roofline's learn work follows (`Algorithm.work_of`); () for the default work
+    settings: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -302,6 +307,9 @@ class Profile:
         out = {"schema": SCHEMA, **asdict(self)}
         for w in out["workloads"]:
             w["hidden"] = list(w["hidden"])
+            settings = w.pop("settings")
+            if settings:  # written only where set, so a default workload reads as before
+                w["settings"] = dict(settings)
         for d in out["devices"]:
             d["process_env"] = dict(d["process_env"])
         return out
@@ -323,16 +331,19 @@ class Profile:
 DIRECTIONS = {"h2d", "d2h", "group"}
 
 
-def workload_key(algo: str, env: str, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> str:
-    return f"{algo}-{env}-o{obs_dim}-a{action_dim}-h{'x'.join(str(h) for h in hidden)}"
+def workload_key(algo: str, env: str, obs_dim: int, action_dim: int, hidden: tuple[int, ...],
+                 settings: tuple[tuple[str, float], ...] = ()) -> str:
+    key = f"{algo}-{env}-o{obs_dim}-a{action_dim}-h{'x'.join(str(h) for h in hidden)}"
+    return key + "".join(f"-{name}{value:g}" for name, value in settings)
 
 
 def config_workload(config: OffPolicyConfig, spec: EnvSpec) -> Workload:
     """The workload (shapes) `config` trains on `spec`: what the profiler times, and what the cost model finds
     timed, or scales when the profile has not measured it."""
-    hidden = tuple(config.hidden)
-    return Workload(workload_key(config.algo, spec.env_id, spec.obs_dim, spec.action_dim, hidden), config.algo,
-                    spec.env_id, spec.obs_dim, spec.action_dim, hidden, config.batch_size, config.buffer_size)
+    hidden, settings = tuple(config.hidden), config.learn_settings()
+    return Workload(workload_key(config.algo, spec.env_id, spec.obs_dim, spec.action_dim, hidden, settings),
+                    config.algo, spec.env_id, spec.obs_dim, spec.action_dim, hidden, config.batch_size,
+                    config.buffer_size, settings)
 
 
 def save_profile(profile: Profile, path: str | Path) -> Path:
@@ -383,6 +394,16 @@ def _process_env(v: "_Validator", d: dict, prefix: str) -> tuple[tuple[str, str]
     return tuple(sorted(value.items()))
 
 
+def _settings(v: "_Validator", w: dict, prefix: str) -> tuple[tuple[str, float], ...]:
+    """A workload's learn settings (optional: {} in profiles before them): an object of positive numbers, in
+    the file's order (the order the key names them)."""
+    value = w.get("settings", {})
+    if not isinstance(value, dict) or not all(isinstance(k, str) and finite_number(x, True) is not None
+                                              for k, x in value.items()):
+        v.fail(field_path(prefix, "settings"), "an object of learn settings and their positive values", value)
+    return tuple((k, int(x) if is_int(x) else float(x)) for k, x in value.items())
+
+
 def _device_entry(v: _Validator, d: dict, p: str) -> DeviceEntry:
     return DeviceEntry(
         id=v.text(d, "id", p), kind=_kind(v, d, p), adapter=v.text(d, "adapter", p), name=v.text(d, "name", p),
@@ -413,7 +434,7 @@ def parse_profile(data: Any, where: str) -> Profile:
     profile.workloads = [Workload(v.text(w, "key", p), v.text(w, "algo", p), v.text(w, "env", p),
                                   v.integer(w, "obs_dim", p, 1), v.integer(w, "action_dim", p, 1),
                                   tuple(v.int_list(w, "hidden", p)), v.integer(w, "batch_size", p, 1),
-                                  v.integer(w, "buffer_size", p, 1))
+                                  v.integer(w, "buffer_size", p, 1), _settings(v, w, p))
                          for p, w in v.items(data, "workloads")]
     device_ids = {d.id for d in profile.devices}
     workload_keys = {w.key for w in profile.workloads}

@@ -126,10 +126,10 @@ def local_devices(plan: "Plan") -> dict[str, DeviceId]:
 def check_planned_workload(path: str, plan: "Plan", config: OffPolicyConfig, spec: EnvSpec) -> None:
     """A plan costs one network shape: training another one with it would compare its predictions with a
     different workload. Plans older than the "workload" field are not checked."""
-    from pearl.profile.format import workload_key
+    from pearl.profile.format import config_workload
 
     planned = plan.predicted.get("workload")
-    key = workload_key(config.algo, spec.env_id, spec.obs_dim, spec.action_dim, tuple(config.hidden))
+    key = config_workload(config, spec).key
     if planned is not None and planned != key:
         raise ConfigError(f"{path} was planned for workload {planned}, but these hyperparameters train {key}; "
                           "give `pearl train` the --set/--config you gave `pearl plan`, or plan again")
