@@ -8,7 +8,9 @@ precompiled kernel binary the board runs. Layout (every figure carries its publi
                cores (optional, CPUs: the cores the figures are for; a host with fewer is charged its share of the
                power, `pearl.profiler.power.from_descriptor`)
     [figures]  idle_w, peak_w, fp32_peak_flops, memory_bandwidth_bytes_per_s, memory_bytes,
-               host_link_bandwidth_bytes_per_s, host_link_latency_s, launch_latency_s
+               host_link_bandwidth_bytes_per_s, host_link_latency_s, launch_latency_s; and, optional,
+               bf16_peak_flops (dense bfloat16 matrix products accumulating in float32, for a device with units
+               for them: a what-if device then has learn at bf16-mixed)
     [mig]      (optional, GPUs) gpu_sms (the whole GPU's SMs) and profiles, a list of {name ("1g.10gb"), sms,
                memory_eighths (the instance's eighths of the memory and of its bandwidth), instances (how many
                of it fit)}: the MIG instances a what-if GPU offers as slices
@@ -34,6 +36,8 @@ SCHEMA = "pearl.device/1"
 KINDS = tuple(k.value for k in DeviceKind)  # the one vocabulary (pearl.device)
 FIGURES = ("idle_w", "peak_w", "fp32_peak_flops", "memory_bandwidth_bytes_per_s", "memory_bytes",
            "host_link_bandwidth_bytes_per_s", "host_link_latency_s", "launch_latency_s")
+#: figures a descriptor may leave out
+OPTIONAL_FIGURES = ("bf16_peak_flops",)
 
 
 def devices_dir(package: Path) -> Path:
@@ -142,9 +146,9 @@ def load_descriptor(path: str | Path) -> DeviceDescriptor:
     if cores is not None and (isinstance(cores, bool) or not isinstance(cores, int) or not 1 <= cores <= 1 << 20):
         raise DescriptorError(f"{where}: field 'device.cores' must be a whole number of cores >= 1, got {cores!r}")
     figures_table = _table(data, "figures", where)
-    _known_keys(figures_table, FIGURES, where, "figures.")
+    _known_keys(figures_table, FIGURES + OPTIONAL_FIGURES, where, "figures.")
     figures = {}
-    for name in FIGURES:
+    for name in FIGURES + tuple(n for n in OPTIONAL_FIGURES if n in figures_table):
         value = figures_table.get(name)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise DescriptorError(f"{where}: field 'figures.{name}' is missing or not a number")

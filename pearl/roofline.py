@@ -3,6 +3,11 @@
     roofline_time(work, figures) = launches · launch_latency_s
                                    + max(flops / fp32_peak_flops, bytes / memory_bandwidth_bytes_per_s)
 
+and at bf16-mixed (`roofline_time(work, figures, Precision.BF16_MIXED)`, learn only) flops / bf16_peak_flops in
+place of the float32 term: the products and their gradients are most of learn's flops; Adam's and Polyak's
+elementwise float32 work is memory-bound in either case, and the bytes are counted in float32 as before (the
+bf16 weight copies and activations would halve some of them: the model errs slow).
+
 `kernel_work(kernel, workload, batch)` counts the work of one call. Conventions: a multiply-add is 2 flops,
 any other add or multiply 1; bytes are float32 (4 bytes) reads plus writes of parameters, activations and
 transitions; caches are ignored (every operand comes from memory once per use counted below). Elementwise
@@ -78,7 +83,7 @@ from itertools import pairwise
 
 from pearl.algos.base import LearnWork
 from pearl.algos.registry import algorithm
-from pearl.kernels import KERNEL_NAMES, PRIORITIZED_SAMPLE
+from pearl.kernels import KERNEL_NAMES, PRIORITIZED_SAMPLE, Precision
 from pearl.profile.format import Workload
 from pearl.replay.sumtree import DEFAULT_ARITY as SUMTREE_ARITY  # children per sum-tree node, as replay uses
 from pearl.replay.sumtree import tree_depth
@@ -184,17 +189,22 @@ def kernel_work(kernel: str, workload: Workload, batch: int) -> Work:
     return Work(float((k - 1) * n * depth), float(F32 * n * (2 + (k + 1) * depth)), 1 + depth)
 
 
-def roofline_time(work: Work, figures: dict[str, float]) -> float:
-    """launches · launch_latency_s + max(flops / fp32_peak_flops, bytes / memory_bandwidth_bytes_per_s).
+#: the descriptor figure a product's flops run at, by learn's precision
+PEAK = {Precision.FP32: "fp32_peak_flops", Precision.BF16_MIXED: "bf16_peak_flops"}
+
+
+def roofline_time(work: Work, figures: dict[str, float], precision: Precision = Precision.FP32) -> float:
+    """launches · launch_latency_s + max(flops / peak, bytes / memory_bandwidth_bytes_per_s), peak being
+    fp32_peak_flops, or bf16_peak_flops at bf16-mixed (KeyError where the figures state none).
 
     `figures` is a descriptor's [figures] table (pearl.descriptors.DeviceDescriptor.figures).
     """
-    missing = [f for f in ("launch_latency_s", "fp32_peak_flops", "memory_bandwidth_bytes_per_s")
-               if f not in figures]
+    peak = PEAK[Precision.parse(precision)]
+    missing = [f for f in ("launch_latency_s", peak, "memory_bandwidth_bytes_per_s") if f not in figures]
     if missing:
         raise KeyError(f"the device figures lack {', '.join(missing)}")
     return work.launches * figures["launch_latency_s"] + max(
-        _ratio(work.flops, figures["fp32_peak_flops"], "fp32_peak_flops"),
+        _ratio(work.flops, figures[peak], peak),
         _ratio(work.bytes, figures["memory_bandwidth_bytes_per_s"], "memory_bandwidth_bytes_per_s"))
 
 

@@ -291,9 +291,9 @@ def _learner_costs(inputs: _Inputs, devices: list[str], threads: int = 1, learne
             cost[("replay_sample", d)] = f * t(model.sample_timing(config.prioritized, d, workload), d, batch)
             cost[("priority_update", d)] = f * t("priority_update", d, batch) if config.prioritized else 0.0
         if can("learn", d) and learners == 1:  # at T > 1 threads as it runs beside the actor processes
-            busy = _actors_busy(inputs, threads) if beside_actors else 0.0
-            cost[("learn", d)] = f * (t("learn", d, batch, threads, busy)
-                                      if d == inputs.host_device and threads > 1 else t("learn", d, batch))
+            on_host_threads = d == inputs.host_device and threads > 1
+            busy = _actors_busy(inputs, threads) if beside_actors and on_host_threads else 0.0
+            cost[("learn", d)] = f * (t("learn", d, batch, threads, busy) if on_host_threads else t("learn", d, batch))
         elif can("learn", d) and d == inputs.host_device:
             cost[("learn", d)] = f * _group_update(inputs, d, learners, threads)[0]
     return cost

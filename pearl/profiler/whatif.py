@@ -7,6 +7,10 @@ becomes a `cuda` device of the torch adapter, an FPGA one an `opencl` device, a 
 the id is `whatif:<descriptor file stem>`, which the runtime will refuse to run on. A GPU whose descriptor
 lists MIG profiles also gets its slices (`slices`): one device per MIG profile and per MPS share, modelled
 by the roofline at the slice's share of the SMs and of the memory bandwidth, launch latency unchanged.
+
+Learn is also costed at bf16-mixed where the descriptor states `bf16_peak_flops` and the kind that costs it
+computes learn at bf16 (`Backend.precisions`); otherwise the profile records why not, as it does for a
+measured device without bf16 units.
 """
 
 from __future__ import annotations
@@ -16,9 +20,12 @@ from pearl.backends import for_what_if
 from pearl.descriptors import DeviceDescriptor
 from pearl.device import DeviceKind
 from pearl.errors import ConfigError
-from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE
-from pearl.profile.format import DeviceEntry, KernelTiming, Power, Profile, Transfer, WeightSyncTiming
+from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE, Precision
+from pearl.profile.format import (DeviceEntry, KernelTiming, Power, PrecisionProblem, Profile, Transfer,
+                                  WeightSyncTiming)
 from pearl.roofline import kernel_work, roofline_time
+
+FP32, BF16 = Precision.FP32, Precision.BF16_MIXED
 
 #: the MPS shares (percent of the SMs) a what-if GPU offers beside its MIG profiles
 MPS_SHARES = (10, 25, 50)
@@ -108,24 +115,38 @@ def add_slice_of(profile: Profile, whole: DeviceEntry, slice_id: str, name: str,
 
 
 def _scaled(figures: dict[str, float], compute: float, memory: float) -> dict[str, float]:
-    return {**figures, "fp32_peak_flops": figures["fp32_peak_flops"] * compute,
-            "memory_bandwidth_bytes_per_s": figures["memory_bandwidth_bytes_per_s"] * memory}
+    peaks = {name: figures[name] * compute for name in ("fp32_peak_flops", "bf16_peak_flops") if name in figures}
+    return {**figures, **peaks, "memory_bandwidth_bytes_per_s": figures["memory_bandwidth_bytes_per_s"] * memory}
+
+
+def bf16_problem(descriptor: DeviceDescriptor, figures: dict[str, float]) -> str:
+    """'' when a what-if device of `descriptor` has learn at bf16-mixed; else why not."""
+    backend = for_what_if(DeviceKind(descriptor.kind))  # there is one: what_if_adapter found it
+    if BF16.value not in backend.precisions:
+        return f"the {backend.adapter} adapter computes learn in {', '.join(backend.precisions)} only"
+    if "bf16_peak_flops" not in figures:
+        return f"its descriptor ({descriptor.source.name}) states no bf16_peak_flops"
+    return ""
 
 
 def _add(profile: Profile, descriptor: DeviceDescriptor, entry: DeviceEntry, figures: dict[str, float]) -> None:
     """The entry, its kernels by the roofline on figures, its host link and power (the whole GPU's: a slice
     is charged by the planner through its resource, which all of them share)."""
     profile.devices.append(entry)
+    no_bf16 = bf16_problem(descriptor, figures)
+    if no_bf16:
+        profile.precision_problems.append(PrecisionProblem(entry.id, BF16.value, no_bf16))
     for workload in profile.workloads:
         if entry.adapter not in algorithm(workload.algo).kernels:
             continue  # the algorithm has no kernels on this device's backend: the planner must not place it there
         for kernel in (*DEVICE_KERNELS, PRIORITIZED_SAMPLE):
-            batches = sorted({k.batch for k in profile.kernels if k.workload == workload.key and k.kernel == kernel}
-                             or {workload.batch_size})
-            for batch in batches:
-                seconds = roofline_time(kernel_work(kernel, workload, batch), figures)
+            batches = sorted({k.batch for k in profile.kernels if k.workload == workload.key and k.kernel == kernel
+                              and k.precision == FP32.value} or {workload.batch_size})
+            precisions = (FP32, BF16) if kernel == "learn" and not no_bf16 else (FP32,)
+            for precision, batch in ((p, b) for p in precisions for b in batches):
+                seconds = roofline_time(kernel_work(kernel, workload, batch), figures, precision)
                 profile.kernels.append(KernelTiming(workload.key, kernel, entry.id, batch, seconds, seconds, seconds,
-                                                    1, "modelled"))
+                                                    1, "modelled", precision=precision.value))
     whole = descriptor.figures
     for direction in ("h2d", "d2h"):
         profile.transfers.append(Transfer(entry.id, direction, whole["host_link_latency_s"],

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pearl.adapters.opencl.runtime import build_from_source, find_device, program_binary, sha256_file
-from pearl.descriptors import FIGURES, DeviceDescriptor, load_descriptor, toml_string
+from pearl.descriptors import FIGURES, OPTIONAL_FIGURES, DeviceDescriptor, load_descriptor, toml_string
 from pearl.fileio import write_atomic
 from pearl.kernels import DEVICE_KERNELS
 
@@ -37,7 +37,7 @@ def descriptor_text(base: DeviceDescriptor, binary: Path, target: str) -> str:
              "match = [" + ", ".join(toml_string(m) for m in base.match) + "]"]
     lines += [f"cores = {base.cores}"] if base.cores is not None else []
     lines += ["", "[figures]"]
-    lines += [f"{name} = {base.figures[name]!r}" for name in FIGURES]
+    lines += [f"{name} = {base.figures[name]!r}" for name in (*FIGURES, *OPTIONAL_FIGURES) if name in base.figures]
     lines += ["", "[binary]", f"path = {toml_string(binary.name)}", f'sha256 = "{sha256_file(binary)}"',
               f"target = {toml_string(target)}", "kernels = [" + ", ".join(f'"{k}"' for k in DEVICE_KERNELS) + "]",
               ""]
