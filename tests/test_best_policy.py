@@ -85,3 +85,5 @@ def test_a_run_whose_best_is_not_its_final_policy_chooses_its_headline_on_fresh_
     assert r.eval_return_mean == (r.best if r.headline == "best" else r.final)["return_mean"]
     summary = json.loads((tmp_path / r.run_dir.split("/")[-1] / "summary.json").read_text())
     assert summary["confirmation"] == c
+    # the evaluations (and checkpoints) are left out of the learning phase's rates, which a plan predicts
+    assert 0 < r.eval_s <= summary["learning_paused_s"] <= r.eval_s + r.checkpoint_s

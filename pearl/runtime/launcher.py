@@ -108,6 +108,9 @@ class LoopStats:
     checkpoints: list[str] = field(default_factory=list)  # files written, oldest first
     checkpoint_s: float = 0.0  # time spent writing them (inside wall_s)
     eval_s: float = 0.0  # time spent in in-training evaluations (inside wall_s)
+    #: in-training evaluations and checkpoints after learning started (inside wall_s): the learning phase's
+    #: rates leave them out, since a plan predicts training, and the roles wait through them
+    paused_s: float = 0.0
     roles: dict[str, str] = field(default_factory=dict)  # where each role ran (Ray: its node), asked from inside it
     #: what the run counted it sent on each edge (`pearl.traffic.Tally.to_dict`), against its traffic statement
     traffic: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -313,10 +316,20 @@ class SegmentLauncher(ABC):
         if self._eval_due():
             t0 = time.perf_counter()
             self._evaluate()
-            stats.eval_s += time.perf_counter() - t0
+            stats.eval_s += self._paused(stats, t0)
         if self.checkpointer is not None and self.checkpointer.due(self.updates):
+            t0 = time.perf_counter()
             self._checkpoint()
+            self._paused(stats, t0)
         self._tick(force=k == sched.segments - 1)
+
+    @staticmethod
+    def _paused(stats: LoopStats, t0: float) -> float:
+        """The seconds since t0, counted in `stats.paused_s` once learning has started."""
+        seconds = time.perf_counter() - t0
+        if stats.learn_start_s is not None:
+            stats.paused_s += seconds
+        return seconds
 
     def _recover(self, lost: RoleLost) -> int:
         """After `lost`: the roles placed again from the run's newest checkpoint, and the segment to go on from

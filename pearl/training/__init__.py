@@ -178,10 +178,11 @@ def _execute(setup: RunSetup, runner: SegmentLauncher, record: RunRecord, checkp
         checkpoints=list(stats.checkpoints), checkpoint_s=stats.checkpoint_s,
         resumed_from=str(checkpoint.path) if checkpoint is not None else None,
         skipped_checkpoints=list(skipped or []), schedule=runner.schedule.to_dict(), eval_s=stats.eval_s,
+        learning_paused_s=stats.paused_s,
         hyperparameters_note=hyperparameters_note(setup), roles=dict(stats.roles),
         traffic=dict(stats.traffic), **scores)
-    if stats.learn_start_s is not None and stats.wall_s > stats.learn_start_s:
-        learning_s = stats.wall_s - stats.learn_start_s
+    if stats.learn_start_s is not None and stats.wall_s - stats.paused_s > stats.learn_start_s:
+        learning_s = stats.wall_s - stats.learn_start_s - stats.paused_s  # evaluations and checkpoints left out
         result.learning_env_steps_per_s = (stats.steps - stats.learn_start_steps) / learning_s
         result.learning_updates_per_s = (stats.updates - stats.start_updates) / learning_s
     if setup.plan is not None:

@@ -30,7 +30,8 @@ class TrainResult:
     placement: dict[str, str] = field(default_factory=dict)
     actors: int = 1
     plan_check: dict = field(default_factory=dict)
-    learning_env_steps_per_s: float | None = None  # over the learning phase only (after learning_starts)
+    #: over the learning phase only: after learning_starts, in-training evaluations and checkpoints left out
+    learning_env_steps_per_s: float | None = None
     learning_updates_per_s: float | None = None
     launcher: str = "local"
     envs_per_actor: int = 1
@@ -53,6 +54,8 @@ class TrainResult:
     skipped_checkpoints: list[str] = field(default_factory=list)  # newer ones that were damaged, and why
     checkpoints: list[str] = field(default_factory=list)  # files written by this run, oldest first
     checkpoint_s: float = 0.0  # seconds spent writing them (inside train_wall_s)
+    #: in-training evaluations and checkpoints once learning had started: left out of the learning phase's rates
+    learning_paused_s: float = 0.0
     schedule: dict[str, int] = field(default_factory=dict)  # segment steps, updates per segment, policy lag
     headline: str = "final"  # which policy eval_return_* describe: "best" (kept by in-training evaluations) or "final"
     confirmation: dict[str, Any] = field(default_factory=dict)  # best and final on fresh episodes: the headline's pick
