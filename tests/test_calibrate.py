@@ -55,7 +55,9 @@ def test_a_run_folds_into_the_profile_as_its_per_call_times(capsys, planned_run,
     assert len(env) == 1 and env[0].median_s == pytest.approx(result.kernel_seconds["env_step"] / result.steps)
     in_situ = [t for t in calibrated.in_situ if (t.workload, t.device) == (key, "cpu")]
     kernels = sum(result.kernel_seconds[k] for k in ("replay_insert", "replay_sample", "learn", "priority_update"))
-    busy = result.train_wall_s - result.waits["learner_wait_s"]  # the role: its kernels and its loop around them
+    # the role: its kernels and its loop around them, its pauses for in-training evaluations left out
+    busy = result.train_wall_s - result.waits["learner_wait_s"] - result.learning_paused_s
+    assert result.learning_paused_s > 0  # the run's evaluations are inside its wall, and left out here
     assert len(in_situ) == 1 and in_situ[0].iteration_s == pytest.approx(max(kernels, busy) / result.updates)
     steps = [t for t in calibrated.actor_step if (t.workload, t.device) == (key, "cpu")]
     one = [t for t in steps if t.envs == 1]  # the plan's actors step one env each: that entry is the run's
@@ -114,7 +116,7 @@ def test_a_run_of_several_threads_folds_learn_at_one(capsys, planned_run, tmp_pa
     assert learn.median_s == pytest.approx(learn_t / ratio, rel=1e-12)
     [in_situ] = [t for t in calibrated.in_situ if (t.workload, t.device) == (key, "cpu")]
     kernels = sum(result.kernel_seconds[k] for k in ("replay_insert", "replay_sample", "learn", "priority_update"))
-    busy = result.train_wall_s - result.waits["learner_wait_s"]
+    busy = result.train_wall_s - result.waits["learner_wait_s"] - result.learning_paused_s
     assert in_situ.iteration_s == pytest.approx(max(kernels, busy) / result.updates - learn_t + learn_t / ratio)
     assert timed in calibrated.kernels  # the T-thread timing, and so the ratio, kept
 

@@ -21,8 +21,9 @@ What is folded, for the run's workload (algo, env, network shapes) on the device
                                                                             from a run of T > 1 learner threads
                                                                             ÷ the profile's T-thread ratio
     priority_update  one update's priorities (prioritized replay only)    = Σ priority_update / updates
-    in_situ          the learner's role per update: its wall time less     = (train_wall_s − learner_wait_s)
-                     its waits (the loop, publishes and bookkeeping         / updates, at least the sum of
+    in_situ          the learner's role per update: its wall time less     = (train_wall_s − learner_wait_s
+                     its waits and its pauses for evaluations and            − learning_paused_s) / updates,
+                     checkpoints (the loop, publishes and bookkeeping        at least the sum of
                      beside the kernels), where the launcher records it     its kernels per update
                      (no first iteration of a segment apart: the busy time holds the run's; from T > 1
                      threads its learn at one thread, as learn's), with the run's inserts: its
@@ -148,7 +149,10 @@ def read_run(run_dir: str | Path) -> RunTimes:
         seconds = {str(k): finite_number(v) for k, v in summary["kernel_seconds"].items()}
         waits, wall = summary.get("waits", {}), float(summary["train_wall_s"])
         wait, actor_wait = waits.get("learner_wait_s"), waits.get("actor_weights_wait_s")
-        busy = wall - float(wait) if wait is not None else None
+        # the learning phase's pauses (evaluations, checkpoints) are no part of an update's cost: a plan's check
+        # leaves them out of the measured rate, and the figures it is checked against leave them out too
+        paused = float(summary.get("learning_paused_s", 0.0))
+        busy = wall - float(wait) - paused if wait is not None else None
         actors, threads = int(summary.get("actors", 1)), int(summary.get("threads", 1))
         actors_busy = actors * wall - float(actor_wait) if actor_wait is not None else None
         loads = int(summary.get("traffic", {}).get("weights", {}).get("loads", 0))

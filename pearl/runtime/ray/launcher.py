@@ -446,9 +446,11 @@ class RayLauncher(SegmentLauncher):
         worker_restarts = self.restarts - len(self.recoveries)
         stats.restarts, stats.lost_steps_max = self.restarts, worker_restarts * self.config.n_envs
         stats.recoveries, stats.redone_steps = list(self.recoveries), self.redone_steps
-        # the learner's idle time is its wall time less its role's work; the driver's own wait for the workers'
-        # segments is kept apart (the learner is busy with earlier segments meanwhile)
-        stats.waits = {"learner_wait_s": max(0.0, stats.wall_s - self.role.busy()), "driver_wait_s": self.waited}
+        # the learner's idle time is its wall time less its role's work and the run's pauses for evaluations and
+        # checkpoints (neither work nor a wait, as in the local launcher's record); the driver's own wait for the
+        # workers' segments is kept apart (the learner is busy with earlier segments meanwhile)
+        idle = stats.wall_s - self.role.busy() - stats.paused_s
+        stats.waits = {"learner_wait_s": max(0.0, idle), "driver_wait_s": self.waited}
         stats.roles = self.role_nodes()
         return stats
 
