@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Sequence
 from pearl.algos import OffPolicyConfig, algorithm_names
 from pearl.errors import ConfigError
 from pearl.fileio import FieldChecker
-from pearl.kernels import Precision
+from pearl.kernels import PRECISION_CHOICES
 from pearl.schedule import DEFAULT_LAG
 
 # The learner's threads when neither --threads nor a plan nor a profile of this machine says otherwise: a plan
@@ -34,8 +34,8 @@ EVALUATIONS_PER_RUN = 10  # in-training evaluations when eval_every is left to p
 
 
 def precision_names() -> list[str]:
-    """`--precision`'s choices: the precisions learn computes in."""
-    return [p.value for p in Precision]
+    """`--precision`'s choices: the precisions learn computes in, and auto."""
+    return list(PRECISION_CHOICES)
 
 
 def option(default: Any = None, help: str = "", *, flag: str | None = None, record: str | None = None,
@@ -107,8 +107,10 @@ class PlacementOptions:
         "batch, and they apply the same averaged step (local and ray launchers; learn on cpu or cuda:N) "
         "[default: the plan's, else 1].", flag="--learners", record="optional", kind=int, minimum=1, type=int)
     precision: str | None = option(
-        None, "Learn's arithmetic: fp32, or bf16-mixed (products in bfloat16 with float32 accumulation, master "
-        "weights and optimiser state; on a device with bf16 units) [default: the plan's, else fp32].",
+        None, "Learn's arithmetic: fp32, bf16-mixed (products in bfloat16 with float32 accumulation, master "
+        "weights and optimiser state; on a device with bf16 units), or auto (the plan's; without a plan, "
+        "bf16-mixed where this machine's profile times this workload's learn faster at it, else fp32) "
+        "[default: the plan's, else fp32].",
         flag="--precision", record="optional", kind=str, choices=precision_names)
     descriptor: str | None = option(None, "Device descriptor (TOML) whose kernel binary an OpenCL device loads.",
                                     flag="--descriptor", record="optional", kind=str)

@@ -103,6 +103,15 @@ def test_where_the_device_does_bf16_in_hardware_the_profiler_times_learn_at_both
     assert batches and {b for p, b in learn if p == BF16.value} == batches
     assert all(k.median_s > 0 and k.source == "measured" for k in learn.values())
     assert profile.precision_problems == [] and len(calls) == profiler.count_measurements(options)
+    # at the host's lanes as threads too, each precision beside its own one-thread figure: bf16's products
+    # scale otherwise than float32's, so the planner's T-thread bf16 learn is measured, not float32's ratio
+    lanes = next(d.lanes for d in profile.devices if d.id == HOST)
+    threaded = {(k.precision, k.beside > 0) for k in profile.kernels if k.kernel == "learn" and k.threads > 1
+                and k.one_thread_s}
+    assert threaded == ({("fp32", False), (BF16.value, False), ("fp32", True), (BF16.value, True)} if lanes > 1
+                        else set())
+    assert CostModel(profile, BF16).thread_counts("learn", HOST, profile.workloads[0].key) == \
+        ([1, lanes] if lanes > 1 else [1])
 
 
 def test_precision_survives_the_profile_file_and_an_older_profile_reads_as_fp32(measured, tmp_path) -> None:
@@ -195,6 +204,59 @@ def test_train_refuses_bf16_on_a_device_that_computes_float32_only(capsys, tmp_p
     assert code == 2 and err.splitlines() == [
         f"error: --precision bf16-mixed: learn on {device} cannot run it (the opencl adapter computes learn in "
         "fp32 only); use --precision fp32"]
+
+
+def _train_auto(capsys, monkeypatch, tmp_path: Path, profile: Path | None, verdict: str = "") -> tuple[str, str]:
+    """`pearl train --precision auto` without a plan, `profile` (or none) at hand in its runs folder, the
+    machine's bf16 verdict set to `verdict` ('': it has the units): the precision its record keeps, and stderr."""
+    import shutil
+
+    from pearl.training import configure
+
+    monkeypatch.setattr(configure, "precision_problem", lambda device, precision: verdict)
+    runs = tmp_path / "runs"
+    if profile is not None:
+        configure.runs_profile_path(str(runs)).parent.mkdir(parents=True)
+        shutil.copy(profile, configure.runs_profile_path(str(runs)))
+    code, out, err = run_cli(capsys, "train", "--algo", "dqn", "--env", "CartPole-v1", "--precision", "auto",
+                             "--steps", "300", "--set", "learning_starts=100", "--eval-episodes", "0",
+                             "--runs-dir", str(runs), "--json")
+    assert code in (0, None), err
+    config = json.loads((Path(json.loads(out)["run_dir"]) / "config.json").read_text())
+    return config["precision"], err
+
+
+def test_train_auto_without_a_plan_takes_the_precision_the_profile_at_hand_times_faster(capsys, monkeypatch,
+                                                                                        measured, tmp_path) -> None:
+    fast = _with_bf16(measured, tmp_path / "fast.json", 0.4)
+    precision, err = _train_auto(capsys, monkeypatch, tmp_path / "a", fast)
+    assert precision == BF16.value
+    assert "pearl: learn in bf16-mixed (--precision auto): this machine's profile times learn on cpu at " in err
+    slow = _with_bf16(measured, tmp_path / "slow.json", 2.5)
+    precision, err = _train_auto(capsys, monkeypatch, tmp_path / "b", slow)
+    assert precision == "fp32" and "pearl: learn in fp32 (--precision auto): this machine's profile times " in err
+    assert "against bf16-mixed's " in err
+
+
+def test_train_auto_keeps_fp32_without_units_figures_or_a_profile_and_says_why(capsys, monkeypatch, measured,
+                                                                               tmp_path) -> None:
+    fast = _with_bf16(measured, tmp_path / "fast.json", 0.4)
+    precision, err = _train_auto(capsys, monkeypatch, tmp_path / "a", fast, verdict="no bf16 units here")
+    assert precision == "fp32"
+    assert "pearl: learn in fp32 (--precision auto): learn on cpu cannot compute bf16-mixed (no bf16 units here)" in err
+    precision, err = _train_auto(capsys, monkeypatch, tmp_path / "b", _without_bf16(measured, tmp_path / "n.json"))
+    assert precision == "fp32" and "the profile at hand times no learn at bf16-mixed on cpu" in err
+    precision, err = _train_auto(capsys, monkeypatch, tmp_path / "c", None)
+    assert precision == "fp32" and "no profile of this machine at hand to compare the two" in err
+
+
+def test_train_auto_with_a_plan_takes_the_plans_precision(capsys, measured, tmp_path) -> None:
+    plan = save_plan(_plan(_without_bf16(measured, tmp_path / "none.json"), "fp32"), tmp_path / "plan.json")
+    code, out, err = run_cli(capsys, "train", "--plan", str(plan), "--precision", "auto", "--steps", "300",
+                             "--eval-episodes", "0", "--runs-dir", str(tmp_path / "runs"), "--json")
+    assert code in (0, None), err
+    config = json.loads((Path(json.loads(out)["run_dir"]) / "config.json").read_text())
+    assert config["precision"] == "fp32" and "--precision auto" not in err
 
 
 def test_the_run_record_keeps_the_precision(tmp_path) -> None:

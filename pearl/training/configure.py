@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from pearl._version import __version__
 from pearl.adapters.registry import precision_problem
 from pearl.backends import kinds_with
-from pearl.kernels import Precision
+from pearl.kernels import PRECISION_CHOICES, Precision
 from pearl.algos import OffPolicyConfig, algo_config_class, has_preset, preset
 from pearl.device import HOST, HOST_DEVICE, DeviceId
 from pearl.envs import check_algo_fits, env_spec
@@ -155,6 +155,9 @@ def _hyperparameters(o: RunOptions, algo: str, env_id: str) -> OffPolicyConfig:
     return config
 
 
+AUTO = PRECISION_CHOICES[-1]  # --precision auto
+
+
 def setup_run(o: RunOptions) -> RunSetup:
     """Check every option (one ConfigError naming the first bad one) and derive the run's configuration."""
     named = o.launcher.name is not None  # else local, or sequential where the profile predicts it faster
@@ -202,7 +205,8 @@ def setup_run(o: RunOptions) -> RunSetup:
     check_backends(algo, placement)
     learners = place.learners if place.learners is not None else loaded.learners if loaded is not None else 1
     _check_learners(learners, place.learners is not None, launch.name, config, placement)
-    o = o.replace(learners=learners, precision=_precision(place.precision, loaded, place.plan, placement).value)
+    precision = _precision(place.precision, loaded, place.plan, placement)
+    o = o.replace(learners=learners, precision=precision.value)
     if place.descriptor is not None and not any(d.backend.binaries for d in placement.devices()):
         raise DeviceError(f"--descriptor names a precompiled kernel binary; {device} loads none "
                           f"(drop --descriptor, or train on a {kinds_with('binaries')} device)")
@@ -221,6 +225,10 @@ def setup_run(o: RunOptions) -> RunSetup:
     if o.placement.threads is None:  # a learner group's learners are one thread each unless told (its plan's T)
         o = o.replace(threads=loaded.threads if loaded is not None else 1 if learners > 1 else
                       default_threads(config, spec, placement, actors, o.launcher.name, o.checkpoints.runs_dir))
+    if place.precision == AUTO and loaded is None:
+        chosen, why = auto_precision(config, spec, placement, o.placement.threads, o.checkpoints.runs_dir)
+        o = o.replace(precision=chosen.value)
+        print(f"pearl: learn in {chosen.value} (--precision auto): {why}", file=sys.stderr, flush=True)
     setup = RunSetup(o, algo, env_id, config, spec, placement, device, actors, eval_every if launch.learn else 0,
                      loaded, emulate)
     setup.job.schedule()  # a lag or segment layout that cannot work → ConfigError, before any work
@@ -228,9 +236,12 @@ def setup_run(o: RunOptions) -> RunSetup:
 
 
 def _precision(asked: str | None, loaded: "Plan | None", path: str | None, placement: Placement) -> Precision:
-    """Learn's precision: --precision, else the plan's, else fp32. ConfigError for one the plan contradicts;
-    DeviceError naming the learn device and what it supports when it cannot compute it in hardware."""
+    """Learn's precision: --precision, else the plan's, else fp32; auto: the plan's, else fp32 until
+    `auto_precision` prices the run's layout. ConfigError for one the plan contradicts; DeviceError naming the
+    learn device and what it supports when it cannot compute it in hardware."""
     planned = Precision.parse(loaded.precision) if loaded is not None else None
+    if asked == AUTO:
+        return planned or Precision.FP32
     chosen = Precision.parse(asked) if asked is not None else planned or Precision.FP32
     if planned is not None and chosen is not planned:
         raise ConfigError(f"--precision {chosen.value}: {path} was planned for learn at {planned.value}; drop "
@@ -240,6 +251,41 @@ def _precision(asked: str | None, loaded: "Plan | None", path: str | None, place
         raise DeviceError(f"--precision {chosen.value}: learn on {placement.learn} cannot run it ({why}); "
                           f"use --precision {Precision.FP32.value}")
     return chosen
+
+
+def auto_precision(config: OffPolicyConfig, spec: EnvSpec, placement: Placement, threads: int | None,
+                   runs_dir: str) -> tuple[Precision, str]:
+    """--precision auto for a run without a plan: bf16-mixed where this machine's profile at hand
+    (`profile_at_hand`) times this workload's learn on the learn device faster at bf16-mixed than at fp32, at the
+    run's threads where both are timed there (else at one); fp32 otherwise, ties included. With one sentence
+    saying why. Only learn computes at bf16-mixed, so its time decides: the run is no slower where it is faster."""
+    from pearl.costmodel import CostModel
+    from pearl.profile.format import config_workload
+
+    fp32, bf16, device = Precision.FP32, Precision.BF16_MIXED, placement.learn
+    problem = precision_problem(device, bf16)
+    if problem:
+        return fp32, f"learn on {device} cannot compute {bf16.value} ({problem})"
+    profile = profile_at_hand(runs_dir)
+    if profile is None:
+        return fp32, ("no profile of this machine at hand to compare the two (`pearl profile --quick` makes one; "
+                      "`pearl plan --precision auto` plans with one)")
+    workload, where = config_workload(config, spec), str(device)
+    models = {p: CostModel(profile, p) for p in (fp32, bf16)}
+    if not any(k.kernel == "learn" and k.device == where and k.precision == bf16.value for k in profile.kernels):
+        return fp32, f"the profile at hand times no learn at {bf16.value} on {device}"
+    t = threads or 1
+    counts = [set(m.thread_counts("learn", where, workload)) for m in models.values()]
+    t = t if all(t in c for c in counts) else 1
+    try:
+        seconds = {p: m.kernel_time("learn", where, workload, config.batch_size, t).seconds
+                   for p, m in models.items()}
+    except (KeyError, ValueError, PearlError):  # the profile does not time this workload's learn there
+        return fp32, f"the profile at hand times this workload's learn at {bf16.value} on no device it can scale from"
+    chosen = bf16 if seconds[bf16] < seconds[fp32] else fp32
+    other = fp32 if chosen is bf16 else bf16
+    return chosen, (f"this machine's profile times learn on {device} at {seconds[chosen] * 1e6:,.0f} µs an update "
+                    f"({t} thread(s)) against {other.value}'s {seconds[other] * 1e6:,.0f} µs")
 
 
 def _device(text: object) -> DeviceId:
