@@ -19,6 +19,7 @@ from pearl.algos import OffPolicyConfig
 from pearl.algos.params import ParamLayout, init_params
 from pearl.device import HOST_DEVICE
 from pearl.errors import DeviceError
+from pearl.kernels import Precision
 from pearl.profile.format import GroupLearnTiming, InSituTiming, KernelTiming, WeightSyncTiming, Workload
 from pearl.profiler import standin
 from pearl.profiler.grids import IN_SITU_TIME_FACTOR, Grid, prefill, random_transitions
@@ -28,7 +29,8 @@ from pearl.types import EnvSpec, PriorityUpdate, TransitionBatch
 
 
 def threaded_learn(info: DeviceInfo, workload: Workload, config: OffPolicyConfig, spec: EnvSpec,
-                   grid: Grid, actor_update_s: float | None = None) -> list[KernelTiming]:
+                   grid: Grid, actor_update_s: float | None = None,
+                   precision: Precision = Precision.FP32) -> list[KernelTiming]:
     """learn at the preset's batch with the host's lanes as intra-op threads, on `cpu` with more than one lane
     ([] elsewhere), alone and then beside a stand-in actor process (pearl/profiler/standin.py) that spins an
     actor's work for one update (actor_update_s: its iterations for the update's env steps and its share of a
@@ -36,7 +38,8 @@ def threaded_learn(info: DeviceInfo, workload: Workload, config: OffPolicyConfig
     with that share (`beside`). Each figure carries learn at one thread timed in the same alternating blocks
     (`one_thread_s`): the cost model's thread factor is their ratio, which this machine's drift between two
     moments would swing otherwise. torch's thread count is the process's, so it is set for each block and put
-    back to 1."""
+    back to 1. `precision`: learn's arithmetic (bf16-mixed scales with threads otherwise than float32: its
+    products are faster, the rest is the same work), which the figures are labelled with."""
     lanes = info.lanes
     if info.device_id != HOST_DEVICE or lanes < 2:
         return []
@@ -45,7 +48,7 @@ def threaded_learn(info: DeviceInfo, workload: Workload, config: OffPolicyConfig
     try:
         replay = adapter.make_replay(config, spec, seed=3)
         prefill(replay, spec, grid.prefill, rng)
-        learner = adapter.make_learn(config, spec, init_params(config, spec, seed=3))
+        learner = adapter.make_learn(config, spec, init_params(config, spec, seed=3), precision=precision)
         learn = partial(learner.learn, replay.sample(config.batch_size, 0.4))
         alone = measure(learn, adapter.synchronize, min_time=grid.min_time / grid.rounds, warmup=grid.warmup,
                         min_samples=1)  # the stand-in's pace
@@ -57,7 +60,7 @@ def threaded_learn(info: DeviceInfo, workload: Workload, config: OffPolicyConfig
         open_adapter(info.device_id, threads=1)
     return [KernelTiming(workload.key, "learn", info.id, config.batch_size, stats.median_s, stats.p10_s,
                          stats.p90_s, stats.samples, "measured", threads=lanes, beside=busy if near else 0.0,
-                         one_thread_s=one.median_s)
+                         one_thread_s=one.median_s, precision=precision.value)
             for stats, near in zip(figures, (False, True))]
 
 

@@ -300,8 +300,9 @@ def _measure_target(profile: Profile, target: _Target, acts: bool, workload: Wor
     profile.weight_sync.append(sync)
     note(f"weight sync {target.info.id}")
     actor_s = next((t.step_s for t in profile.actor_step if t.workload == workload.key), None)
-    profile.kernels += threaded_learn(target.info, workload, config, spec, grid,
-                                      None if actor_s is None else _actor_update_s(config, spec, actor_s, sync))
+    actor_update_s = None if actor_s is None else _actor_update_s(config, spec, actor_s, sync)
+    for precision in (Precision.FP32, BF16) if bf16 else (Precision.FP32,):
+        profile.kernels += threaded_learn(target.info, workload, config, spec, grid, actor_update_s, precision)
     profile.group_learn += group_learn(target.adapter, target.info, workload, config, spec, grid)
     if probes.segment_loop is not None and target.info.device_id == HOST_DEVICE:
         learner_iteration = replace(learner_iteration, segment_s=probes.segment_loop(
