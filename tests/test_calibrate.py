@@ -44,8 +44,10 @@ def test_a_run_folds_into_the_profile_as_its_per_call_times(capsys, planned_run,
     calibrated, base = load_profile(out), load_profile(planned_run["profile"])
     key = next(w.key for w in base.workloads if w.env == "CartPole-v1" and w.algo == "dqn")
     learn = [t for t in calibrated.kernels if (t.workload, t.kernel, t.device, t.batch) == (key, "learn", "cpu", 64)
-             and t.threads == 1 and t.beside == 0]
+             and t.threads == 1 and t.beside == 0 and t.precision == "fp32"]  # the run's learn ran in float32
     assert len(learn) == 1 and learn[0].source == IN_SITU
+    # a bf16-mixed learn the profile timed (on a CPU with bf16 units) is another precision's figure: kept
+    assert all(t in calibrated.kernels for t in base.kernels if t.precision != "fp32")
     # the timings at the host's lanes as threads stay: the cost model's thread ratio is read from them
     assert all(t in calibrated.kernels for t in base.kernels if t.threads > 1 or t.beside > 0)
     assert learn[0].median_s == pytest.approx(result.kernel_seconds["learn"] / result.updates, rel=1e-12)
@@ -100,7 +102,8 @@ def test_a_run_of_several_threads_folds_learn_at_one(capsys, planned_run, tmp_pa
     the learner's iteration with it, so the planner's thread factor is not applied twice."""
     base = load_profile(planned_run["profile"])
     key = next(w.key for w in base.workloads if w.env == "CartPole-v1" and w.algo == "dqn")
-    threaded = [t for t in base.kernels if (t.workload, t.kernel, t.threads > 1, t.beside) == (key, "learn", True, 0)]
+    threaded = [t for t in base.kernels if (t.workload, t.kernel, t.threads > 1, t.beside, t.precision) ==
+                (key, "learn", True, 0, "fp32")]  # the run's precision's: a bf16 learn has its own ratio
     if not threaded:
         pytest.skip("a one-lane host: the profile times learn at one thread only")
     [timed] = threaded
@@ -111,14 +114,41 @@ def test_a_run_of_several_threads_folds_learn_at_one(capsys, planned_run, tmp_pa
     calibrated, result = load_profile(out), planned_run["result"]
     ratio = timed.median_s / timed.one_thread_s
     learn_t = result.kernel_seconds["learn"] / result.updates
-    [learn] = [t for t in calibrated.kernels if (t.workload, t.kernel, t.device, t.batch, t.threads) ==
-               (key, "learn", "cpu", 64, 1)]
+    [learn] = [t for t in calibrated.kernels if (t.workload, t.kernel, t.device, t.batch, t.threads, t.precision) ==
+               (key, "learn", "cpu", 64, 1, "fp32")]
     assert learn.median_s == pytest.approx(learn_t / ratio, rel=1e-12)
     [in_situ] = [t for t in calibrated.in_situ if (t.workload, t.device) == (key, "cpu")]
     kernels = sum(result.kernel_seconds[k] for k in ("replay_insert", "replay_sample", "learn", "priority_update"))
     busy = result.train_wall_s - result.waits["learner_wait_s"] - result.learning_paused_s
     assert in_situ.iteration_s == pytest.approx(max(kernels, busy) / result.updates - learn_t + learn_t / ratio)
     assert timed in calibrated.kernels  # the T-thread timing, and so the ratio, kept
+
+
+def test_a_bf16_mixed_run_folds_learn_at_its_precision_and_leaves_float32s(capsys, planned_run, tmp_path) -> None:
+    """learn from a run at bf16-mixed is that precision's figure (its own thread ratio); the float32 learn stays,
+    and the in-situ iteration, read against float32's kernels, holds the profile's float32 learn."""
+    base = load_profile(planned_run["profile"])
+    key = next(w.key for w in base.workloads if w.env == "CartPole-v1" and w.algo == "dqn")
+    run = _copy_run(planned_run, tmp_path)
+    _edit(run / "config.json", lambda d: d.update(precision="bf16-mixed"))  # as a run at bf16-mixed records it
+    out = tmp_path / "calibrated.json"
+    assert _fold(capsys, str(run), out, "--profile", str(planned_run["profile"]))[0] == 0
+    calibrated, result = load_profile(out), planned_run["result"]
+
+    def learn(profile, precision: str) -> list:
+        return [t for t in profile.kernels if (t.workload, t.kernel, t.device, t.batch, t.threads, t.beside,
+                                               t.precision) == (key, "learn", "cpu", 64, 1, 0.0, precision)]
+
+    [folded] = learn(calibrated, "bf16-mixed")
+    assert folded.source == IN_SITU
+    assert folded.median_s == pytest.approx(result.kernel_seconds["learn"] / result.updates, rel=1e-12)
+    assert learn(calibrated, "fp32") == learn(base, "fp32")  # float32's figure untouched
+    [in_situ] = [t for t in calibrated.in_situ if (t.workload, t.device) == (key, "cpu")]
+    kernels = sum(result.kernel_seconds[k] for k in ("replay_insert", "replay_sample", "learn", "priority_update"))
+    busy = result.train_wall_s - result.waits["learner_wait_s"] - result.learning_paused_s
+    [fp32] = learn(base, "fp32")
+    assert in_situ.iteration_s == pytest.approx(max(kernels, busy) / result.updates - folded.median_s + fp32.median_s)
+    assert "learn on cpu at batch 64 at bf16-mixed" in calibrated.calibrations[-1]["entries"]
 
 
 def test_a_run_whose_processes_outnumber_the_lanes_is_folded_with_a_warning(capsys, planned_run, tmp_path) -> None:

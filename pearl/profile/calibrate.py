@@ -17,17 +17,20 @@ What is folded, for the run's workload (algo, env, network shapes) on the device
                      records the actors' waits
     act              one act call on n_envs observations                  = Σ act / (steps / n_envs)
     replay_sample*   one sample of batch_size rows                        = Σ replay_sample / updates
-    learn            one update at batch_size                             = Σ learn / updates, at one thread:
-                                                                            from a run of T > 1 learner threads
-                                                                            ÷ the profile's T-thread ratio
+    learn            one update at batch_size, at the run's precision     = Σ learn / updates, at one thread:
+                     (its record's `precision`)                             from a run of T > 1 learner threads
+                                                                            ÷ the profile's T-thread ratio at
+                                                                            that precision
     priority_update  one update's priorities (prioritized replay only)    = Σ priority_update / updates
     in_situ          the learner's role per update: its wall time less     = (train_wall_s − learner_wait_s
                      its waits and its pauses for evaluations and            − learning_paused_s) / updates,
                      checkpoints (the loop, publishes and bookkeeping        at least the sum of
                      beside the kernels), where the launcher records it     its kernels per update
                      (no first iteration of a segment apart: the busy time holds the run's; from T > 1
-                     threads its learn at one thread, as learn's), with the run's inserts: its
-                     batches handed on (`traffic.transitions.messages`) ÷ updates, of steps ÷ those rows
+                     threads its learn at one thread, as learn's; from a bf16-mixed run the profile's
+                     float32 learn in place of the run's, as an in-situ iteration is read against float32's
+                     kernels), with the run's inserts: its batches handed on
+                     (`traffic.transitions.messages`) ÷ updates, of steps ÷ those rows
     (* the prioritized draw's timing when the run's replay is prioritized)
 
 Each replaces the profile's figure of the same (workload, kernel, device, batch) (or env, or workload and
@@ -57,11 +60,13 @@ from pearl.algos.base import config_from_dict
 from pearl.algos.registry import algorithm
 from pearl.errors import ConfigError, RunRecordError
 from pearl.fileio import RUN_SCHEMA, finite_number, read_json
-from pearl.kernels import sample_timing
+from pearl.kernels import Precision, sample_timing
 from pearl.profile.format import (IN_SITU, ActorStepTiming, EnvStepTiming, InSituTiming, KernelTiming, Profile,
                                   Workload, workload_key)
 
 __all__ = ["RunTimes", "calibrate", "read_run"]
+
+FP32 = Precision.FP32.value
 
 #: the host fields that must match: a run measured on another machine says nothing of this one
 HOST_FIELDS = ("node", "platform")
@@ -92,6 +97,8 @@ class RunTimes:
     inserts: int = 0
     #: the processes on the learner's host, a learner's threads each (`host_processes`); 0: actors + threads
     processes: int = 0
+    #: learn's arithmetic in the run (its record's `precision`; fp32 where it names none)
+    precision: str = Precision.FP32.value
 
     def __post_init__(self) -> None:
         if self.inserts < 1:
@@ -159,6 +166,7 @@ def read_run(run_dir: str | Path) -> RunTimes:
         inserts = int(summary.get("traffic", {}).get("transitions", {}).get("messages", 0))
         learners = int(summary.get("learners", 1))
         processes = host_processes(summary.get("roles") or {}, actors, threads, learners)
+        precision = Precision.parse(config.get("precision") or Precision.FP32.value).value
     except (KeyError, TypeError, ValueError, AttributeError, ConfigError) as exc:
         raise RunRecordError(f"{folder}: config.json or summary.json lacks a usable field ({exc!r}); it is not a "
                              "finished pearl run") from None
@@ -175,7 +183,7 @@ def read_run(run_dir: str | Path) -> RunTimes:
                              "a run pearl made")
     return RunTimes(folder.name, host, workload, placement, n_envs, prioritized, steps, updates,
                     {k: float(v) for k, v in seconds.items() if v is not None}, busy, actors_busy, actors, threads,
-                    loads, inserts, processes)
+                    loads, inserts, processes, precision)
 
 
 def host_processes(roles: dict[str, str], actors: int, threads: int, learners: int) -> int:
@@ -207,17 +215,24 @@ def calibrate(profile: Profile, run: RunTimes, profile_name: str = "the profile"
                                  f"on {profile.host.get(key)!r}: calibrate a profile of the machine the run used")
     w, place = run.workload, run.placement
     learn_s = run.per_call("learn")
-    one_thread = learn_s / _thread_ratio(profile, w.key, place["learn"], run.threads)
+    one_thread = learn_s / _thread_ratio(profile, w.key, place["learn"], run.threads, run.precision)
     kernels = {("act", place["act"], run.n_envs): run.per_call("act"),
                ("learn", place["learn"], w.batch_size): one_thread,
                (sample_timing(run.prioritized), place["replay_sample"], w.batch_size): run.per_call("replay_sample")}
     if run.prioritized:
         kernels[("priority_update", place["priority_update"], w.batch_size)] = run.per_call("priority_update")
-    folded = [f"{k} on {d} at batch {b}" for k, d, b in kernels]
+    folded = [f"{k} on {d} at batch {b}" + (f" at {run.precision}" if k == "learn" and run.precision != FP32 else "")
+              for k, d, b in kernels]
+
+    def precision(kernel: str) -> str:  # learn ran at the run's precision; every other kernel in float32
+        return run.precision if kernel == "learn" else FP32
+
     # the one-thread figures alone: the T-thread timings (and the ratio the cost model reads from them) stay
     timings = [t for t in profile.kernels if not (t.workload == w.key and (t.kernel, t.device, t.batch) in kernels
-                                                  and t.threads == 1 and t.beside == 0)]
-    timings += [KernelTiming(w.key, k, d, b, s, s, s, _calls(run, k), IN_SITU) for (k, d, b), s in kernels.items()]
+                                                  and t.threads == 1 and t.beside == 0
+                                                  and t.precision == precision(t.kernel))]
+    timings += [KernelTiming(w.key, k, d, b, s, s, s, _calls(run, k), IN_SITU, precision=precision(k))
+                for (k, d, b), s in kernels.items()]
 
     env_s = run.per_call("env_step")
     env_step = [e for e in profile.env_step if e.env != w.env]
@@ -232,7 +247,10 @@ def calibrate(profile: Profile, run: RunTimes, profile_name: str = "the profile"
     folded.append(f"the actor's step of {run.n_envs} env(s) on {place['act']}")
 
     in_situ = [t for t in profile.in_situ if (t.workload, t.device) != (w.key, place["learn"])]
-    iteration = run.learner_iteration() - learn_s + one_thread  # its learn at one thread, as learn's
+    # its learn at one thread, as learn's; an in-situ iteration holds learn in float32 (the cost model reads its
+    # ratio to float32's kernels), so a bf16-mixed run's is the profile's float32 learn in place of the run's
+    learn_fp32 = one_thread if run.precision == FP32 else _fp32_learn(profile, w, place["learn"], one_thread)
+    iteration = run.learner_iteration() - learn_s + learn_fp32
     in_situ.append(InSituTiming(w.key, place["learn"], iteration, run.updates, run.inserts / run.updates,
                                 max(1, round(run.steps / run.inserts)), w.batch_size, run.prioritized, IN_SITU))
     folded.append(f"the learner's iteration on {place['learn']}")
@@ -248,19 +266,27 @@ def calibrate(profile: Profile, run: RunTimes, profile_name: str = "the profile"
                    actor_step=actor_step, calibrations=[*profile.calibrations, note])
 
 
-def _thread_ratio(profile: Profile, workload: str, device: str, threads: int) -> float:
-    """learn at `threads` threads ÷ at one, as the profile timed them side by side (the cost model's ratio); 1 at
-    one thread or where the profile has no such timing."""
+def _thread_ratio(profile: Profile, workload: str, device: str, threads: int, precision: str = "fp32") -> float:
+    """learn at `precision` at `threads` threads ÷ at one, as the profile timed them side by side (the cost model's
+    ratio); 1 at one thread or where the profile has no such timing."""
     if threads == 1:
         return 1.0
-    timed = next((t for t in profile.kernels if (t.workload, t.kernel, t.device, t.threads) ==
-                  (workload, "learn", device, threads) and t.beside == 0), None)
+    timed = next((t for t in profile.kernels if (t.workload, t.kernel, t.device, t.threads, t.precision) ==
+                  (workload, "learn", device, threads, precision) and t.beside == 0), None)
     if timed is None:
         return 1.0
     one = timed.one_thread_s or next((t.median_s for t in profile.kernels if t.threads == 1 and
-                                      (t.workload, t.kernel, t.device, t.batch) ==
-                                      (workload, "learn", device, timed.batch)), timed.median_s)
+                                      (t.workload, t.kernel, t.device, t.batch, t.precision) ==
+                                      (workload, "learn", device, timed.batch, precision)), timed.median_s)
     return timed.median_s / one
+
+
+def _fp32_learn(profile: Profile, workload: Workload, device: str, fallback: float) -> float:
+    """The profile's float32 learn at one thread for `workload` on `device` at its batch; `fallback` (the run's
+    learn) where the profile has no such figure."""
+    return next((t.median_s for t in profile.kernels if (t.workload, t.kernel, t.device, t.batch, t.threads,
+                                                         t.beside, t.precision) ==
+                 (workload.key, "learn", device, workload.batch_size, 1, 0.0, FP32)), fallback)
 
 
 def _load_s(profile: Profile, workload: str, device: str) -> float:
