@@ -198,6 +198,25 @@ def test_ray_gives_the_sequential_launchers_bits_for_stochastic_targets(cluster,
 
 
 @needs_ray
+@pytest.mark.parametrize("config_class", [DQNConfig, TD3Config], ids=["dqn", "td3"])
+def test_ray_gives_the_sequential_launchers_bits_at_bf16_mixed(cluster, config_class) -> None:
+    """Learn in bf16-mixed (DQN's written-out backward pass, TD3's autograd loss): its bfloat16 products are a
+    function of the same batches and weights on every launcher, so the same bits too."""
+    from pearl.runtime.ray.launcher import RayLauncher
+
+    env = "CartPole-v1" if config_class is DQNConfig else "Pendulum-v1"
+    cfg = config_class(total_steps=800, learning_starts=200, n_envs=2, buffer_size=5_000, **SMALL)
+    job = Job.of(cfg, env_spec(env), Placement.single(HOST_DEVICE), seed=3, actors=2, policy_lag=1, threads=1,
+                 precision="bf16-mixed")
+    a = SequentialLauncher(job).run()
+    b = RayLauncher(job, actor_placement=on_actors_node(), learner_placement=on_head()).run()
+    assert a.updates == b.updates > 0
+    assert_same_params(a.final_params, b.final_params)
+    fp32 = SequentialLauncher(job.replace(precision="fp32")).run()
+    assert any((fp32.final_params[k] != a.final_params[k]).any() for k in a.final_params)  # bf16 did compute
+
+
+@needs_ray
 def test_every_transition_from_several_workers_arrives_once_in_schedule_order(cluster, tmp_path) -> None:
     """3 workers × 4 counter envs, pinned to the spare node, the learner pinned to the actors' node: every env's
     steps reach the learner's replay once, in order, and replay (read from the run's checkpoint) holds each
