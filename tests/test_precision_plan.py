@@ -222,7 +222,9 @@ def _train_auto(capsys, monkeypatch, tmp_path: Path, profile: Path | None, verdi
                              "--steps", "300", "--set", "learning_starts=100", "--eval-episodes", "0",
                              "--runs-dir", str(runs), "--json")
     assert code in (0, None), err
-    config = json.loads((Path(json.loads(out)["run_dir"]) / "config.json").read_text())
+    summary = json.loads(out)
+    config = json.loads((Path(summary["run_dir"]) / "config.json").read_text())
+    assert summary["precision"] == config["precision"]  # the result says what auto resolved to, as the record does
     return config["precision"], err
 
 
@@ -265,7 +267,8 @@ def test_the_run_record_keeps_the_precision(tmp_path) -> None:
     result = train("dqn", "CartPole-v1", steps=300, runs_dir=str(tmp_path / "runs"), eval_episodes=1, eval_every=0,
                    precision="fp32", config=DQNConfig(hidden=(16, 16), batch_size=16, learning_starts=100))
     config = json.loads((Path(result.run_dir) / "config.json").read_text())
-    assert config["precision"] == "fp32"
+    summary = json.loads((Path(result.run_dir) / "summary.json").read_text())
+    assert config["precision"] == summary["precision"] == result.precision == "fp32"
 
 
 def test_a_seed_gives_the_same_bits_at_bf16_on_both_launchers_and_other_bits_than_fp32() -> None:

@@ -38,6 +38,7 @@ class TrainResult:
     learn: bool = True
     threads: int = DEFAULT_THREADS  # the learner's threads the run used (PlacementOptions.threads, resolved)
     learners: int = 1  # the learner group's size (PlacementOptions.learners, resolved)
+    precision: str = "fp32"  # learn's arithmetic the run used (PlacementOptions.precision, auto resolved)
     dropped_steps: int = 0
     actor_restarts: int = 0  # restarts of every kind: actors started again, and recoveries below
     lost_steps_max: int = 0  # env steps lost at most with the actors that died (one step of their envs each)
