@@ -6,6 +6,7 @@
                                 [--ddpg-envs-per-actor 1] [--collect-actors 2] [--collect-envs 256]
                                 [--collect-steps 1000000] [--env LunarLanderContinuous-v3] [--sides sb3 pearl]
                                 [--defaults-steps 0] [--steps 0] [--pearl-launcher pearl|local|sequential]
+                                [--precisions fp32 bf16-mixed auto]
 
 Cases (each run alone in a fresh interpreter, SB3 and pearl in turn, --rounds times):
 
@@ -251,7 +252,8 @@ def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps
     """Train with pearl's `launcher` (local: actor processes beside the learner's; sequential: acting and
     learning in turn in one process, as SB3 runs; pearl: none named, so pearl takes the one its profile of this
     machine predicts faster, as `pearl train` does); add the bare learn rate measured right after, same threads.
-    Learn at `precision`; a machine that cannot compute it gives {"error": why} instead of a run."""
+    Learn at `precision` (auto: the one pearl picks from this machine's profile, as `pearl train --precision auto`
+    does; "precision" is what it picked); a machine that cannot compute it gives {"error": why} instead of a run."""
     from pearl.errors import PearlError
     from pearl.training import train
 
@@ -274,9 +276,9 @@ def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps
            "env_steps_per_s": result.env_steps_per_s, "eval_mean": None if case == "collect" else
            result.eval_return_mean, "threads": threads, "actors": actors, "envs_per_actor": envs,
            "replay_ratio": result.replay_ratio, "learning_updates_per_s": result.learning_updates_per_s,
-           "waits": result.waits, "launcher": result.launcher, "precision": precision}
+           "waits": result.waits, "launcher": result.launcher, "precision": result.precision}
     if case != "collect":
-        bare = bare_learn_rate(algo, env_id, threads, seed, precision=precision)
+        bare = bare_learn_rate(algo, env_id, threads, seed, precision=result.precision)
         out["bare_updates_per_s"] = bare
         out["learner_efficiency"] = (result.learning_updates_per_s or 0.0) / bare
     return out
@@ -380,9 +382,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="pearl learner threads for DQN")
     parser.add_argument("--ddpg-threads", type=int, default=2, help="pearl learner threads for DDPG, TD3 and SAC")
     parser.add_argument("--actors", type=int, default=1)
-    parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16-mixed"], default=["fp32", "bf16-mixed"],
+    parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16-mixed", "auto"],
+                        default=["fp32", "bf16-mixed"],
                         help="learn's arithmetic of pearl's runs in the dqn, ddpg, td3 and sac cases, each a run per "
-                        "round (bf16-mixed says why not where this machine lacks bf16 units)")
+                        "round (bf16-mixed says why not where this machine lacks bf16 units; auto: pearl's pick from "
+                        "this machine's profile in $PEARL_BENCH_RUNS, as `pearl train --precision auto`)")
     parser.add_argument("--envs-per-actor", type=int, default=8, help="pearl's envs per actor for DQN")
     parser.add_argument("--ddpg-envs-per-actor", type=int, default=1, help="pearl's envs per actor for DDPG, TD3 "
                         "and SAC")
@@ -479,7 +483,7 @@ def speed_case(case: str, args: argparse.Namespace, pearl_runs: list[tuple[int, 
                     f"({p['steps']:,} steps in {p['wall_s']:.1f} s, {ran} launcher"
                     + (" (pearl's choice)" if launcher == "pearl" else "")
                     + f", {actors if ran == 'local' else 1} actor(s) × {envs} env(s), {threads} learner thread(s), "
-                    f"learn in {precision}, "
+                    f"learn in {p['precision']}" + (" (auto)" if precision == "auto" else "") + ", "
                     f"{'pearl' if order[0] != 'sb3' else 'SB3'} ran first)  ratio pearl/SB3 {ratios[i][-1]:.2f}")
             if p["eval_mean"] is not None:
                 line += f"  eval {p['eval_mean']:.1f}"
