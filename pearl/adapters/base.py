@@ -220,6 +220,34 @@ class LearnKernel(ABC):
         self.updates = int(state["updates"])
 
 
+class CriticFirstLearn(LearnKernel):
+    """DDPG's fused update in the order `LearnKernel` states, written once for every backend: the critic's
+    gradient and step, the actor's gradient through the critic just stepped, then the actor's step and the
+    targets. A backend supplies the three parts and the critic's optimiser (`critic_opt`)."""
+
+    critic: Any
+    critic_opt: Any
+
+    def learn(self, batch: SampleBatch) -> LearnResult:
+        td, metrics = self._critic_grad(batch)
+        self.critic_opt.step()
+        metrics["losses/actor_loss"] = self._actor_grad(batch, self.critic)
+        self._step_actor_and_targets()
+        return LearnResult(td, metrics)
+
+    @abstractmethod
+    def _critic_grad(self, batch: SampleBatch) -> tuple[Any, dict[str, Any]]:
+        """The critic's gradient on batch into its gradient buffers; the TD errors and the critic's metrics."""
+
+    @abstractmethod
+    def _actor_grad(self, batch: SampleBatch, critic: Any) -> Any:
+        """The actor's gradient through `critic` into its gradient buffers; the actor's loss."""
+
+    @abstractmethod
+    def _step_actor_and_targets(self) -> None:
+        """The actor's optimiser step and the targets' update; counts the update."""
+
+
 class ReplayKernels(ABC):
     """``replay_insert``, ``replay_sample`` and ``priority_update`` on storage resident on the device."""
 

@@ -12,7 +12,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from pearl.adapters.base import ActKernel, AlgoKernels, LearnKernel, check_gradients
+from pearl.adapters.base import ActKernel, AlgoKernels, CriticFirstLearn, LearnKernel, check_gradients
 from pearl.adapters.opencl.nets import DeviceAdam, DeviceMean, DeviceMLP, polyak
 from pearl.adapters.opencl.runtime import CLRuntime
 from pearl.algos.ddpg import DDPGConfig, ou_coefficients
@@ -210,7 +210,7 @@ class CLActorCritic(LearnKernel):
         return self.actor.dump()
 
 
-class CLDDPGLearn(CLActorCritic):
+class CLDDPGLearn(CLActorCritic, CriticFirstLearn):
     def __init__(self, rt: CLRuntime, config: DDPGConfig, actor_sizes: list[int], critic_sizes: list[int],
                  params: Params) -> None:
         super().__init__(rt, config.learning_rate, actor_sizes, params)
@@ -219,13 +219,6 @@ class CLDDPGLearn(CLActorCritic):
         self.critic_target = DeviceMLP(rt, critic_sizes, params, "critic_target")
         self.critic_opt = DeviceAdam(rt, self.critic.buffers(), self.critic.gradients(), config.learning_rate)
         self.critic_ahead = DeviceMLP(rt, critic_sizes, params, "critic")  # `grads`' scratch: the stepped critic
-
-    def learn(self, batch: SampleBatch) -> LearnResult:
-        td, metrics = self._critic_grad(batch)
-        self.critic_opt.step()
-        metrics["losses/actor_loss"] = self._actor_grad(batch, self.critic)  # through the critic just updated
-        self._step_actor_and_targets()
-        return LearnResult(td, metrics)
 
     def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
         _alone(share)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
+from pearl.adapters.base import AlgoKernels, CriticFirstLearn, check_gradients
 from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, compute_type, critic_grads, dump_net,
                                       grad_shapes, named_grads, take_grads, write_net)
 from pearl.algos.ddpg import DDPGConfig, ou_step
@@ -74,7 +74,7 @@ def actor_grad(actor: MLP, critic: MLP, obs: torch.Tensor, action_cols: slice) -
     return actor_loss
 
 
-class DDPGLearn(LearnKernel):
+class DDPGLearn(CriticFirstLearn):
     def __init__(self, config: DDPGConfig, actor_sizes: list[int], critic_sizes: list[int], params: Params,
                  device: torch.device, precision: Precision = Precision.FP32) -> None:
         """precision: the arithmetic of the networks' products (nets.MLP's `compute`); the losses, the targets,
@@ -93,13 +93,7 @@ class DDPGLearn(LearnKernel):
         self._grad_shapes = {**grad_shapes(self.critic, "critic"), **grad_shapes(self.actor, "actor")}
         self.updates = 0
 
-    @torch.no_grad()
-    def learn(self, batch: SampleBatch) -> LearnResult:
-        td, metrics = self._critic_grad(batch)
-        self.critic_opt.step()
-        metrics["losses/actor_loss"] = self._actor_grad(batch, self.critic)  # through the critic just updated
-        self._step_actor_and_targets()
-        return LearnResult(td, metrics)
+    learn = torch.no_grad()(CriticFirstLearn.learn)
 
     @torch.no_grad()
     def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
