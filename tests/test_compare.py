@@ -29,8 +29,15 @@ def test_compare_writes_table_report_and_plot(capsys, profile_file, tmp_path) ->
     report = json.loads(out)
     folder = Path(report["dir"])
     rows = report["rows"]
-    # one device: the two objectives, the front's end and "all on cpu" are one mapping, merged
-    assert len(rows) == 1 and "throughput plan" in rows[0]["label"] and "all on cpu" in rows[0]["label"]
+    # one device: the two objectives, the front's end and "all on cpu" are one mapping, merged into one row where
+    # they learn at one precision: the plans choose theirs (`auto`; bf16-mixed where the profile times it faster,
+    # on a CPU with bf16 units), the front's end and "all on cpu" stay fp32
+    assert len({json.dumps(r["mapping"], sort_keys=True) for r in rows}) == 1
+    plan_row = next(r for r in rows if "throughput plan" in r["label"])
+    cpu_row = next(r for r in rows if "all on cpu" in r["label"])
+    assert cpu_row["precision"] == "fp32" and "perf-per-watt plan" in plan_row["label"]
+    assert len(rows) == (1 if plan_row["precision"] == "fp32" else 2)
+    assert (plan_row is cpu_row) == (plan_row["precision"] == "fp32")
     # the row reports the run's own learning-phase speed against the plan's prediction, not a figure of its own
     summary = json.loads((Path(rows[0]["run_dir"]) / "summary.json").read_text())
     measured, predicted = rows[0]["measured_env_steps_per_s"], rows[0]["predicted_env_steps_per_s"]
