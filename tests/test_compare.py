@@ -39,11 +39,11 @@ def test_compare_writes_table_report_and_plot(capsys, profile_file, tmp_path) ->
     assert len(rows) == (1 if plan_row["precision"] == "fp32" else 2)
     assert (plan_row is cpu_row) == (plan_row["precision"] == "fp32")
     # the row reports the run's own learning-phase speed against the plan's prediction, not a figure of its own
-    summary = json.loads((Path(rows[0]["run_dir"]) / "summary.json").read_text())
-    measured, predicted = rows[0]["measured_env_steps_per_s"], rows[0]["predicted_env_steps_per_s"]
-    assert summary["steps"] > 0 and measured == summary["learning_env_steps_per_s"] and rows[0]["note"] is None
+    summary = json.loads((Path(plan_row["run_dir"]) / "summary.json").read_text())
+    measured, predicted = plan_row["measured_env_steps_per_s"], plan_row["predicted_env_steps_per_s"]
+    assert summary["steps"] > 0 and measured == summary["learning_env_steps_per_s"] and plan_row["note"] is None
     assert predicted == summary["plan_check"]["predicted"]["env_steps_per_s"]
-    assert rows[0]["error"] == pytest.approx((predicted - measured) / measured)
+    assert plan_row["error"] == pytest.approx((predicted - measured) / measured)
     assert json.loads((folder / "compare.json").read_text())["rows"][0]["label"] == rows[0]["label"]
     table = (folder / "report.md").read_text()
     assert "| mapping |" in table and "all on cpu" in table
