@@ -5,8 +5,8 @@ A family is the head of a device id (``cpu``, ``cuda``, ``opencl``, ``whatif``, 
 answers everything pearl asks of a kind: how its ids read, how its devices are found (and probed) and opened,
 which kernel backend runs them (the key of `Algorithm.kernels`, so which algorithms it has kernels for), whether
 a learner group can learn on it and through which collective, what a launcher reserves for a role on it, which
-power reader reads it, which what-if descriptors are costed as its devices, and whether it loads precompiled
-binaries or stands in for an absent device. Every stage asks `DeviceId.backend`,
+power reader and energy counter read it, which what-if descriptors are costed as its devices, and whether it
+loads precompiled binaries or stands in for an absent device. Every stage asks `DeviceId.backend`,
 never the family's name or the id's text.
 
 Built-in kinds register in their own adapter packages (`pearl/adapters/torch/backend.py`: cpu and cuda;
@@ -84,6 +84,10 @@ class Backend:
     power: str = ""
     """The reader of its power draw: a name in `pearl.profiler.power.READERS` ("nvml", "rapl") or
     "module:function" (DeviceId, busy callable, seconds) → a PowerReading or None; '' for none."""
+    energy: str = ""
+    """"module:function" DeviceId → its resource's hardware energy counter (`pearl.adapters.energy.EnergyCounter`)
+    or an `Unread` saying why it has none here; '' for a kind with no counter (its share of a run's energy stays
+    modelled)."""
     what_if_kinds: tuple[DeviceKind, ...] = ()
     """What-if descriptors of these kinds are costed as its devices: with its adapter's kernel set."""
     precisions: tuple[str, ...] = ("fp32",)
@@ -107,7 +111,8 @@ class Backend:
             raise ValueError(f"{self.family}: a kind a machine has names its adapter and its open function")
 
     def call(self, what: str, *args: Any) -> Any:
-        """Call the function named by field `what` ("discover", "skipped", "open", "power", "precision_check")
+        """Call the function named by field `what` ("discover", "skipped", "open", "power", "energy",
+        "precision_check")
         with `args`."""
         return resolve(getattr(self, what))(*args)
 

@@ -4,9 +4,12 @@ close each prediction came.
 Candidates: the throughput plan, the perf-per-watt plan, the low-energy end of the Pareto front, and every
 mapping that puts all kernels on one device (duplicates merged, their labels joined). Each runs for a fixed
 wall time with its placement and actor count; throughput is measured over the learning phase (after
-learning_starts). Energy per env step is predicted by the plan; "measured" energy per step is the plan's
-power multiplied by the measured time per step, so it carries the plan's power source (modelled on machines
-without NVML or RAPL) and says so. Output, in runs/compare-<time>/: compare.json, report.md, compare.png.
+learning_starts). Energy per env step is predicted by the plan. The measured figure is the run's energy
+counters over its learning phase (RAPL, NVML: `pearl.runtime.energy`) where it read every resource it drew on;
+where it read some, theirs plus the plan's power for the others; elsewhere the plan's power multiplied by the
+measured time per step, which carries the plan's power source (modelled on machines without counters). Each
+row says which (`energy_source`) and why a resource was not read. Output, in runs/compare-<time>/:
+compare.json, report.md, compare.png.
 """
 
 from __future__ import annotations
@@ -82,9 +85,32 @@ def row(label: str, plan: Plan, result: TrainResult, path: Path, seconds: float)
             "predicted_env_steps_per_s": p["env_steps_per_s"], "measured_env_steps_per_s": measured,
             "error": (p["env_steps_per_s"] - measured) / measured if measured else None,
             "predicted_j_per_step": 1.0 / p["env_steps_per_joule"] if p.get("env_steps_per_joule") else None,
-            "measured_j_per_step": p["power_w"] / measured if p.get("power_w") and measured else None,
-            "power_source": p.get("power_source"), "run_dir": result.run_dir, "plan": str(path),
+            **_measured_energy(p, result, measured), "run_dir": result.run_dir, "plan": str(path),
             "note": None if measured else _not_learning(result, seconds)}
+
+
+def _measured_energy(predicted: dict, result: TrainResult, measured: float | None) -> dict:
+    """The run's energy per env step and where it came from: its counters' joules where it read every resource;
+    where it read some, theirs plus the plan's power for the others (`power_by_resource_w`); else the plan's
+    power × the measured time per step. Labelled so, with why a resource was not read."""
+    energy = result.energy or {}
+    unread = energy.get("unmeasured", {})
+    why = "; ".join(f"{r}: {w}" for r, w in unread.items()) or None
+    plan_w = predicted.get("power_by_resource_w") or {}
+    if energy.get("source") == "measured" and energy.get("j_per_env_step"):
+        return {"measured_j_per_step": energy["j_per_env_step"], "measured_power_w": energy["power_w"],
+                "power_source": predicted.get("power_source"), "energy_source": f"counters ({energy['method']})",
+                "energy_why": None}
+    if energy.get("source") == "partly measured" and measured and energy.get("power_w") is not None \
+            and unread and all(r in plan_w for r in unread):
+        power = energy["power_w"] + sum(plan_w[r] for r in unread)
+        return {"measured_j_per_step": power / measured, "measured_power_w": power,
+                "power_source": predicted.get("power_source"),
+                "energy_source": f"counters ({energy['method']}) + plan's power for {', '.join(unread)}",
+                "energy_why": why}
+    modelled = predicted["power_w"] / measured if predicted.get("power_w") and measured else None
+    return {"measured_j_per_step": modelled, "measured_power_w": None, "power_source": predicted.get("power_source"),
+            "energy_source": f"plan's power ({predicted.get('power_source')}) × time", "energy_why": why}
 
 
 def _not_learning(result: TrainResult, seconds: float) -> str:
@@ -102,16 +128,16 @@ def figure(value: float | None, spec: str) -> str:
 def markdown(report: dict) -> str:
     lines = [f"# pearl compare: {report['algo']} on {report['env']}", "",
              f"Profile `{report['profile']}`; each mapping ran {report['seconds']:g} s; throughput over the learning "
-             "phase. Measured energy per step = the plan's power × measured time per step (power source in the "
-             "last column).", "",
+             "phase. Measured energy per step: the hardware's energy counters over the learning phase where the "
+             "run read them, else the plan's power × measured time per step (the last column says which).", "",
              "| mapping | actors | predicted env steps/s | measured env steps/s | error | predicted J/step | "
-             "measured J/step | power |", "|---|---|---|---|---|---|---|---|"]
+             "measured J/step | energy from |", "|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
         learn = f" (learn in {r['precision']})" if r.get("precision", "fp32") != "fp32" else ""
         lines.append(f"| {r['label']}: {_mapping_text_from(r['mapping'])}{learn} | {r['actors']} | "
                      f"{r['predicted_env_steps_per_s']:,.0f} | {figure(r['measured_env_steps_per_s'], ',.0f')} | "
                      f"{figure(r['error'], '+.0%')} | {figure(r['predicted_j_per_step'], '.3g')} | "
-                     f"{figure(r['measured_j_per_step'], '.3g')} | {r['power_source']} |")
+                     f"{figure(r['measured_j_per_step'], '.3g')} | {r['energy_source']} |")
     lines += [f"\n{r['label']}: {r['note']}." for r in report["rows"] if r.get("note")]
     return "\n".join(lines) + "\n"
 

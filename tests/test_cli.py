@@ -189,11 +189,15 @@ def test_compare_table_shows_whole_mapping_names() -> None:
 
     label = "throughput plan = perf-per-watt plan = pareto low-energy end = all on cpu"
     row = {"label": label, "predicted_env_steps_per_s": 2217.0, "measured_env_steps_per_s": 1744.0,
-           "error": 0.27, "predicted_j_per_step": 0.0649, "measured_j_per_step": 0.0825, "power_source": "modelled"}
+           "error": 0.27, "predicted_j_per_step": 0.0649, "measured_j_per_step": 0.0825, "power_source": "modelled",
+           "energy_source": "plan's power (modelled) × time", "energy_why": "host-cpu: no RAPL package counter"}
     short = {**row, "label": "all on opencl:0:0"}
     lines = compare_table({"rows": [row, short], "dir": "runs/compare-x"})
     assert lines[1].startswith(label + " ")
     assert lines[2].startswith("all on opencl:0:0 ")
+    assert lines[3] == ("power: modelled; measured J/step from plan's power (modelled) × time "
+                        "(host-cpu: no RAPL package counter)")
+    assert lines[4] == "report, plot and runs in runs/compare-x"
     # the columns line up: every row's figures start where the header's do
     start = lines[0].index("predicted/s")
     assert all(line[start - 1] == " " and line[len(label)] == " " for line in lines[:3])

@@ -26,7 +26,7 @@ def test_each_launcher_declares_what_it_can_do() -> None:
     assert launcher_capabilities("parallel") == launcher_capabilities("local")  # the alias
     assert launcher_capabilities("ray") == LauncherCapabilities(concurrent_roles=True, replay_shards=True,
                                                                 cluster_plans=True, actor_restarts=True,
-                                                                learner_group=True)
+                                                                learner_group=True, on_this_host=False)
     assert [name for name in LAUNCHERS if launcher_capabilities(name).learner_group] == ["local", "ray"]
 
 

@@ -45,5 +45,9 @@ def compare_table(report: dict) -> list[str]:
         lines.append(f"{r['label']:{width}} {r['predicted_env_steps_per_s']:11,.0f} "
                      f"{figure(r['measured_env_steps_per_s'], ',.0f'):>10} {figure(r['error'], '+.0%'):>6} "
                      f"{figure(r['predicted_j_per_step'], '.3g'):>11} {figure(r['measured_j_per_step'], '.3g'):>11}")
-    lines.append(f"power: {report['rows'][0]['power_source']}; report, plot and runs in {report['dir']}")
+    sources = " / ".join(dict.fromkeys(r["energy_source"] for r in report["rows"]))
+    why = next((r["energy_why"] for r in report["rows"] if r.get("energy_why")), None)
+    lines.append(f"power: {report['rows'][0]['power_source']}; measured J/step from {sources}"
+                 + (f" ({why})" if why else ""))
+    lines.append(f"report, plot and runs in {report['dir']}")
     return lines

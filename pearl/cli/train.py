@@ -100,6 +100,8 @@ def _print_train(result: Any) -> None:
         click.echo(f"  learning phase (after learning_starts, what a plan predicts): "
                    f"{result.learning_env_steps_per_s:,.0f} env steps/s, "
                    f"{result.learning_updates_per_s:,.0f} updates/s")
+    if result.energy.get("power_w") is not None:
+        click.echo("  " + _energy_line(result.energy))
     if result.eval_episodes:
         _print_policy(f"final policy over {result.eval_episodes} episodes", result.final, result.headline == "final")
         if result.best:
@@ -176,3 +178,14 @@ def quickstart(seed: int, runs_dir: str, reprofile: bool, as_json: bool, algo: s
                             progress=lambda total, label, unit: Progress(total, not as_json, label, unit))
     if as_json:
         print_json(report)
+
+
+def _energy_line(energy: dict) -> str:
+    """What the energy counters read over the learning phase, and what they could not read."""
+    line = (f"energy ({energy['source']}, {energy['method']}): {energy['joules']:,.1f} J over "
+            f"{energy['seconds']:.1f} s, {energy['power_w']:,.1f} W")
+    if energy.get("j_per_env_step"):
+        line += f", {energy['j_per_env_step']:.3g} J/env step"
+    if energy.get("unmeasured"):
+        line += "; not read: " + "; ".join(f"{r} ({why})" for r, why in energy["unmeasured"].items())
+    return line

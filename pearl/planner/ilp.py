@@ -6,6 +6,7 @@ points, solved with PuLP (HiGHS where installed, else CBC).
     evaluate(problem, placement, actors, spread=None, shards=()) -> (period, energy, binding) | None
                                                                                        one fixed placement
     evaluator(problem) -> the same for many placements, the rows built once
+    power_by_resource(problem, placement, actors, spread=None, shards=()) -> {resource: W}, E ÷ P by resource
 
 One *iteration* is one learner update and S = 1/ρ env steps (ρ the replay ratio). Every cost is in seconds per
 iteration: build.py prices them from the cost model and the launcher's traffic statement, problem.py holds them
@@ -242,10 +243,34 @@ def _evaluate(problem: Problem, busy_terms: dict[str, list[Term]], rows: list[Ro
         bounds[row.label] = max(bounds.get(row.label, 0.0), seconds / row.lanes)
     period = max(bounds.values())
     binding = next(name for name, value in bounds.items() if value == period)
-    energy = sum(r.idle_w * period + (r.busy_w - r.idle_w)
-                 * acc.value(problem, busy_terms[r.id], where, actors, spread, shards) / r.lanes
-                 for r in problem.resources)
+    energy = sum(_resource_energy(problem, busy_terms, where, actors, spread, shards, period).values())
     return period, energy, binding
+
+
+def _resource_energy(problem: Problem, busy_terms: dict[str, list[Term]], where: dict[str, str],
+                     actors: ActorOption, spread: dict[str, int], shards: tuple[str, ...],
+                     period: float) -> dict[str, float]:
+    """Each resource's joules in an iteration of `period`: idle the whole period, busy − idle for its lanes'
+    share of busy seconds (the E of the formulation, by resource)."""
+    return {r.id: r.idle_w * period + (r.busy_w - r.idle_w)
+            * acc.value(problem, busy_terms[r.id], where, actors, spread, shards) / r.lanes
+            for r in problem.resources}
+
+
+def power_by_resource(problem: Problem, placement: dict[str, str], actors: ActorOption,
+                      spread: dict[str, int] | None = None, shards: tuple[str, ...] | list[str] = ()
+                      ) -> dict[str, float]:
+    """Each resource's mean watts over an iteration of a feasible placement (they sum to E ÷ P of `evaluate`):
+    what a run that reads some resources' energy counters and not others adds for the others."""
+    result = evaluate(problem, placement, actors, spread, shards)
+    if result is None:
+        raise PlanError("power_by_resource of an infeasible placement")
+    period = result[0]
+    where = {k: placement[k] for k in PLACED}
+    spread = check_spread(problem, where, actors, spread)
+    shards = tuple(shards) if len(shards) > 1 else ()
+    joules = _resource_energy(problem, busy(problem), where, actors, spread, shards, period)
+    return {r: j / period for r, j in joules.items()}
 
 
 def _precheck(problem: Problem) -> None:

@@ -19,7 +19,7 @@ from pearl.profile.format import config_workload
 from pearl.planner.cluster_problem import build_cluster_problem
 from pearl.planner.accounting import in_turn as in_turn_period
 from pearl.planner.accounting import server_nodes
-from pearl.planner.ilp import TIES, evaluate, evaluator, pareto, solve
+from pearl.planner.ilp import TIES, evaluate, evaluator, pareto, power_by_resource, solve
 from pearl.planner.plan import Plan
 from pearl.planner.problem import PLACED, REPLAY, ActorOption, Problem, Solution
 from pearl.profile.cluster import Cluster, load_cluster
@@ -370,7 +370,9 @@ def _plan(source: Source, problem: Problem, facts: Facts, algo: str, env_id: str
         threads=problem.learner_threads // (1 if problem.spread_group else problem.learners),
         learners=problem.learners,
         predicted={**_figures(best.period_s, best.energy_j, facts, _sources(source, mapping, facts)),
-                   "workload": facts.workload},
+                   "workload": facts.workload,
+                   "power_by_resource_w": power_by_resource(problem, best.placement, best.actors,
+                                                            best.spread or None, best.shards)},
         bottleneck=best.binding, lanes=_lanes(problem, best),
         baselines=_baselines(problem, facts, best, source),
         # a CBC run stopped by its time limit reports no bound: its gap is unknown (None), not infinite

@@ -16,7 +16,8 @@ predicts for it and for the all-on-one-device mappings.
       "replay_shards": {D: shards},  (cluster plans) the devices holding the replay server's shards
       "predicted": {"env_steps_per_s", "updates_per_s", "learner_samples_per_s", "period_s",
                     "energy_per_iteration_j", "power_w", "env_steps_per_joule", "source", "power_source",
-                    "scaled": {kernel: the measured workload its times were scaled from}, "workload"},
+                    "scaled": {kernel: the measured workload its times were scaled from}, "workload",
+                    "power_by_resource_w": {resource: its mean watts, summing to power_w}},
       "bottleneck": "load[host-cpu]" | "role[learner]" | ...,
       "kernels": {kernel: predicted seconds per iteration on its device (env_step included; weight_sync:
                   the learner's publish + the actors' loads; group_comm with a learner group: learner 0's
@@ -33,7 +34,9 @@ predicts for it and for the all-on-one-device mappings.
 `source` is "modelled" when any figure behind a prediction was modelled (a what-if device, a descriptor's
 power), else "scaled" when a kernel's times were scaled from another workload's (the profile has not measured
 this one's shapes; "scaled" names those kernels, pearl/costmodel/model.py says how), else "measured";
-"workload" is the key of the planned workload (both optional: older plans lack them); "power_source" says
+"workload" is the key of the planned workload and "power_by_resource_w" each resource's share of power_w, which
+a run that reads some resources' energy counters and not others adds for the others (optional: older plans lack
+them); "power_source" says
 where the power figures came from, and "power" (optional; older plans lack it) gives each device's figures
 with their method and, for modelled ones, the descriptor file and the share of its figures charged (a host
 with fewer cores than the descriptor's). "slices" (optional; empty when no GPU is split) is the split of each

@@ -12,13 +12,13 @@ reports idle power and busy power (all lanes busy); the planner scales between t
 
 from __future__ import annotations
 
-import glob
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from pearl.adapters.energy import rapl_domains
 from pearl.descriptors import DeviceDescriptor
 from pearl.device import DeviceId
 
@@ -39,19 +39,6 @@ def from_descriptor(descriptor: DeviceDescriptor, lanes: int | None = None) -> P
     scale = min(1.0, lanes / descriptor.cores) if lanes is not None and descriptor.cores else 1.0
     return PowerReading(descriptor.figures["idle_w"] * scale, descriptor.figures["peak_w"] * scale, "modelled",
                         "descriptor", descriptor.source.name, scale)
-
-
-def rapl_domains() -> list[Path]:
-    """Package-level RAPL energy counters that this process can read (root-only on Linux >= 5.10)."""
-    readable = []
-    for path in sorted(glob.glob("/sys/class/powercap/intel-rapl:*/energy_uj")):
-        if path.count(":") == 1:  # intel-rapl:N is a package; intel-rapl:N:M are its sub-domains
-            try:
-                int(Path(path).read_text())
-                readable.append(Path(path))
-            except (OSError, ValueError):
-                continue
-    return readable
 
 
 def _rapl_watts(domains: list[Path], work: Callable[[], None], seconds: float) -> float:

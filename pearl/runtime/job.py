@@ -175,6 +175,9 @@ class LauncherCapabilities:
     """An actor that dies is started again, up to `max_restarts` times (`RestartPolicy`)."""
     learner_group: bool = False
     """Several learners train one policy together (`--learners N`, `pearl.runtime.learner_group`)."""
+    on_this_host: bool = True
+    """Every role runs on this host, so the host's energy counters read what the run draws
+    (`pearl.runtime.energy`); False: roles may run on other nodes, and the run's energy stays modelled."""
     traffic: str = field(default="sequential", compare=False)
     """The name of its traffic statement in `pearl.traffic.STATEMENTS`: what it sends on each edge a segment,
     which the planner prices and its run counts (`LoopStats.traffic`). Not an ability: two launchers that can

@@ -36,6 +36,7 @@ from pearl.device import DeviceId
 from pearl.replay import linear_beta
 from pearl.runtime.actors import RestartPolicy, RoleLost
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer
+from pearl.runtime.energy import EnergyMeter
 from pearl.runtime.evaluate import BestPolicy, Evaluation
 from pearl.runtime.job import Job, LauncherCapabilities
 from pearl.runtime.learner_role import LearnerRole, LearnerStatus
@@ -114,6 +115,8 @@ class LoopStats:
     roles: dict[str, str] = field(default_factory=dict)  # where each role ran (Ray: its node), asked from inside it
     #: what the run counted it sent on each edge (`pearl.traffic.Tally.to_dict`), against its traffic statement
     traffic: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the learning phase's energy as the meter read it (`EnergyMeter.stop`); {} without a meter
+    energy: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -164,6 +167,8 @@ class SegmentLauncher(ABC):
         self.evaluations: list[Evaluation] = []  # the in-training evaluations so far
         self.next_eval = job.eval_every  # env steps at which the next one is due
         self.sent = Tally()  # what this side counted it sent (the learner's role counts its own)
+        #: counts the learning phase's joules where the trainer gives one (`pearl.runtime.energy`)
+        self.energy: EnergyMeter | None = None
 
     def _go_on_from(self, resume: Checkpoint | None) -> None:
         """Start the schedule at `resume` (None: at its beginning): its segment, env steps, updates and seeds."""
@@ -309,6 +314,8 @@ class SegmentLauncher(ABC):
         updates = sched.updates_after(k) if self.job.learn else 0
         if updates and stats.learn_start_s is None:
             stats.learn_start_s, stats.learn_start_steps = time.perf_counter() - self._t0, self.steps
+            if self.energy is not None:
+                self.energy.start()
         if updates:
             role.train(updates, linear_beta(cfg.beta0, self.steps, cfg.total_steps))
             self.updates += updates
@@ -395,6 +402,8 @@ class SegmentLauncher(ABC):
 
     def _finish(self, stats: LoopStats) -> LoopStats:
         stats.wall_s = time.perf_counter() - self._t0
+        if self.energy is not None:
+            stats.energy = self.energy.stop()
         stats.steps, stats.updates = self.steps, self.updates
         self._stats = stats
         self._flush(time.perf_counter())

@@ -25,6 +25,7 @@ from pearl.errors import CheckpointError, ConfigError, PearlError
 from pearl.run_options import RunOptions, check_positive_int
 from pearl.runtime.checkpoint import FOLDER as CHECKPOINTS
 from pearl.runtime.checkpoint import Checkpoint, Checkpointer, describe, estimate_bytes, latest
+from pearl.runtime.energy import open_meter, unmeasured
 from pearl.runtime.launcher import SegmentLauncher
 from pearl.runtime.record import RunRecord, check_runs_dir
 from pearl.training.configure import RunSetup, hyperparameters_note, setup_run
@@ -145,6 +146,9 @@ def _execute(setup: RunSetup, runner: SegmentLauncher, record: RunRecord, checkp
     """Run the launcher into the record, evaluate the final and the best policy, and write summary.json."""
     config, o = setup.config, setup.options
     checkpointer.folder = record.dir / CHECKPOINTS
+    runner.energy = open_meter(runner.placement.devices()) if runner.capabilities.on_this_host else \
+        unmeasured(f"the {o.launcher.name} launcher's roles may run on other nodes, whose energy counters this "
+                   "process does not read")
     try:
         stats = runner.run(record, progress, max_seconds)
     except BaseException as exc:  # Ctrl-C, SIGTERM, a failed actor: say so in the summary, keep the metrics
@@ -157,6 +161,7 @@ def _execute(setup: RunSetup, runner: SegmentLauncher, record: RunRecord, checkp
                                       if last or checkpointer.written else None})
         raise
     finally:
+        runner.energy.stop()  # ends its poll thread whatever ended the run
         record.close()
     scores = score_run(setup, runner, stats, eval_episodes, record)
     learning_steps = max(1, stats.steps - config.learning_starts)
@@ -186,6 +191,9 @@ def _execute(setup: RunSetup, runner: SegmentLauncher, record: RunRecord, checkp
         learning_s = stats.wall_s - stats.learn_start_s - stats.paused_s  # evaluations and checkpoints left out
         result.learning_env_steps_per_s = (stats.steps - stats.learn_start_steps) / learning_s
         result.learning_updates_per_s = (stats.updates - stats.start_updates) / learning_s
+    result.energy = dict(stats.energy)
+    if result.energy.get("source") == "measured" and result.energy["power_w"] and result.learning_env_steps_per_s:
+        result.energy["j_per_env_step"] = result.energy["power_w"] / result.learning_env_steps_per_s
     if setup.plan is not None:
         result.plan_check = plan_check(setup.plan, stats, config, result, setup.emulate)
     record.write("summary.json", {"kind": "summary", "status": "finished", **result.to_dict()})

@@ -80,6 +80,20 @@ def open_opencl(device: DeviceId, threads: int | None, descriptor: str | Path | 
     return OpenCLAdapter(device, load_descriptor(descriptor) if descriptor is not None else None)
 
 
+def energy_counter(device: DeviceId):
+    """An OpenCL CPU device's energy is the host's (its RAPL counter, or why none); another kind's has no counter
+    pearl reads."""
+    from pearl.adapters.energy import Unread, host_counter
+    from pearl.adapters.opencl.runtime import find_device
+
+    require_opencl(str(device))
+    cl = import_pyopencl()
+    kind = _opencl_kind(cl, find_device(device).type)
+    if kind is DeviceKind.CPU:
+        return host_counter()
+    return Unread(str(device), f"an OpenCL {kind} has no energy counter pearl reads")
+
+
 def _point_to_working(devices: list[DeviceInfo]) -> list[DeviceInfo]:
     """An unusable OpenCL device's advice names a device of the same kind that works here, when there is one,
     rather than what to install."""

@@ -75,7 +75,8 @@ class RayLauncher(SegmentLauncher):
 
     name = "ray"
     capabilities = LauncherCapabilities(concurrent_roles=True, replay_shards=True, cluster_plans=True,
-                                        actor_restarts=True, learner_group=True, traffic="ray")
+                                        actor_restarts=True, learner_group=True, on_this_host=False,
+                                        traffic="ray")
 
     @classmethod
     def check_available(cls) -> None:
