@@ -81,3 +81,33 @@ def test_short_training_on_cuda(tmp_path) -> None:
     result = pearl.train("dqn", "CartPole-v1", device="cuda:0", steps=600, seed=0, eval_episodes=1, config=config,
                          runs_dir=str(tmp_path))
     assert result.device == "cuda:0" and result.updates == 80
+
+
+def test_the_power_window_loads_the_gpu_it_measures() -> None:
+    """The busy window runs large products back to back, not a host-bound small update: the board draws more
+    than idle (an H200 idles near 75 W and draws hundreds under such a load)."""
+    from pearl.device import DeviceId
+    from pearl.profiler.power import nvml
+
+    adapter = TorchAdapter("cuda:0")
+    load = adapter.saturating_load()
+    assert load is not None and TorchAdapter("cpu").saturating_load() is None
+    load()
+    reading = nvml(DeviceId.parse("cuda:0").index[0], load, 2.0)
+    if reading is None:
+        pytest.skip("NVML cannot read this GPU's power")
+    assert reading.busy_w > reading.idle_w * 1.2, reading
+
+
+def test_a_gpu_run_reads_its_boards_energy_counter(tmp_path) -> None:
+    from pearl.adapters.energy import NvmlCounter, counter_for
+    from pearl.device import DeviceId
+
+    counter = counter_for(DeviceId.parse("cuda:0"))
+    if not isinstance(counter, NvmlCounter):
+        pytest.skip(f"no NVML energy counter here: {counter}")
+    result = pearl.train("dqn", "CartPole-v1", steps=3_000, device="cuda:0", seed=0, eval_episodes=0,
+                         runs_dir=str(tmp_path), settings={"learning_starts": 1_000})
+    energy = result.energy
+    assert energy["source"] in ("measured", "partly measured") and "nvml" in energy["method"]
+    assert energy["joules_by_resource"]["cuda:0"] > 0 and energy["power_w"] > 0

@@ -418,6 +418,12 @@ class Adapter(ABC):
         """Learner `rank`'s end of the group learner 0 opened at host:port."""
         raise DeviceError(f"{self.device_id}: the {self.backend} adapter cannot train in a learner group")
 
+    def saturating_load(self) -> Callable[[], None] | None:
+        """Work that keeps every unit of the device busy while it runs, for the profiler's busy-power window;
+        None where a learn update already does (the profiler then loads the device with the DQN preset's learn).
+        A GPU needs one: a small update is bound by its host's launches and leaves the board near idle."""
+        return None
+
     def time_group(self, sizes: tuple[int, ...], repeats: int) -> list[tuple[int, float]] | None:
         """(bytes, median seconds) of a learner group's gradient average between two processes on this host, for
         each size: what the profiler records as this device's `group` transfer; None where its adapter cannot

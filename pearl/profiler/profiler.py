@@ -594,7 +594,11 @@ def _lazy_busy_loop(target: _Target) -> Callable[[], None]:
 
 
 def _busy_loop(target: _Target) -> Callable[[], None]:
-    """Keep the device busy with the DQN preset's learn (a representative dense load)."""
+    """Keep the device busy: with its adapter's saturating load where it has one (a GPU, which a small update
+    leaves near idle), else with the DQN preset's learn (a representative dense load)."""
+    saturating = target.adapter.saturating_load()
+    if saturating is not None:
+        return saturating
     config, spec = preset("dqn", "CartPole-v1"), env_spec("CartPole-v1")  # a fixed load, not one per algorithm
     adapter, rng = target.adapter, np.random.default_rng(1)
     replay = adapter.make_replay(config.replace(buffer_size=4096), spec, seed=1)

@@ -87,6 +87,22 @@ class TorchAdapter(Adapter):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
+    def saturating_load(self) -> Callable[[], None] | None:
+        """On a GPU, chains of large float32 products (each 2·n³ = 275 GFLOP at n = 4096 keeps every SM busy for
+        milliseconds, so the launches between them leave no gap), synchronised after each chain so a window's
+        end is the board's; on the host, None (a learn update at the host's threads loads its cores)."""
+        if self.device.type != "cuda":
+            return None
+        n, chain = SATURATING_N, SATURATING_CHAIN
+        a = torch.randn(n, n, device=self.device)
+        b, out = torch.randn(n, n, device=self.device), torch.empty(n, n, device=self.device)
+
+        def load() -> None:
+            for _ in range(chain):
+                torch.mm(a, b, out=out)
+            torch.cuda.synchronize(self.device)
+        return load
+
 
 def _check_device(parsed: DeviceId) -> str:
     """torch's name of the device (`cuda` is read as `cuda:0`); refuse ids torch cannot run here, saying why."""
@@ -130,6 +146,9 @@ def cuda_unavailable_reason() -> str:
         return "no NVIDIA GPU is visible to torch (driver missing or CUDA_VISIBLE_DEVICES empty)"
     return ""
 
+
+#: the busy-power window's load on a GPU (`TorchAdapter.saturating_load`): products of n × n, `chain` a call
+SATURATING_N, SATURATING_CHAIN = 4096, 8
 
 #: The product bf16's speed is judged on, (rows, inner, columns): a batch of 256 through a 400→300 layer, the
 #: largest product of DDPG's and TD3's preset critics.
