@@ -12,6 +12,9 @@ n_envs) and B the batch size:
                   and the transitions written, the profile's actor step less act at e (CostModel.actor_env_time;
                   e bare env steps for a profile without actor steps)
     actor period  (S/(n·e)) · (env side + act at batch e)       for n actor processes
+Act on a GPU (a whole one, or one MIG instance) is offered to one actor process only, its e envs batched into
+each call: every process acting there opens a context of its own, and contexts take the GPU in turns
+(`_one_context`). An MPS share's processes are counted by the slices rows instead.
 The replay and learn kernels of a device are scaled by its in-situ factor (CostModel.in_situ_factor): the
 profile's learner iteration timed as the runtime runs it ÷ the sum of those kernels timed one at a time.
 Traffic is the launchers' own statement (pearl.traffic): what the launcher a plan is for sends on each edge in
@@ -57,7 +60,7 @@ from pearl.algos import OffPolicyConfig, preset
 from pearl.algos.params import network_sizes, param_count, policy_net
 from pearl.costmodel import CostModel, Estimate
 from pearl.costmodel.model import HOST
-from pearl.device import DeviceId
+from pearl.device import DeviceId, DeviceKind
 from pearl.errors import ConfigError, PlanError
 from pearl.planner.problem import REPLAY, ActorOption, Device, Edge, Problem, Resource
 from pearl.profile.format import Profile, Workload, config_workload
@@ -186,7 +189,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
     publish = {(a, d): s + first.get((a, d), 0.0) for (a, d), s in _publish_costs(inputs, devices, options,
                                                                                   sync_s).items()
                if ("learn", d) in cost}  # a learner group learns on the host device only
-    act_cost, actor_period = _actor_costs(inputs, devices, options, sync_s)
+    act_cost, actor_period = _actor_costs(inputs, devices, options, sync_s, _one_context(profile, devices))
     edges, transfer = _edges(inputs, devices)
     memory = _memory(inputs, devices)
     _check_finite(cost=cost, act=act_cost, actor_period=actor_period, transfer=transfer)
@@ -386,9 +389,19 @@ def _segment_costs(inputs: _Inputs, cost: dict[tuple[str, str], float], options:
     return out
 
 
-def _actor_costs(inputs: _Inputs, devices: list[str], options: list[ActorOption], sync_s: dict[tuple, float]
+def _one_context(profile: Profile, devices: list[str]) -> set[str]:
+    """The GPUs one actor process at most acts on: a whole GPU or one MIG instance (an MPS share's processes are
+    its `instances`, which the slices rows count). Each actor process that acts on a GPU opens a context of its
+    own there, and the contexts of many processes take the GPU in turns: 16 actor processes acting on an H200
+    each ran 26× its profiled act (docs/MEASUREMENTS.md). One process batches all its envs into each act."""
+    return {d for d in devices if profile.device(d).kind is DeviceKind.GPU and profile.device(d).instances == 1}
+
+
+def _actor_costs(inputs: _Inputs, devices: list[str], options: list[ActorOption], sync_s: dict[tuple, float],
+                 one_context: set[str]
                  ) -> tuple[dict[tuple[ActorOption, str], float], dict[tuple[ActorOption, str], float]]:
-    """act's seconds per iteration (all actors, with their weight loads) and one actor's period, per option."""
+    """act's seconds per iteration (all actors, with their weight loads) and one actor's period, per option;
+    on a device of `one_context`, only the options of one actor process."""
     steps, envs = inputs.steps, inputs.config.n_envs
     side = inputs.env_side
     act_cost, actor_period = {}, {}
@@ -396,6 +409,8 @@ def _actor_costs(inputs: _Inputs, devices: list[str], options: list[ActorOption]
         if inputs.can("act", d):
             per_call, load = inputs.t("act", d, envs), inputs.weight_sync(d)[1]
             for a in options:
+                if a.n > 1 and d in one_context:
+                    continue
                 loads = weight_syncs(inputs.config, inputs.spec, a.n)[1]  # one actor's, per iteration
                 sync_s[("act", a, d)] = a.n * loads * load
                 act_cost[(a, d)] = (steps / envs) * per_call + sync_s[("act", a, d)]

@@ -15,7 +15,8 @@ as plain numbers. The program chooses a placement and an actor option and minimi
 
 Decisions
     x[k,d] ∈ {0,1}    kernel k ∈ PLACED on device d (only where an adapter implements it there)
-    v[a,d] ∈ {0,1}    actor option a (n actor processes × e envs each) with act on d; x[act,d] = Σ_a v[a,d]
+    v[a,d] ∈ {0,1}    actor option a (n actor processes × e envs each) with act on d; x[act,d] = Σ_a v[a,d];
+                      only the options build.py offers on d (one actor process on a whole GPU or a MIG instance)
     w[a,d] ∈ ℕ        (clusters) how many of those processes run on d's node (n·v[a,d] with one host)
     y[e,d,d'] ∈ {0,1} data edge e runs from d to d' (its ends are kernels): couple[...] below
     σ[K] ∈ {0,1}      (a sharded replay server) the replay server is K shards
