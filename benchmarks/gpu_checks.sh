@@ -1,8 +1,9 @@
 #!/bin/bash
-# pearl's checks on a machine with an NVIDIA GPU, in one go (about 6 minutes on an H200 host): the CUDA tests,
-# each learn path's distance from its autograd reference, a quick profile, a plan trained, pearl compare for
-# DQN, DDPG and SAC, and the learner-group benchmark on the GPU, time-sliced and under an MPS daemon of its own
-# (started with its own pipe and log folders, stopped at the end). Run from the repository root with pearl
+# pearl's checks on a machine with an NVIDIA GPU, in one go (about 7 minutes on an H200 host): the CUDA tests
+# (captured updates against eager ones, the busy-power window, the board's energy counter), each learn path's
+# distance from its autograd reference, each learn path's time (captured, eager, reference), a quick profile, a
+# plan trained, pearl compare for DQN, DDPG and SAC, and the learner-group benchmark on the GPU, time-sliced and
+# under an MPS daemon of its own (started with its own pipe and log folders, stopped at the end). Run from the repository root with pearl
 # importable; everything goes to OUT (default gpu-checks/): one log and the profile, plans and run records.
 #
 #     bash benchmarks/gpu_checks.sh [OUT]
@@ -22,6 +23,7 @@ stage info 30 bash -c 'nvidia-smi; lscpu | grep -E "Model name|^CPU\(s\)"; pytho
 stage tests 200 python3 -m pytest -p no:cacheprovider -q -m cuda -rs tests/test_cuda.py tests/test_reference_learn.py \
   tests/test_learner_group.py tests/test_slices.py
 stage distances 60 python3 benchmarks/reference_distances.py --device cuda:0
+stage learn-paths 90 python3 benchmarks/learn_paths.py --device cuda:0 --what dqn ddpg td3 sac --rounds 3 --updates 200
 cd "$OUT" || exit 1
 stage profile 170 python3 -m pearl profile --quick --out "$OUT/profile-quick.json"
 stage plan 30 python3 -m pearl plan --profile "$OUT/profile-quick.json" --algo dqn --env CartPole-v1 --out "$OUT/plan.json"

@@ -1,12 +1,16 @@
 """Time the torch adapter's hand-derived learn (pearl/adapters/torch/dqn.py, ddpg.py, td3.py, sac.py) against its
-algorithm's autograd reference (pearl/adapters/torch/reference.py), on the presets' networks and batches.
+algorithm's autograd reference (pearl/adapters/torch/reference.py), on the presets' networks and batches; on a
+CUDA device also the hand-derived update captured as CUDA graphs (pearl/adapters/torch/graphs.py: DQN and DDPG)
+against the same update run eagerly.
 
-    python benchmarks/learn_paths.py [--what dqn ddpg td3 sac] [--threads 1] [--rounds 4] [--updates 200]
+    python benchmarks/learn_paths.py [--what dqn ddpg td3 sac] [--device cpu|cuda:0] [--threads 1] [--rounds 4]
+        [--updates 200]
 
-Both sides get the same initial parameters and the same batches (random data on the host, moved to torch tensors
-once). Each round times --updates learn calls of one side, then of the other, alternating which goes first, so the
-machine's drift falls on both. It prints each round's microseconds per update and hand ÷ reference, then the
-median ratio over the rounds. Not a test: the ratio depends on the machine, the thread count and the sizes.
+Every side gets the same initial parameters and the same batches (random data on the host, moved to torch tensors
+once). Each round times --updates learn calls of each side in turn (the device synchronised before the clock
+stops), rotating which goes first, so the machine's drift falls on all. It prints each round's microseconds per
+update and each side ÷ reference (and captured ÷ eager), then the medians over the rounds. Not a test: the ratios
+depend on the machine, the thread count and the sizes.
 """
 
 from __future__ import annotations
@@ -44,40 +48,64 @@ def batches(adapter: TorchAdapter, spec, size: int, count: int, seed: int = 0) -
     return out
 
 
-def time_updates(kernel, work: list[SampleBatch]) -> float:
-    """Seconds per learn call over `work`."""
+def time_updates(kernel, work: list[SampleBatch], adapter: TorchAdapter) -> float:
+    """Seconds per learn call over `work`, the device's queue drained before the clock stops."""
+    adapter.synchronize()
     start = time.perf_counter()
     for batch in work:
         kernel.learn(batch)
+    adapter.synchronize()
     return (time.perf_counter() - start) / len(work)
 
 
-def compare(algo: str, rounds: int, updates: int) -> list[float]:
+def sides_for(algo: str, device: str) -> tuple[TorchAdapter, dict, object]:
+    """The kernels to time on `device`: "hand" as the adapter builds it (captured as CUDA graphs where it can
+    be), "eager" (that kernel unwrapped, built afresh) when it is captured, and "reference"."""
+    from pearl.adapters.torch.graphs import CapturedLearn
+
     env_id = WORKLOADS[algo]
     config, spec = preset(algo, env_id), env_spec(env_id)
     params = init_params(config, spec, seed=0)
-    cpu = TorchAdapter("cpu")
-    sides = {"hand": cpu.make_learn(config, spec, params),
-             "reference": REFERENCES[algo](torch.device("cpu"), config, network_sizes(config, spec), params, 0)}
-    work = batches(cpu, spec, config.batch_size, updates)
-    for kernel in sides.values():  # warm-up: first calls allocate buffers and Adam state
-        time_updates(kernel, work[:20])
-    print(f"{algo} {env_id}: hidden {'-'.join(map(str, config.hidden))}, batch {config.batch_size}, "
+    adapter = TorchAdapter(device)
+    hand = adapter.make_learn(config, spec, params)
+    sides = {"hand": hand}
+    if isinstance(hand, CapturedLearn):
+        sides = {"captured": hand, "eager": adapter.make_learn(config, spec, params).kernel}
+    sides["reference"] = REFERENCES[algo](adapter.device, config, network_sizes(config, spec), params, 0)
+    return adapter, sides, config
+
+
+def compare(algo: str, rounds: int, updates: int, device: str = "cpu") -> list[float]:
+    adapter, sides, config = sides_for(algo, device)
+    spec, batch = env_spec(WORKLOADS[algo]), config.batch_size
+    work = batches(adapter, spec, batch, updates)
+    for kernel in sides.values():  # warm-up: first calls allocate buffers and Adam state (and capture graphs)
+        time_updates(kernel, work[:20], adapter)
+    print(f"{algo} {WORKLOADS[algo]} on {device}: hidden {'-'.join(map(str, config.hidden))}, batch {batch}, "
           f"{torch.get_num_threads()} thread(s), {updates} updates a side a round", flush=True)
-    ratios = []
+    fast = "captured" if "captured" in sides else "hand"
+    ratios, captured_ratios = [], []
+    names = list(sides)
     for r in range(rounds):
-        order = list(sides) if r % 2 == 0 else list(reversed(sides))
-        seconds = {name: time_updates(sides[name], work) for name in order}
-        ratios.append(seconds["hand"] / seconds["reference"])
-        print(f"  round {r + 1} ({order[0]} first): hand {seconds['hand'] * 1e6:8.1f} us, "
-              f"reference {seconds['reference'] * 1e6:8.1f} us, hand / reference {ratios[-1]:.3f}", flush=True)
-    print(f"  median hand / reference over {rounds} rounds: {statistics.median(ratios):.3f}", flush=True)
+        order = names[r % len(names):] + names[:r % len(names)]
+        seconds = {name: time_updates(sides[name], work, adapter) for name in order}
+        ratios.append(seconds[fast] / seconds["reference"])
+        line = ", ".join(f"{name} {seconds[name] * 1e6:8.1f} us" for name in names)
+        line += f", {fast} / reference {ratios[-1]:.3f}"
+        if "eager" in seconds:
+            captured_ratios.append(seconds["captured"] / seconds["eager"])
+            line += f", captured / eager {captured_ratios[-1]:.3f}"
+        print(f"  round {r + 1} ({order[0]} first): {line}", flush=True)
+    print(f"  median {fast} / reference over {rounds} rounds: {statistics.median(ratios):.3f}", flush=True)
+    if captured_ratios:
+        print(f"  median captured / eager over {rounds} rounds: {statistics.median(captured_ratios):.3f}", flush=True)
     return ratios
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--what", nargs="+", choices=sorted(WORKLOADS), default=sorted(WORKLOADS))
+    parser.add_argument("--device", default="cpu", help="cpu or cuda:N")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--updates", type=int, default=200)
@@ -85,7 +113,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}")
     for algo in args.what:
-        compare(algo, args.rounds, args.updates)
+        compare(algo, args.rounds, args.updates, args.device)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from pearl.adapters.base import AlgoKernels, CriticFirstLearn, check_gradients
+from pearl.adapters.torch.graphs import captured
 from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, compute_type, critic_grads, dump_net,
                                       grad_shapes, named_grads, take_grads, write_net)
 from pearl.algos.ddpg import DDPGConfig, ou_step
@@ -95,6 +96,11 @@ class DDPGLearn(CriticFirstLearn):
 
     learn = torch.no_grad()(CriticFirstLearn.learn)
 
+    def graph_key(self) -> tuple[bool, bool]:
+        """The host's branches of the coming update, which a CUDA graph of it bakes in (`graphs.CapturedLearn`):
+        each Adam's denormal flush."""
+        return self.critic_opt.flush_due(), self.actor_opt.flush_due()
+
     @torch.no_grad()
     def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
         td, metrics = self._critic_grad(batch)
@@ -156,6 +162,6 @@ class DDPGLearn(CriticFirstLearn):
 KERNELS = AlgoKernels(
     act=lambda device, config, nets, params, seed: DDPGAct(nets["actor"], params, device, seed,
                                                            config.noise_type),
-    learn=lambda device, config, nets, params, seed, precision=Precision.FP32: DDPGLearn(
-        config, nets["actor"], nets["critic"], params, device, precision),
+    learn=lambda device, config, nets, params, seed, precision=Precision.FP32: captured(DDPGLearn(
+        config, nets["actor"], nets["critic"], params, device, precision), device),
     precisions=(Precision.FP32, Precision.BF16_MIXED))

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
+from pearl.adapters.torch.graphs import captured
 from pearl.adapters.torch.nets import (FlatAdam, PolicyAct, build, clip_grad_norm_, compute_type, dump_net, grad_shapes,
                                       named_grads, take_grads, write_net)
 from pearl.algos.dqn import DQNConfig
@@ -86,15 +87,25 @@ class DQNLearn(LearnKernel):
         self.q.backward(outs, self._grad_out(outs[-1], taken, td, batch.weights))
         return td, {"losses/td_loss": loss, "losses/q_values": q.mean()}
 
+    def graph_key(self) -> tuple[bool, bool]:
+        """The host's branches of the coming update, which a CUDA graph of it bakes in (`graphs.CapturedLearn`):
+        the hard target copy, Adam's denormal flush."""
+        return self._target_due(), self.optimizer.flush_due()
+
+    def _target_due(self) -> bool:
+        """The coming update ends with the hard target copy (every target_update_interval updates)."""
+        return (self.updates + 1) % self.config.target_update_interval == 0
+
     def _step(self) -> None:
         """Clip `q.grad` (the optimiser's part: after any averaging of gradients), one Adam step, and the hard
         target copy every target_update_interval updates."""
         cfg = self.config
         if cfg.max_grad_norm > 0:
             clip_grad_norm_(self.q.grad, cfg.max_grad_norm)
+        copy_target = self._target_due()
         self.optimizer.step()
         self.updates += 1
-        if self.updates % cfg.target_update_interval == 0:
+        if copy_target:
             self.q_target.copy_from(self.q)
 
     def _grad_out(self, out: torch.Tensor, taken: torch.Tensor, td: torch.Tensor,
@@ -121,6 +132,6 @@ class DQNLearn(LearnKernel):
 #: What the DQN registry entry names for the torch backend (pearl.algos.dqn.DQN.kernels).
 KERNELS = AlgoKernels(
     act=lambda device, config, nets, params, seed: DQNAct(nets["q"], params, device, seed),
-    learn=lambda device, config, nets, params, seed, precision=Precision.FP32: DQNLearn(config, nets["q"], params,
-                                                                                       device, precision),
+    learn=lambda device, config, nets, params, seed, precision=Precision.FP32: captured(
+        DQNLearn(config, nets["q"], params, device, precision), device),
     precisions=(Precision.FP32, Precision.BF16_MIXED))

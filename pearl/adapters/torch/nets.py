@@ -312,6 +312,20 @@ class FlatAdam:
             for param, view in named_views(flat, net.sizes, name).items():
                 view.copy_(torch.from_numpy(np.asarray(state[f"adam.{key}.{param}"])))
 
+    @property
+    def taken(self) -> int:
+        """Steps taken, as the host counts them (the device's `step_count` holds the same number)."""
+        return self._taken
+
+    @taken.setter
+    def taken(self, value: int) -> None:
+        self._taken = value
+
+    def flush_due(self) -> bool:
+        """The coming step flushes the moments' denormals: a branch of the host's, which a captured graph of
+        the step bakes in (`pearl.adapters.torch.graphs`)."""
+        return (self._taken + 1) % DENORMAL_FLUSH_INTERVAL == 0
+
     def step(self) -> None:
         """θ ← Adam(θ, grad): the gradient `backward` last wrote."""
         self.step_count.add_(1)
