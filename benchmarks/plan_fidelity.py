@@ -222,9 +222,11 @@ class HostGauge:
         self.profiled = [next(t["iteration_s"] for t in data["in_situ"] if t["device"] == "cpu"),
                          next(t["step_s"] for t in data["actor_step"] if t["device"] == "cpu" and t["envs"] == 1)]
         cfg, spec = config_of(w), env_spec(w.env)
+        # the gauge times learn at fp32 (a gauge of the host's speed, whatever the plan's precision), so it is
+        # set against the profile's fp32 entry, never its bf16-mixed one
         threaded = [t for t in data["kernels"] if t["kernel"] == "learn" and t["device"] == "cpu"
                     and t.get("threads", 1) > 1 and not t.get("beside") and t.get("one_thread_s")
-                    and t["batch"] == cfg.batch_size]
+                    and t["batch"] == cfg.batch_size and t.get("precision", "fp32") == "fp32"]
         self.lanes = threaded[0]["threads"] if threaded else 1
         self.profiled_factor = threaded[0]["median_s"] / threaded[0]["one_thread_s"] if threaded else None
         self.adapter = open_adapter("cpu", threads=1)
