@@ -249,6 +249,48 @@ def test_the_learn_draws_follow_the_seed(config) -> None:
     assert not np.array_equal(runs["a"]["qf1.0.weight"], runs["other"]["qf1.0.weight"])
 
 
+@pytest.mark.parametrize("config", [c for c, _ in CASES], ids=["td3", "sac"])
+def test_draws_staged_for_a_captured_update_are_the_updates_own(config) -> None:
+    """A CUDA graph of an update reads its draws from a buffer staged before each replay (pearl.adapters.torch.
+    graphs): staged, the kernel trains bit for bit as it does drawing afresh, and its host branches (graph_key)
+    are the ones its updates take: TD3's actor every second update, the Adams' flushes every 16th step."""
+    from pearl.adapters.torch.nets import DENORMAL_FLUSH_INTERVAL
+
+    adapter = TorchAdapter("cpu")
+    batches = [to_sample_batch(adapter, b) for b in make_batches(SPEC, config.batch_size, seed=3, steps=34)]
+    params = init_params(config, SPEC, 0)
+    staged, fresh = (adapter.make_learn(config, SPEC, params, seed=5) for _ in range(2))
+    keys = []
+    for b in batches:
+        keys.append(staged.graph_key())
+        staged.stage(config.batch_size)
+        staged.learn(b)
+        staged.unstage()
+        fresh.learn(b)
+    assert_same_params(staged.state_dict(), fresh.state_dict())
+    flushes = [k for k, key in enumerate(keys, 1) if key[1]]
+    assert flushes == [DENORMAL_FLUSH_INTERVAL, 2 * DENORMAL_FLUSH_INTERVAL]  # the critics step every update
+    if isinstance(config, TD3Config):
+        assert [key[0] for key in keys] == [config.steps_actor(k) for k in range(len(batches))]
+        assert [k for k, key in enumerate(keys) if key[3]] == [31]  # the actor's 16th step: update 32, k = 31
+
+
+def test_staged_draws_keep_their_buffer_and_refuse_another_count() -> None:
+    from pearl.adapters.torch.autograd import LearnDraws
+
+    draws = LearnDraws(5, torch.device("cpu"))
+    want = [draws.normals(k, 12) for k in (7, 8)]
+    draws.stage(7, 12)
+    first = draws.normals(7, 12)
+    assert torch.equal(first, want[0])
+    draws.stage(8, 12)  # the same buffer, refilled: the address a graph reads
+    assert draws.normals(8, 12).data_ptr() == first.data_ptr() and torch.equal(first, want[1])
+    with pytest.raises(RuntimeError, match="24 draws asked while 12 are staged"):
+        draws.normals(8, 24)
+    draws.unstage()
+    assert draws.normals(8, 12).data_ptr() != first.data_ptr()
+
+
 def test_td3s_delayed_actor_is_half_an_update_of_work() -> None:
     """LearnWork counts may be fractional: TD3's actor step every second update is half its passes, Adam and
     Polyak steps."""

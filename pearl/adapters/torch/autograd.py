@@ -154,11 +154,33 @@ class LearnDraws:
     def __init__(self, seed: int, device: torch.device, dtype: torch.dtype = torch.float32) -> None:
         self.draws = CounterDraws(learn_key(seed))
         self.device, self.dtype = device, dtype
+        self._buffers: dict[int, torch.Tensor] = {}  # staged draws, by count: a captured graph reads these
+        self._staged: int | None = None
 
     def normals(self, update: int, n: int) -> torch.Tensor:
+        """Update `update`'s n normals on the device: the staged buffer while draws are staged (its address is
+        what a captured graph of the update reads), else a fresh tensor."""
+        if self._staged is not None:
+            if n != self._staged:
+                raise RuntimeError(f"{n} draws asked while {self._staged} are staged")
+            return self._buffers[n]
+        return torch.from_numpy(self._host(update, n)).to(self.device, self.dtype)
+
+    def stage(self, update: int, n: int) -> None:
+        """Copy update's n normals into the device buffer kept for n draws, which `normals` hands out until
+        `unstage`: a CUDA graph of the update reads the draws there, copied in before each replay."""
+        if n not in self._buffers:
+            self._buffers[n] = torch.empty(n, dtype=self.dtype, device=self.device)
+        self._buffers[n].copy_(torch.from_numpy(self._host(update, n)))
+        self._staged = n
+
+    def unstage(self) -> None:
+        self._staged = None
+
+    def _host(self, update: int, n: int) -> np.ndarray:
         self.draws.call = update
         r0, r1 = self.draws.next(n)
-        return torch.from_numpy(normal(r0, r1)).to(self.device, self.dtype)
+        return normal(r0, r1)
 
 
 def min_q(critics: dict[str, "Net"], obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:

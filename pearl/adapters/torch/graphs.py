@@ -7,19 +7,21 @@ step count, the target update) is one launch.
 
 What a graph cannot hold is a branch the host takes: a graph records the kernels one run of the Python code
 launched, so the update's host-side decisions are baked in. The kernels that can be captured say what those
-decisions are for their coming update (`graph_key()`: DQN's hard target copy due or not, each Adam's denormal
-flush due or not), and `CapturedLearn` keeps one graph per key and batch size, captured the first time they
-come. The host's counters (the kernel's `updates`, each optimiser's `taken`) are advanced by capture-time Python
-once; `CapturedLearn` records by how much and advances them by as much after each replay, so `state_dict` and
-every host decision stay the eager kernel's. Under bf16-mixed every network is marked changed before a capture and
-after a replay, so each graph casts its weights itself and an eager call after one casts them afresh.
+decisions are for their coming update (`graph_key()`: DQN's hard target copy, TD3's delayed actor step, each
+Adam's denormal flush), and `CapturedLearn` keeps one graph per key and batch size, captured the first time
+they come. The host's counters (the kernel's `updates`, each optimiser's `taken`: `graph_counters()`) are moved
+by capture-time Python once; `CapturedLearn` records by how much and moves them by as much after each replay, so
+`state_dict` and every host decision stay the eager kernel's. Under bf16-mixed every network is marked changed
+before a capture and after a replay, so each graph casts its weights itself and an eager call after one casts
+them afresh.
 
-The batch is copied into static buffers, one set per batch size (a graph reads fixed addresses), and the TD
-errors and metrics are cloned out of the graph's own (the next replay overwrites them). The first `WARMUP`
-updates of each batch size run eagerly on a side stream, as CUDA graph capture wants (lazy initialisation, the
-caching allocator's first blocks, the networks' buffers for that size). A capture
-that fails (an op that waits for the host, a library that cannot be captured) says so in one warning line and
-the kernel runs eagerly from then on. `grads`/`apply` (a learner group's split update) always run eagerly.
+A graph reads fixed addresses: the batch is copied into static buffers (one set per batch size), the draws TD3
+and SAC make on the host for an update are copied into a buffer of their own before each replay (`stage`,
+`LearnDraws.stage`), and the TD errors and metrics are cloned out of the graph's (the next replay overwrites
+them). The first `WARMUP` updates of each batch size run eagerly on a side stream, as CUDA graph capture wants
+(lazy initialisation, the caching allocator's first blocks, the networks' buffers for that size). A capture that
+fails (an op that waits for the host, a library that cannot be captured) says so in one warning line and the
+kernel runs eagerly from then on. `grads`/`apply` (a learner group's split update) always run eagerly.
 """
 
 from __future__ import annotations
@@ -82,11 +84,14 @@ class CapturedLearn(LearnKernel):
         key = (rows, *self.kernel.graph_key())
         entry = self.graphs.get(key)
         static = self._fill(batch, rows)
+        self._stage(rows)
         if entry is None:
             entry = self._capture(key, static)
             if entry is None:
+                self._unstage()
                 return self.kernel.learn(batch)
         entry.graph.replay()
+        self._unstage()
         self._advance(entry.advance)
         self._changed()
         return LearnResult(entry.result.td_errors.clone(), {k: v.clone() for k, v in entry.result.metrics.items()})
@@ -131,21 +136,32 @@ class CapturedLearn(LearnKernel):
         self.graphs[key] = entry
         return entry
 
+    def _steps(self) -> dict[str, Any]:
+        """What counts the host's optimiser steps: the kernel's `graph_counters()` where it has them (SAC's
+        temperature besides its networks' Adams), else its optimisers."""
+        counters = getattr(self.kernel, "graph_counters", self.kernel._optimizers)()
+        return {name: c for name, c in counters.items() if hasattr(c, "taken")}
+
     def _counters(self) -> dict[str, int]:
         """The host's counters an update moves: the kernel's updates and each optimiser's steps."""
-        out = {"updates": self.kernel.updates}
-        for name, optimizer in self.kernel._optimizers().items():
-            if hasattr(optimizer, "taken"):
-                out[f"taken.{name}"] = optimizer.taken
-        return out
+        return {"updates": self.kernel.updates, **{f"taken.{n}": c.taken for n, c in self._steps().items()}}
 
     def _restore(self, counters: dict[str, int]) -> None:
-        optimizers = self.kernel._optimizers()
+        steps = self._steps()
         for name, value in counters.items():
             if name == "updates":
                 self.kernel.updates = value
             else:
-                optimizers[name.removeprefix("taken.")].taken = value
+                steps[name.removeprefix("taken.")].taken = value
+
+    def _stage(self, rows: int) -> None:
+        """The coming update's host-made inputs (TD3's and SAC's draws) into the device buffers its graph reads."""
+        if hasattr(self.kernel, "stage"):
+            self.kernel.stage(rows)
+
+    def _unstage(self) -> None:
+        if hasattr(self.kernel, "unstage"):
+            self.kernel.unstage()
 
     def _advance(self, by: dict[str, int]) -> None:
         now = self._counters()

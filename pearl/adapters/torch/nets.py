@@ -278,7 +278,32 @@ def flush_moments_when_due(step: int, *moments: torch.Tensor) -> None:
         flush_denormals_(*moments)
 
 
-class FlatAdam:
+class HostSteps:
+    """The steps an Adam has taken as the host counts them (its device `step_count` holds the same number), and
+    the denormal flush they schedule: deciding reads no device tensor, and a captured graph of a step bakes in
+    whether it flushes (`flush_due`, `pearl.adapters.torch.graphs`)."""
+
+    _taken: int = 0
+
+    @property
+    def taken(self) -> int:
+        return self._taken
+
+    @taken.setter
+    def taken(self, value: int) -> None:
+        self._taken = value
+
+    def flush_due(self) -> bool:
+        """The coming step flushes the moments' denormals."""
+        return (self._taken + 1) % DENORMAL_FLUSH_INTERVAL == 0
+
+    def _counted(self, *moments: torch.Tensor) -> None:
+        """After a step: count it, and flush the moments when it is due."""
+        self._taken += 1
+        flush_moments_when_due(self._taken, *moments)
+
+
+class FlatAdam(HostSteps):
     """Adam on one network's flat parameters, as torch.optim.Adam(fused=True) steps them: the same fused kernel
     on the same state (both moments, and the step count as a float32 tensor on the device), called directly.
     torch.optim's per-step Python (hooks, grouping tensors by device and dtype) costs as much as the kernel
@@ -295,7 +320,7 @@ class FlatAdam:
         self._params, self._grads = [net.flat], [grad]
         self._exp_avgs, self._exp_avg_sqs = [torch.zeros_like(net.flat)], [torch.zeros_like(net.flat)]
         self._steps = [self.step_count]
-        self._taken = 0  # step_count as a Python int: deciding when to flush reads no device tensor
+        self._taken = 0  # step_count as a Python int (HostSteps)
 
     def state(self, net: MLP, name: str) -> Params:
         """Both moments per parameter (`adam.exp_avg.<name>.<i>.weight`, ...) and `adam.step.<name>`."""
@@ -312,27 +337,12 @@ class FlatAdam:
             for param, view in named_views(flat, net.sizes, name).items():
                 view.copy_(torch.from_numpy(np.asarray(state[f"adam.{key}.{param}"])))
 
-    @property
-    def taken(self) -> int:
-        """Steps taken, as the host counts them (the device's `step_count` holds the same number)."""
-        return self._taken
-
-    @taken.setter
-    def taken(self, value: int) -> None:
-        self._taken = value
-
-    def flush_due(self) -> bool:
-        """The coming step flushes the moments' denormals: a branch of the host's, which a captured graph of
-        the step bakes in (`pearl.adapters.torch.graphs`)."""
-        return (self._taken + 1) % DENORMAL_FLUSH_INTERVAL == 0
-
     def step(self) -> None:
         """θ ← Adam(θ, grad): the gradient `backward` last wrote."""
         self.step_count.add_(1)
         self._fused(self._params, self._exp_avgs, self._exp_avg_sqs, self._steps)
         self.net.changed()
-        self._taken += 1
-        flush_moments_when_due(self._taken, self._exp_avgs[0], self._exp_avg_sqs[0])
+        self._counted(self._exp_avgs[0], self._exp_avg_sqs[0])
 
     def step_ahead(self, out: MLP) -> None:
         """out's parameters ← the ones `step` would give now, bit for bit; the parameters and the moments stay as

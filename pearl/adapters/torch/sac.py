@@ -17,9 +17,9 @@ import torch
 
 from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
 from pearl.adapters.torch.autograd import CRITICS, LearnDraws
-from pearl.adapters.torch.nets import (MLP, FlatAdam, PolicyAct, build, compute_type, critic_grads, dump_net,
-                                      flush_moments_when_due, fused_adam_step, grad_shapes, named_grads, take_grads,
-                                      write_net)
+from pearl.adapters.torch.graphs import captured
+from pearl.adapters.torch.nets import (MLP, FlatAdam, HostSteps, PolicyAct, build, compute_type, critic_grads,
+                                      dump_net, fused_adam_step, grad_shapes, named_grads, take_grads, write_net)
 from pearl.adapters.torch.td3 import twin_critic_backward
 from pearl.algos.sac import LOG_STD_MAX, LOG_STD_MIN, SACConfig
 from pearl.kernels import Precision
@@ -58,7 +58,7 @@ class SACAct(PolicyAct):
         return np.tanh(mean).astype(np.float32)
 
 
-class Temperature:
+class Temperature(HostSteps):
     """log α and its Adam: torch.optim.Adam's update of one scalar, by the fused kernel `FlatAdam` runs too
     (`nets.fused_adam_step`), its state named as the autograd reference's (`log_alpha`, `adam.exp_avg.log_alpha`,
     `adam.step.log_alpha`)."""
@@ -69,14 +69,13 @@ class Temperature:
         self.lr = lr
         self.step_count = torch.zeros((), dtype=torch.float32, device=device)  # as FlatAdam's
         self.exp_avg, self.exp_avg_sq = torch.zeros_like(self.log_alpha), torch.zeros_like(self.log_alpha)
-        self._taken = 0  # step_count as a Python int
+        self._taken = 0  # step_count as a Python int (HostSteps)
 
     def step(self) -> None:
         """log α ← Adam(log α, grad)."""
         self.step_count.add_(1)
         fused_adam_step([self.log_alpha], [self.grad], [self.exp_avg], [self.exp_avg_sq], [self.step_count], self.lr)
-        self._taken += 1
-        flush_moments_when_due(self._taken, self.exp_avg, self.exp_avg_sq)
+        self._counted(self.exp_avg, self.exp_avg_sq)
 
     def state(self) -> Params:
         return {"log_alpha": self.log_alpha.cpu().numpy().copy(),
@@ -146,6 +145,24 @@ class SACLearn(LearnKernel):
         metrics["losses/actor_loss"] = self._actor_grad(policy, self.critics)
         self._step_actor_and_targets()
         return LearnResult(td, metrics)
+
+    def graph_key(self) -> tuple[bool, ...]:
+        """The host's branches of the coming update, which a CUDA graph of it bakes in (`graphs.CapturedLearn`):
+        each Adam's denormal flush, the temperature's too."""
+        opt = self.optimizers
+        return (self.config.tune_alpha and self.temperature.flush_due(), opt["qf1"].flush_due(),
+                opt["qf2"].flush_due(), opt["actor"].flush_due())
+
+    def graph_counters(self) -> dict[str, HostSteps]:
+        """What counts the host's steps of an update: each network's Adam and the temperature's."""
+        return {**self.optimizers, "temperature": self.temperature}
+
+    def stage(self, rows: int) -> None:
+        """The coming update's policy draws (at obs and at next_obs) into the device buffer its graph reads."""
+        self.draws.stage(self.updates, 2 * rows * self.action_dim)
+
+    def unstage(self) -> None:
+        self.draws.unstage()
 
     @torch.no_grad()
     def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
@@ -261,6 +278,6 @@ class SACLearn(LearnKernel):
 #: What the SAC registry entry names for the torch backend (pearl.algos.sac.SAC.kernels); no OpenCL entry.
 KERNELS = AlgoKernels(
     act=lambda device, config, nets, params, seed: SACAct(nets["actor"], params, device, seed),
-    learn=lambda device, config, nets, params, seed, precision=Precision.FP32: SACLearn(config, nets, params, device,
-                                                                                       seed, precision),
+    learn=lambda device, config, nets, params, seed, precision=Precision.FP32: captured(
+        SACLearn(config, nets, params, device, seed, precision), device),
     precisions=(Precision.FP32, Precision.BF16_MIXED))

@@ -12,6 +12,7 @@ import torch
 from pearl.adapters.base import AlgoKernels, LearnKernel, check_gradients
 from pearl.adapters.torch.autograd import CRITICS, LearnDraws
 from pearl.adapters.torch.ddpg import DDPGAct, actor_grad
+from pearl.adapters.torch.graphs import captured
 from pearl.adapters.torch.nets import (MLP, FlatAdam, build, compute_type, critic_grads, dump_net, grad_shapes,
                                       named_grads, take_grads, write_net)
 from pearl.algos.td3 import TD3Config
@@ -64,6 +65,20 @@ class TD3Learn(LearnKernel):
             self._step_actor_and_targets()
         self.updates += 1
         return LearnResult(td, metrics)
+
+    def graph_key(self) -> tuple[bool, ...]:
+        """The host's branches of the coming update, which a CUDA graph of it bakes in (`graphs.CapturedLearn`):
+        the delayed actor's step, each Adam's denormal flush."""
+        actor = self.config.steps_actor(self.updates)
+        opt = self.optimizers
+        return actor, opt["qf1"].flush_due(), opt["qf2"].flush_due(), actor and opt["actor"].flush_due()
+
+    def stage(self, rows: int) -> None:
+        """The coming update's smoothing draws into the device buffer its graph reads."""
+        self.draws.stage(self.updates, rows * self.action_dim)
+
+    def unstage(self) -> None:
+        self.draws.unstage()
 
     @torch.no_grad()
     def grads(self, batch: SampleBatch, share: GroupShare | None = None) -> Gradients:
@@ -130,6 +145,6 @@ class TD3Learn(LearnKernel):
 #: What the TD3 registry entry names for the torch backend (pearl.algos.td3.TD3.kernels).
 KERNELS = AlgoKernels(
     act=lambda device, config, nets, params, seed: DDPGAct(nets["actor"], params, device, seed, config.noise_type),
-    learn=lambda device, config, nets, params, seed, precision=Precision.FP32: TD3Learn(config, nets, params, device,
-                                                                                       seed, precision),
+    learn=lambda device, config, nets, params, seed, precision=Precision.FP32: captured(
+        TD3Learn(config, nets, params, device, seed, precision), device),
     precisions=(Precision.FP32, Precision.BF16_MIXED))
