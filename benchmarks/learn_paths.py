@@ -1,7 +1,7 @@
 """Time the torch adapter's hand-derived learn (pearl/adapters/torch/dqn.py, ddpg.py, td3.py, sac.py) against its
 algorithm's autograd reference (pearl/adapters/torch/reference.py), on the presets' networks and batches; on a
-CUDA device also the hand-derived update captured as CUDA graphs (pearl/adapters/torch/graphs.py: DQN and DDPG)
-against the same update run eagerly.
+CUDA device also the hand-derived update captured as CUDA graphs (pearl/adapters/torch/graphs.py) against the
+same update run eagerly.
 
     python benchmarks/learn_paths.py [--what dqn ddpg td3 sac] [--device cpu|cuda:0] [--threads 1] [--rounds 4]
         [--updates 200]
