@@ -94,7 +94,8 @@ class CapturedLearn(LearnKernel):
         self._unstage()
         self._advance(entry.advance)
         self._changed()
-        return LearnResult(entry.result.td_errors.clone(), {k: v.clone() for k, v in entry.result.metrics.items()})
+        return LearnResult(entry.result.td_errors.clone(),
+                           {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in entry.result.metrics.items()})
 
     def _warm(self, batch: SampleBatch) -> LearnResult:
         self._side.wait_stream(torch.cuda.current_stream(self.device))
