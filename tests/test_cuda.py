@@ -186,3 +186,23 @@ def test_an_update_that_cannot_be_captured_runs_eagerly_and_says_so() -> None:
         kernel.learn(batch_for(adapter, spec, 64, rng))
     assert kernel.failed and not kernel.captured and kernel.updates == WARMUP + 3
     assert len(lines) == 1 and lines[0].startswith("cuda:0: the Waiting update could not be captured as a CUDA graph")
+
+
+@pytest.mark.parametrize("algo", ["dqn", "ddpg", "sac"])
+def test_a_captured_act_is_the_eager_act_and_follows_the_weights(algo: str) -> None:
+    """Act's forward pass as CUDA graphs (one per batch size): the same actions as the forward run eagerly, at
+    two batch sizes, before and after a weight sync that overwrites the network in place."""
+    spec = EnvSpec("t", 4, "discrete", 2) if algo == "dqn" else EnvSpec("t", 3, "continuous", 1, (-2.0,), (2.0,))
+    config = {"dqn": DQNConfig, **CONTINUOUS}[algo](hidden=(64, 64), batch_size=64)
+    adapter = TorchAdapter("cuda:0")
+    graphed, eager = (adapter.make_act(config, spec, init_params(config, spec, seed=0), seed=1) for _ in range(2))
+    eager.graphs = None
+    assert graphed.graphs is not None
+    rng = np.random.default_rng(0)
+    for step in range(12):
+        if step == 8:
+            for kernel in (graphed, eager):
+                kernel.set_params(init_params(config, spec, seed=2))
+        obs = rng.normal(size=(8 if step % 2 else 16, spec.obs_dim)).astype(np.float32)
+        np.testing.assert_allclose(graphed.act(obs, 0.0), eager.act(obs, 0.0), rtol=0, atol=1e-6)
+    assert set(graphed.graphs.graphs) == {8, 16} and not graphed.graphs.failed

@@ -94,8 +94,9 @@ class CapturedLearn(LearnKernel):
         self._unstage()
         self._advance(entry.advance)
         self._changed()
+        metrics = entry.result.metrics
         return LearnResult(entry.result.td_errors.clone(),
-                           {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in entry.result.metrics.items()})
+                           {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in metrics.items()})
 
     def _warm(self, batch: SampleBatch) -> LearnResult:
         self._side.wait_stream(torch.cuda.current_stream(self.device))
@@ -216,3 +217,65 @@ def captured(kernel: LearnKernel, device: torch.device) -> LearnKernel:
     if device.type != "cuda" or not hasattr(kernel, "graph_key"):
         return kernel
     return CapturedLearn(kernel, device)
+
+
+class CapturedForward:
+    """An act kernel's forward pass as CUDA graphs, one per batch size: the observations copied from the host
+    into that size's static input, the graph replayed, its static output handed back (valid until the next
+    call; act kernels read it back to the host at once). The weights are the network's own tensor, which a
+    weight sync overwrites in place, so a graph acts with the newest policy. The first `WARMUP` calls of a size
+    run eagerly on a side stream; a capture that fails warns once and every call runs eagerly."""
+
+    def __init__(self, net: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype, device: torch.device,
+                 warn: Callable[[str], None] | None = None) -> None:
+        self.net, self.dtype, self.device = net, dtype, device
+        self.inputs: dict[int, torch.Tensor] = {}
+        self.graphs: dict[int, tuple[Any, torch.Tensor]] = {}  # by rows: the graph and its output
+        self.warmed: dict[int, int] = {}
+        self.failed = ""
+        self._warn = warn or (lambda line: print(f"warning: {line}", file=sys.stderr))
+        self._side = torch.cuda.Stream(device)
+
+    def __call__(self, obs: Any) -> torch.Tensor:
+        rows = int(obs.shape[0])
+        if self.failed or self.warmed.get(rows, 0) < WARMUP:
+            return self._eager(obs, rows)
+        if rows not in self.inputs:
+            self.inputs[rows] = torch.empty(tuple(obs.shape), dtype=self.dtype, device=self.device)
+        static = self.inputs[rows]
+        static.copy_(torch.as_tensor(obs))
+        if rows not in self.graphs and not self._capture(rows, static):
+            return self._eager(obs, rows)
+        graph, out = self.graphs[rows]
+        graph.replay()
+        return out
+
+    def _eager(self, obs: Any, rows: int) -> torch.Tensor:
+        x = torch.as_tensor(obs, dtype=self.dtype, device=self.device)
+        if self.failed:
+            return self.net(x)
+        self.warmed[rows] = self.warmed.get(rows, 0) + 1
+        self._side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self._side):
+            out = self.net(x)
+        torch.cuda.current_stream(self.device).wait_stream(self._side)
+        return out
+
+    def _capture(self, rows: int, static: torch.Tensor) -> bool:
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                out = self.net(static)
+        except Exception as exc:  # noqa: BLE001 - any failure to capture falls back to the eager forward
+            self.failed = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            self._warn(f"{self.device}: act's forward pass could not be captured as a CUDA graph ({self.failed}); "
+                       "it runs eagerly")
+            return False
+        self.graphs[rows] = (graph, out)
+        return True
+
+
+def captured_forward(net: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype,
+                     device: torch.device) -> CapturedForward | None:
+    """An act kernel's forward as CUDA graphs on a CUDA device; None on the host."""
+    return CapturedForward(net, dtype, device) if device.type == "cuda" else None

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from pearl.adapters.base import ActKernel
+from pearl.adapters.torch.graphs import captured_forward
 from pearl.algos.params import float_type
 from pearl.kernels import Precision
 from pearl.rng import CounterDraws
@@ -463,10 +464,15 @@ class PolicyAct(ActKernel):
         self.device, self.net_name = device, net
         self.net = build(sizes, params, net, device, tanh_out)
         self.draws = CounterDraws(seed)
+        #: on a GPU, the forward pass as CUDA graphs, one per batch size (graphs.CapturedForward); None on the host
+        self.graphs = captured_forward(self.net, self.net.flat.dtype, device)
 
     def set_params(self, params: Params) -> None:
         load_net(self.net, params, self.net_name)
 
     def forward(self, obs: np.ndarray) -> torch.Tensor:
-        """The network's output for the observations obs (on device)."""
+        """The network's output for the observations obs (on device; on a GPU a graph's output, valid until the
+        next call)."""
+        if self.graphs is not None:
+            return self.graphs(obs)
         return self.net(torch.as_tensor(obs, dtype=self.net.flat.dtype, device=self.device))
