@@ -7,6 +7,8 @@
 # importable; everything goes to OUT (default gpu-checks/): one log and the profile, plans and run records.
 #
 #     bash benchmarks/gpu_checks.sh [OUT]
+#     PEARL_GPU_VS_SB3="dqn ddpg" bash benchmarks/gpu_checks.sh [OUT]   # also vs_sb3.py's cases named: SB3 on cpu
+#                                                    # and on cuda against pearl on its plan from the profile
 set -u
 OUT=$(realpath -m "${1:-gpu-checks}")
 mkdir -p "$OUT"
@@ -34,6 +36,10 @@ for case in "dqn CartPole-v1" "ddpg Pendulum-v1" "sac Pendulum-v1"; do
     --seconds 6 --runs-dir "$OUT/runs"
 done
 cd "$ROOT" || exit 1
+if [ -n "${PEARL_GPU_VS_SB3:-}" ]; then  # issue 61's acceptance runs: about 10 more minutes on an H200 host
+  stage vs-sb3 600 env PEARL_BENCH_RUNS="$OUT/runs" python3 benchmarks/vs_sb3.py --what $PEARL_GPU_VS_SB3 \
+    --sb3-devices cpu cuda --pearl-plan "$OUT/profile-quick.json" --precisions fp32
+fi
 stage learners 90 python3 benchmarks/learners.py --device cuda:0 --updates 100 --rounds 1 --learners 1 2
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/pearl-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/pearl-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"

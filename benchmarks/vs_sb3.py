@@ -6,7 +6,8 @@
                                 [--ddpg-envs-per-actor 1] [--collect-actors 2] [--collect-envs 256]
                                 [--collect-steps 1000000] [--env LunarLanderContinuous-v3] [--sides sb3 pearl]
                                 [--defaults-steps 0] [--steps 0] [--pearl-launcher pearl|local|sequential]
-                                [--precisions fp32 bf16-mixed auto]
+                                [--precisions fp32 bf16-mixed auto] [--sb3-devices auto cpu cuda]
+                                [--pearl-plan PROFILE]
 
 Cases (each run alone in a fresh interpreter, SB3 and pearl in turn, --rounds times):
 
@@ -73,6 +74,9 @@ pearl ÷ SB3, the final greedy evaluation return of each (20 episodes, the same 
 and, for pearl, the replay ratio measured and the learner efficiency: updates/s over the learning phase
 ÷ the rate of bare `learn` calls on a sampled batch, timed in the same process right after training, on
 the same device and threads. SB3 runs with torch's default threads (all cores), as its users run it.
+On a GPU machine, `--sb3-devices cpu cuda` runs SB3 on each (both reported; pearl's ratio is to the faster in each
+round) and `--pearl-plan PROFILE` trains pearl on the throughput plan it makes from that machine's profile for
+each case's preset, as `pearl plan` then `pearl train --plan` would.
 Timing decides nothing here: it is a measurement, run on purpose.
 """
 
@@ -95,8 +99,9 @@ CONTINUOUS = ("ddpg", "td3", "sac")  # the speed cases on Pendulum-v1, each algo
 BUDGET_CASES = ("dqn", *CONTINUOUS)  # the cases --steps shortens
 
 
-def sb3_case(case: str, seed: int, budget: int = 0) -> dict:
-    """Train SB3 on the case's preset; return rates and the evaluation (runs in a child interpreter)."""
+def sb3_case(case: str, seed: int, budget: int = 0, device: str = "auto") -> dict:
+    """Train SB3 on the case's preset on `device` (SB3's own: auto, cpu, cuda); return rates and the evaluation
+    (runs in a child interpreter)."""
     import gymnasium as gym
     import numpy as np
     import torch
@@ -107,10 +112,10 @@ def sb3_case(case: str, seed: int, budget: int = 0) -> dict:
         model = DQN("MlpPolicy", "CartPole-v1", learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
                     learning_starts=steps + 1 if case == "collect" else 1_000, gamma=0.99, target_update_interval=10,
                     train_freq=256, gradient_steps=128, exploration_fraction=0.16, exploration_final_eps=0.04,
-                    policy_kwargs=dict(net_arch=[256, 256]), seed=seed, verbose=0)
+                    policy_kwargs=dict(net_arch=[256, 256]), seed=seed, verbose=0, device=device)
     else:
         builder = {"td3": sb3_td3, "sac": sb3_sac}.get(case, sb3_ddpg)  # ddpg and defaults: DDPG
-        model, steps = builder("Pendulum-v1", seed)
+        model, steps = builder("Pendulum-v1", seed, device)
     if case in (*BUDGET_CASES, "defaults"):
         steps = budget or steps
     callback, best_dir = None, None
@@ -129,7 +134,8 @@ def sb3_case(case: str, seed: int, budget: int = 0) -> dict:
                                                      else "CartPole-v1",
                                                      seed if case.startswith("seeds") else 0)
     out = {"side": "sb3", "case": case, "steps": steps, "wall_s": wall, "env_steps_per_s": steps / wall,
-           "eval_mean": float(np.mean(returns)) if returns else None, "threads": torch.get_num_threads()}
+           "eval_mean": float(np.mean(returns)) if returns else None, "threads": torch.get_num_threads(),
+           "device": str(model.device)}
     out["final_mean"] = out["eval_mean"]
     if best_dir is not None:
         best = DQN.load(f"{best_dir}/best_model.zip")
@@ -137,7 +143,7 @@ def sb3_case(case: str, seed: int, budget: int = 0) -> dict:
     return out
 
 
-def sb3_ddpg(env_id: str, seed: int) -> tuple[Any, int]:
+def sb3_ddpg(env_id: str, seed: int, device: str = "auto") -> tuple[Any, int]:
     """(SB3's DDPG built field by field from pearl's preset for env_id, the preset's total steps)."""
     import gymnasium as gym
     from stable_baselines3 import DDPG
@@ -145,10 +151,10 @@ def sb3_ddpg(env_id: str, seed: int) -> tuple[Any, int]:
     cfg = ddpg_preset(env_id)
     env = gym.make(env_id)
     noise = _sb3_noise(env, cfg.action_noise, cfg.noise_type)
-    return _sb3_off_policy(DDPG, cfg, env, seed, action_noise=noise), cfg.total_steps
+    return _sb3_off_policy(DDPG, cfg, env, seed, action_noise=noise, device=device), cfg.total_steps
 
 
-def sb3_td3(env_id: str, seed: int) -> tuple[Any, int]:
+def sb3_td3(env_id: str, seed: int, device: str = "auto") -> tuple[Any, int]:
     """(SB3's TD3 built field by field from pearl's TD3 preset for env_id, the preset's total steps): the
     shared fields, action noise of pearl's kind and σ, and the delay and target smoothing of pearl's config."""
     import gymnasium as gym
@@ -158,11 +164,11 @@ def sb3_td3(env_id: str, seed: int) -> tuple[Any, int]:
     env = gym.make(env_id)
     model = _sb3_off_policy(TD3, cfg, env, seed, action_noise=_sb3_noise(env, cfg.action_noise, cfg.noise_type),
                             policy_delay=cfg.policy_delay, target_policy_noise=cfg.target_policy_noise,
-                            target_noise_clip=cfg.target_noise_clip)
+                            target_noise_clip=cfg.target_noise_clip, device=device)
     return model, cfg.total_steps
 
 
-def sb3_sac(env_id: str, seed: int) -> tuple[Any, int]:
+def sb3_sac(env_id: str, seed: int, device: str = "auto") -> tuple[Any, int]:
     """(SB3's SAC built field by field from pearl's SAC preset for env_id, the preset's total steps): the shared
     fields and a learned temperature from pearl's initial α towards pearl's target entropy (its 0 is SB3's
     "auto", −action_dim), or α fixed at initial_alpha where pearl's tune_alpha is false; the critics' targets move
@@ -174,7 +180,7 @@ def sb3_sac(env_id: str, seed: int) -> tuple[Any, int]:
     ent_coef = f"auto_{cfg.initial_alpha}" if cfg.tune_alpha else cfg.initial_alpha
     model = _sb3_off_policy(SAC, cfg, gym.make(env_id), seed, ent_coef=ent_coef,
                             target_entropy=cfg.target_entropy if cfg.target_entropy != 0 else "auto",
-                            target_update_interval=1)
+                            target_update_interval=1, device=device)
     return model, cfg.total_steps
 
 
@@ -248,12 +254,14 @@ def _sb3_eval(model, env_id: str, seed: int = 0) -> list[float]:
 
 
 def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps: int,
-               launcher: str = "pearl", precision: str = "fp32") -> dict:
+               launcher: str = "pearl", precision: str = "fp32", profile: str = "") -> dict:
     """Train with pearl's `launcher` (local: actor processes beside the learner's; sequential: acting and
     learning in turn in one process, as SB3 runs; pearl: none named, so pearl takes the one its profile of this
     machine predicts faster, as `pearl train` does); add the bare learn rate measured right after, same threads.
     Learn at `precision` (auto: the one pearl picks from this machine's profile, as `pearl train --precision auto`
-    does; "precision" is what it picked); a machine that cannot compute it gives {"error": why} instead of a run."""
+    does; "precision" is what it picked); a machine that cannot compute it gives {"error": why} instead of a run.
+    With a `profile`: train on the throughput plan pearl makes from it for the case's preset (its placement,
+    actors, envs, threads and precision; the layout arguments are then unused)."""
     from pearl.errors import PearlError
     from pearl.training import train
 
@@ -266,22 +274,40 @@ def pearl_case(case: str, seed: int, threads: int, actors: int, envs: int, steps
                 "env_steps_per_s": result.env_steps_per_s, "final_mean": result.final["return_mean"],
                 "best_mean": result.best.get("return_mean"), "headline": result.headline}
     try:
-        result = train(algo, env_id, seed=seed, eval_episodes=0 if case == "collect" else EVAL_EPISODES,
-                       steps=steps or None, runs_dir=runs_dir, threads=threads, actors=actors,
-                       envs_per_actor=envs, learn=case != "collect", eval_every=0,
-                       launcher=None if launcher == "pearl" else launcher, precision=precision)
+        if profile:
+            result = _train_on_plan(profile, algo, env_id, seed, steps, runs_dir, precision)
+            threads, actors, envs = result.threads, result.actors, result.envs_per_actor
+        else:
+            result = train(algo, env_id, seed=seed, eval_episodes=0 if case == "collect" else EVAL_EPISODES,
+                           steps=steps or None, runs_dir=runs_dir, threads=threads, actors=actors,
+                           envs_per_actor=envs, learn=case != "collect", eval_every=0,
+                           launcher=None if launcher == "pearl" else launcher, precision=precision)
     except PearlError as exc:
         return {"side": "pearl", "case": case, "precision": precision, "error": str(exc)}
     out = {"side": "pearl", "case": case, "steps": result.steps, "wall_s": result.train_wall_s,
            "env_steps_per_s": result.env_steps_per_s, "eval_mean": None if case == "collect" else
            result.eval_return_mean, "threads": threads, "actors": actors, "envs_per_actor": envs,
            "replay_ratio": result.replay_ratio, "learning_updates_per_s": result.learning_updates_per_s,
-           "waits": result.waits, "launcher": result.launcher, "precision": result.precision}
+           "waits": result.waits, "launcher": result.launcher, "precision": result.precision,
+           "placement": result.placement, "planned": bool(profile)}
     if case != "collect":
-        bare = bare_learn_rate(algo, env_id, threads, seed, precision=result.precision)
+        bare = bare_learn_rate(algo, env_id, threads, seed, precision=result.precision,
+                               device=result.placement.get("learn", "cpu"))
         out["bare_updates_per_s"] = bare
         out["learner_efficiency"] = (result.learning_updates_per_s or 0.0) / bare
     return out
+
+
+def _train_on_plan(profile: str, algo: str, env_id: str, seed: int, steps: int, runs_dir: str, precision: str):
+    """pearl's throughput plan from `profile` for the case's preset, saved in runs_dir, and a run on it."""
+    from pearl.planner.make import make_plan
+    from pearl.planner.plan import save_plan
+    from pearl.training import train
+
+    plan = make_plan(profile, algo, env_id, "throughput", precision=precision)
+    path = save_plan(plan, os.path.join(runs_dir, f"vs-sb3-{algo}-{env_id}.plan.json"))
+    return train(plan=str(path), seed=seed, eval_episodes=EVAL_EPISODES, steps=steps or None, runs_dir=runs_dir,
+                 eval_every=0)
 
 
 def pearl_defaults(seed: int, budget: int) -> dict:
@@ -326,11 +352,11 @@ def pearl_ddpg_preset(env_id: str, seed: int) -> dict:
 
 
 def bare_learn_rate(algo: str, env_id: str, threads: int, seed: int, seconds: float = 5.0,
-                    precision: str = "fp32") -> float:
-    """Bare update steps per second on cpu: sample a batch, learn on it, hand back its priorities, in a tight
-    loop on a replay holding the preset's total steps (the state at the end of training), nothing else
-    running. The run's learner does exactly this per update, plus draining the actors' rings and
-    publishing weights, beside the actor processes: the efficiency is what that costs it."""
+                    precision: str = "fp32", device: str = "cpu") -> float:
+    """Bare update steps per second on `device` (the run's learn device): sample a batch, learn on it, hand back
+    its priorities, in a tight loop on a replay holding the preset's total steps (the state at the end of
+    training), nothing else running. The run's learner does exactly this per update, plus draining the actors'
+    rings and publishing weights, beside the actor processes: the efficiency is what that costs it."""
     import numpy as np
 
     from pearl.adapters import open_adapter
@@ -341,7 +367,7 @@ def bare_learn_rate(algo: str, env_id: str, threads: int, seed: int, seconds: fl
     from pearl.types import PriorityUpdate, TransitionBatch
 
     cfg, spec = preset(algo, env_id), env_spec(env_id)
-    adapter = open_adapter("cpu", threads)
+    adapter = open_adapter(device, threads)
     learn = adapter.make_learn(cfg, spec, init_params(cfg, spec, seed), precision=Precision.parse(precision))
     replay = adapter.make_replay(cfg, spec, seed)
     rng, n = np.random.default_rng(seed), cfg.total_steps
@@ -406,6 +432,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=0,
                         help="env steps a side in the dqn, ddpg, td3 and sac cases (0: the preset's; a check that a "
                         "case runs, past the preset's learning_starts to reach its updates)")
+    parser.add_argument("--sb3-devices", nargs="+", default=["auto"],
+                        help="SB3's devices in the dqn, ddpg, td3 and sac cases, each a run per round (auto: SB3's "
+                        "own pick, cuda where there is one); pearl's ratio is to the fastest of them in its round")
+    parser.add_argument("--pearl-plan", default="", metavar="PROFILE",
+                        help="pearl trains on the throughput plan it makes from this profile for each case's preset "
+                        "(its placement, actors, envs, threads; --precisions still applies) instead of the "
+                        "benchmark's layout on the host")
+    parser.add_argument("--sb3-device", default="auto", help=argparse.SUPPRESS)  # a child's
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -416,7 +450,7 @@ def main() -> None:
             out = sb3_case(case, args.seed, args.defaults_steps) if side == "sb3" else \
                 pearl_defaults(args.seed, args.defaults_steps)
         else:
-            out = sb3_case(case, args.seed, args.steps) if side == "sb3" else \
+            out = sb3_case(case, args.seed, args.steps, args.sb3_device) if side == "sb3" else \
                 pearl_case(case, args.seed, *map(int, rest[:4]), *rest[4:])
         print(json.dumps(out))
         return
@@ -452,39 +486,46 @@ def main() -> None:
 
 
 def speed_case(case: str, args: argparse.Namespace, pearl_runs: list[tuple[int, int, int, int, str]]) -> None:
-    """SB3 and pearl's runs, --rounds times, SB3 first in odd rounds and last in even ones, so the machine's drift
-    over the invocation falls on both sides; a line per run, then the median of each run's ratio to its round's
-    SB3 run over the rounds."""
+    """SB3's runs (one per --sb3-devices) and pearl's, --rounds times, SB3 first in odd rounds and last in even
+    ones, so the machine's drift over the invocation falls on both sides; a line per run, then the median of each
+    pearl run's ratio to its round's fastest SB3 run over the rounds."""
     ratios: dict[int, list[float]] = {i: [] for i in range(len(pearl_runs))}
     pearl_side = [(i, *run) for i, run in enumerate(pearl_runs)]
+    sb3_side = [f"sb3:{d}" for d in args.sb3_devices]
     launcher = "local" if case == "collect" else args.pearl_launcher
+    plan = args.pearl_plan if case in BUDGET_CASES else ""
     for r in range(args.rounds):
-        order = ["sb3", *pearl_side] if r % 2 == 0 else [*pearl_side, "sb3"]
+        order = [*sb3_side, *pearl_side] if r % 2 == 0 else [*pearl_side, *sb3_side]
         done: dict = {}
         for side in order:
-            if side == "sb3":
-                done["sb3"] = sb3 = run_child(["--seed", str(args.seed), "--steps", str(args.steps), "--child",
-                                               "sb3", case])
-                print(f"[{case} round {r + 1}] SB3   {sb3['env_steps_per_s']:9,.0f} env steps/s  "
-                      f"({sb3['wall_s']:.1f} s, {sb3['threads']} torch threads)"
+            if isinstance(side, str):
+                device = side.split(":", 1)[1]
+                done[side] = sb3 = run_child(["--seed", str(args.seed), "--steps", str(args.steps),
+                                              "--sb3-device", device, "--child", "sb3", case])
+                print(f"[{case} round {r + 1}] SB3 on {sb3.get('device', device)} {sb3['env_steps_per_s']:9,.0f} env "
+                      f"steps/s  ({sb3['wall_s']:.1f} s, {sb3['threads']} torch threads)"
                       + (f"  eval {sb3['eval_mean']:.1f}" if sb3["eval_mean"] is not None else ""), flush=True)
                 continue
             i, threads, actors, envs, steps, precision = side
             done[i] = run_child(["--seed", str(args.seed), "--child", "pearl", case,
-                                 *map(str, (threads, actors, envs, steps)), launcher, precision])
+                                 *map(str, (threads, actors, envs, steps)), launcher, precision, plan])
+        best = fastest_sb3({k: v for k, v in done.items() if isinstance(k, str)})
         for i, threads, actors, envs, _, precision in pearl_side:
-            p, sb3 = done[i], done["sb3"]
+            p, sb3 = done[i], done[best]
             if "error" in p:
                 print(f"[{case} round {r + 1}] pearl learn in {precision}: not run: {p['error']}", flush=True)
                 continue
             ratios[i].append(p["env_steps_per_s"] / sb3["env_steps_per_s"])
             ran = p["launcher"]
+            layout = (f"{p['actors']} actor(s) × {p['envs_per_actor']} env(s), {p['threads']} learner thread(s) on "
+                      f"the plan's placement {placement_text(p['placement'])}" if p.get("planned") else
+                      f"{actors if ran == 'local' else 1} actor(s) × {envs} env(s), {threads} learner thread(s)")
             line = (f"[{case} round {r + 1}] pearl {p['env_steps_per_s']:9,.0f} env steps/s  "
                     f"({p['steps']:,} steps in {p['wall_s']:.1f} s, {ran} launcher"
-                    + (" (pearl's choice)" if launcher == "pearl" else "")
-                    + f", {actors if ran == 'local' else 1} actor(s) × {envs} env(s), {threads} learner thread(s), "
-                    f"learn in {p['precision']}" + (" (auto)" if precision == "auto" else "") + ", "
-                    f"{'pearl' if order[0] != 'sb3' else 'SB3'} ran first)  ratio pearl/SB3 {ratios[i][-1]:.2f}")
+                    + (" (pearl's choice)" if launcher == "pearl" and not p.get("planned") else "")
+                    + f", {layout}, learn in {p['precision']}" + (" (auto)" if precision == "auto" else "") + ", "
+                    f"{'pearl' if not isinstance(order[0], str) else 'SB3'} ran first)  ratio pearl/SB3"
+                    + (f" on {sb3.get('device', best)}" if len(sb3_side) > 1 else "") + f" {ratios[i][-1]:.2f}")
             if p["eval_mean"] is not None:
                 line += f"  eval {p['eval_mean']:.1f}"
             if p.get("learning_updates_per_s"):  # None for collection, and for a run that ends before learning
@@ -496,9 +537,19 @@ def speed_case(case: str, args: argparse.Namespace, pearl_runs: list[tuple[int, 
         runs = ratios[i]
         if not runs:
             continue
-        print(f"[{case}] pearl/SB3 over {len(runs)} round(s) ({actors} actor(s) × {envs} env(s), {threads} learner "
-              f"thread(s), learn in {precision}): {', '.join(f'{x:.2f}' for x in runs)}; median "
-              f"{statistics.median(runs):.2f}", flush=True)
+        layout = "the plan's layout" if plan else f"{actors} actor(s) × {envs} env(s), {threads} learner thread(s)"
+        print(f"[{case}] pearl/SB3's fastest device over {len(runs)} round(s) ({layout}, learn in {precision}): "
+              f"{', '.join(f'{x:.2f}' for x in runs)}; median {statistics.median(runs):.2f}", flush=True)
+
+
+def fastest_sb3(runs: dict[str, dict]) -> str:
+    """The key of the fastest SB3 run of a round (env steps/s); the first listed on a tie."""
+    return max(runs, key=lambda k: runs[k]["env_steps_per_s"])
+
+
+def placement_text(placement: dict[str, str]) -> str:
+    """learn → cuda:0, act → cpu, ...: where the plan put each kernel but env_step (always the host)."""
+    return ", ".join(f"{k} → {v}" for k, v in placement.items() if k != "env_step")
 
 
 def parse_seeds(text: str) -> list[int]:

@@ -104,3 +104,18 @@ def test_td3s_ornstein_uhlenbeck_noise_is_built_as_sb3s(vs_sb3, monkeypatch):
 def test_sacs_fixed_alpha_is_sb3s_numeric_ent_coef(vs_sb3, monkeypatch):
     cfg, model, _ = built(vs_sb3, monkeypatch, "sac", initial_alpha=0.1, tune_alpha=False)
     assert model.ent_coef_optimizer is None and math.isclose(model.ent_coef_tensor.item(), 0.1, rel_tol=1e-6)
+
+
+@pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
+def test_sb3_is_built_on_the_device_asked(vs_sb3, algo):
+    model, _ = getattr(vs_sb3, f"sb3_{algo}")(ENV, 0, "cpu")
+    assert str(model.device) == "cpu"
+
+
+def test_pearl_is_compared_with_sb3s_fastest_device(vs_sb3):
+    runs = {"sb3:cpu": {"env_steps_per_s": 410.0}, "sb3:cuda": {"env_steps_per_s": 655.0},
+            "sb3:auto": {"env_steps_per_s": 655.0}}
+    assert vs_sb3.fastest_sb3(runs) == "sb3:cuda"  # a tie keeps the first listed
+    assert vs_sb3.fastest_sb3({"sb3:cpu": {"env_steps_per_s": 1.0}}) == "sb3:cpu"
+    placement = {"env_step": "cpu", "act": "cpu", "learn": "cuda:0"}
+    assert vs_sb3.placement_text(placement) == "act → cpu, learn → cuda:0"
