@@ -206,3 +206,13 @@ def test_a_captured_act_is_the_eager_act_and_follows_the_weights(algo: str) -> N
         obs = rng.normal(size=(8 if step % 2 else 16, spec.obs_dim)).astype(np.float32)
         np.testing.assert_allclose(graphed.act(obs, 0.0), eager.act(obs, 0.0), rtol=0, atol=1e-6)
     assert set(graphed.graphs.graphs) == {8, 16} and not graphed.graphs.failed
+
+
+def test_the_switch_runs_everything_eagerly(monkeypatch) -> None:
+    from pearl.adapters.torch.graphs import CapturedLearn
+
+    monkeypatch.setenv("PEARL_CUDA_GRAPHS", "0")
+    spec, config = EnvSpec("t", 4, "discrete", 2), DQNConfig(hidden=(64, 64), batch_size=64)
+    adapter, params = TorchAdapter("cuda:0"), init_params(config, spec, seed=0)
+    assert not isinstance(adapter.make_learn(config, spec, params), CapturedLearn)
+    assert adapter.make_act(config, spec, params, seed=0).graphs is None

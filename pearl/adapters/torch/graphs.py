@@ -22,10 +22,12 @@ them). The first `WARMUP` updates of each batch size run eagerly on a side strea
 (lazy initialisation, the caching allocator's first blocks, the networks' buffers for that size). A capture that
 fails (an op that waits for the host, a library that cannot be captured) says so in one warning line and the
 kernel runs eagerly from then on. `grads`/`apply` (a learner group's split update) always run eagerly.
+`PEARL_CUDA_GRAPHS=0` in the environment runs everything eagerly.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -211,10 +213,19 @@ class CapturedLearn(LearnKernel):
         return getattr(self.kernel, name)
 
 
+#: set to 0 to run every CUDA update and act eagerly (to compare, or to rule the graphs out)
+ENV_SWITCH = "PEARL_CUDA_GRAPHS"
+
+
+def graphs_wanted(device: torch.device) -> bool:
+    """Graphs on a CUDA device unless $PEARL_CUDA_GRAPHS is 0 (on the host, launches cost nothing to save)."""
+    return device.type == "cuda" and os.environ.get(ENV_SWITCH, "1") != "0"
+
+
 def captured(kernel: LearnKernel, device: torch.device) -> LearnKernel:
     """`kernel` as CUDA graphs on a CUDA device, for a kernel that says what its update's host branches are
-    (`graph_key`); else `kernel` itself (on the host, launches cost nothing to save)."""
-    if device.type != "cuda" or not hasattr(kernel, "graph_key"):
+    (`graph_key`); else `kernel` itself."""
+    if not graphs_wanted(device) or not hasattr(kernel, "graph_key"):
         return kernel
     return CapturedLearn(kernel, device)
 
@@ -277,5 +288,5 @@ class CapturedForward:
 
 def captured_forward(net: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype,
                      device: torch.device) -> CapturedForward | None:
-    """An act kernel's forward as CUDA graphs on a CUDA device; None on the host."""
-    return CapturedForward(net, dtype, device) if device.type == "cuda" else None
+    """An act kernel's forward as CUDA graphs on a CUDA device; None on the host (or with the switch off)."""
+    return CapturedForward(net, dtype, device) if graphs_wanted(device) else None
