@@ -22,7 +22,8 @@ them). The first `WARMUP` updates of each batch size run eagerly on a side strea
 (lazy initialisation, the caching allocator's first blocks, the networks' buffers for that size). A capture that
 fails (an op that waits for the host, a library that cannot be captured) says so in one warning line and the
 kernel runs eagerly from then on. `grads`/`apply` (a learner group's split update) always run eagerly.
-`PEARL_CUDA_GRAPHS=0` in the environment runs everything eagerly.
+`PEARL_CUDA_GRAPHS=0` in the environment runs everything eagerly. Captures are thread-local: another thread of
+the process (the energy meter's, a launcher's) may use CUDA while one runs.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ class CapturedLearn(LearnKernel):
         self._changed()
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 result = self.kernel.learn(static)
         except Exception as exc:  # noqa: BLE001 - any failure to capture falls back to the eager update
             self._restore(before)
@@ -275,7 +276,7 @@ class CapturedForward:
     def _capture(self, rows: int, static: torch.Tensor) -> bool:
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 out = self.net(static)
         except Exception as exc:  # noqa: BLE001 - any failure to capture falls back to the eager forward
             self.failed = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
