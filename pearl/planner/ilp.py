@@ -6,7 +6,7 @@ points, solved with PuLP (HiGHS where installed, else CBC).
     evaluate(problem, placement, actors, spread=None, shards=()) -> (period, energy, binding) | None
                                                                                        one fixed placement
     evaluator(problem) -> the same for many placements, the rows built once
-    power_by_resource(problem, placement, actors, spread=None, shards=()) -> {resource: W}, E ÷ P by resource
+    power_by_resource(problem, solution) -> {resource: W}, a solution's E ÷ P by resource
 
 One *iteration* is one learner update and S = 1/ρ env steps (ρ the replay ratio). Every cost is in seconds per
 iteration: build.py prices them from the cost model and the launcher's traffic statement, problem.py holds them
@@ -227,15 +227,7 @@ def evaluator(problem: Problem) -> Callable[..., tuple[float, float, str] | None
 def _evaluate(problem: Problem, busy_terms: dict[str, list[Term]], rows: list[Row], memory: list[acc.MemoryRow],
               placement: dict[str, str], actors: ActorOption, spread: dict[str, int] | None = None,
               shards: tuple[str, ...] | list[str] = ()) -> tuple[float, float, str] | None:
-    missing = [k for k in PLACED if k not in placement]
-    if missing:
-        raise PlanError(f"placement lacks {', '.join(missing)}")
-    where = {k: placement[k] for k in PLACED}
-    spread = check_spread(problem, where, actors, spread)
-    shards = tuple(shards) if len(shards) > 1 else ()
-    if shards and where[REPLAY[0]] not in shards:
-        raise PlanError(f"placement puts the replay kernels on {where[REPLAY[0]]}, which holds none of the "
-                        f"shards {', '.join(shards)}")
+    where, spread, shards = _placed(problem, placement, actors, spread, shards)
     if not feasible(problem, memory, where, actors, spread, shards):
         return None
     bounds: dict[str, float] = {}
@@ -248,6 +240,23 @@ def _evaluate(problem: Problem, busy_terms: dict[str, list[Term]], rows: list[Ro
     return period, energy, binding
 
 
+def _placed(problem: Problem, placement: dict[str, str], actors: ActorOption, spread: dict[str, int] | None,
+            shards: tuple[str, ...] | list[str]) -> tuple[dict[str, str], dict[str, int], tuple[str, ...]]:
+    """A placement as the rows read it: each kernel of PLACED's device, act's spread over the nodes, and the
+    replay server's shards (none for one server); PlanError for a placement that lacks a kernel or puts replay
+    on none of its shards."""
+    missing = [k for k in PLACED if k not in placement]
+    if missing:
+        raise PlanError(f"placement lacks {', '.join(missing)}")
+    where = {k: placement[k] for k in PLACED}
+    spread = check_spread(problem, where, actors, spread)
+    shards = tuple(shards) if len(shards) > 1 else ()
+    if shards and where[REPLAY[0]] not in shards:
+        raise PlanError(f"placement puts the replay kernels on {where[REPLAY[0]]}, which holds none of the "
+                        f"shards {', '.join(shards)}")
+    return where, spread, shards
+
+
 def _resource_energy(problem: Problem, busy_terms: dict[str, list[Term]], where: dict[str, str],
                      actors: ActorOption, spread: dict[str, int], shards: tuple[str, ...],
                      period: float) -> dict[str, float]:
@@ -258,19 +267,13 @@ def _resource_energy(problem: Problem, busy_terms: dict[str, list[Term]], where:
             for r in problem.resources}
 
 
-def power_by_resource(problem: Problem, placement: dict[str, str], actors: ActorOption,
-                      spread: dict[str, int] | None = None, shards: tuple[str, ...] | list[str] = ()
-                      ) -> dict[str, float]:
-    """Each resource's mean watts over an iteration of a feasible placement (they sum to E ÷ P of `evaluate`):
-    what a run that reads some resources' energy counters and not others adds for the others."""
-    result = evaluate(problem, placement, actors, spread, shards)
-    if result is None:
-        raise PlanError("power_by_resource of an infeasible placement")
-    period = result[0]
-    where = {k: placement[k] for k in PLACED}
-    spread = check_spread(problem, where, actors, spread)
-    shards = tuple(shards) if len(shards) > 1 else ()
-    joules = _resource_energy(problem, busy(problem), where, actors, spread, shards, period)
+def power_by_resource(problem: Problem, solution: Solution) -> dict[str, float]:
+    """Each resource's mean watts over an iteration of a solution (they sum to its E ÷ P): what a run that reads
+    some resources' energy counters and not others adds for the others."""
+    where, spread, shards = _placed(problem, solution.placement, solution.actors, solution.spread or None,
+                                    solution.shards)
+    period = solution.period_s
+    joules = _resource_energy(problem, busy(problem), where, solution.actors, spread, shards, period)
     return {r: j / period for r, j in joules.items()}
 
 

@@ -371,8 +371,7 @@ def _plan(source: Source, problem: Problem, facts: Facts, algo: str, env_id: str
         learners=problem.learners,
         predicted={**_figures(best.period_s, best.energy_j, facts, _sources(source, mapping, facts)),
                    "workload": facts.workload,
-                   "power_by_resource_w": power_by_resource(problem, best.placement, best.actors,
-                                                            best.spread or None, best.shards)},
+                   "power_by_resource_w": power_by_resource(problem, best)},
         bottleneck=best.binding, lanes=_lanes(problem, best),
         baselines=_baselines(problem, facts, best, source),
         # a CBC run stopped by its time limit reports no bound: its gap is unknown (None), not infinite
