@@ -205,3 +205,24 @@ def test_train_says_in_one_line_what_the_counters_read() -> None:
     del partly["j_per_env_step"]
     assert _energy_line(partly) == ("energy (partly measured, nvml): 1,234.5 J over 20.0 s, 61.7 W; not read: "
                                     "host-cpu (no RAPL)")
+
+
+def test_the_profilers_rapl_window_counts_a_wrap_inside_it(tmp_path) -> None:
+    """The busy-power window reads the packages through RaplCounter: a counter that wraps while the work runs
+    still gives the joules drawn (here 9,000 → wrap at 10,000 → 500: 1,500 µJ), divided by the window's time."""
+    import time
+
+    from pearl.profiler.power import _rapl_watts
+
+    root = powercap(tmp_path, {0: (9_000, 9_999)})
+    calls = []
+
+    def work() -> None:
+        if not calls:
+            write(root, 0, 500)
+        calls.append(time.perf_counter())
+
+    t0 = time.perf_counter()
+    watts = _rapl_watts(rapl_domains(root), work, 0.05)
+    window = time.perf_counter() - t0
+    assert calls and 1_500 / 1e6 / window <= watts <= 1_500 / 1e6 / 0.05

@@ -9,9 +9,9 @@
 
 A device kind names its counter in `Backend.energy`; `counter_for` asks it. A counter that cannot be read here
 is an `Unread`: the resource and why, so that resource's share of a run's energy stays the plan's model and the
-run says so. This module and the
-kinds' counter functions are the only code that touches these counters (NVML through
-`pearl.adapters.slices.open_nvml`, which imports pynvml on first use).
+run says so. This module and the kinds' counter functions are the only code that touches these counters (NVML
+through `pearl.adapters.slices.open_nvml`, which imports pynvml on first use); the profiler's RAPL power window
+reads its packages through `RaplCounter` too.
 """
 
 from __future__ import annotations

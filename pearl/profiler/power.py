@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from pearl.adapters.energy import rapl_domains
+from pearl.adapters.energy import RaplCounter, rapl_domains
 from pearl.descriptors import DeviceDescriptor
 from pearl.device import DeviceId
 
@@ -42,17 +42,12 @@ def from_descriptor(descriptor: DeviceDescriptor, lanes: int | None = None) -> P
 
 
 def _rapl_watts(domains: list[Path], work: Callable[[], None], seconds: float) -> float:
-    def energy() -> int:
-        return sum(int(p.read_text()) for p in domains)
-
-    e0, t0 = energy(), time.perf_counter()
+    """The packages' mean watts while work() runs for `seconds` (the counter counts a wrap within the window)."""
+    counter, t0 = RaplCounter(domains), time.perf_counter()
     deadline = t0 + seconds
     while time.perf_counter() < deadline:
         work()
-    e1, t1 = energy(), time.perf_counter()
-    if e1 < e0:  # the counter wrapped; one more window is cheaper than reading max_energy_range_uj
-        return _rapl_watts(domains, work, seconds)
-    return (e1 - e0) / 1e6 / (t1 - t0)
+    return counter.joules() / (time.perf_counter() - t0)
 
 
 def rapl(busy: Callable[[], None], seconds: float) -> PowerReading | None:
