@@ -102,11 +102,7 @@ class CapturedLearn(LearnKernel):
                            {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in metrics.items()})
 
     def _warm(self, batch: SampleBatch) -> LearnResult:
-        self._side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(self._side):
-            result = self.kernel.learn(batch)
-        torch.cuda.current_stream(self.device).wait_stream(self._side)
-        return result
+        return _on_side(self._side, self.device, lambda: self.kernel.learn(batch))
 
     def _fill(self, batch: SampleBatch, rows: int) -> SampleBatch:
         """The batch's tensors copied into the static buffers the graphs of its size read (made from the first
@@ -124,14 +120,12 @@ class CapturedLearn(LearnKernel):
         update still has to be replayed); None, with one warning line, where it cannot be captured."""
         before = self._counters()
         self._changed()
-        graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                result = self.kernel.learn(static)
+            graph, result = _record(lambda: self.kernel.learn(static))
         except Exception as exc:  # noqa: BLE001 - any failure to capture falls back to the eager update
             self._restore(before)
             self._changed()
-            self.failed = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            self.failed = _why(exc)
             self._warn(f"{self.device}: the {type(self.kernel).__name__} update could not be captured as a CUDA "
                        f"graph ({self.failed}); it runs eagerly")
             return None
@@ -267,24 +261,41 @@ class CapturedForward:
         if self.failed:
             return self.net(x)
         self.warmed[rows] = self.warmed.get(rows, 0) + 1
-        self._side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(self._side):
-            out = self.net(x)
-        torch.cuda.current_stream(self.device).wait_stream(self._side)
-        return out
+        return _on_side(self._side, self.device, lambda: self.net(x))
 
     def _capture(self, rows: int, static: torch.Tensor) -> bool:
-        graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                out = self.net(static)
+            graph, out = _record(lambda: self.net(static))
         except Exception as exc:  # noqa: BLE001 - any failure to capture falls back to the eager forward
-            self.failed = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            self.failed = _why(exc)
             self._warn(f"{self.device}: act's forward pass could not be captured as a CUDA graph ({self.failed}); "
                        "it runs eagerly")
             return False
         self.graphs[rows] = (graph, out)
         return True
+
+
+def _on_side(side: Any, device: torch.device, work: Callable[[], Any]) -> Any:
+    """work() on the side stream, after what the device's stream has queued and before what it queues next: the
+    eager warm-up CUDA graph capture wants."""
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        out = work()
+    torch.cuda.current_stream(device).wait_stream(side)
+    return out
+
+
+def _record(work: Callable[[], Any]) -> tuple[Any, Any]:
+    """(the CUDA graph of work(), its output tensors), captured thread-locally; what capturing raised, else."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        out = work()
+    return graph, out
+
+
+def _why(exc: Exception) -> str:
+    """A failed capture in one line: the error's type and its first line."""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
 def captured_forward(net: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype,
