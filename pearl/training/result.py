@@ -68,8 +68,8 @@ class TrainResult:
     roles: dict[str, str] = field(default_factory=dict)  # where each role ran (the Ray launcher's nodes)
     #: what the run sent on each edge, as its launcher counted it (`pearl.traffic`: its statement's figures)
     traffic: dict[str, dict[str, int]] = field(default_factory=dict)
-    #: the learning phase's energy (`pearl.runtime.energy`): measured from the hardware's counters (joules, seconds,
-    #: power_w, j_per_env_step), or {"source": "modelled", "why": ...} where a device has none
+    #: the learning phase's energy (`pearl.runtime.energy`): `source` measured, partly measured or modelled, the
+    #: counters' joules, seconds, power_w and (all read) j_per_env_step, and `unmeasured` (resource → why)
     energy: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
