@@ -92,6 +92,9 @@ class Backend:
     """What-if descriptors of these kinds are costed as its devices: with its adapter's kernel set."""
     precisions: tuple[str, ...] = ("fp32",)
     """The arithmetic its adapter's learn computes in (`pearl.kernels.Precision` values)."""
+    implementations: tuple[str, ...] = ("eager",)
+    """How its adapter can run act and learn (`pearl.kernels.Implementation` values): eager, and captured where
+    CUDA graphs replay them ($PEARL_CUDA_GRAPHS=0 leaves eager only); the profiler times each."""
     precision_check: str = ""
     """"module:function" (DeviceId, Precision) → '' when one of its devices computes that precision in hardware
     (at least as fast as fp32), else why not; '' for a kind that does every precision it lists at speed."""

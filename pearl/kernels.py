@@ -1,11 +1,13 @@
 """The kernel catalogue: the units of deep-RL work that pearl can place on a device.
 
 Profiles, cost models, plans and run records all refer to kernels by these names, so this module is plain
-data and imports nothing heavier than the standard library (and pearl.errors, for a bad precision's message).
+data and imports nothing heavier than the standard library (and pearl.errors, for a bad precision's or
+implementation's message).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from enum import Enum
 
@@ -41,6 +43,34 @@ class Precision(str, Enum):
 
 #: what a plan may be asked for: a precision, or auto (the planner chooses from the profile's figures)
 PRECISION_CHOICES = (*(p.value for p in Precision), "auto")
+
+
+#: set to 0 to run every kernel eagerly (to compare, or to rule CUDA graphs out)
+GRAPHS_SWITCH = "PEARL_CUDA_GRAPHS"
+
+
+class Implementation(str, Enum):
+    """How a device runs a kernel's work. EAGER: each operation launched from the host as the code reaches it
+    (every adapter's). CAPTURED: the whole call recorded once as a CUDA graph and replayed over fixed buffers,
+    one launch where eager pays one per operation (torch on `cuda:N`, learn and act). The profiler times both
+    where a device has both; the plan records which each placed kernel runs."""
+
+    EAGER = "eager"
+    CAPTURED = "captured"
+
+    @classmethod
+    def captures_allowed(cls) -> bool:
+        """Whether kernels that can be captured are ($PEARL_CUDA_GRAPHS=0 runs every kernel eagerly)."""
+        return os.environ.get(GRAPHS_SWITCH, "1") != "0"
+
+    @classmethod
+    def parse(cls, text: "str | Implementation") -> "Implementation":
+        """The implementation named by text (an Implementation passes through); ConfigError listing them else."""
+        try:
+            return cls(text)
+        except ValueError:
+            choices = ", ".join(i.value for i in cls)
+            raise ConfigError(f"unknown kernel implementation {text!r}; the implementations are {choices}") from None
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager, nullcontext
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from collections.abc import Iterator
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, TypeVar
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from pearl.algos.base import OffPolicyConfig
 from pearl.device import HOST_RESOURCE, DeviceId, DeviceKind
 from pearl.errors import DeviceError
 from pearl.algos.registry import algorithm
-from pearl.kernels import Precision
+from pearl.kernels import Implementation, Precision
 from pearl.types import (EnvSpec, Gradients, GroupShare, LearnResult, Params, PriorityUpdate, SampleBatch,
                          TransitionBatch)
 
@@ -126,6 +126,13 @@ class ActKernel(ABC):
         DQN returns int64 action indices (N,); DDPG returns float32 actions in [-1, 1], shape (N, act_dim).
         """
 
+    #: how it runs on its device (`pearl.kernels.Implementation`); a kernel that can be captured says so
+    implementation: Implementation = Implementation.EAGER
+
+    def eager(self) -> "ActKernel":
+        """This kernel running eagerly (itself when it does; a captured one gives up its graphs)."""
+        return self
+
     @abstractmethod
     def set_params(self, params: Params) -> None:
         """Load the policy network's parameters (the names `init_params` gives)."""
@@ -155,6 +162,12 @@ class LearnKernel(ABC):
     one the group's averaged gradient steps, as one learner on the whole batch would have it."""
 
     updates: int
+    #: how it runs on its device (`pearl.kernels.Implementation`); a captured kernel says so
+    implementation: Implementation = Implementation.EAGER
+
+    def eager(self) -> "LearnKernel":
+        """This kernel running eagerly (itself when it does; a captured one, the kernel it replays)."""
+        return self
 
     def learn(self, batch: SampleBatch) -> LearnResult:
         """Update the networks on batch (arrays native to this device) and return the TD errors."""
@@ -246,6 +259,10 @@ class CriticFirstLearn(LearnKernel):
     @abstractmethod
     def _step_actor_and_targets(self) -> None:
         """The actor's optimiser step and the targets' update; counts the update."""
+
+
+#: an act or learn kernel (what `Adapter.implemented` hands back as it got it)
+K = TypeVar("K", ActKernel, LearnKernel)
 
 
 class ReplayKernels(ABC):
@@ -375,15 +392,34 @@ class Adapter(ABC):
         return algorithm(config.algo).kernel_factories(self.backend)
 
     @abstractmethod
-    def make_act(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int) -> ActKernel:
-        """An `act` kernel holding the policy network, with its own seeded exploration randomness."""
+    def make_act(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int,
+                 implementation: Implementation | None = None) -> ActKernel:
+        """An `act` kernel holding the policy network, with its own seeded exploration randomness;
+        `implementation`: how it runs (`implemented`), None for the adapter's own choice."""
 
     @abstractmethod
     def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int = 0,
-                   precision: Precision = Precision.FP32) -> LearnKernel:
+                   precision: Precision = Precision.FP32,
+                   implementation: Implementation | None = None) -> LearnKernel:
         """A `learn` kernel holding every network, its target and its optimizer state; seed keys the random draws
         of a stochastic target (the run's seed: see `AlgoKernels.learn`); precision is the arithmetic it
-        computes in (`pearl.kernels.Precision`): DeviceError where this adapter or the algorithm lacks it."""
+        computes in (`pearl.kernels.Precision`): DeviceError where this adapter or the algorithm lacks it;
+        `implementation`: how it runs (`implemented`), None for the adapter's own choice."""
+
+    def implemented(self, kernel: K, implementation: Implementation | str | None, what: str) -> K:
+        """`kernel` run as `implementation`: None keeps the adapter's choice, eager gives up a capture, and
+        captured on a kernel that cannot be is a DeviceError naming the device and why (`what`: the kernel,
+        for the message: "dqn's learn")."""
+        if implementation is None:
+            return kernel
+        wanted = Implementation.parse(implementation)
+        if wanted is Implementation.EAGER:
+            return kernel.eager()
+        if kernel.implementation is not wanted:
+            raise DeviceError(f"{self.device_id}: {what} cannot run {wanted.value} here (it runs "
+                              f"{kernel.implementation.value}; CUDA graphs capture torch kernels on cuda:N, "
+                              "unless PEARL_CUDA_GRAPHS=0)")
+        return kernel
 
     @abstractmethod
     def make_replay(self, config: OffPolicyConfig, spec: EnvSpec, seed: int) -> ReplayKernels:

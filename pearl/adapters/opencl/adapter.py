@@ -18,7 +18,7 @@ from pearl.algos.params import float_type, network_sizes
 from pearl.descriptors import DeviceDescriptor
 from pearl.device import DeviceId
 from pearl.errors import DeviceError
-from pearl.kernels import DEVICE_KERNELS, Precision
+from pearl.kernels import DEVICE_KERNELS, Implementation, Precision
 from pearl.types import EnvSpec, Params
 
 
@@ -45,19 +45,23 @@ class OpenCLAdapter(Adapter):
             raise BinaryMismatch(f"the kernel binary for {self.device_id} does not implement {kernel!r} "
                                  f"(its descriptor lists {', '.join(sorted(self.available))})")
 
-    def make_act(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int) -> ActKernel:
+    def make_act(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int,
+                 implementation: Implementation | None = None) -> ActKernel:
         self._need("act")
-        return self.algo_kernels(config).act(self._runtime(params), config, network_sizes(config, spec), params, seed)
+        act = self.algo_kernels(config).act(self._runtime(params), config, network_sizes(config, spec), params, seed)
+        return self.implemented(act, implementation, f"{config.algo}'s act")
 
     def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int = 0,
-                   precision: Precision = Precision.FP32) -> LearnKernel:
+                   precision: Precision = Precision.FP32,
+                   implementation: Implementation | None = None) -> LearnKernel:
         precision = Precision.parse(precision)
         if precision is not Precision.FP32:  # the .cl kernels' `real` is float (or double), never bfloat16
             raise DeviceError(f"{self.device_id}: the opencl adapter computes learn in {Precision.FP32.value} only, "
                               f"not {precision.value}; run {precision.value} learn on cpu or cuda:N")
         self._need("learn")
-        return self.algo_kernels(config).learn(self._runtime(params), config, network_sizes(config, spec), params,
-                                               seed)
+        learn = self.algo_kernels(config).learn(self._runtime(params), config, network_sizes(config, spec), params,
+                                                seed)
+        return self.implemented(learn, implementation, f"{config.algo}'s learn")
 
     def _runtime(self, params: Params) -> CLRuntime:
         """The program kernels built from `params` run in: the double one for float64 parameters (`float_type`),

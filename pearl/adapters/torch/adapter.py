@@ -20,7 +20,7 @@ from pearl.algos.params import network_sizes
 from pearl.device import HOST, DeviceId, DeviceKind
 from pearl.errors import BackendMissing, DeviceError
 from pearl.hostinfo import cpu_flags, cpu_lanes, cpu_name, host_memory_bytes
-from pearl.kernels import DEVICE_KERNELS, Precision
+from pearl.kernels import DEVICE_KERNELS, Implementation, Precision
 from pearl.types import EnvSpec, Params
 
 
@@ -37,13 +37,17 @@ class TorchAdapter(Adapter):
         if threads is not None:
             torch.set_num_threads(threads)
 
-    def make_act(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int) -> ActKernel:
-        return self.algo_kernels(config).act(self.device, config, network_sizes(config, spec), params, seed)
+    def make_act(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int,
+                 implementation: Implementation | None = None) -> ActKernel:
+        act = self.algo_kernels(config).act(self.device, config, network_sizes(config, spec), params, seed)
+        return self.implemented(act, implementation, f"{config.algo}'s act")
 
     def make_learn(self, config: OffPolicyConfig, spec: EnvSpec, params: Params, seed: int = 0,
-                   precision: Precision = Precision.FP32) -> LearnKernel:
-        return self.algo_kernels(config).build_learn(self.device, config, network_sizes(config, spec), params, seed,
-                                                     Precision.parse(precision), self.device_id)
+                   precision: Precision = Precision.FP32,
+                   implementation: Implementation | None = None) -> LearnKernel:
+        learn = self.algo_kernels(config).build_learn(self.device, config, network_sizes(config, spec), params,
+                                                      seed, Precision.parse(precision), self.device_id)
+        return self.implemented(learn, implementation, f"{config.algo}'s learn")
 
     def make_replay(self, config: OffPolicyConfig, spec: EnvSpec, seed: int) -> ReplayKernels:
         return TorchReplay(config, spec, self.device, self.device_id, seed)

@@ -17,9 +17,10 @@ CPU = Backend(family="cpu", adapter="torch", id_form="cpu", requires="`pip insta
               precision_check=CHECK)
 
 #: an NVIDIA GPU (``cuda`` alone is ``cuda:0``) and its MIG instances and MPS shares; NVML reads its power
-#: and its board's total energy
+#: and its board's total energy; its act and learn run eagerly or captured as CUDA graphs
 CUDA = Backend(family="cuda", adapter="torch", id_form="cuda:N", index_parts=1, default_index=(0,), slices=True,
                requires="`pip install torch` (a CUDA build)", discover="pearl.adapters.torch.adapter:discover_cuda",
                open="pearl.adapters.torch.open:open_torch", gpu=True, collective="gloo", power="nvml",
                energy="pearl.adapters.energy:cuda_counter",
-               what_if_kinds=(DeviceKind.GPU,), precisions=PRECISIONS, precision_check=CHECK)
+               what_if_kinds=(DeviceKind.GPU,), precisions=PRECISIONS, precision_check=CHECK,
+               implementations=("eager", "captured"))

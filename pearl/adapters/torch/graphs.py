@@ -28,7 +28,6 @@ the process (the energy meter's, a launcher's) may use CUDA while one runs.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from typing import Any
 import torch
 
 from pearl.adapters.base import LearnKernel
+from pearl.kernels import Implementation
 from pearl.types import Gradients, GroupShare, LearnResult, Params, SampleBatch
 
 #: eager updates on a side stream before the first capture
@@ -72,10 +72,16 @@ class CapturedLearn(LearnKernel):
     def updates(self, value: int) -> None:
         self.kernel.updates = value
 
+    implementation = Implementation.CAPTURED
+
     @property
     def captured(self) -> bool:
         """At least one of its updates runs as a graph (and none has failed to capture)."""
         return bool(self.graphs) and not self.failed
+
+    def eager(self) -> LearnKernel:
+        """The kernel it replays, run eagerly (before any capture: its graphs would read this kernel's tensors)."""
+        return self.kernel
 
     def learn(self, batch: SampleBatch) -> LearnResult:
         if self.failed:
@@ -208,13 +214,9 @@ class CapturedLearn(LearnKernel):
         return getattr(self.kernel, name)
 
 
-#: set to 0 to run every CUDA update and act eagerly (to compare, or to rule the graphs out)
-ENV_SWITCH = "PEARL_CUDA_GRAPHS"
-
-
 def graphs_wanted(device: torch.device) -> bool:
     """Graphs on a CUDA device unless $PEARL_CUDA_GRAPHS is 0 (on the host, launches cost nothing to save)."""
-    return device.type == "cuda" and os.environ.get(ENV_SWITCH, "1") != "0"
+    return device.type == "cuda" and Implementation.captures_allowed()
 
 
 def captured(kernel: LearnKernel, device: torch.device) -> LearnKernel:

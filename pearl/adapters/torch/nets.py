@@ -32,7 +32,7 @@ import torch
 from pearl.adapters.base import ActKernel
 from pearl.adapters.torch.graphs import captured_forward
 from pearl.algos.params import float_type
-from pearl.kernels import Precision
+from pearl.kernels import Implementation, Precision
 from pearl.rng import CounterDraws
 from pearl.types import GroupShare, Params
 
@@ -466,6 +466,14 @@ class PolicyAct(ActKernel):
         self.draws = CounterDraws(seed)
         #: on a GPU, the forward pass as CUDA graphs, one per batch size (graphs.CapturedForward); None on the host
         self.graphs = captured_forward(self.net, self.net.flat.dtype, device)
+
+    @property
+    def implementation(self) -> Implementation:  # type: ignore[override]
+        return Implementation.EAGER if self.graphs is None else Implementation.CAPTURED
+
+    def eager(self) -> "PolicyAct":
+        self.graphs = None
+        return self
 
     def set_params(self, params: Params) -> None:
         load_net(self.net, params, self.net_name)
