@@ -80,6 +80,10 @@ def plan(profile_path: str, algo: str | None, env_id: str | None, objective: str
         click.echo(f"  learners: {result.learners_why}")
     if result.precision_why:
         click.echo(f"  precision: {result.precision_why}")
+    if result.implementations:  # a device the profile timed both ways: the plan runs the faster
+        click.echo("  implementations: " + ", ".join(f"{k} {w} on {result.mapping[k]}"
+                                                      for k, w in result.implementations.items())
+                   + " (the faster of eager and captured as CUDA graphs, as the profile timed them)")
     if result.replay_shards:  # a cluster plan's replay server sharded over nodes
         click.echo(f"  replay server: {sum(result.replay_shards.values())} shards, "
                    + ", ".join(f"{n} on {d}" for d, n in result.replay_shards.items())

@@ -28,6 +28,9 @@ class Estimate:
     #: the measured workload a scaled estimate came from (None unless source is "scaled" or a modelled
     #: figure was scaled)
     scaled_from: str | None = None
+    #: the way the device runs the kernel at this figure, where the profile times it more than one way (eager,
+    #: captured: the faster); None where it has one way only
+    implementation: str | None = None
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,10 @@
   largest count's seconds per env), below them the smallest count's; at least a tenth of the actor step.
   None when the profile has no actor step on w's env (the planner then charges e bare env steps).
 - `power(d)`: idle and busy watts, with their source and method.
+- Implementations: where the profile times a kernel on a device more than one way (`KernelTiming.implementation`:
+  act and learn on `cuda:N` eager and captured as CUDA graphs), `kernel_time` answers with the fastest way at
+  that batch and names it (`Estimate.implementation`; a tie keeps eager), so a plan places the faster and records
+  which; the batch list and the work fit read the eager series.
 - `CostModel(profile, precision)`: learn at that precision (`pearl.kernels.Precision`): only the profile's learn
   timings at it are read, every other kernel's float32 ones; a device whose learn was not timed at it has no
   learn figure, so a plan at that precision cannot place learn there.
@@ -79,7 +83,7 @@ from dataclasses import replace
 
 from pearl.costmodel.estimate import MEASURED, SCALED, Estimate, PowerEstimate, Series, combine, piecewise
 from pearl.device import HOST_DEVICE
-from pearl.kernels import Precision, sample_timing
+from pearl.kernels import Implementation, Precision, sample_timing
 from pearl.profile.format import IN_SITU, ActorStepTiming, KernelTiming, Power, Profile, Transfer, Workload
 from pearl.roofline import Work, kernel_work
 
@@ -115,15 +119,24 @@ class CostModel:
                 (self._beside if t.beside > 0 else self._threaded).setdefault((t.workload, t.kernel, t.device),
                                                                               {})[t.threads] = t
                 continue
-            grouped.setdefault((t.workload, t.kernel, t.device), []).append(t)
+            grouped.setdefault((t.workload, t.kernel, t.device), {}).setdefault(t.implementation, []).append(t)
+        #: (workload, kernel, device) → its series: the eager one where it has several (batches, the work fit)
         self._series: dict[tuple[str, str, str], Series] = {}
-        for key, timings in grouped.items():
-            batches = [t.batch for t in timings]
-            dup = sorted({b for b in batches if batches.count(b) > 1})
-            if dup:
-                raise ValueError(f"the profile times kernel {key[1]!r} on device {key[2]!r} for workload "
-                                 f"{key[0]!r} more than once at batch size(s) {dup}")
-            self._series[key] = Series.of(timings, self._device_source.get(key[2], MEASURED))
+        #: (workload, kernel, device) → implementation → series, where the profile times it more than one way
+        self._ways: dict[tuple[str, str, str], dict[str, Series]] = {}
+        for key, ways in grouped.items():
+            for way, timings in ways.items():
+                batches = [t.batch for t in timings]
+                dup = sorted({b for b in batches if batches.count(b) > 1})
+                if dup:
+                    raise ValueError(f"the profile times kernel {key[1]!r} on device {key[2]!r} for workload "
+                                     f"{key[0]!r} more than once at batch size(s) {dup}"
+                                     + (f" ({way})" if len(ways) > 1 else ""))
+            series = {way: Series.of(timings, self._device_source.get(key[2], MEASURED))
+                      for way, timings in ways.items()}
+            self._series[key] = series.get(Implementation.EAGER.value) or next(iter(series.values()))
+            if len(series) > 1:
+                self._ways[key] = series
 
         self._workloads = {w.key: w for w in profile.workloads}
         self._fits: dict[str, tuple[float, float, float]] = {}  # device → (λ, φ, β), fitted when first asked
@@ -205,16 +218,17 @@ class CostModel:
         return self.nearest(kernel, device, workload, max(1, workload.batch_size))
 
     def kernel_time(self, kernel: str, device: str, workload: str | Workload, batch: int,
-                    threads: int = 1, beside: float = 0.0) -> Estimate:
+                    threads: int = 1, beside: float = 0.0, implementation: str | None = None) -> Estimate:
         """Seconds of one call of `kernel` on `device` for `workload` at `batch` (see the module docstring),
         at `threads` CPU threads (the 1-thread figure where the profile has no figure at that count); `beside`:
         the share of each call the actor processes beside it are busy (the module docstring).
 
         `workload` is a key of the profile's, or a `Workload`: one the profile lacks is scaled from the nearest
-        it has."""
+        it has. `implementation`: that way's figure where the profile times the kernel several ways (None: the
+        fastest)."""
         if isinstance(batch, bool) or int(batch) != batch or batch < 1:
             raise ValueError(f"batch must be a positive integer, got {batch!r}")
-        one = self._one_thread_time(kernel, device, workload, batch)
+        one = self._one_thread_time(kernel, device, workload, batch, implementation)
         key = self._threads_key(kernel, device, workload) if threads != 1 else None
         timing = self._threaded.get((key, kernel, device), {}).get(threads) if key else None
         if timing is None:
@@ -226,20 +240,34 @@ class CostModel:
             factor += (near.median_s / (near.one_thread_s or base) - factor) * min(1.0, beside / near.beside)
         return replace(one, seconds=one.seconds * factor, source=combine(one.source, timing.source))
 
-    def _one_thread_time(self, kernel: str, device: str, workload: str | Workload, batch: int) -> Estimate:
+    def _one_thread_time(self, kernel: str, device: str, workload: str | Workload, batch: int,
+                         implementation: str | None = None) -> Estimate:
         key = workload if isinstance(workload, str) else workload.key
-        series = self._series.get((key, kernel, device))
-        if series is not None:
-            return series.at(int(batch))
+        if (key, kernel, device) in self._series:
+            return self._at((key, kernel, device), int(batch), implementation)
         if isinstance(workload, str):
             raise KeyError(self._missing(kernel, device, workload))
         nearest = self.nearest(kernel, device, workload, int(batch))
         if nearest is None:
             raise KeyError(self._missing(kernel, device, key))
-        base = self._series[(nearest, kernel, device)].at(int(batch))
+        base = self._at((nearest, kernel, device), int(batch), implementation)
         ratio = self._work_ratio(device, kernel_work(kernel, workload, int(batch)),
                                  kernel_work(kernel, self._workloads[nearest], int(batch)))
         return replace(base, seconds=base.seconds * ratio, source=combine(base.source, SCALED), scaled_from=nearest)
+
+    def _at(self, key: tuple[str, str, str], batch: int, implementation: str | None = None) -> Estimate:
+        """The series' figure at batch; where the profile times the kernel several ways, the fastest way's (or
+        `implementation`'s, where it times that one), naming it (a tie keeps the eager way, every device's)."""
+        ways = self._ways.get(key)
+        if ways is None:
+            return self._series[key].at(batch)
+        if implementation in ways:
+            return replace(ways[implementation].at(batch), implementation=implementation)
+        eager = Implementation.EAGER.value
+        figures = sorted(((series.at(batch), way) for way, series in ways.items()),
+                         key=lambda e: (e[0].seconds, e[1] != eager))
+        best, way = figures[0]
+        return replace(best, implementation=way)
 
     def work_coefficients(self, device: str) -> tuple[float, float, float]:
         """(λ, φ, β) of m_d = λ·launches + φ·flops + β·bytes fitted to the device's timings (module docstring)."""
@@ -299,7 +327,8 @@ class CostModel:
     def in_situ_factor(self, device: str, workload: str | Workload) -> float:
         """How much slower the replay and learn kernels of `device` ran inside the learner's iteration (fresh
         samples, kernels interleaved, as the runtime runs them) than timed one at a time: the profile's in-situ
-        iteration ÷ the sum of its kernels' times at the same sizes. 1.0 when the profile has no in-situ
+        iteration ÷ the sum of its kernels' times at the same sizes (learn's in the way the iteration ran it,
+        `InSituTiming.implementation`). 1.0 when the profile has no in-situ
         timing for that pair (older profiles, what-if devices)."""
         if self.precision is not Precision.FP32:  # the iteration ran learn in float32: its ratio to float32's
             return self._float32().in_situ_factor(device, workload)
@@ -310,7 +339,7 @@ class CostModel:
         bare = (t.inserts * self.kernel_time("replay_insert", device, workload, t.insert_rows).seconds
                 + self.kernel_time(self.sample_timing(t.prioritized, device, workload), device, workload,
                                    t.batch).seconds
-                + self.kernel_time("learn", device, workload, t.batch).seconds
+                + self.kernel_time("learn", device, workload, t.batch, implementation=t.implementation).seconds
                 + (self.kernel_time("priority_update", device, workload, t.batch).seconds if t.prioritized else 0.0))
         return t.iteration_s / bare if bare > 0 else 1.0
 

@@ -93,6 +93,9 @@ class Facts:
     target: Workload  # the planned workload's shapes
     #: (kernel, device) -> the measured workload whose times were scaled to this one's (CostModel.kernel_time)
     scaled: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: (kernel, device) -> the way the figure the problem holds runs (eager, captured), where the profile times
+    #: that kernel on that device more than one way
+    implementations: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -107,6 +110,8 @@ class _Inputs:
     _syncs: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: (kernel, device) -> the workload its times were scaled from
     scaled: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: (kernel, device) -> the implementation its figure is of (where the profile times more than one)
+    implementations: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -116,6 +121,8 @@ class _Inputs:
         estimate = _estimate(lambda: self.model.kernel_time(kernel, device, self.workload, size, threads, beside))
         if estimate.scaled_from is not None:
             self.scaled[(kernel, device)] = estimate.scaled_from
+        if estimate.implementation is not None:
+            self.implementations[(kernel, device)] = estimate.implementation
         return estimate.seconds
 
     def can(self, kernel: str, device: str) -> bool:
@@ -201,7 +208,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
                       transfer, memory, prefetch=True, publish=publish, learner_threads=threads * learners,
                       learners=learners, group_comm_s=waits)
     return problem, Facts(inputs.key, inputs.steps, config.batch_size, config.n_envs, config, sync_s,
-                          inputs.workload, dict(inputs.scaled))
+                          inputs.workload, dict(inputs.scaled), dict(inputs.implementations))
 
 
 def _device(profile: Profile, model: CostModel, d: str) -> Device:

@@ -92,6 +92,7 @@ def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int 
     facts = parts[0][3]
     sync = {key[:-1] + (qualified(name, key[-1]),): s for name, _, _, f in parts for key, s in f.weight_sync_s.items()}
     scaled = {(k, qualified(name, d)): w for name, _, _, f in parts for (k, d), w in f.scaled.items()}
+    ways = {(k, qualified(name, d)): w for name, _, _, f in parts for (k, d), w in f.implementations.items()}
     merged.edges += list(CLUSTER_EDGES)
     _cross_node_transfers(cluster, parts, merged, facts, spec, max(lanes))
     _replay_shards(cluster, parts, merged, facts, spec, max(lanes))
@@ -99,7 +100,7 @@ def build_cluster_problem(cluster: Cluster, algo: str, spec: EnvSpec, envs: int 
         _spread_group(cluster, parts, merged, partial(build_problem, algo=algo, spec=spec, envs=envs,
                                                       max_actors=total, threads=threads), facts.config, spec,
                       threads)
-    return merged, replace(facts, weight_sync_s=sync, scaled=scaled)
+    return merged, replace(facts, weight_sync_s=sync, scaled=scaled, implementations=ways)
 
 
 def _spread_group(cluster: Cluster, parts: list, problem: Problem, build: Callable[..., tuple[Problem, Facts]],

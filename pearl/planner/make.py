@@ -382,6 +382,8 @@ def _plan(source: Source, problem: Problem, facts: Facts, algo: str, env_id: str
                  **({"replay_shards": dict.fromkeys(s.shards, 1)} if s.shards else {})}
                 for s in front],
         kernels=_kernel_seconds(problem, facts, best),
+        implementations={k: facts.implementations[(k, d)] for k, d in mapping.items()
+                         if (k, d) in facts.implementations},
         power=_power_figures(source, problem),
         why=_moves(problem, best),
         slices=split(problem, best),

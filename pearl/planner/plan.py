@@ -12,6 +12,9 @@ predicts for it and for the all-on-one-device mappings.
                      (1 and "" when absent)
       "precision": "fp32" | "bf16-mixed", "precision_why": text,  learn's arithmetic and why the planner chose
                      it, with what the other precision would have given; optional ("fp32" and "" when absent)
+      "implementations": {kernel: "eager" | "captured"},  how each placed kernel whose device the profile times
+                     more than one way runs (the faster there: act and learn on cuda:N eager or as CUDA graphs);
+                     optional ({} when absent: each adapter's own way)
       "actor_devices": {D: processes},  (cluster plans) act's device on each node that runs actor processes
       "replay_shards": {D: shards},  (cluster plans) the devices holding the replay server's shards
       "predicted": {"env_steps_per_s", "updates_per_s", "learner_samples_per_s", "period_s",
@@ -60,7 +63,7 @@ from typing import Any
 
 from pearl.device import NodeDevice
 from pearl.errors import DeviceError, PearlError
-from pearl.kernels import GROUP_COMM, Precision
+from pearl.kernels import GROUP_COMM, Implementation, Precision
 from pearl.fileio import MAX_INT, FieldChecker, finite_number, read_json, write_json_atomic
 from pearl.profile.format import MAX_LANES
 
@@ -106,6 +109,14 @@ class Plan:
     #: learn's arithmetic (pearl.kernels.Precision), and why the planner chose it; "fp32" and "" in older plans
     precision: str = Precision.FP32.value
     precision_why: str = ""
+    #: kernel → how it runs on its device (pearl.kernels.Implementation), for each placed kernel the profile times
+    #: more than one way there; empty in older plans and where every device has one way (each adapter's own)
+    implementations: dict[str, str] = field(default_factory=dict)
+
+    def implementation(self, kernel: str) -> Implementation | None:
+        """How `kernel` runs as planned; None: the adapter's own way."""
+        way = self.implementations.get(kernel)
+        return Implementation(way) if way else None
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, **asdict(self)}
@@ -221,13 +232,18 @@ def parse_plan(data: Any, where: str) -> Plan:
         fail("precision", " or ".join(repr(p.value) for p in Precision), precision)
     if not isinstance(data.get("precision_why", ""), str):
         fail("precision_why", "a string", data["precision_why"])
+    ways = data.get("implementations", {})
+    if not isinstance(ways, dict) or not set(ways) <= set(MAPPED) or \
+            not all(w in {i.value for i in Implementation} for w in ways.values()):
+        fail("implementations", f"an object mapping some of {', '.join(MAPPED)} to "
+             + " or ".join(repr(i.value) for i in Implementation), ways)
     plan = Plan(data["pearl_version"], data["created"], data["algo"], data["env"], data["objective"],
                 data["profile"], dict(mapping), data["actors"], data["envs_per_actor"], data["predicted"],
                 data["bottleneck"], data["lanes"], list(data.get("baselines", [])), dict(solver),
                 list(data.get("pareto", [])), {k: float(v) for k, v in kernels.items()}, dict(power),
                 list(data.get("why", [])) if isinstance(data.get("why", []), list) else [], list(slices),
                 actor_devices, replay_shards, data.get("threads", 1), data.get("learners", 1),
-                data.get("learners_why", ""), precision, data.get("precision_why", ""))
+                data.get("learners_why", ""), precision, data.get("precision_why", ""), dict(ways))
     try:
         _ = plan.devices  # every device id is read here, once: a bad one refuses the file
     except DeviceError as exc:

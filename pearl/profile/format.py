@@ -10,13 +10,15 @@
                      "settings" (optional: {}; the learn settings that differ from the algorithm's defaults)}],
       "kernels": [{"workload", "kernel", "device", "batch", "median_s", "p10_s", "p90_s", "samples", "source",
                    "threads" (optional: 1), "beside" (optional: 0), "one_thread_s" (optional: null),
-                   "precision" (optional: "fp32"; learn also at "bf16-mixed" where the device does it in hardware)}],
+                   "precision" (optional: "fp32"; learn also at "bf16-mixed" where the device does it in hardware),
+                   "implementation" (optional: "eager"; act and learn also "captured" where CUDA graphs replay them)}],
                  (kernel: a device kernel, or replay_sample_prioritized, the draw from a prioritized replay)
       "env_step": [{"env", "median_s", "p10_s", "p90_s", "samples", "source"}],
       "transfers": [{"device", "direction", "latency_s", "bandwidth_bytes_per_s", "source"}],
       "power": [{"device", "idle_w", "busy_w", "source", "method", "descriptor", "scale"}],
       "in_situ": [{"workload", "device", "iteration_s", "iterations", "inserts", "insert_rows", "batch",
-                   "prioritized", "source", "first_iteration_s" (optional: null), "segment_s" (optional: null)}],
+                   "prioritized", "source", "first_iteration_s" (optional: null), "segment_s" (optional: null),
+                   "implementation" (optional: "eager")}],
       "weight_sync": [{"workload", "device", "publish_s", "load_s", "samples", "source"}],
       "actor_step": [{"workload", "device", "envs", "step_s", "samples", "source"}],
       "group_learn": [{"workload", "device", "learners", "update_s", "samples", "source", "comm_s" (optional: null)}],
@@ -61,7 +63,8 @@
   `iteration_s` holds its loop): the local launcher's learner loop a segment beyond its kernels (taking the
   actors' shares out of the shared-memory rings, waking the actors, the segment loop's bookkeeping), from a
   collect-only run of one actor process (`pearl.runtime.local.segment_overhead`); the cost model charges it
-  once a segment, on the learner's thread.
+  once a segment, on the learner's thread. `implementation` (optional, "eager" when absent): the way its learn
+  ran (the device's own: captured on `cuda:N`), whose kernel figures the cost model reads the iteration against.
 - `weight_sync` (optional; older profiles lack it): the two halves of handing the policy from the learner to
   an actor process through host memory, on one device: `publish_s`, the learn kernel writing its policy
   weights into host arrays (as into the runtime's shared board), and `load_s`, a copy of those arrays (the
@@ -89,10 +92,11 @@ from typing import TYPE_CHECKING, Any
 from pearl.device import HOST_RESOURCE, DeviceKind
 from pearl.errors import PearlError
 from pearl.fileio import MAX_INT, FieldChecker, field_path, finite_number, is_int, read_json, write_json_atomic
-from pearl.kernels import TIMING_NAMES, Precision
+from pearl.kernels import TIMING_NAMES, Implementation, Precision
 
 FP32 = Precision.FP32.value
 PRECISIONS = {p.value for p in Precision}
+EAGER, IMPLEMENTATIONS = Implementation.EAGER.value, {i.value for i in Implementation}
 
 if TYPE_CHECKING:
     from pearl.algos.base import OffPolicyConfig
@@ -182,6 +186,9 @@ class KernelTiming:
     one_thread_s: float | None = None
     #: the arithmetic learn ran in (pearl.kernels.Precision); every other kernel is float32
     precision: str = FP32
+    #: how the device ran it (pearl.kernels.Implementation): act and learn also "captured" (CUDA graphs) where
+    #: the device has that beside eager; the cost model reads the faster
+    implementation: str = EAGER
 
 
 @dataclass(frozen=True)
@@ -236,6 +243,7 @@ class InSituTiming:
     source: str
     first_iteration_s: float | None = None  # a segment's first iteration, after a pause (the module docstring)
     segment_s: float | None = None  # the learner's loop a segment beyond its kernels (the module docstring)
+    implementation: str = EAGER  # the way its learn ran (the module docstring)
 
 
 @dataclass(frozen=True)
@@ -450,7 +458,8 @@ def parse_profile(data: Any, where: str) -> Profile:
                               v.integer(k, "threads", p, 1, MAX_LANES) if "threads" in k else 1,
                               v.share(k, "beside", p) if "beside" in k else 0.0,
                               v.number(k, "one_thread_s", p, positive=True) if k.get("one_thread_s") is not None
-                              else None, v.member(k, "precision", p, PRECISIONS) if "precision" in k else FP32)
+                              else None, v.member(k, "precision", p, PRECISIONS) if "precision" in k else FP32,
+                              v.member(k, "implementation", p, IMPLEMENTATIONS) if "implementation" in k else EAGER)
         profile.kernels.append(timing)
     profile.env_step = [EnvStepTiming(v.text(e, "env", p), *v.stats(e, p), v.source(e, p))
                         for p, e in v.items(data, "env_step")]
@@ -470,7 +479,9 @@ def parse_profile(data: Any, where: str) -> Profile:
                                         v.integer(t, "batch", p, 1), v.flag(t, "prioritized", p), v.source(t, p),
                                         v.number(t, "first_iteration_s", p, positive=True)
                                         if t.get("first_iteration_s") is not None else None,
-                                        v.number(t, "segment_s", p) if t.get("segment_s") is not None else None)
+                                        v.number(t, "segment_s", p) if t.get("segment_s") is not None else None,
+                                        v.member(t, "implementation", p, IMPLEMENTATIONS)
+                                        if "implementation" in t else EAGER)
                            for p, t in v.items(data, "in_situ")]
     if "weight_sync" in data:
         profile.weight_sync = [WeightSyncTiming(*keyed(t, p), v.number(t, "publish_s", p), v.number(t, "load_s", p),
@@ -538,7 +549,7 @@ def _reject_duplicates(profile: Profile, where: str) -> None:
     keyed = {
         "devices": [d.id for d in profile.devices],
         "workloads": [w.key for w in profile.workloads],
-        "kernels": [(k.workload, k.kernel, k.device, k.batch, k.threads, k.beside, k.precision)
+        "kernels": [(k.workload, k.kernel, k.device, k.batch, k.threads, k.beside, k.precision, k.implementation)
                     for k in profile.kernels],
         "env_step": [e.env for e in profile.env_step],
         "transfers": [(t.device, t.direction) for t in profile.transfers],

@@ -216,7 +216,7 @@ class LearnerLoop:
         into the learner's kernels, whose grid figures are medians)."""
         return InSituTiming(workload.key, info.id, rate_s(stats) / IN_SITU_CHAIN, stats.samples * IN_SITU_CHAIN,
                             self.shape.per_update, self.shape.rows, self.config.batch_size, self.config.prioritized,
-                            "measured", rate_s(first))
+                            "measured", rate_s(first), implementation=self.learner.implementation.value)
 
 
 def weight_sync(adapter: Adapter, info: DeviceInfo, workload: Workload, config: OffPolicyConfig,

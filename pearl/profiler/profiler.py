@@ -54,6 +54,7 @@ import numpy as np
 
 from pearl._version import __version__
 from pearl.adapters import Adapter, DeviceInfo, Discovery, ReplayKernels, discover, open_adapter
+from pearl.adapters.base import K
 from pearl.adapters.registry import precision_problem
 from pearl.algos import OffPolicyConfig, algorithm, algorithm_names, preset
 from pearl.algos.params import init_params
@@ -61,7 +62,7 @@ from pearl.device import HOST, HOST_DEVICE, HOST_RESOURCE, DeviceKind  # noqa: F
 from pearl.descriptors import DeviceDescriptor, load_descriptor, resolve_descriptor
 from pearl.envs import check_algo_fits, env_spec
 from pearl.errors import ConfigError, DeviceError, PearlError
-from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE, Precision
+from pearl.kernels import DEVICE_KERNELS, PRIORITIZED_SAMPLE, Implementation, Precision
 from pearl.profile.format import (ActorStepTiming, DeviceEntry, EnvStepTiming, InSituTiming, KernelTiming, Power,
                                   PrecisionProblem, Profile, Transfer, UnusableDevice, WeightSyncTiming, Workload,
                                   config_workload,
@@ -101,8 +102,7 @@ NO_PROBES = RuntimeProbes()
 #: segment's first iteration (after a pause); and the actor's iteration's
 IN_SITU_POINT, FIRST_POINT = "in-situ learner iteration", "in-situ first iteration of a segment"
 ACTOR_POINT = "actor step"
-LEARN_BF16 = "learn at bf16-mixed"  # a grid point: learn's timing at that precision
-BF16 = Precision.BF16_MIXED
+BF16, EAGER = Precision.BF16_MIXED, Implementation.EAGER
 
 
 def workloads(options: ProfileOptions) -> list[tuple[OffPolicyConfig, EnvSpec]]:
@@ -356,8 +356,9 @@ def count_measurements(options: ProfileOptions, probes: RuntimeProbes = NO_PROBE
     # the actor is timed on, its iteration's points as well
     def per_device(config: OffPolicyConfig, device: DeviceInfo) -> int:
         learn16 = int(learns_in(config, device.adapter, BF16) and not precision_problem(device.device_id, BF16))
-        return (len(grid.act) + len(insert_sizes(grid, config)) + (4 + learn16) * len(grid.batch_factors) + 2) \
-            * grid.rounds + 1
+        ways = 2 if captures(device) else 1  # act and learn timed captured and eager
+        return (len(grid.act) * ways + len(insert_sizes(grid, config))
+                + (3 + (1 + learn16) * ways) * len(grid.batch_factors) + 2) * grid.rounds + 1
 
     actor = len(grid.act) * grid.rounds
     found = discover().devices
@@ -424,18 +425,21 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
     interleaved with it, so the planner weighs the two over the same span of the machine."""
     adapter, device, rng = target.adapter, target.info.id, np.random.default_rng(0)
     sync = adapter.synchronize
-    labels: list[tuple[str, int]] = [(ACTOR_POINT, n) for n in actor.envs] if actor is not None else []
+    labels: list[_Label] = [_Label(ACTOR_POINT, n) for n in actor.envs] if actor is not None else []
     points: list[Point] = list(actor.points) if actor is not None else []
 
-    def point(kernel: str, batch: int, call: Callable[..., object], prepare: Callable | None = None) -> None:
-        labels.append((kernel, batch))
+    def point(kernel: str, batch: int, call: Callable[..., object], prepare: Callable | None = None,
+              precision: Precision = Precision.FP32, implementation: Implementation = EAGER) -> None:
+        labels.append(_Label(kernel, batch, precision, implementation))
         points.append(Point(call, sync, prepare))
 
     params = init_params(config, spec, seed=0)
     explore = config.exploration(config.total_steps)  # what act gets at the end of the run (DQN's final ε)
-    act = adapter.make_act(config, spec, params, seed=0)
+    acts = _both_ways(lambda way: adapter.make_act(config, spec, params, seed=0, implementation=way))
     for n in grid.act:
-        point("act", n, partial(act.act, rng.normal(size=(n, spec.obs_dim)).astype(np.float32), explore))
+        obs = rng.normal(size=(n, spec.obs_dim)).astype(np.float32)
+        for act in acts:
+            point("act", n, partial(act.act, obs, explore), implementation=act.implementation)
 
     replays = {p: adapter.make_replay(config.replace(prioritized=p), spec, seed=0) for p in (False, True)}
     for replay in replays.values():
@@ -444,15 +448,16 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
     for m in insert_sizes(grid, config):
         point("replay_insert", m, partial(uniform.insert, random_transitions(spec, m, rng)))
 
-    learner = adapter.make_learn(config, spec, params)
-    learner16 = adapter.make_learn(config, spec, params, precision=BF16) if bf16 else None
+    learners = [(learner, precision) for precision in ((Precision.FP32, BF16) if bf16 else (Precision.FP32,))
+                for learner in _both_ways(lambda way, p=precision: adapter.make_learn(config, spec, params,
+                                                                                     precision=p, implementation=way))]
     loop = LearnerLoop(adapter, config, spec, grid, learner_run)
     for b in sorted({max(2, int(round(config.batch_size * f))) for f in grid.batch_factors}):
         point("replay_sample", b, partial(uniform.sample, b, 0.4))
         point(PRIORITIZED_SAMPLE, b, partial(prioritized.sample, b, 0.4))
-        point("learn", b, partial(learner.learn, uniform.sample(b, 0.4)))
-        if learner16 is not None:
-            point(LEARN_BF16, b, partial(learner16.learn, uniform.sample(b, 0.4)))
+        for learner, precision in learners:
+            point("learn", b, partial(learner.learn, uniform.sample(b, 0.4)), precision=precision,
+                  implementation=learner.implementation)
         if b == max(2, config.batch_size):  # next to the learn it is mostly made of: the same moment of the host
             point(IN_SITU_POINT, b, loop.chain)
             point(FIRST_POINT, b, loop.after_pause, loop.pause)
@@ -460,21 +465,50 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
         point("priority_update", b, prioritized.update_priorities, partial(_fresh_update, adapter, prioritized, b, rng))
 
     def after(r: int, i: int) -> None:
-        size = "envs" if labels[i][0] == ACTOR_POINT else "b"
-        note(f"{labels[i][0]} {device} {size}={labels[i][1]} (round {r + 1}/{grid.rounds})")
+        note(f"{labels[i].on(device)} (round {r + 1}/{grid.rounds})")
 
     stats = measure_interleaved(points, rounds=grid.rounds, min_time=grid.min_time, warmup=grid.warmup,
                                 min_samples=grid.min_samples, after=after)
     special = (IN_SITU_POINT, FIRST_POINT, ACTOR_POINT)
-    out = [KernelTiming(workload.key, "learn" if kernel == LEARN_BF16 else kernel, device, batch, st.median_s,
-                        st.p10_s, st.p90_s, st.samples, "measured",
-                        precision=BF16.value if kernel == LEARN_BF16 else Precision.FP32.value)
-           for (kernel, batch), st in zip(labels, stats) if kernel not in special]
+    out = [KernelTiming(workload.key, label.kernel, device, label.batch, st.median_s, st.p10_s, st.p90_s, st.samples,
+                        "measured", precision=label.precision.value, implementation=label.implementation.value)
+           for label, st in zip(labels, stats) if label.kernel not in special]
     assert {k.kernel for k in out} == {*DEVICE_KERNELS, PRIORITIZED_SAMPLE}
-    of = {label: [st for (kernel, _), st in zip(labels, stats) if kernel == label] for label in special}
+    of = {name: [st for label, st in zip(labels, stats) if label.kernel == name] for name in special}
     [iteration], [first] = of[IN_SITU_POINT], of[FIRST_POINT]
     steps = [] if actor is None else actor.timings(target.info, workload, of[ACTOR_POINT])
     return out, loop.timing(target.info, workload, iteration, first), steps
+
+
+@dataclass(frozen=True)
+class _Label:
+    """A grid point: the kernel (or the in-situ iteration's, the actor's point), its batch (or env count) and
+    the way it ran."""
+
+    kernel: str
+    batch: int
+    precision: Precision = Precision.FP32
+    implementation: Implementation = EAGER
+
+    def on(self, device: str) -> str:
+        """The point for a progress line: "learn at bf16-mixed captured cuda:0 b=256"."""
+        ways = [w for w in (self.precision is not Precision.FP32 and f"at {self.precision.value}",
+                            self.implementation is not EAGER and self.implementation.value) if w]
+        size = "envs" if self.kernel == ACTOR_POINT else "b"
+        return " ".join([self.kernel, *ways, device]) + f" {size}={self.batch}"
+
+
+def _both_ways(make: Callable[[Implementation | None], K]) -> list[K]:
+    """A kernel as the adapter runs it, and eagerly too where that is another implementation (a captured one):
+    the profile times both, and the planner places the faster."""
+    kernel = make(None)
+    return [kernel] if kernel.implementation is EAGER else [kernel, make(EAGER)]
+
+
+def captures(device: DeviceInfo) -> bool:
+    """Whether the device's act and learn run captured (and so are timed eagerly too)."""
+    return Implementation.CAPTURED.value in device.device_id.backend.implementations \
+        and Implementation.captures_allowed()
 
 
 def learns_in(config: OffPolicyConfig, backend: str, precision: Precision) -> bool:
