@@ -216,3 +216,48 @@ def test_the_switch_runs_everything_eagerly(monkeypatch) -> None:
     adapter, params = TorchAdapter("cuda:0"), init_params(config, spec, seed=0)
     assert not isinstance(adapter.make_learn(config, spec, params), CapturedLearn)
     assert adapter.make_act(config, spec, params, seed=0).graphs is None
+
+
+def test_a_cuda_kernel_runs_captured_unless_asked_to_run_eagerly() -> None:
+    from pearl.adapters.torch.graphs import CapturedLearn
+    from pearl.kernels import Implementation
+
+    spec, config = EnvSpec("t", 4, "discrete", 2), DQNConfig(hidden=(64, 64), batch_size=64)
+    adapter, params = TorchAdapter("cuda:0"), init_params(config, spec, seed=0)
+    learn, act = adapter.make_learn(config, spec, params), adapter.make_act(config, spec, params, seed=0)
+    assert isinstance(learn, CapturedLearn) and learn.implementation is Implementation.CAPTURED
+    assert act.graphs is not None and act.implementation is Implementation.CAPTURED
+    learn = adapter.make_learn(config, spec, params, implementation=Implementation.EAGER)
+    act = adapter.make_act(config, spec, params, seed=0, implementation="eager")
+    assert not isinstance(learn, CapturedLearn) and learn.implementation is Implementation.EAGER
+    assert act.graphs is None and act.implementation is Implementation.EAGER
+
+
+def test_the_profiler_times_act_and_learn_both_ways_on_a_gpu_and_the_plan_records_its_choice(tmp_path) -> None:
+    """On cuda:0, act and learn are timed captured and eager at every grid point, the in-situ iteration says it
+    ran learn captured (the device's own way), the progress count holds the extra points, and a plan that
+    places act or learn on the GPU records the faster way of each."""
+    from pearl.planner.make import make_plan
+    from pearl.profile.format import save_profile
+    from pearl.profiler import profiler
+    from pearl.profiler.options import ProfileOptions
+
+    options = ProfileOptions(quick=True, algos=("dqn",), env="CartPole-v1", hidden=(64, 64), batch_size=64,
+                             devices=("cpu", "cuda:0"))
+    calls: list[str] = []
+    profile = profiler.run_profile(options, progress=calls.append)
+    assert len(calls) == profiler.count_measurements(options)
+    for kernel in ("act", "learn"):
+        ways: dict[str, set[int]] = {}
+        for k in profile.kernels:
+            if (k.kernel, k.device, k.threads, k.precision) == (kernel, "cuda:0", 1, "fp32"):
+                ways.setdefault(k.implementation, set()).add(k.batch)
+        assert set(ways) == {"eager", "captured"} and ways["eager"] == ways["captured"], kernel
+        assert {k.implementation for k in profile.kernels if k.kernel == kernel and k.device == "cpu"} == {"eager"}
+    assert next(t for t in profile.in_situ if t.device == "cuda:0").implementation == "captured"
+    path = save_profile(profile, tmp_path / "profile.json")
+    plan = make_plan(path, "dqn", "CartPole-v1", "throughput",
+                     config=DQNConfig(hidden=(64, 64), batch_size=64))
+    on_gpu = {k for k in ("act", "learn") if plan.mapping[k] == "cuda:0"}
+    assert set(plan.implementations) == on_gpu
+    assert all(w in ("eager", "captured") for w in plan.implementations.values())

@@ -33,6 +33,10 @@ What is folded, for the run's workload (algo, env, network shapes) on the device
                      (`traffic.transitions.messages`) ÷ updates, of steps ÷ those rows
     (* the prioritized draw's timing when the run's replay is prioritized)
 
+act, learn and the in-situ iteration are folded as the way the run ran them (its record's `implementations`:
+eager, or captured as CUDA graphs; eager in older records), so a captured run's figures replace the profile's
+captured ones and its eager figures stay.
+
 Each replaces the profile's figure of the same (workload, kernel, device, batch) (or env, or workload and
 device), or is added when the profile had none, with `source` "in-situ"; the profile's `calibrations` list
 names the run and the entries it replaced. Weight syncs are not folded: a run's `weight_sync` total mixes
@@ -50,7 +54,7 @@ of another schema are refused with a `RunRecordError` naming the file; nothing i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -60,13 +64,13 @@ from pearl.algos.base import config_from_dict
 from pearl.algos.registry import algorithm
 from pearl.errors import ConfigError, RunRecordError
 from pearl.fileio import RUN_SCHEMA, finite_number, read_json
-from pearl.kernels import Precision, sample_timing
+from pearl.kernels import Implementation, Precision, sample_timing
 from pearl.profile.format import (IN_SITU, ActorStepTiming, EnvStepTiming, InSituTiming, KernelTiming, Profile,
                                   Workload, workload_key)
 
 __all__ = ["RunTimes", "calibrate", "read_run"]
 
-FP32 = Precision.FP32.value
+FP32, EAGER = Precision.FP32.value, Implementation.EAGER.value
 
 #: the host fields that must match: a run measured on another machine says nothing of this one
 HOST_FIELDS = ("node", "platform")
@@ -99,6 +103,12 @@ class RunTimes:
     processes: int = 0
     #: learn's arithmetic in the run (its record's `precision`; fp32 where it names none)
     precision: str = Precision.FP32.value
+    #: how act and learn ran (its record's `implementations`; eager where it names none)
+    implementations: dict[str, str] = field(default_factory=dict)
+
+    def way(self, kernel: str) -> str:
+        """How `kernel` ran in the run: act's and learn's from the record, every other kernel eager."""
+        return self.implementations.get(kernel, EAGER) if kernel in ("act", "learn") else EAGER
 
     def __post_init__(self) -> None:
         if self.inserts < 1:
@@ -167,6 +177,7 @@ def read_run(run_dir: str | Path) -> RunTimes:
         learners = int(summary.get("learners", 1))
         processes = host_processes(summary.get("roles") or {}, actors, threads, learners)
         precision = Precision.parse(config.get("precision") or Precision.FP32.value).value
+        ways = {k: Implementation.parse(w).value for k, w in (summary.get("implementations") or {}).items()}
     except (KeyError, TypeError, ValueError, AttributeError, ConfigError) as exc:
         raise RunRecordError(f"{folder}: config.json or summary.json lacks a usable field ({exc!r}); it is not a "
                              "finished pearl run") from None
@@ -183,7 +194,7 @@ def read_run(run_dir: str | Path) -> RunTimes:
                              "a run pearl made")
     return RunTimes(folder.name, host, workload, placement, n_envs, prioritized, steps, updates,
                     {k: float(v) for k, v in seconds.items() if v is not None}, busy, actors_busy, actors, threads,
-                    loads, inserts, processes, precision)
+                    loads, inserts, processes, precision, ways)
 
 
 def host_processes(roles: dict[str, str], actors: int, threads: int, learners: int) -> int:
@@ -230,8 +241,10 @@ def calibrate(profile: Profile, run: RunTimes, profile_name: str = "the profile"
     # the one-thread figures alone: the T-thread timings (and the ratio the cost model reads from them) stay
     timings = [t for t in profile.kernels if not (t.workload == w.key and (t.kernel, t.device, t.batch) in kernels
                                                   and t.threads == 1 and t.beside == 0
-                                                  and t.precision == precision(t.kernel))]
-    timings += [KernelTiming(w.key, k, d, b, s, s, s, _calls(run, k), IN_SITU, precision=precision(k))
+                                                  and t.precision == precision(t.kernel)
+                                                  and t.implementation == run.way(t.kernel))]
+    timings += [KernelTiming(w.key, k, d, b, s, s, s, _calls(run, k), IN_SITU, precision=precision(k),
+                             implementation=run.way(k))
                 for (k, d, b), s in kernels.items()]
 
     env_s = run.per_call("env_step")
@@ -249,10 +262,12 @@ def calibrate(profile: Profile, run: RunTimes, profile_name: str = "the profile"
     in_situ = [t for t in profile.in_situ if (t.workload, t.device) != (w.key, place["learn"])]
     # its learn at one thread, as learn's; an in-situ iteration holds learn in float32 (the cost model reads its
     # ratio to float32's kernels), so a bf16-mixed run's is the profile's float32 learn in place of the run's
-    learn_fp32 = one_thread if run.precision == FP32 else _fp32_learn(profile, w, place["learn"], one_thread)
+    learn_fp32 = one_thread if run.precision == FP32 else _fp32_learn(profile, w, place["learn"], one_thread,
+                                                                      run.way("learn"))
     iteration = run.learner_iteration() - learn_s + learn_fp32
     in_situ.append(InSituTiming(w.key, place["learn"], iteration, run.updates, run.inserts / run.updates,
-                                max(1, round(run.steps / run.inserts)), w.batch_size, run.prioritized, IN_SITU))
+                                max(1, round(run.steps / run.inserts)), w.batch_size, run.prioritized, IN_SITU,
+                                implementation=run.way("learn")))
     folded.append(f"the learner's iteration on {place['learn']}")
 
     workloads = profile.workloads if any(x.key == w.key for x in profile.workloads) else [*profile.workloads, w]
@@ -281,12 +296,12 @@ def _thread_ratio(profile: Profile, workload: str, device: str, threads: int, pr
     return timed.median_s / one
 
 
-def _fp32_learn(profile: Profile, workload: Workload, device: str, fallback: float) -> float:
-    """The profile's float32 learn at one thread for `workload` on `device` at its batch; `fallback` (the run's
-    learn) where the profile has no such figure."""
+def _fp32_learn(profile: Profile, workload: Workload, device: str, fallback: float, way: str = "eager") -> float:
+    """The profile's float32 learn at one thread for `workload` on `device` at its batch, run `way`; `fallback`
+    (the run's learn) where the profile has no such figure."""
     return next((t.median_s for t in profile.kernels if (t.workload, t.kernel, t.device, t.batch, t.threads,
-                                                         t.beside, t.precision) ==
-                 (workload.key, "learn", device, workload.batch_size, 1, 0.0, FP32)), fallback)
+                                                         t.beside, t.precision, t.implementation) ==
+                 (workload.key, "learn", device, workload.batch_size, 1, 0.0, FP32, way)), fallback)
 
 
 def _load_s(profile: Profile, workload: str, device: str) -> float:

@@ -28,6 +28,7 @@ from pearl.algos.base import OffPolicyConfig
 from pearl.algos.params import ParamLayout
 from pearl.device import DeviceId
 from pearl.children import read_payload, start_child
+from pearl.kernels import Implementation
 from pearl.runtime import shm
 from pearl.runtime.seeds import ActorSeeds
 from pearl.schedule import ActorShare, Schedule
@@ -61,6 +62,7 @@ class ActorArgs:
     parent_pid: int
     wake_actor: int | None = None  # the learner writes it when it publishes weights (shm.await_wake)
     wake_learner: int | None = None  # this actor writes it when it has handed on its share of a segment
+    implementation: Implementation | None = None  # how act runs (the plan's way; None: the adapter's)
 
 
 def process_env(device: DeviceId, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -111,7 +113,7 @@ def _run(args: ActorArgs, segment: shm.Segment) -> None:
     params = _wait_for_weights(boards[tag % args.slots], tag, run, stop)
     _count_load(mine, params)
     share = build_actor(actor_adapter(args.device, args.descriptor), me, cfg, args.spec, params, args.seeds, sched,
-                        args.collected)
+                        args.collected, args.implementation)
     share.weights = tag
     mine[_COL["produced"]] = share.collected
     ring, episodes = shm.Ring(segment, f"ring{me}"), shm.Ring(segment, f"episodes{me}", EPISODE_FIELDS)

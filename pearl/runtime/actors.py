@@ -14,6 +14,7 @@ from pearl.adapters.base import Adapter
 from pearl.algos.base import OffPolicyConfig
 from pearl.device import DeviceId
 from pearl.errors import PearlError
+from pearl.kernels import Implementation
 from pearl.runtime.protocol import VectorActor
 from pearl.runtime.seeds import ActorSeeds
 from pearl.schedule import ActorShare, Schedule
@@ -39,10 +40,11 @@ def actor_adapter(device: DeviceId, descriptor: str | None) -> Adapter:
 
 
 def build_actor(adapter: Adapter, actor_id: int, config: OffPolicyConfig, spec: EnvSpec, policy: Params,
-                seeds: ActorSeeds, schedule: Schedule, collected: int) -> ActorShare:
+                seeds: ActorSeeds, schedule: Schedule, collected: int,
+                implementation: Implementation | None = None) -> ActorShare:
     """Actor `actor_id` acting with `policy` on `adapter`'s device, its envs and act kernel seeded by `seeds`, at
-    its transition number `collected` of the schedule."""
-    act = adapter.make_act(config, spec, policy, seeds.act)
+    its transition number `collected` of the schedule; act runs as `implementation` (None: the adapter's way)."""
+    act = adapter.make_act(config, spec, policy, seeds.act, implementation)
     actor = VectorActor(actor_id, spec.env_id, spec, config.n_envs, act, seeds.env)
     return ActorShare(actor, schedule, config, collected)
 

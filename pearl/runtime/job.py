@@ -12,7 +12,7 @@ from typing import Any
 
 from pearl.algos.base import OffPolicyConfig
 from pearl.device import HOST, DeviceId
-from pearl.kernels import Precision
+from pearl.kernels import Implementation, Precision
 from pearl.run_options import RunOptions
 from pearl.runtime.checkpoint import Checkpoint, learning_resumes_at
 from pearl.schedule import Schedule
@@ -26,6 +26,9 @@ class Placement:
     act: DeviceId
     replay: DeviceId
     learn: DeviceId
+    #: how act and learn run on their devices (a plan's `implementations`); None: each adapter's own way
+    act_way: Implementation | None = None
+    learn_way: Implementation | None = None
 
     @classmethod
     def single(cls, device: DeviceId) -> "Placement":
@@ -34,10 +37,27 @@ class Placement:
     def devices(self) -> list[DeviceId]:
         return sorted({self.act, self.replay, self.learn}, key=str)
 
+    def ways(self) -> dict[str, str]:
+        """How act and learn run, each given way or its device's own (captured where the device's kind captures
+        and $PEARL_CUDA_GRAPHS allows it, else eager): what the run record keeps."""
+        return {"act": (self.act_way or _own_way(self.act)).value,
+                "learn": (self.learn_way or _own_way(self.learn)).value}
+
+    def act_way_on(self, device: DeviceId) -> Implementation | None:
+        """How act runs on `device`: the placement's way on its act device, the adapter's own elsewhere (a
+        cluster plan's actors on other nodes' devices)."""
+        return self.act_way if device == self.act else None
+
     def to_dict(self) -> dict[str, str]:
         """The placement as config.json and the run record write it: device ids as text."""
         return {"act": str(self.act), "replay_insert": str(self.replay), "replay_sample": str(self.replay),
                 "priority_update": str(self.replay), "learn": str(self.learn), "env_step": HOST}
+
+
+def _own_way(device: DeviceId) -> Implementation:
+    """The way a device's adapter runs act and learn when not told (`Adapter.implemented` with None)."""
+    captures = Implementation.CAPTURED.value in device.backend.implementations and Implementation.captures_allowed()
+    return Implementation.CAPTURED if captures else Implementation.EAGER
 
 
 #: a Ray node is plan node NAME when it carries this custom resource (``ray start --resources

@@ -56,7 +56,8 @@ class LearnerRole:
         kernels = replay_kernels or replay_adapter.make_replay(job.config, job.spec, seeds.replay)
         self.replay = ReplayManager(kernels, job.config.batch_size)
         self.sent = Tally()  # the samples and priorities it moved (`pearl.traffic`)
-        self.learner = Learner(learn_adapter.make_learn(job.config, job.spec, params, job.seed, job.precision),
+        self.learner = Learner(learn_adapter.make_learn(job.config, job.spec, params, job.seed, job.precision,
+                                                        job.placement.learn_way),
                                learn_adapter, job.config)
         if resume is not None:
             self.restore(resume)

@@ -128,7 +128,8 @@ class LocalLauncher(SegmentLauncher):
                 device=self.placement.act, descriptor=self.job.descriptor_for(self.placement.act),
                 seeds=self.seeds.actor(i), schedule=self.schedule, slots=self.slots,
                 collected=self.schedule.steps_before(self.first_segment, i), parent_pid=os.getpid(),
-                wake_actor=self.wake_actors[i], wake_learner=self.wake_learner)
+                wake_actor=self.wake_actors[i], wake_learner=self.wake_learner,
+                implementation=self.placement.act_way)
             self._actor_args.append(args)
             self.actors.append(actor_process.start(args))
         if self.job.learners > 1:

@@ -41,7 +41,7 @@ class SequentialLauncher(SegmentLauncher):
             self.published[tag] = self.policy
         for i in range(job.actors):
             self.shares.append(build_actor(act_adapter, i, job.config, job.spec, self.policy, self.seeds.actor(i),
-                                           sched, sched.steps_before(self.first_segment, i)))
+                                           sched, sched.steps_before(self.first_segment, i), job.placement.act_way))
             self.pending.append(deque())
 
     def stop(self) -> None:

@@ -177,6 +177,7 @@ def _execute(setup: RunSetup, runner: SegmentLauncher, record: RunRecord, checkp
         placement=setup.placement.to_dict(), kernel_seconds=dict(stats.kernel_seconds),
         actors=setup.actors, envs_per_actor=config.n_envs, launcher=o.launcher.name, learn=o.launcher.learn,
         threads=o.placement.threads, learners=o.placement.learners, precision=o.placement.precision,
+        implementations=setup.placement.ways(),
         dropped_steps=stats.dropped_steps,
         waits=dict(stats.waits),
         actor_restarts=stats.restarts, lost_steps_max=stats.lost_steps_max, start_steps=stats.start_steps,

@@ -32,6 +32,7 @@ from pearl.runtime.job import Job, Placement
 from pearl.training.launchers import launcher_capabilities, launcher_name
 from pearl.training.plan_checks import (
     check_backends,
+    check_implementations,
     check_planned_workload,
     check_slices,
     checked_plan,
@@ -191,7 +192,8 @@ def setup_run(o: RunOptions) -> RunSetup:
     if loaded is not None:
         check_planned_workload(place.plan, loaded, config, spec)
         where = {k: emulate.get(d, d) for k, d in local_devices(loaded).items()}
-        placement = Placement(where["act"], where["replay_insert"], where["learn"])
+        placement = Placement(where["act"], where["replay_insert"], where["learn"], loaded.implementation("act"),
+                              loaded.implementation("learn"))
         actors, envs, device = loaded.actors, loaded.envs_per_actor, "plan"
     else:
         device = place.device or HOST
@@ -203,6 +205,7 @@ def setup_run(o: RunOptions) -> RunSetup:
     config.validate()
     check_slices(placement, actors, launch.name)
     check_backends(algo, placement)
+    check_implementations(placement)
     learners = place.learners if place.learners is not None else loaded.learners if loaded is not None else 1
     _check_learners(learners, place.learners is not None, launch.name, config, placement)
     precision = _precision(place.precision, loaded, place.plan, placement)

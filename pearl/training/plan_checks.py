@@ -170,6 +170,16 @@ def check_backends(algo: str, placement: Placement) -> None:
             entry.check_backend(device.backend.adapter)
 
 
+def check_implementations(placement: Placement) -> None:
+    """DeviceError, before any process starts, when the placement runs act or learn in a way its device's kind
+    cannot (a plan made on a machine with a GPU that captures, trained where that device runs eagerly)."""
+    for kernel, device, way in (("act", placement.act, placement.act_way), ("learn", placement.learn,
+                                                                          placement.learn_way)):
+        if way is not None and not device.is_what_if and way.value not in device.backend.implementations:
+            raise DeviceError(f"the plan runs {kernel} {way.value} on {device}, which runs it "
+                              f"{' or '.join(device.backend.implementations)} only; plan again for this machine")
+
+
 def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult,
                emulate: dict[DeviceId, DeviceId] | None = None) -> dict:
     """Predicted against measured, overall and per kernel (seconds per iteration = one update). Kernels of an
@@ -191,6 +201,7 @@ def plan_check(plan: "Plan", stats, config: OffPolicyConfig, result: TrainResult
             measured[kernel]["emulated_on"] = str(emulator)
     figures = ("env_steps_per_s", "updates_per_s", "learner_samples_per_s")
     return {"predicted": {k: plan.predicted[k] for k in figures}, "precision": plan.precision,
+            "implementations": dict(plan.implementations),
             "measured": learning_phase_rates(result, config.batch_size),
             "kernels": measured,
             "note": (f"the {result.launcher} launcher runs actors, replay and learner concurrently, as the plan "

@@ -39,6 +39,9 @@ class TrainResult:
     threads: int = DEFAULT_THREADS  # the learner's threads the run used (PlacementOptions.threads, resolved)
     learners: int = 1  # the learner group's size (PlacementOptions.learners, resolved)
     precision: str = "fp32"  # learn's arithmetic the run used (PlacementOptions.precision, auto resolved)
+    #: how act and learn ran ("eager", "captured": CUDA graphs), the plan's way or each device's own
+    #: (Placement.ways); {} in older records: eager
+    implementations: dict[str, str] = field(default_factory=dict)
     dropped_steps: int = 0
     actor_restarts: int = 0  # restarts of every kind: actors started again, and recoveries below
     lost_steps_max: int = 0  # env steps lost at most with the actors that died (one step of their envs each)

@@ -178,7 +178,8 @@ class RayLauncher(SegmentLauncher):
             self.member_nodes, self.member_pids = [n for n, _ in where], [pid for _, pid in where]
         cls, sched = worker_class(), self.schedule
         self.workers = [cls.options(**workers[i].options(), **self.namespace.options(f"worker-{i}")).remote(
-            i, self.config, self.spec, acts[i], self.job.descriptor_for(acts[i]), sched)
+            i, self.config, self.spec, acts[i], self.job.descriptor_for(acts[i]), sched,
+            self.placement.act_way_on(acts[i]))
             for i in range(self.job.actors)]
         first = self.role.policy_ref()
         setups = [w.setup.remote(self.seeds.actor(i), sched.steps_before(self.first_segment, i), first)

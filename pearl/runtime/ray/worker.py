@@ -29,6 +29,7 @@ import numpy as np
 from pearl.algos.base import OffPolicyConfig
 from pearl.device import DeviceId
 from pearl.errors import PearlError
+from pearl.kernels import Implementation
 from pearl.runtime.actors import ActorFailed, actor_adapter, build_actor
 from pearl.runtime.protocol import Episode
 from pearl.runtime.ray.session import answer, first_line, remote_class, require_ray
@@ -76,10 +77,10 @@ class ActorWorker:
     """A VectorActor and its ActorShare (see the module docstring); `setup` builds them, `collect` steps."""
 
     def __init__(self, actor_id: int, config: OffPolicyConfig, spec: EnvSpec, device: DeviceId, descriptor: str | None,
-                 schedule: Schedule) -> None:
+                 schedule: Schedule, implementation: Implementation | None = None) -> None:
         # small arguments only: Ray keeps them to construct the worker again when it restarts it
         self.id, self.config, self.spec, self.schedule = actor_id, config, spec, schedule
-        self.device, self.descriptor = device, descriptor
+        self.device, self.descriptor, self.implementation = device, descriptor, implementation
         self.share: ActorShare | None = None
         self.pending: deque[TransitionBatch] = deque()
         self.loads = self.load_bytes = 0
@@ -90,7 +91,7 @@ class ActorWorker:
         self.close()
         policy = {n: np.array(v) for n, v in policy.items()}  # writable copies of the object store's arrays
         self.share = build_actor(actor_adapter(self.device, self.descriptor), self.id, self.config, self.spec, policy,
-                                 seeds, self.schedule, collected)
+                                 seeds, self.schedule, collected, self.implementation)
         self.pending = deque()
         return os.getpid()
 
