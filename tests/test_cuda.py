@@ -261,3 +261,17 @@ def test_the_profiler_times_act_and_learn_both_ways_on_a_gpu_and_the_plan_record
     on_gpu = {k for k in ("act", "learn") if plan.mapping[k] == "cuda:0"}
     assert set(plan.implementations) == on_gpu
     assert all(w in ("eager", "captured") for w in plan.implementations.values())
+
+
+def test_the_profiler_times_a_gpu_kernel_by_the_devices_clock_too() -> None:
+    """CUDA events frame each timed call: a captured update's device time is there, and within its wall time."""
+    from pearl.profiler.timing import Point, measure_interleaved
+
+    spec, config = EnvSpec("t", 4, "discrete", 2), DQNConfig(hidden=(256, 256), batch_size=64)
+    adapter = TorchAdapter("cuda:0")
+    learn = adapter.make_learn(config, spec, init_params(config, spec, seed=0))
+    batch = batch_for(adapter, spec, 64, np.random.default_rng(0))
+    [stats] = measure_interleaved([Point(lambda: learn.learn(batch), adapter.synchronize,
+                                         clock=adapter.device_clock())], rounds=2, min_time=0.2)
+    assert stats.device_s is not None and 0 < stats.device_s <= stats.median_s * 1.05
+    assert TorchAdapter("cpu").device_clock() is None

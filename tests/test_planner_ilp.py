@@ -3,7 +3,8 @@
 The oracle below enumerates every allowed device of every placed kernel and every actor option, and states
 the accounting again on its own (it does not call pearl.planner.ilp.evaluate):
     busy[r] = kernel costs on r + act cost + env cost on the host + each positive transfer on the resources of
-              its two ends (once when they coincide); load[r] = busy[r] / lanes(r)
+              its two ends (once when they coincide), each kernel's and act's cost × its device share β
+              (p.device_share, 1 when absent; the publishes whole); load[r] = busy[r] / lanes(r)
     role[name] = its kernels' costs + transfers of edges with exactly one end in it
     actor_period, latency (no prefetch only), process[learner] = the replay kernels and learn that sit on
     the host resource + the sample→learn and learn→priority transfers; P = the largest;
@@ -114,7 +115,18 @@ def random_problem(seed: int) -> Problem:
         transfer=transfer,
         memory=memory,
         prefetch=rng.random() < 0.5,
+        device_share=_device_shares(seed, cost, act_cost),
     )
+
+
+def _device_shares(seed: int, cost: dict, act_cost: dict) -> dict[tuple[str, str], float]:
+    """In some problems, the share of each accelerator kernel's seconds its device is busy (a GPU's CUDA-event
+    time ÷ wall time); drawn from a generator of its own, so the rest of each problem is as before."""
+    rng = random.Random(7_919 + seed)
+    if rng.random() < 0.6:
+        return {}
+    kernels = {*cost, *(("act", d) for _, d in act_cost)}
+    return {(k, d): rng.uniform(0.05, 1.0) for k, d in sorted(kernels) if d != "cpu"}
 
 
 # ------------------------------------------------------------------------------------------------ the oracle
@@ -147,12 +159,15 @@ def account(p: Problem, where: dict[str, str], a: ActorOption):
     def c(k):  # a kernel's seconds where it sits; learn with the option's publishes
         return p.cost[(k, where[k])] + (p.publish.get((a, where[k]), 0.0) if k == "learn" else 0.0)
 
+    def beta(k):  # the share of k's seconds its device is busy
+        return p.device_share.get((k, where[k]), 1.0)
+
     busy = {r.id: 0.0 for r in p.resources}
     for k in ("replay_insert", "replay_sample", "priority_update", "learn"):
-        busy[res[where[k]]] += c(k)
+        busy[res[where[k]]] += c(k) - p.cost[(k, where[k])] * (1 - beta(k))
     if where["learn"] == p.host_device:  # its T threads' lane-seconds (the publishes stay one thread's)
-        busy[p.host] += (p.learner_threads - 1) * p.cost[("learn", p.host_device)]
-    busy[res[where["act"]]] += p.act_cost[(a, where["act"])]
+        busy[p.host] += (p.learner_threads - 1) * p.cost[("learn", p.host_device)] * beta("learn")
+    busy[res[where["act"]]] += p.act_cost[(a, where["act"])] * beta("act")
     busy[p.host] += p.env_cost
     for e in p.edges:
         if t(e) > 0:

@@ -261,6 +261,23 @@ class CriticFirstLearn(LearnKernel):
         """The actor's optimiser step and the targets' update; counts the update."""
 
 
+class DeviceClock(ABC):
+    """Times work on a device by the device's own clock: `start()` before a call, `stop()` after it (both queue
+    a mark on the device and return at once), `seconds()` once the device has done both (after a sync): the
+    device's time from mark to mark. A captured call's kernels run back to back, so that is the time it keeps
+    the device busy; an eager call's includes the gaps its host's launches leave, so it stays near the wall
+    time (a bound that never counts the device's load short)."""
+
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    @abstractmethod
+    def seconds(self) -> float: ...
+
+
 #: an act or learn kernel (what `Adapter.implemented` hands back as it got it)
 K = TypeVar("K", ActKernel, LearnKernel)
 
@@ -453,6 +470,11 @@ class Adapter(ABC):
                    host: str = "127.0.0.1") -> GroupComm:
         """Learner `rank`'s end of the group learner 0 opened at host:port."""
         raise DeviceError(f"{self.device_id}: the {self.backend} adapter cannot train in a learner group")
+
+    def device_clock(self) -> DeviceClock | None:
+        """A clock of the device's own busy time (a GPU's events), for the profiler: a kernel's wall time on a
+        GPU holds its host's launches, which leave the device idle; None where wall time is the device's."""
+        return None
 
     def saturating_load(self) -> Callable[[], None] | None:
         """Work that keeps every unit of the device busy while it runs, for the profiler's busy-power window;

@@ -7,6 +7,7 @@ by interpolation or extrapolation, as pearl/costmodel/model.py's docstring state
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass
 
 from pearl.profile.format import IN_SITU, KernelTiming
@@ -31,6 +32,9 @@ class Estimate:
     #: the way the device runs the kernel at this figure, where the profile times it more than one way (eager,
     #: captured: the faster); None where it has one way only
     implementation: str | None = None
+    #: the share of `seconds` the device itself is busy (its own clock's figure ÷ the wall time, at most 1),
+    #: where the profile timed the kernel by the device's clock; None: all of it
+    device_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class Series:
     adjusted: tuple[float, ...]
     #: source of adjusted[i]: that of the raw point whose median it is (the running max's argmax)
     sources: tuple[str, ...]
+    #: each batch's device-clock median ÷ its wall median, at most 1 (None where not timed by the device's clock)
+    shares: tuple[float | None, ...] = ()
 
     @classmethod
     def of(cls, timings: list[KernelTiming], device_source: str) -> Series:
@@ -67,7 +73,12 @@ class Series:
             adjusted.append(best)
             sources.append(best_source)
         return cls(tuple(t.batch for t in timings), tuple(t.median_s for t in timings), tuple(adjusted),
-                   tuple(sources))
+                   tuple(sources), tuple(min(1.0, t.device_s / t.median_s) if t.device_s else None for t in timings))
+
+    def share_at(self, batch: int) -> float | None:
+        """The device-busy share of the measured batch nearest `batch` (by ratio) that has one; None if none has."""
+        timed = [(abs(math.log(batch / b)), s) for b, s in zip(self.batches, self.shares) if s is not None]
+        return min(timed)[1] if timed else None
 
     def at(self, batch: int) -> Estimate:
         b, y, src = self.batches, self.adjusted, self.sources

@@ -42,6 +42,10 @@
   act and learn on `cuda:N` eager and captured as CUDA graphs), `kernel_time` answers with the fastest way at
   that batch and names it (`Estimate.implementation`; a tie keeps eager), so a plan places the faster and records
   which; the batch list and the work fit read the eager series.
+- Device time: where the profile timed a kernel by its device's own clock (`KernelTiming.device_s`, CUDA events
+  on a GPU), each figure carries the share of its wall time the device was busy (`Estimate.device_share`: that
+  median ÷ the wall median at the nearest measured batch, at most 1), which the planner's load row of the device
+  counts in place of the whole.
 - `CostModel(profile, precision)`: learn at that precision (`pearl.kernels.Precision`): only the profile's learn
   timings at it are read, every other kernel's float32 ones; a device whose learn was not timed at it has no
   learn figure, so a plan at that precision cannot place learn there.
@@ -260,11 +264,11 @@ class CostModel:
         `implementation`'s, where it times that one), naming it (a tie keeps the eager way, every device's)."""
         ways = self._ways.get(key)
         if ways is None:
-            return self._series[key].at(batch)
+            return _busy(self._series[key], batch)
         if implementation in ways:
-            return replace(ways[implementation].at(batch), implementation=implementation)
+            return replace(_busy(ways[implementation], batch), implementation=implementation)
         eager = Implementation.EAGER.value
-        figures = sorted(((series.at(batch), way) for way, series in ways.items()),
+        figures = sorted(((_busy(series, batch), way) for way, series in ways.items()),
                          key=lambda e: (e[0].seconds, e[1] != eager))
         best, way = figures[0]
         return replace(best, implementation=way)
@@ -521,6 +525,13 @@ def _policy_copy(workload: Workload) -> Work:
 
     sizes = network_sizes(workload)[algorithm(workload.algo).policy_net]
     return Work(0.0, 4.0 * _param_count(sizes), 1)
+
+
+def _busy(series: Series, batch: int) -> Estimate:
+    """The series' figure at batch with its device-busy share (`Series.share_at`)."""
+    estimate = series.at(batch)
+    share = series.share_at(batch)
+    return estimate if share is None else replace(estimate, device_share=share)
 
 
 def _distance(a: Work, b: Work) -> float:

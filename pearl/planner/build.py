@@ -112,6 +112,8 @@ class _Inputs:
     scaled: dict[tuple[str, str], str] = field(default_factory=dict)
     #: (kernel, device) -> the implementation its figure is of (where the profile times more than one)
     implementations: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: (kernel, device) -> the share of its figure the device itself is busy (where timed by its clock)
+    shares: dict[tuple[str, str], float] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -123,6 +125,8 @@ class _Inputs:
             self.scaled[(kernel, device)] = estimate.scaled_from
         if estimate.implementation is not None:
             self.implementations[(kernel, device)] = estimate.implementation
+        if estimate.device_share is not None:
+            self.shares[(kernel, device)] = estimate.device_share
         return estimate.seconds
 
     def can(self, kernel: str, device: str) -> bool:
@@ -206,7 +210,7 @@ def build_problem(profile: Profile, model: CostModel, algo: str, spec: EnvSpec,
                       model.resource(inputs.host_device), inputs.host_device, cost, act_cost,
                       inputs.steps / config.n_envs * inputs.env_side, actor_period, edges,
                       transfer, memory, prefetch=True, publish=publish, learner_threads=threads * learners,
-                      learners=learners, group_comm_s=waits)
+                      learners=learners, group_comm_s=waits, device_share=dict(inputs.shares))
     return problem, Facts(inputs.key, inputs.steps, config.batch_size, config.n_envs, config, sync_s,
                           inputs.workload, dict(inputs.scaled), dict(inputs.implementations))
 

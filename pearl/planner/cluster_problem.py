@@ -167,7 +167,7 @@ def _merge_nodes(parts: list) -> Problem:
     """The nodes' problems side by side, ids qualified."""
     q = qualified
     resources, devices, nodes = [], [], []
-    cost, act_cost, actor_period, transfer, memory, publish = {}, {}, {}, {}, {}, {}
+    cost, act_cost, actor_period, transfer, memory, publish, shares = {}, {}, {}, {}, {}, {}, {}
     for name, _, p, _ in parts:
         resources += [Resource(q(name, r.id), r.lanes, r.idle_w, r.busy_w) for r in p.resources]
         devices += [replace(d, id=q(name, d.id), resource=q(name, d.resource), node=name, local_id=d.id)
@@ -179,10 +179,11 @@ def _merge_nodes(parts: list) -> Problem:
         transfer.update({(e, q(name, d), q(name, d2)): t for (e, d, d2), t in p.transfer.items()})
         memory.update({(k, q(name, d)): m for (k, d), m in p.memory.items()})
         publish.update({(a, q(name, d)): t for (a, d), t in p.publish.items()})
+        shares.update({(k, q(name, d)): s for (k, d), s in p.device_share.items()})
     first = nodes[0]
     return Problem(resources, devices, first.host, first.host_device, cost, act_cost, first.env_cost, actor_period,
                    list(parts[0][2].edges), transfer, memory, prefetch=parts[0][2].prefetch, nodes=nodes,
-                   publish=publish, learner_threads=parts[0][2].learner_threads)
+                   publish=publish, learner_threads=parts[0][2].learner_threads, device_share=shares)
 
 
 def _cross_node_transfers(cluster: Cluster, parts: list, problem: Problem, facts: Facts, spec: EnvSpec,

@@ -40,7 +40,11 @@ their oracles):
                 the slices of a GPU) sum into one busy[r]. In a cluster each node runs w[a,d] of the n
                 actor processes (act on d, a device of the node; "env_step" at its host device), each an equal
                 share of the env steps: w[a,d]/n of act_cost[a,d], and f[d] = Σ_a w[a,d]/n of the node's
-                env_cost on its host and of every transfer with an actor end (accounting.py's count and share)
+                env_cost on its host and of every transfer with an actor end (accounting.py's count and share).
+                A kernel's cost counts × β[k,d] here (device_share: its device-clock time ÷ its wall time, at
+                most 1, where the profile timed it by the device's clock, a GPU's CUDA events; 1 elsewhere):
+                the device idles while its host launches an eager call's kernels, so the processes that share
+                it overlap there; the role and process rows count the whole cost
     (c) load[r]     busy[r] ≤ lanes(r)·P
     (c') role[name]  a role is one thread: Σ its kernels' costs + transfers of the edges with exactly one end
                 in the role ≤ P (replay manager: insert, sample, priority update; learner: learn and publishes)

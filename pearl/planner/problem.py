@@ -132,6 +132,10 @@ class Problem:
     #: per device learn may take in a group: seconds per update learner 0 spends in the group's collectives, as
     #: priced into learn's cost (what the plan predicts for the run's `group_comm` clock); empty with one learner
     group_comm_s: dict[str, float] = field(default_factory=dict)
+    #: (kernel, device) → the share of its seconds the device itself is busy (the profile's device-clock figure
+    #: ÷ its wall time, at most 1: a GPU idles between the launches of an eager call): busy[r] counts that share,
+    #: the roles' rows the whole; absent: 1
+    device_share: dict[tuple[str, str], float] = field(default_factory=dict)
 
     @property
     def spread_group(self) -> bool:

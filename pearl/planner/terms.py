@@ -181,11 +181,15 @@ def busy(problem: Problem) -> dict[str, list[Term]]:
 
 def _busy_terms(problem: Problem, k: str) -> list[Term]:
     """k's kernel terms as lane-seconds: learn on a host device with T threads keeps T lanes busy (T·its
-    seconds; its weight publishes stay one thread's)."""
-    if k != LEARN or problem.learner_threads == 1:
-        return kernel_terms(problem, k)
+    seconds; its weight publishes stay one thread's); a kernel timed by its device's own clock counts the share
+    of its seconds the device is busy (β[k, d], Problem.device_share; 1 where absent)."""
+    def beta(d: str) -> float:
+        return problem.device_share.get((k, d), 1.0)
+
+    if k != LEARN:
+        return [Term(t.seconds * beta(t.when[0][2]), t.when) for t in kernel_terms(problem, k)]
     hosts = {n.host_device for n in problem.node_list()}
-    return [Term(t * (problem.learner_threads if d in hosts else 1), (kernel_literal(k, d),))
+    return [Term(t * (problem.learner_threads if d in hosts else 1) * beta(d), (kernel_literal(k, d),))
             for (kk, d), t in problem.cost.items() if kk == k] + publish_terms(problem)
 
 

@@ -11,7 +11,8 @@
       "kernels": [{"workload", "kernel", "device", "batch", "median_s", "p10_s", "p90_s", "samples", "source",
                    "threads" (optional: 1), "beside" (optional: 0), "one_thread_s" (optional: null),
                    "precision" (optional: "fp32"; learn also at "bf16-mixed" where the device does it in hardware),
-                   "implementation" (optional: "eager"; act and learn also "captured" where CUDA graphs replay them)}],
+                   "implementation" (optional: "eager"; act and learn also "captured" where CUDA graphs replay them),
+                   "device_s" (optional: null; the median by the device's own clock, on a GPU)}],
                  (kernel: a device kernel, or replay_sample_prioritized, the draw from a prioritized replay)
       "env_step": [{"env", "median_s", "p10_s", "p90_s", "samples", "source"}],
       "transfers": [{"device", "direction", "latency_s", "bandwidth_bytes_per_s", "source"}],
@@ -189,6 +190,11 @@ class KernelTiming:
     #: how the device ran it (pearl.kernels.Implementation): act and learn also "captured" (CUDA graphs) where
     #: the device has that beside eager; the cost model reads the faster
     implementation: str = EAGER
+    #: the median of the same calls by the device's own clock (CUDA events on a GPU: the device's time from
+    #: before the call's first kernel to after its last), where the adapter has one; None elsewhere (the wall
+    #: time is the device's) and in older profiles. The planner's load row of the device reads this share of
+    #: the wall time, the roles' rows the wall time
+    device_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -459,7 +465,8 @@ def parse_profile(data: Any, where: str) -> Profile:
                               v.share(k, "beside", p) if "beside" in k else 0.0,
                               v.number(k, "one_thread_s", p, positive=True) if k.get("one_thread_s") is not None
                               else None, v.member(k, "precision", p, PRECISIONS) if "precision" in k else FP32,
-                              v.member(k, "implementation", p, IMPLEMENTATIONS) if "implementation" in k else EAGER)
+                              v.member(k, "implementation", p, IMPLEMENTATIONS) if "implementation" in k else EAGER,
+                              v.number(k, "device_s", p, positive=True) if k.get("device_s") is not None else None)
         profile.kernels.append(timing)
     profile.env_step = [EnvStepTiming(v.text(e, "env", p), *v.stats(e, p), v.source(e, p))
                         for p, e in v.items(data, "env_step")]

@@ -431,7 +431,7 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
     def point(kernel: str, batch: int, call: Callable[..., object], prepare: Callable | None = None,
               precision: Precision = Precision.FP32, implementation: Implementation = EAGER) -> None:
         labels.append(_Label(kernel, batch, precision, implementation))
-        points.append(Point(call, sync, prepare))
+        points.append(Point(call, sync, prepare, clock=adapter.device_clock()))
 
     params = init_params(config, spec, seed=0)
     explore = config.exploration(config.total_steps)  # what act gets at the end of the run (DQN's final ε)
@@ -471,7 +471,8 @@ def _kernels(target: _Target, workload: Workload, config: OffPolicyConfig, spec:
                                 min_samples=grid.min_samples, after=after)
     special = (IN_SITU_POINT, FIRST_POINT, ACTOR_POINT)
     out = [KernelTiming(workload.key, label.kernel, device, label.batch, st.median_s, st.p10_s, st.p90_s, st.samples,
-                        "measured", precision=label.precision.value, implementation=label.implementation.value)
+                        "measured", precision=label.precision.value, implementation=label.implementation.value,
+                        device_s=st.device_s)
            for label, st in zip(labels, stats) if label.kernel not in special]
     assert {k.kernel for k in out} == {*DEVICE_KERNELS, PRIORITIZED_SAMPLE}
     of = {name: [st for label, st in zip(labels, stats) if label.kernel == name] for name in special}

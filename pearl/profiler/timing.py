@@ -14,7 +14,7 @@ from __future__ import annotations
 import gc
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -29,15 +29,19 @@ class Stats:
     #: the mean: what a figure that prices a rate (calls per second over many calls) needs, where the median,
     #: robust for a kernel's batch curve, leaves out the slow tail a run's calls pay all the same (`stats_of`)
     mean_s: float | None = None
+    #: the median of the same calls by the device's own clock (a point timed with one: `Point.clock`)
+    device_s: float | None = None
 
 
 def durations(call: Callable[..., object], sync: Callable[[], None], *, min_time: float, warmup: int = 3,
               min_samples: int = 5, max_samples: int = 100_000,
-              prepare: Callable[[], Any] | None = None) -> list[float]:
+              prepare: Callable[[], Any] | None = None, clock: Any = None,
+              device: list[float] | None = None) -> list[float]:
     """Seconds of each timed call, one call at a time, each ended by sync().
 
     With prepare, every call is call(prepare()): the preparation (and any device work it queued, which sync()
-    waits for) stays outside the clock.
+    waits for) stays outside the clock. With a device clock (`pearl.adapters.base.DeviceClock`), each timed
+    call's seconds by the device's clock are appended to `device` as well.
     """
     def once(timed: list[float] | None) -> None:
         args = ()
@@ -45,10 +49,16 @@ def durations(call: Callable[..., object], sync: Callable[[], None], *, min_time
             args = (prepare(),)
             sync()
         t0 = time.perf_counter()
+        if clock is not None:
+            clock.start()
         call(*args)
+        if clock is not None:
+            clock.stop()
         sync()
         if timed is not None:
             timed.append(time.perf_counter() - t0)
+            if clock is not None and device is not None:
+                device.append(clock.seconds())
 
     for _ in range(warmup):
         once(None)
@@ -92,6 +102,8 @@ class Point:
     prepare: Callable[[], Any] | None = None
     before: Callable[[], None] | None = None
     min_time: float | None = None
+    #: the device's own clock, where it has one: the figure's `device_s` beside its wall time
+    clock: Any = None
 
 
 def measure_interleaved(points: list[Point], *, rounds: int, min_time: float, warmup: int = 3, min_samples: int = 5,
@@ -105,22 +117,23 @@ def measure_interleaved(points: list[Point], *, rounds: int, min_time: float, wa
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     per_block = max(1, -(-min_samples // rounds))
 
-    def block(p: Point, calls: int) -> list[float]:
+    def block(p: Point, calls: int, device: list[float] | None = None) -> list[float]:
         if p.before is not None:
             p.before()
         own = min_time if p.min_time is None else p.min_time
         return durations(p.call, p.sync, min_time=own / rounds, warmup=calls, min_samples=per_block,
-                         prepare=p.prepare)
+                         prepare=p.prepare, clock=p.clock, device=device)
 
     for p in points:
         block(p, warmup)
     times: list[list[float]] = [[] for _ in points]
+    device: list[list[float]] = [[] for _ in points]
     for r in range(rounds):
         for i, p in enumerate(points):
-            times[i] += block(p, 1)
+            times[i] += block(p, 1, device[i])
             if after is not None:
                 after(r, i)
-    return [stats_of(t) for t in times]
+    return [replace(stats_of(t), device_s=float(np.median(d))) if d else stats_of(t) for t, d in zip(times, device)]
 
 
 def stats_of(times: list[float]) -> Stats:

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
-from pearl.adapters.base import ActKernel, Adapter, DeviceInfo, GroupComm, LearnKernel, ReplayKernels
+from pearl.adapters.base import ActKernel, Adapter, DeviceClock, DeviceInfo, GroupComm, LearnKernel, ReplayKernels
 from pearl.adapters.torch.replay import TorchReplay
 from pearl.adapters.slices import inner_device, mig_instances, mps_daemon, open_nvml, slice_devices, slice_env
 from pearl.algos.base import OffPolicyConfig
@@ -91,6 +91,9 @@ class TorchAdapter(Adapter):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
+    def device_clock(self) -> DeviceClock | None:
+        return CudaClock(self.device) if self.device.type == "cuda" else None
+
     def saturating_load(self) -> Callable[[], None] | None:
         """On a GPU, chains of large float32 products (each 2·n³ = 275 GFLOP at n = 4096 keeps every SM busy for
         milliseconds, so the launches between them leave no gap), synchronised after each chain so a window's
@@ -162,6 +165,23 @@ PRECISION_REPEATS = 7
 PRECISION_PRODUCTS = 4
 #: CPU flags of bfloat16 arithmetic units: AVX-512 BF16's dot products and AMX's bf16 tiles.
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+class CudaClock(DeviceClock):
+    """A GPU's time between two CUDA events on the device's current stream."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.marks = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+
+    def start(self) -> None:
+        self.marks[0].record(torch.cuda.current_stream(self.device))
+
+    def stop(self) -> None:
+        self.marks[1].record(torch.cuda.current_stream(self.device))
+
+    def seconds(self) -> float:
+        return self.marks[0].elapsed_time(self.marks[1]) / 1000.0  # elapsed_time is in milliseconds
 
 
 def precision_verdict(fp32_s: float, bf16_s: float, where: str, why: str = "") -> str:
