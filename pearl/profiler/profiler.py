@@ -24,6 +24,9 @@ What is measured, per workload (algorithm preset with its network shapes) and de
   of a vector env with its resets and bookkeeping, the ring write, the schedule's and counters' bookkeeping), acting
   on the host's `cpu` (or the first device profiled when `cpu` is not): what an actor does per step beyond
   the bare env step and the act kernel is host work, whatever device it acts on.
+Where a device runs act and learn captured as CUDA graphs (its kind lists both `implementations`), both are
+timed eagerly too, as points of the same rounds, each labelled with its way; where the adapter has a clock of the
+device's own (CUDA events), every point is read by it as well (`device_s`).
 Kernel figures follow pearl.profiler.timing.measure_interleaved (rounds over a device's grid points, so
 every figure samples the whole sweep); the actor's steps are points of the same rounds on the device it acts on
 (5 × a kernel point's time each), as the in-situ iteration is; the others timing.measure. Transfers: a 4-byte
