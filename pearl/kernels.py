@@ -64,6 +64,12 @@ class Implementation(str, Enum):
         return os.environ.get(GRAPHS_SWITCH, "1") != "0"
 
     @classmethod
+    def own(cls, ways: tuple[str, ...]) -> "Implementation":
+        """The way a device whose kind lists `ways` (`Backend.implementations`) runs act and learn when not told:
+        captured where it can and the switch allows it, else eager."""
+        return cls.CAPTURED if cls.CAPTURED.value in ways and cls.captures_allowed() else cls.EAGER
+
+    @classmethod
     def parse(cls, text: "str | Implementation") -> "Implementation":
         """The implementation named by text (an Implementation passes through); ConfigError listing them else."""
         try:

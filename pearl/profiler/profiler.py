@@ -511,8 +511,7 @@ def _both_ways(make: Callable[[Implementation | None], K]) -> list[K]:
 
 def captures(device: DeviceInfo) -> bool:
     """Whether the device's act and learn run captured (and so are timed eagerly too)."""
-    return Implementation.CAPTURED.value in device.device_id.backend.implementations \
-        and Implementation.captures_allowed()
+    return Implementation.own(device.device_id.backend.implementations) is Implementation.CAPTURED
 
 
 def learns_in(config: OffPolicyConfig, backend: str, precision: Precision) -> bool:

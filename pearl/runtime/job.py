@@ -40,8 +40,8 @@ class Placement:
     def ways(self) -> dict[str, str]:
         """How act and learn run, each given way or its device's own (captured where the device's kind captures
         and $PEARL_CUDA_GRAPHS allows it, else eager): what the run record keeps."""
-        return {"act": (self.act_way or _own_way(self.act)).value,
-                "learn": (self.learn_way or _own_way(self.learn)).value}
+        return {"act": (self.act_way or Implementation.own(self.act.backend.implementations)).value,
+                "learn": (self.learn_way or Implementation.own(self.learn.backend.implementations)).value}
 
     def act_way_on(self, device: DeviceId) -> Implementation | None:
         """How act runs on `device`: the placement's way on its act device, the adapter's own elsewhere (a
@@ -52,12 +52,6 @@ class Placement:
         """The placement as config.json and the run record write it: device ids as text."""
         return {"act": str(self.act), "replay_insert": str(self.replay), "replay_sample": str(self.replay),
                 "priority_update": str(self.replay), "learn": str(self.learn), "env_step": HOST}
-
-
-def _own_way(device: DeviceId) -> Implementation:
-    """The way a device's adapter runs act and learn when not told (`Adapter.implemented` with None)."""
-    captures = Implementation.CAPTURED.value in device.backend.implementations and Implementation.captures_allowed()
-    return Implementation.CAPTURED if captures else Implementation.EAGER
 
 
 #: a Ray node is plan node NAME when it carries this custom resource (``ray start --resources
