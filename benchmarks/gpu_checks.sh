@@ -1,7 +1,8 @@
 #!/bin/bash
 # pearl's checks on a machine with an NVIDIA GPU, in one go (about 7 minutes on an H200 host): the CUDA tests
 # (captured updates against eager ones, the busy-power window, the board's energy counter), each learn path's
-# distance from its autograd reference, each learn path's time (captured, eager, reference), a quick profile, a
+# distance from its autograd reference, each learn path's time (captured, eager, reference), a quick profile (act
+# and learn on the GPU timed captured and eager, every point also by CUDA events), a
 # plan trained, pearl compare for DQN, DDPG and SAC, and the learner-group benchmark on the GPU, time-sliced and
 # under an MPS daemon of its own (started with its own pipe and log folders, stopped at the end). Run from the repository root with pearl
 # importable; everything goes to OUT (default gpu-checks/): one log and the profile, plans and run records.
@@ -27,7 +28,7 @@ stage tests 200 python3 -m pytest -p no:cacheprovider -q -m cuda -rs tests/test_
 stage distances 60 python3 benchmarks/reference_distances.py --device cuda:0
 stage learn-paths 90 python3 benchmarks/learn_paths.py --device cuda:0 --what dqn ddpg td3 sac --rounds 3 --updates 200
 cd "$OUT" || exit 1
-stage profile 170 python3 -m pearl profile --quick --out "$OUT/profile-quick.json"
+stage profile 220 python3 -m pearl profile --quick --out "$OUT/profile-quick.json"
 stage plan 30 python3 -m pearl plan --profile "$OUT/profile-quick.json" --algo dqn --env CartPole-v1 --out "$OUT/plan.json"
 stage train 60 python3 -m pearl train --plan "$OUT/plan.json" --steps 20000 --eval-episodes 5 --runs-dir "$OUT/runs"
 for case in "dqn CartPole-v1" "ddpg Pendulum-v1" "sac Pendulum-v1"; do
