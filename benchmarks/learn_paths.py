@@ -9,8 +9,10 @@ same update run eagerly.
 Every side gets the same initial parameters and the same batches (random data on the host, moved to torch tensors
 once). Each round times --updates learn calls of each side in turn (the device synchronised before the clock
 stops), rotating which goes first, so the machine's drift falls on all. It prints each round's microseconds per
-update and each side ÷ reference (and captured ÷ eager), then the medians over the rounds. Not a test: the ratios
-depend on the machine, the thread count and the sizes.
+update and each side ÷ reference (and captured ÷ eager), then the medians over the rounds. Then each update again
+with its batch drawn from a replay of 10,000 random transitions on the same device (on a CUDA device: replay's
+gather and the update captured, against both eager). Not a test: the ratios depend on the machine, the thread count
+and the sizes.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pearl.adapters.torch.reference import REFERENCES
 from pearl.algos import preset
 from pearl.algos.params import init_params, network_sizes
 from pearl.envs import env_spec
-from pearl.types import SampleBatch
+from pearl.types import SampleBatch, TransitionBatch
 
 WORKLOADS = {"dqn": "CartPole-v1", "ddpg": "Pendulum-v1", "td3": "Pendulum-v1", "sac": "Pendulum-v1"}
 
@@ -102,6 +104,62 @@ def compare(algo: str, rounds: int, updates: int, device: str = "cpu") -> list[f
     return ratios
 
 
+def filled_replay(adapter: TorchAdapter, config, spec, transitions: int = 10_000):
+    """A replay on the adapter's device holding `transitions` random transitions."""
+    replay, rng = adapter.make_replay(config, spec, seed=0), np.random.default_rng(1)
+    action = (rng.integers(0, spec.action_dim, transitions) if spec.discrete
+              else rng.uniform(-1, 1, (transitions, spec.action_dim)).astype(np.float32))
+    replay.insert(TransitionBatch(rng.normal(size=(transitions, spec.obs_dim)).astype(np.float32), action,
+                                  rng.normal(size=transitions).astype(np.float32),
+                                  rng.normal(size=(transitions, spec.obs_dim)).astype(np.float32),
+                                  (rng.random(transitions) < 0.05).astype(np.float32)))
+    return replay
+
+
+def time_drawn(replay, kernel, updates: int, batch: int, adapter: TorchAdapter) -> float:
+    """Seconds per drawn update: a batch sampled from `replay`, then learned, the queue drained at the end."""
+    adapter.synchronize()
+    start = time.perf_counter()
+    for _ in range(updates):
+        kernel.learn(replay.sample(batch, 0.4))
+    adapter.synchronize()
+    return (time.perf_counter() - start) / updates
+
+
+def compare_drawn(algo: str, rounds: int, updates: int, device: str = "cpu") -> None:
+    """Sample and learn together: on a CUDA device, replay's gather and the update both captured (the update reads
+    the replay's fixed buffers) against both eager; on the host, the one way there is."""
+    from pearl.adapters.torch.graphs import CapturedLearn
+
+    os.environ.pop("PEARL_CUDA_GRAPHS", None)
+    env_id = WORKLOADS[algo]
+    config, spec = preset(algo, env_id), env_spec(env_id)
+    params, adapter = init_params(config, spec, seed=0), TorchAdapter(device)
+    learn = adapter.make_learn(config, spec, params)
+    sides = {"drawn": (filled_replay(adapter, config, spec), learn)}
+    if isinstance(learn, CapturedLearn):
+        os.environ["PEARL_CUDA_GRAPHS"] = "0"
+        sides = {"captured": sides["drawn"],
+                 "eager": (filled_replay(adapter, config, spec), adapter.make_learn(config, spec, params))}
+        del os.environ["PEARL_CUDA_GRAPHS"]
+    for replay, kernel in sides.values():
+        time_drawn(replay, kernel, 20, config.batch_size, adapter)
+    print(f"{algo} sample + learn on {device}, batch {config.batch_size}, {updates} updates a side a round",
+          flush=True)
+    names, ratios = list(sides), []
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        seconds = {name: time_drawn(*sides[name], updates, config.batch_size, adapter) for name in order}
+        line = ", ".join(f"{name} {seconds[name] * 1e6:8.1f} us" for name in names)
+        if "eager" in seconds:
+            ratios.append(seconds["captured"] / seconds["eager"])
+            line += f", captured / eager {ratios[-1]:.3f}"
+        print(f"  round {r + 1} ({order[0]} first): {line}", flush=True)
+    if ratios:
+        print(f"  median captured / eager (sample + learn) over {rounds} rounds: {statistics.median(ratios):.3f}",
+              flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--what", nargs="+", choices=sorted(WORKLOADS), default=sorted(WORKLOADS))
@@ -114,6 +172,7 @@ def main() -> None:
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}")
     for algo in args.what:
         compare(algo, args.rounds, args.updates, args.device)
+        compare_drawn(algo, args.rounds, args.updates, args.device)
 
 
 if __name__ == "__main__":

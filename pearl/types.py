@@ -88,6 +88,9 @@ class SampleBatch:
     terminated: Any
     weights: Any  # (B,) float32 importance-sampling weights; all ones for uniform replay
     device: str = "host"
+    #: the arrays are a replay's fixed buffers, which its next draw of this size overwrites: a consumer may read
+    #: them where they are (a CUDA graph does) but must copy what it keeps beyond that draw
+    fixed: bool = False
 
     def __len__(self) -> int:
         return int(self.indices.shape[0])

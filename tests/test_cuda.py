@@ -164,6 +164,100 @@ def test_a_captured_update_is_the_eager_update(algo: str, precision: str) -> Non
         np.testing.assert_allclose(ours[name], theirs[name], rtol=0, atol=1e-6, err_msg=name)
 
 
+def _filled_replays(monkeypatch, spec: EnvSpec, prioritized: bool) -> tuple:
+    """Two replays on cuda:0 from one seed holding the same 300 transitions: its gather captured, and eager."""
+    config = DQNConfig(buffer_size=500, batch_size=64, prioritized=prioritized)
+    captured = TorchAdapter("cuda:0").make_replay(config, spec, seed=7)
+    monkeypatch.setenv("PEARL_CUDA_GRAPHS", "0")
+    eager = TorchAdapter("cuda:0").make_replay(config, spec, seed=7)
+    monkeypatch.delenv("PEARL_CUDA_GRAPHS")
+    assert captured.captured is not None and eager.captured is None
+    rng, n = np.random.default_rng(0), 300
+    action = (rng.integers(0, spec.action_dim, n) if spec.discrete
+              else rng.uniform(-1, 1, (n, spec.action_dim)).astype(np.float32))
+    transitions = TransitionBatch(rng.normal(size=(n, spec.obs_dim)).astype(np.float32), action,
+                                  rng.normal(size=n).astype(np.float32),
+                                  rng.normal(size=(n, spec.obs_dim)).astype(np.float32),
+                                  (rng.random(n) < 0.1).astype(np.float32))
+    for replay in (captured, eager):
+        replay.insert(transitions)
+    return captured, eager
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_a_captured_gather_draws_the_eager_gathers_batches(monkeypatch, prioritized: bool) -> None:
+    """Replay's gather as CUDA graphs (one per batch size): the same slots, rows and weights as the eager gather
+    from the same seed, through priority updates; once a size is captured its batches are fixed buffers, the same
+    tensors draw after draw."""
+    from pearl.adapters.torch.graphs import WARMUP
+    from pearl.types import PriorityUpdate
+
+    captured, eager = _filled_replays(monkeypatch, EnvSpec("t", 4, "discrete", 2), prioritized)
+    rng, seen = np.random.default_rng(1), {}
+    for draw in range(4 * (WARMUP + 2)):
+        rows = 32 if draw % 2 else 64
+        a, b = captured.sample(rows, 0.4), eager.sample(rows, 0.4)
+        np.testing.assert_array_equal(a.indices, b.indices)
+        for name in ("obs", "action", "reward", "next_obs", "terminated", "weights"):
+            assert torch.equal(getattr(a, name), getattr(b, name)), name
+        assert a.fixed == (draw // 2 >= WARMUP) and not b.fixed
+        if a.fixed:
+            assert seen.setdefault(rows, a.obs) is a.obs
+        td = torch.as_tensor(rng.normal(size=rows).astype(np.float32), device="cuda:0")
+        for replay, batch in ((captured, a), (eager, b)):
+            replay.update_priorities(PriorityUpdate(batch.indices, td))
+    assert set(captured.captured.sizes) == {32, 64} and not captured.captured.failed
+
+
+@pytest.mark.parametrize("algo", ["dqn", "td3"])
+def test_a_captured_update_reads_a_captured_replays_batches_where_they_are(monkeypatch, algo: str) -> None:
+    """A captured learn fed by a captured replay adopts the replay's fixed buffers as its static batch (no copy)
+    and stays the eager update on the eager replay's batches; a batch from elsewhere afterwards turns it to
+    buffers of its own, for good, and it is still the eager update."""
+    adapter, spec, graphed, eager = _captured_pair(algo, "fp32")
+    replay, eager_replay = _filled_replays(monkeypatch, spec, prioritized=False)
+    for _ in range(20):
+        fixed = replay.sample(64, 0.4)
+        a, b = graphed.learn(fixed), eager.learn(eager_replay.sample(64, 0.4))
+    assert fixed.fixed and graphed.static[64] is fixed and graphed.captured
+    rng = np.random.default_rng(3)
+    for _ in range(6):
+        batch = batch_for(adapter, spec, 64, rng)
+        a, b = graphed.learn(batch), eager.learn(batch)
+    assert 64 in graphed.own and not graphed.static[64].fixed and graphed.captured
+    fixed = replay.sample(64, 0.4)
+    a, b = graphed.learn(fixed), eager.learn(eager_replay.sample(64, 0.4))
+    assert graphed.static[64].obs is not fixed.obs
+    torch.testing.assert_close(a.td_errors, b.td_errors, rtol=0, atol=1e-6)
+    ours, theirs = graphed.state_dict(), eager.state_dict()
+    for name in ours:
+        np.testing.assert_allclose(ours[name], theirs[name], rtol=0, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs a second GPU")
+def test_graphs_on_a_second_gpu_run_there_whatever_device_is_current(monkeypatch) -> None:
+    """On cuda:1 while cuda:0 is the current device: the captured gather and update are the eager ones there."""
+    spec, config = EnvSpec("t", 4, "discrete", 2), DQNConfig(hidden=(64, 64), batch_size=64, buffer_size=500)
+    params = init_params(config, spec, seed=0)
+    torch.cuda.set_device(0)
+    sides = []
+    for graphs in ("1", "0"):
+        monkeypatch.setenv("PEARL_CUDA_GRAPHS", graphs)
+        adapter = TorchAdapter("cuda:1")
+        sides.append((adapter.make_replay(config, spec, seed=3), adapter.make_learn(config, spec, params)))
+    monkeypatch.delenv("PEARL_CUDA_GRAPHS")
+    rng, n = np.random.default_rng(0), 300
+    transitions = TransitionBatch(rng.normal(size=(n, 4)).astype(np.float32), rng.integers(0, 2, n),
+                                  rng.normal(size=n).astype(np.float32), rng.normal(size=(n, 4)).astype(np.float32),
+                                  np.zeros(n, dtype=np.float32))
+    for replay, _ in sides:
+        replay.insert(transitions)
+    for _ in range(12):
+        results = [learn.learn(replay.sample(64, 0.4)) for replay, learn in sides]
+    assert sides[0][0].captured.sizes and sides[0][1].captured and results[0].td_errors.device.index == 1
+    torch.testing.assert_close(results[0].td_errors, results[1].td_errors, rtol=0, atol=1e-6)
+
+
 def test_an_update_that_cannot_be_captured_runs_eagerly_and_says_so() -> None:
     from pearl.adapters.torch.dqn import DQNLearn
     from pearl.adapters.torch.graphs import WARMUP, CapturedLearn

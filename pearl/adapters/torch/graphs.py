@@ -15,8 +15,10 @@ by capture-time Python once; `CapturedLearn` records by how much and moves them 
 before a capture and after a replay, so each graph casts its weights itself and an eager call after one casts
 them afresh.
 
-A graph reads fixed addresses: the batch is copied into static buffers (one set per batch size), the draws TD3
-and SAC make on the host for an update are copied into a buffer of their own before each replay (`stage`,
+A graph reads fixed addresses: the batch is copied into static buffers (one set per batch size), unless it
+already is in fixed buffers (`SampleBatch.fixed`: a replay on the same device gathers each draw into buffers of
+its own, below), which the graphs of its size then read where they are, with no copy. The draws TD3 and SAC make
+on the host for an update are copied into a buffer of their own before each replay (`stage`,
 `LearnDraws.stage`), and the TD errors and metrics are cloned out of the graph's (the next replay overwrites
 them). The first `WARMUP` updates of each batch size run eagerly on a side stream, as CUDA graph capture wants
 (lazy initialisation, the caching allocator's first blocks, the networks' buffers for that size). A capture that
@@ -24,6 +26,12 @@ fails (an op that waits for the host, a library that cannot be captured) says so
 kernel runs eagerly from then on. `grads`/`apply` (a learner group's split update) always run eagerly.
 `PEARL_CUDA_GRAPHS=0` in the environment runs everything eagerly. Captures are thread-local: another thread of
 the process (the energy meter's, a launcher's) may use CUDA while one runs.
+
+Replay's gather is captured too (`CapturedGather`). The host still draws the slots (the replay index: ring, sum
+tree, the seed's generator), so a seed samples the same transitions eager or captured, and the draw waits for
+nothing on the device. The slots (and, when prioritized, the weights) go up in one copy from pinned memory that
+does not wait either, and one replay gathers the five fields into that batch size's fixed buffers. Eagerly the
+same gather is a pageable copy and a launch per field, and the learn graph copies each field once more.
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ class CapturedLearn(LearnKernel):
         self.kernel, self.device = kernel, device
         self.graphs: dict[tuple, _Graph] = {}  # by (batch rows, the kernel's key)
         self.static: dict[int, SampleBatch] = {}  # the batch buffers the graphs of each batch size read
+        self.own: set[int] = set()  # batch sizes that keep buffers of their own, whatever comes
         self.warmed: dict[int, int] = {}  # eager updates so far, by batch size
         self.failed = ""  # why capturing failed ('' while it has not)
         self._warn = warn or (lambda line: print(f"warning: {line}", file=sys.stderr))
@@ -90,16 +99,17 @@ class CapturedLearn(LearnKernel):
         if self.warmed.get(rows, 0) < WARMUP:
             self.warmed[rows] = self.warmed.get(rows, 0) + 1
             return self._warm(batch)
+        static = self._fill(batch, rows)  # first: a change of buffers drops the size's graphs
         key = (rows, *self.kernel.graph_key())
         entry = self.graphs.get(key)
-        static = self._fill(batch, rows)
         self._stage(rows)
         if entry is None:
             entry = self._capture(key, static)
             if entry is None:
                 self._unstage()
                 return self.kernel.learn(batch)
-        entry.graph.replay()
+        with torch.cuda.device(self.device):
+            entry.graph.replay()
         self._unstage()
         self._advance(entry.advance)
         self._changed()
@@ -111,14 +121,26 @@ class CapturedLearn(LearnKernel):
         return _on_side(self._side, self.device, lambda: self.kernel.learn(batch))
 
     def _fill(self, batch: SampleBatch, rows: int) -> SampleBatch:
-        """The batch's tensors copied into the static buffers the graphs of its size read (made from the first
-        batch of that size)."""
-        if rows not in self.static:
-            self.static[rows] = SampleBatch(batch.indices, *(torch.empty_like(getattr(batch, name))
-                                                            for name in BATCH_TENSORS), batch.device)
-        static = self.static[rows]
-        for name in BATCH_TENSORS:
-            getattr(static, name).copy_(getattr(batch, name))
+        """The static buffers the graphs of the batch's size read, holding the batch: a fixed batch's own tensors,
+        which the graphs then read where they are (nothing copied while the batches of that size are those
+        buffers), else buffers of this kernel's into which each batch is copied. A size's source changes at
+        most twice: to the first fixed batch's buffers, and, when another batch comes after those, to buffers of
+        its own for good. Its graphs read the old addresses, so a change drops them (captured afresh)."""
+        static = self.static.get(rows)
+        if static is not None and not _same_tensors(batch, static):
+            adopt = batch.fixed and rows not in self.own
+            if static.fixed or adopt:
+                self.graphs = {key: entry for key, entry in self.graphs.items() if key[0] != rows}
+                if static.fixed:
+                    self.own.add(rows)
+                static = None
+        if static is None:
+            static = batch if batch.fixed and rows not in self.own else SampleBatch(
+                batch.indices, *(torch.empty_like(getattr(batch, name)) for name in BATCH_TENSORS), batch.device)
+            self.static[rows] = static
+        if not _same_tensors(batch, static):
+            for name in BATCH_TENSORS:
+                getattr(static, name).copy_(getattr(batch, name))
         return static
 
     def _capture(self, key: tuple, static: SampleBatch) -> _Graph | None:
@@ -127,7 +149,7 @@ class CapturedLearn(LearnKernel):
         before = self._counters()
         self._changed()
         try:
-            graph, result = _record(lambda: self.kernel.learn(static))
+            graph, result = _record(lambda: self.kernel.learn(static), self.device)
         except Exception as exc:  # noqa: BLE001 - any failure to capture falls back to the eager update
             self._restore(before)
             self._changed()
@@ -255,7 +277,8 @@ class CapturedForward:
         if rows not in self.graphs and not self._capture(rows, static):
             return self._eager(obs, rows)
         graph, out = self.graphs[rows]
-        graph.replay()
+        with torch.cuda.device(self.device):
+            graph.replay()
         return out
 
     def _eager(self, obs: Any, rows: int) -> torch.Tensor:
@@ -267,7 +290,7 @@ class CapturedForward:
 
     def _capture(self, rows: int, static: torch.Tensor) -> bool:
         try:
-            graph, out = _record(lambda: self.net(static))
+            graph, out = _record(lambda: self.net(static), self.device)
         except Exception as exc:  # noqa: BLE001 - any failure to capture falls back to the eager forward
             self.failed = _why(exc)
             self._warn(f"{self.device}: act's forward pass could not be captured as a CUDA graph ({self.failed}); "
@@ -275,6 +298,93 @@ class CapturedForward:
             return False
         self.graphs[rows] = (graph, out)
         return True
+
+
+class CapturedGather:
+    """Replay's gather as CUDA graphs, one per batch size: `store`'s rows at the host-drawn slots into that size's
+    fixed buffers (the module docstring). The slots (and the weights, when prioritized) are written into pinned
+    host buffers and copied up without waiting; before the pinned buffers are written again, the host waits for
+    the last copy out of them (long done by then, as a rule). A batch's tensors are valid until the next draw of
+    its size. The first `WARMUP` draws of a size, and every draw after a capture failed (one warning line), gather
+    eagerly into fresh tensors."""
+
+    def __init__(self, store: dict[str, torch.Tensor], fields: tuple[str, ...], prioritized: bool,
+                 device: torch.device, warn: Callable[[str], None] | None = None) -> None:
+        self.store, self.fields, self.prioritized, self.device = store, fields, prioritized, device
+        self.sizes: dict[int, _Gather] = {}
+        self.warmed: dict[int, int] = {}
+        self.failed = ""
+        self._warn = warn or (lambda line: print(f"warning: {line}", file=sys.stderr))
+        self._side = torch.cuda.Stream(device)
+
+    def __call__(self, slots: Any, weights: Any) -> tuple[dict[str, torch.Tensor], torch.Tensor, bool]:
+        """(the fields at `slots`, the weights on the device, whether they are fixed buffers)."""
+        rows = int(slots.shape[0])
+        if self.failed or self.warmed.get(rows, 0) < WARMUP:
+            return self._eager(slots, weights, rows)
+        entry = self.sizes.get(rows) or self._capture(rows)
+        if entry is None:
+            return self._eager(slots, weights, rows)
+        entry.copied.synchronize()
+        entry.host_slots.numpy()[:] = slots
+        if self.prioritized:
+            entry.host_weights.numpy()[:] = weights
+        with torch.cuda.device(self.device):  # the copies, the event and the graph on the replay's device
+            entry.slots.copy_(entry.host_slots, non_blocking=True)
+            if self.prioritized:
+                entry.weights.copy_(entry.host_weights, non_blocking=True)
+            entry.copied.record()
+            entry.graph.replay()
+        return entry.out, entry.weights, True
+
+    def _eager(self, slots: Any, weights: Any, rows: int) -> tuple[dict[str, torch.Tensor], torch.Tensor, bool]:
+        where = torch.from_numpy(slots).to(self.device, non_blocking=True)
+        out = gather(self.store, self.fields, where)
+        if not self.failed:
+            self.warmed[rows] = self.warmed.get(rows, 0) + 1
+        return out, torch.from_numpy(weights).to(self.device, non_blocking=True), False
+
+    def _capture(self, rows: int) -> _Gather | None:
+        slots = torch.zeros(rows, dtype=torch.int64, device=self.device)
+        weights = torch.ones(rows, dtype=torch.float32, device=self.device)  # uniform replay's, for good
+        try:
+            _on_side(self._side, self.device, lambda: gather(self.store, self.fields, slots))
+            graph, out = _record(lambda: gather(self.store, self.fields, slots), self.device)
+        except Exception as exc:  # noqa: BLE001 - any failure to capture falls back to the eager gather
+            self.failed = _why(exc)
+            self._warn(f"{self.device}: replay's gather could not be captured as a CUDA graph ({self.failed}); "
+                       "it runs eagerly")
+            return None
+        entry = _Gather(graph, out, slots, weights, torch.empty(rows, dtype=torch.int64, pin_memory=True),
+                        torch.empty(rows, dtype=torch.float32, pin_memory=True), torch.cuda.Event())
+        self.sizes[rows] = entry
+        return entry
+
+
+@dataclass
+class _Gather:
+    graph: Any  # torch.cuda.CUDAGraph
+    out: dict[str, torch.Tensor]  # the graph's output: the batch's fields
+    slots: torch.Tensor  # the device slots the graph reads
+    weights: torch.Tensor  # the batch's weights on the device
+    host_slots: torch.Tensor  # pinned
+    host_weights: torch.Tensor  # pinned
+    copied: Any  # torch.cuda.Event: the last copy out of the pinned buffers
+
+
+def gather(store: dict[str, torch.Tensor], fields: tuple[str, ...], where: torch.Tensor) -> dict[str, torch.Tensor]:
+    """`store`'s rows at the device slots `where`, field by field: replay's sample, eager or in a graph."""
+    return {name: store[name].index_select(0, where) for name in fields}
+
+
+def captured_gather(store: dict[str, torch.Tensor], fields: tuple[str, ...], prioritized: bool,
+                    device: torch.device) -> CapturedGather | None:
+    """Replay's gather as CUDA graphs on a CUDA device; None on the host (or with the switch off)."""
+    return CapturedGather(store, fields, prioritized, device) if graphs_wanted(device) else None
+
+
+def _same_tensors(batch: SampleBatch, static: SampleBatch) -> bool:
+    return all(getattr(batch, name) is getattr(static, name) for name in BATCH_TENSORS)
 
 
 def _on_side(side: Any, device: torch.device, work: Callable[[], Any]) -> Any:
@@ -287,10 +397,12 @@ def _on_side(side: Any, device: torch.device, work: Callable[[], Any]) -> Any:
     return out
 
 
-def _record(work: Callable[[], Any]) -> tuple[Any, Any]:
-    """(the CUDA graph of work(), its output tensors), captured thread-locally; what capturing raised, else."""
+def _record(work: Callable[[], Any], device: torch.device) -> tuple[Any, Any]:
+    """(the CUDA graph of work() on `device`, its output tensors), captured thread-locally; what capturing raised,
+    else. `device` is made current: capture's stream, like a replay's, is the current device's (cuda:1's kernels
+    captured or replayed on cuda:0's stream would not run where their tensors are)."""
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+    with torch.cuda.device(device), torch.cuda.graph(graph, capture_error_mode="thread_local"):
         out = work()
     return graph, out
 

@@ -3,7 +3,9 @@
 The index (ring position, sum tree, priorities) is small bookkeeping and stays on the host in numpy; the
 transitions live on the device, so a sampled batch is gathered where `learn` will read it. Only B slot
 indices go host → device per sample, and only B TD errors come back for a priority update (none at all for
-uniform replay). On the CPU the tensors are views of numpy arrays, so inserts are plain numpy writes.
+uniform replay). On the CPU the tensors are views of numpy arrays, so inserts are plain numpy writes. On a CUDA
+device the gather is captured as a CUDA graph per batch size (`graphs.CapturedGather`), and its batches are
+fixed buffers (`SampleBatch.fixed`) that a captured learn reads where they are.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import numpy as np
 import torch
 
 from pearl.adapters.base import ReplayKernels, check_state, decode_json, encode_json, host_array
+from pearl.adapters.torch.graphs import captured_gather, gather
 from pearl.algos.base import OffPolicyConfig
 from pearl.replay import ReplayIndex
 from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch
@@ -36,6 +39,8 @@ class TorchReplay(ReplayKernels):
             self._host = None
             self.store = {k: torch.zeros(shape, dtype=_torch_dtype(dt), device=device)
                           for k, (shape, dt) in shapes.items()}
+        # on a CUDA device the gather is a graph per batch size, into fixed buffers (graphs.CapturedGather)
+        self.captured = captured_gather(self.store, FIELDS, config.prioritized, device)
 
     @property
     def size(self) -> int:
@@ -55,11 +60,14 @@ class TorchReplay(ReplayKernels):
 
     def sample(self, batch_size: int, beta: float) -> SampleBatch:
         picked = self.index.sample(batch_size, self.rng, beta)
-        where = torch.from_numpy(picked.indices).to(self.device, non_blocking=True)
-        got = {name: self.store[name].index_select(0, where) for name in FIELDS}
-        weights = torch.from_numpy(picked.weights).to(self.device, non_blocking=True)
+        if self.captured is not None:
+            got, weights, fixed = self.captured(picked.indices, picked.weights)
+        else:
+            where = torch.from_numpy(picked.indices).to(self.device, non_blocking=True)
+            got, fixed = gather(self.store, FIELDS, where), False
+            weights = torch.from_numpy(picked.weights).to(self.device, non_blocking=True)
         return SampleBatch(picked.indices, got["obs"], got["action"], got["reward"], got["next_obs"],
-                           got["terminated"], weights, self.device_id)
+                           got["terminated"], weights, self.device_id, fixed)
 
     def update_priorities(self, update: PriorityUpdate) -> None:
         if self.index.prioritized:  # uniform replay: skip the device → host copy entirely
