@@ -18,6 +18,7 @@ and the sizes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -36,18 +37,30 @@ from pearl.types import SampleBatch, TransitionBatch
 WORKLOADS = {"dqn": "CartPole-v1", "ddpg": "Pendulum-v1", "td3": "Pendulum-v1", "sac": "Pendulum-v1"}
 
 
+def random_transitions(spec, size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """obs, action, reward, next_obs, terminated: `size` random transitions of `spec`'s shapes, on the host."""
+    action = (rng.integers(0, spec.action_dim, size) if spec.discrete
+              else rng.uniform(-1, 1, (size, spec.action_dim)).astype(np.float32))
+    return [rng.normal(size=(size, spec.obs_dim)).astype(np.float32), action, rng.normal(size=size).astype(np.float32),
+            rng.normal(size=(size, spec.obs_dim)).astype(np.float32), (rng.random(size) < 0.05).astype(np.float32)]
+
+
 def batches(adapter: TorchAdapter, spec, size: int, count: int, seed: int = 0) -> list[SampleBatch]:
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(count):
-        action = (rng.integers(0, spec.action_dim, size) if spec.discrete
-                  else rng.uniform(-1, 1, (size, spec.action_dim)).astype(np.float32))
-        arrays = [rng.normal(size=(size, spec.obs_dim)).astype(np.float32), action,
-                  rng.normal(size=size).astype(np.float32), rng.normal(size=(size, spec.obs_dim)).astype(np.float32),
-                  (rng.random(size) < 0.05).astype(np.float32), np.ones(size, np.float32)]
+        arrays = [*random_transitions(spec, size, rng), np.ones(size, np.float32)]
         obs, act, reward, next_obs, done, weights = (adapter.from_host(a) for a in arrays)
         out.append(SampleBatch(np.arange(size), obs, act, reward, next_obs, done, weights, adapter.device_id))
     return out
+
+
+def timed_rounds(names: list[str], rounds: int, seconds_of):
+    """(round, the side timed first, {side: seconds_of(side)}) for each round, the sides timed in turn with the
+    first side rotating, so the machine's drift falls on all."""
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        yield r, order[0], {name: seconds_of(name) for name in order}
 
 
 def time_updates(kernel, work: list[SampleBatch], adapter: TorchAdapter) -> float:
@@ -88,16 +101,14 @@ def compare(algo: str, rounds: int, updates: int, device: str = "cpu") -> list[f
     fast = "captured" if "captured" in sides else "hand"
     ratios, captured_ratios = [], []
     names = list(sides)
-    for r in range(rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
-        seconds = {name: time_updates(sides[name], work, adapter) for name in order}
+    for r, first, seconds in timed_rounds(names, rounds, lambda name: time_updates(sides[name], work, adapter)):
         ratios.append(seconds[fast] / seconds["reference"])
         line = ", ".join(f"{name} {seconds[name] * 1e6:8.1f} us" for name in names)
         line += f", {fast} / reference {ratios[-1]:.3f}"
         if "eager" in seconds:
             captured_ratios.append(seconds["captured"] / seconds["eager"])
             line += f", captured / eager {captured_ratios[-1]:.3f}"
-        print(f"  round {r + 1} ({order[0]} first): {line}", flush=True)
+        print(f"  round {r + 1} ({first} first): {line}", flush=True)
     print(f"  median {fast} / reference over {rounds} rounds: {statistics.median(ratios):.3f}", flush=True)
     if captured_ratios:
         print(f"  median captured / eager over {rounds} rounds: {statistics.median(captured_ratios):.3f}", flush=True)
@@ -106,14 +117,19 @@ def compare(algo: str, rounds: int, updates: int, device: str = "cpu") -> list[f
 
 def filled_replay(adapter: TorchAdapter, config, spec, transitions: int = 10_000):
     """A replay on the adapter's device holding `transitions` random transitions."""
-    replay, rng = adapter.make_replay(config, spec, seed=0), np.random.default_rng(1)
-    action = (rng.integers(0, spec.action_dim, transitions) if spec.discrete
-              else rng.uniform(-1, 1, (transitions, spec.action_dim)).astype(np.float32))
-    replay.insert(TransitionBatch(rng.normal(size=(transitions, spec.obs_dim)).astype(np.float32), action,
-                                  rng.normal(size=transitions).astype(np.float32),
-                                  rng.normal(size=(transitions, spec.obs_dim)).astype(np.float32),
-                                  (rng.random(transitions) < 0.05).astype(np.float32)))
+    replay = adapter.make_replay(config, spec, seed=0)
+    replay.insert(TransitionBatch(*random_transitions(spec, transitions, np.random.default_rng(1))))
     return replay
+
+
+@contextlib.contextmanager
+def graphs_off():
+    """Kernels made inside run eagerly ($PEARL_CUDA_GRAPHS=0; replay's maker takes no implementation)."""
+    os.environ["PEARL_CUDA_GRAPHS"] = "0"
+    try:
+        yield
+    finally:
+        del os.environ["PEARL_CUDA_GRAPHS"]
 
 
 def time_drawn(replay, kernel, updates: int, batch: int, adapter: TorchAdapter) -> float:
@@ -138,23 +154,23 @@ def compare_drawn(algo: str, rounds: int, updates: int, device: str = "cpu") -> 
     learn = adapter.make_learn(config, spec, params)
     sides = {"drawn": (filled_replay(adapter, config, spec), learn)}
     if isinstance(learn, CapturedLearn):
-        os.environ["PEARL_CUDA_GRAPHS"] = "0"
-        sides = {"captured": sides["drawn"],
-                 "eager": (filled_replay(adapter, config, spec), adapter.make_learn(config, spec, params))}
-        del os.environ["PEARL_CUDA_GRAPHS"]
+        with graphs_off():
+            sides = {"captured": sides["drawn"],
+                     "eager": (filled_replay(adapter, config, spec), adapter.make_learn(config, spec, params))}
     for replay, kernel in sides.values():
         time_drawn(replay, kernel, 20, config.batch_size, adapter)
     print(f"{algo} sample + learn on {device}, batch {config.batch_size}, {updates} updates a side a round",
           flush=True)
     names, ratios = list(sides), []
-    for r in range(rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
-        seconds = {name: time_drawn(*sides[name], updates, config.batch_size, adapter) for name in order}
+    def drawn(name: str) -> float:
+        return time_drawn(*sides[name], updates, config.batch_size, adapter)
+
+    for r, first, seconds in timed_rounds(names, rounds, drawn):
         line = ", ".join(f"{name} {seconds[name] * 1e6:8.1f} us" for name in names)
         if "eager" in seconds:
             ratios.append(seconds["captured"] / seconds["eager"])
             line += f", captured / eager {ratios[-1]:.3f}"
-        print(f"  round {r + 1} ({order[0]} first): {line}", flush=True)
+        print(f"  round {r + 1} ({first} first): {line}", flush=True)
     if ratios:
         print(f"  median captured / eager (sample + learn) over {rounds} rounds: {statistics.median(ratios):.3f}",
               flush=True)

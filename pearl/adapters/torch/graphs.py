@@ -338,11 +338,9 @@ class CapturedGather:
         return entry.out, entry.weights, True
 
     def _eager(self, slots: Any, weights: Any, rows: int) -> tuple[dict[str, torch.Tensor], torch.Tensor, bool]:
-        where = torch.from_numpy(slots).to(self.device, non_blocking=True)
-        out = gather(self.store, self.fields, where)
         if not self.failed:
             self.warmed[rows] = self.warmed.get(rows, 0) + 1
-        return out, torch.from_numpy(weights).to(self.device, non_blocking=True), False
+        return (*gather_eagerly(self.store, self.fields, slots, weights, self.device), False)
 
     def _capture(self, rows: int) -> _Gather | None:
         slots = torch.zeros(rows, dtype=torch.int64, device=self.device)
@@ -375,6 +373,14 @@ class _Gather:
 def gather(store: dict[str, torch.Tensor], fields: tuple[str, ...], where: torch.Tensor) -> dict[str, torch.Tensor]:
     """`store`'s rows at the device slots `where`, field by field: replay's sample, eager or in a graph."""
     return {name: store[name].index_select(0, where) for name in fields}
+
+
+def gather_eagerly(store: dict[str, torch.Tensor], fields: tuple[str, ...], slots: Any, weights: Any,
+                   device: torch.device) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """(`store`'s rows at the host slots `slots`, the host `weights`) on `device`, each a fresh tensor: replay's
+    sample without a graph."""
+    where = torch.from_numpy(slots).to(device, non_blocking=True)
+    return gather(store, fields, where), torch.from_numpy(weights).to(device, non_blocking=True)
 
 
 def captured_gather(store: dict[str, torch.Tensor], fields: tuple[str, ...], prioritized: bool,

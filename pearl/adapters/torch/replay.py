@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from pearl.adapters.base import ReplayKernels, check_state, decode_json, encode_json, host_array
-from pearl.adapters.torch.graphs import captured_gather, gather
+from pearl.adapters.torch.graphs import captured_gather, gather_eagerly
 from pearl.algos.base import OffPolicyConfig
 from pearl.replay import ReplayIndex
 from pearl.types import EnvSpec, Params, PriorityUpdate, SampleBatch, TransitionBatch
@@ -63,9 +63,8 @@ class TorchReplay(ReplayKernels):
         if self.captured is not None:
             got, weights, fixed = self.captured(picked.indices, picked.weights)
         else:
-            where = torch.from_numpy(picked.indices).to(self.device, non_blocking=True)
-            got, fixed = gather(self.store, FIELDS, where), False
-            weights = torch.from_numpy(picked.weights).to(self.device, non_blocking=True)
+            got, weights = gather_eagerly(self.store, FIELDS, picked.indices, picked.weights, self.device)
+            fixed = False
         return SampleBatch(picked.indices, got["obs"], got["action"], got["reward"], got["next_obs"],
                            got["terminated"], weights, self.device_id, fixed)
 
