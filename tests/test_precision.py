@@ -112,29 +112,32 @@ def test_a_factory_without_the_precision_keyword_still_builds_fp32_and_refuses_b
 # ------------------------------------------------------------------------------------------ bf16-mixed
 @pytest.mark.parametrize("tanh_out", [False, True])
 def test_a_mixed_mlp_gives_autograds_gradients_of_a_bfloat16_network(tanh_out: bool) -> None:
-    """The written-out bf16 pass is what autograd computes for the same network in bfloat16 (F.linear on
-    bfloat16 weights and inputs, the output cast to float32 before anything reads it): the same products, so the
-    gradients agree to far less than one bfloat16 rounding (2⁻⁸), while both are several roundings from float32.
-    Bias gradients are summed in float32 here, so they are held to a rounding too."""
-    sizes, rows = [3, 20, 17, 2], 32
+    """The written-out mixed pass is what autograd computes for the same network with its wide layer in bfloat16
+    and its thin first and last layers in float32 (F.linear on each layer's weights and input in that layer's
+    type, the output cast to float32 before anything reads it): the same products, so the gradients agree to far
+    less than one bfloat16 rounding (2⁻⁸), while both are several roundings from float32. Bias gradients are
+    summed in float32 here, so they are held to a rounding too."""
+    sizes, rows = [3, 40, 33, 2], 32
     params = init_mlp(np.random.default_rng(0), "net", sizes)
     net = build(sizes, params, "net", torch.device("cpu"), tanh_out=tanh_out, compute=torch.bfloat16)
     net.trainable()
+    types = [torch.float32, torch.bfloat16, torch.float32]  # 3 → 40 and 33 → 2 are thinner than MIXED_MIN_WIDTH
+    assert net.layer_types == types
     gen = torch.Generator().manual_seed(0)
     x, grad_out = torch.randn(rows, 3, generator=gen), torch.randn(rows, 2, generator=gen)
 
-    leaves = [torch.from_numpy(params[f"net.{i}.{kind}"]).bfloat16().requires_grad_(True)
+    leaves = [torch.from_numpy(params[f"net.{i}.{kind}"]).to(types[i]).requires_grad_(True)
               for i in range(len(sizes) - 1) for kind in ("weight", "bias")]
     leaf_x = x.clone().requires_grad_(True)
-    h = leaf_x.bfloat16()
+    h = leaf_x
     for i in range(len(sizes) - 1):
-        h = torch.nn.functional.linear(h, leaves[2 * i], leaves[2 * i + 1])
+        h = torch.nn.functional.linear(h.to(types[i]), leaves[2 * i], leaves[2 * i + 1])
         h = torch.relu(h) if i < len(sizes) - 2 else h
     out = torch.tanh(h.float()) if tanh_out else h.float()
     out.backward(grad_out)
 
     outs = net.forward(x)
-    assert outs[-1].dtype == torch.float32 and all(o.dtype == torch.bfloat16 for o in outs[:-1])
+    assert [o.dtype for o in outs] == [*types, torch.float32]  # each input in the type of the layer reading it
     torch.testing.assert_close(outs[-1], out.detach(), rtol=0, atol=0)
     d_input = net.backward(outs, grad_out, input_grad=slice(1, None))
     assert d_input.dtype == torch.float32 and net.grad.dtype == torch.float32
@@ -143,6 +146,10 @@ def test_a_mixed_mlp_gives_autograds_gradients_of_a_bfloat16_network(tanh_out: b
         pairs += [(net.weight_grads[i], leaves[2 * i].grad.float()), (net.bias_grads[i], leaves[2 * i + 1].grad.float())]
     for mine, autograd in pairs:
         assert float((mine - autograd).norm() / autograd.norm()) <= BF16_U
+    full = build(sizes, params, "net", torch.device("cpu"), tanh_out=tanh_out)  # the same network in float32
+    full.trainable()
+    full.backward(full.forward(x), grad_out)
+    assert float((net.grad - full.grad).norm() / full.grad.norm()) > BF16_U / 16  # the wide layer is bfloat16
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

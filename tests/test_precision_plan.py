@@ -273,7 +273,7 @@ def test_the_run_record_keeps_the_precision(tmp_path) -> None:
 
 def test_a_seed_gives_the_same_bits_at_bf16_on_both_launchers_and_other_bits_than_fp32() -> None:
     cfg = DQNConfig(total_steps=1500, learning_starts=300, train_freq=64, gradient_steps=8, n_envs=2,
-                    target_update_interval=64, hidden=(16, 16), batch_size=16, learning_rate=1e-3)
+                    target_update_interval=64, hidden=(32, 32), batch_size=16, learning_rate=1e-3)
     job = Job.of(cfg, env_spec("CartPole-v1"), Placement.single(HOST_DEVICE), seed=5, actors=2, policy_lag=1,
                  threads=1, precision=BF16.value)
     assert job.precision is BF16

@@ -205,7 +205,8 @@ def test_ray_gives_the_sequential_launchers_bits_at_bf16_mixed(cluster, config_c
     from pearl.runtime.ray.launcher import RayLauncher
 
     env = "CartPole-v1" if config_class is DQNConfig else "Pendulum-v1"
-    cfg = config_class(total_steps=800, learning_starts=200, n_envs=2, buffer_size=5_000, **SMALL)
+    small = {**SMALL, "hidden": (32, 32)}  # a 16-wide layer is thinner than MIXED_MIN_WIDTH: it would stay fp32
+    cfg = config_class(total_steps=800, learning_starts=200, n_envs=2, buffer_size=5_000, **small)
     job = Job.of(cfg, env_spec(env), Placement.single(HOST_DEVICE), seed=3, actors=2, policy_lag=1, threads=1,
                  precision="bf16-mixed")
     a = SequentialLauncher(job).run()

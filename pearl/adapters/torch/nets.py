@@ -13,9 +13,10 @@ tensor per layer. Hence:
   output is positive), writing parameter gradients straight into the flat gradient's views;
 - in `learn`, where the batch size is fixed, activations and backpropagated gradients go into buffers kept
   from one update to the next (see `MLP._buffers` for why);
-- under bf16-mixed (`pearl.kernels.Precision`), a network given a `compute` type runs its products in it: its
-  weights are cast into one bfloat16 copy whenever they have changed (once per update for a network stepped
-  once, not once per product), activations and backpropagated gradients are bfloat16, while the output, the
+- under bf16-mixed (`pearl.kernels.Precision`), a network given a `compute` type runs the products of its wide
+  layers in it (`MIXED_MIN_WIDTH`; thin first and last layers keep the parameters' type): its weights are cast
+  into one bfloat16 copy whenever they have changed (once per update for a network stepped once, not once per
+  product), those layers' activations and backpropagated gradients are bfloat16, while the output, the
   parameters, their gradients and everything computed from the output (loss, targets, TD errors) keep the
   parameters' type. torch's bfloat16 matrix products accumulate in float32 on CPU and CUDA, so each product
   rounds once, to bfloat16's 8-bit mantissa, when it is written.
@@ -68,6 +69,13 @@ def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.mm(b.t(), a.t()).t() if b.shape[1] < 16 <= a.shape[0] else torch.mm(a, b)
 
 
+#: Under bf16-mixed, a layer whose inputs or outputs are fewer than this runs its products in the parameters'
+#: type: such thin products (an observation of 3 or 4 into the first layer, one Q value out of the last) do too
+#: little arithmetic for bf16 units to pay, and a bfloat16 product of those shapes took 2-3× the float32 one on
+#: a Zen 4 CPU with bf16 units (docs/MEASUREMENTS.md, "bf16-mixed learn on CPUs with bf16 units").
+MIXED_MIN_WIDTH = 32
+
+
 def compute_type(precision: Precision) -> torch.dtype | None:
     """The type a learn's products run in under precision: bfloat16 for bf16-mixed, None (the parameters' own
     type) for fp32."""
@@ -104,6 +112,10 @@ class MLP:
         self.compute = compute
         self.low = torch.empty(0 if compute is None else self.flat.numel(), dtype=compute or dtype, device=device)
         self.low_weights, self.low_biases = _layer_views(self.low, self.sizes) if compute is not None else ([], [])
+        #: each layer's product type: `compute` for a layer at least MIXED_MIN_WIDTH wide on both sides, else the
+        #: parameters' (every layer's without `compute`)
+        self.layer_types = [compute if compute is not None and min(fan_in, fan_out) >= MIXED_MIN_WIDTH else dtype
+                            for fan_in, fan_out in zip(self.sizes[:-1], self.sizes[1:])]
         self._low_stale = True
         self.casts = 0
         self.grad: torch.Tensor | None = None
@@ -166,23 +178,22 @@ class MLP:
         return outs
 
     def _forward_mixed(self, x: torch.Tensor, slot: str | None) -> list[torch.Tensor]:
-        """`forward` with the products in `compute`: the input and the hidden layers' outputs in that type, the
-        output layer's cast back to the parameters' type (tanh applied there), as what reads it (a loss, a
-        target, the next network's input) computes in it."""
-        weights, biases = self._low_layers()
-        n_layers, rows = len(weights), x.shape[0]
-        if slot is not None:
-            bufs = self._buffers(f"mixed forward {slot}", rows, self.sizes[1:], self.compute)
-            out = self._buffers(f"mixed output {slot}", rows, self.sizes[-1:])[0]
-        else:
-            bufs, out = [None] * n_layers, None
-        outs = [x.to(self.compute)]
-        for i, (w, b) in enumerate(zip(weights, biases)):
-            h = torch.addmm(b, outs[-1], w.t(), out=bufs[i])
+        """`forward` with each layer's product in its `layer_types` entry: every hidden output in the type of the
+        layer that reads it, the output layer's in the parameters' type (tanh applied there), as what reads it (a
+        loss, a target, the next network's input) computes in it."""
+        types, n_layers, rows = self.layer_types, len(self.weights), x.shape[0]
+        outs = [x.to(types[0])]
+        for i in range(n_layers):
+            w, b = self._layer(i)
+            h = torch.addmm(b, outs[-1], w.t(), out=self._buffer(slot, "product", i, rows, types[i]))
             if i < n_layers - 1:
-                outs.append(h.relu_())
-        last = h.to(self.flat.dtype) if out is None else out.copy_(h)
-        outs.append(last.tanh_() if self.tanh_out else last)
+                h.relu_()
+            reader = types[i + 1] if i < n_layers - 1 else self.flat.dtype
+            if h.dtype != reader:
+                h = h.to(reader) if slot is None else self._buffer(slot, "cast", i, rows, reader).copy_(h)
+            outs.append(h)
+        if self.tanh_out:
+            outs[-1].tanh_()
         return outs
 
     def backward(self, outs: list[torch.Tensor], grad_out: torch.Tensor, param_grads: bool = True,
@@ -210,22 +221,41 @@ class MLP:
 
     def _backward_mixed(self, outs: list[torch.Tensor], grad_out: torch.Tensor, param_grads: bool,
                         input_grad: slice | None) -> torch.Tensor | None:
-        """`backward` with the products in `compute` on `_forward_mixed`'s outputs: each weight gradient is a
-        bfloat16 product cast into `grad` (the parameters' type, what clipping and Adam step with); bias gradients
-        are sums in the parameters' type, the output layer's over the gradient before it is cast; the input
-        gradient returned is in the parameters' type."""
-        weights, _ = self._low_layers()
-        hidden_grads = self._buffers("mixed backward", grad_out.shape[0], self.sizes[1:-1], self.compute)
+        """`backward` on `_forward_mixed`'s outputs, each layer's products in its `layer_types` entry: a weight
+        gradient is cast into `grad` (the parameters' type, what clipping and Adam step with); bias gradients are
+        sums in the parameters' type, the output layer's over the gradient before any cast; the input gradient
+        returned is in the parameters' type."""
+        types, rows, last = self.layer_types, grad_out.shape[0], len(self.weights) - 1
         top = grad_out * (1.0 - outs[-1] * outs[-1]) if self.tanh_out else grad_out
-        g, last = top.to(self.compute), len(weights) - 1
-        for i in reversed(range(len(weights))):
+        g = top.to(types[last])
+        for i in reversed(range(last + 1)):
+            w, _ = self._layer(i)
             if param_grads:
-                self.weight_grads[i].copy_(_mm(g.t(), outs[i]))
+                if types[i] == self.flat.dtype:
+                    _mm_into(g.t(), outs[i], self.weight_grads[i])
+                else:
+                    self.weight_grads[i].copy_(_mm(g.t(), outs[i]))
                 torch.sum(top if i == last else g, dim=0, dtype=self.flat.dtype, out=self.bias_grads[i])
             if i > 0:
-                g = torch.mm(g, weights[i], out=hidden_grads[i - 1])
-                _relu_backward_(g, outs[i])
-        return None if input_grad is None else torch.mm(g, weights[0][:, input_grad]).to(self.flat.dtype)
+                g = torch.mm(g, w, out=self._buffer("backward", "grad", i - 1, rows, types[i]))
+                _relu_backward_(g, outs[i])  # outs[i]: the ReLU output layer i read, in layer i's type
+                if types[i - 1] != types[i]:
+                    g = self._buffer("backward", "cast", i - 1, rows, types[i - 1]).copy_(g)
+        return None if input_grad is None else torch.mm(g, self._layer(0)[0][:, input_grad]).to(self.flat.dtype)
+
+    def _layer(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer i's weight and bias in the type its products run in (`layer_types`)."""
+        if self.layer_types[i] == self.flat.dtype:
+            return self.weights[i], self.biases[i]
+        weights, biases = self._low_layers()
+        return weights[i], biases[i]
+
+    def _buffer(self, slot: str | None, role: str, i: int, rows: int, dtype: torch.dtype) -> torch.Tensor | None:
+        """A kept (rows, width of layer i's output) tensor of dtype for a mixed pass under slot; None (allocate)
+        without a slot."""
+        if slot is None:
+            return None
+        return self._buffers(f"mixed {role} {slot} {i}", rows, [self.sizes[i + 1]], dtype)[0]
 
     def dump(self, net: str) -> Params:
         """Host copies of the parameters, named `<net>.<i>.weight/bias` (see `dump_net`)."""
