@@ -14,6 +14,7 @@ from opencl_support import first_opencl_device
 from pearl.adapters.base import AlgoKernels
 from pearl.adapters.registry import precision_problem
 from pearl.adapters.torch import TorchAdapter
+from pearl.adapters.torch import adapter as adapter_module
 from pearl.adapters.torch.adapter import bf16_problem, precision_verdict
 from pearl.adapters.torch.nets import MLP, FlatAdam, build
 from pearl.algos import DDPGConfig, SACConfig, TD3Config, preset
@@ -143,7 +144,8 @@ def test_a_mixed_mlp_gives_autograds_gradients_of_a_bfloat16_network(tanh_out: b
     assert d_input.dtype == torch.float32 and net.grad.dtype == torch.float32
     pairs = [(d_input, leaf_x.grad[:, 1:])]
     for i in range(len(sizes) - 1):
-        pairs += [(net.weight_grads[i], leaves[2 * i].grad.float()), (net.bias_grads[i], leaves[2 * i + 1].grad.float())]
+        pairs += [(net.weight_grads[i], leaves[2 * i].grad.float()),
+                  (net.bias_grads[i], leaves[2 * i + 1].grad.float())]
     for mine, autograd in pairs:
         assert float((mine - autograd).norm() / autograd.norm()) <= BF16_U
     full = build(sizes, params, "net", torch.device("cpu"), tanh_out=tanh_out)  # the same network in float32
@@ -247,6 +249,24 @@ def test_precision_problem_is_empty_for_fp32_and_a_cached_reason_or_nothing_for_
     assert bf16_problem.cache_info().currsize >= 1 and precision_problem(cpu, BF16) is verdict
     with pytest.raises(ConfigError):
         precision_problem(cpu, "fp8")
+
+
+def test_the_check_times_the_types_in_turn_and_keeps_each_ones_fastest_repeat(monkeypatch) -> None:
+    """A busy spell on the machine falls on both types' repeats, not on all of one type's (timed one type after the
+    other, a load that began between them read bf16 as 0.23× float32 on a CPU with bf16 units); and each type's
+    figure is its fastest repeat, since other work only lengthens one."""
+    calls, real_mm = [], torch.mm
+
+    def recording(a, b, out=None):
+        calls.append(a.dtype)
+        return real_mm(a, b, out=out)
+
+    monkeypatch.setattr(torch, "mm", recording)
+    times = adapter_module.time_products("cpu", (torch.float32, torch.bfloat16), shape=(8, 8, 8), repeats=3)
+    n = adapter_module.PRECISION_PRODUCTS
+    turn = [torch.float32] * n + [torch.bfloat16] * n
+    assert calls == [torch.float32, torch.bfloat16] + turn * 3  # a warm-up each, then the types in turn
+    assert set(times) == {torch.float32, torch.bfloat16} and all(0 < t < float("inf") for t in times.values())
 
 
 # ------------------------------------------------------------------------------------------ OpenCL

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import statistics
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
@@ -160,8 +159,9 @@ SATURATING_N, SATURATING_CHAIN = 4096, 8
 #: The product bf16's speed is judged on, (rows, inner, columns): a batch of 256 through a 400→300 layer, the
 #: largest product of DDPG's and TD3's preset critics.
 PRECISION_SHAPE = (256, 400, 300)
-#: Timed repeats of each type's product (their median counts), each of PRECISION_PRODUCTS products.
-PRECISION_REPEATS = 7
+#: Timed repeats of each type's product, the types taking turns (the fastest repeat counts), each of PRECISION_PRODUCTS
+#: products.
+PRECISION_REPEATS = 9
 PRECISION_PRODUCTS = 4
 #: CPU flags of bfloat16 arithmetic units: AVX-512 BF16's dot products and AMX's bf16 tiles.
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -194,24 +194,30 @@ def precision_verdict(fp32_s: float, bf16_s: float, where: str, why: str = "") -
     return f"{reason} ({why})" if why else reason
 
 
-def time_product(device: str, dtype: torch.dtype, shape: tuple[int, int, int] = PRECISION_SHAPE,
-                 repeats: int = PRECISION_REPEATS) -> float:
-    """Median seconds of one (rows × inner)·(inner × columns) product in dtype on device, after a warm-up."""
+def time_products(device: str, dtypes: tuple[torch.dtype, ...], shape: tuple[int, int, int] = PRECISION_SHAPE,
+                  repeats: int = PRECISION_REPEATS) -> dict[torch.dtype, float]:
+    """Seconds of one (rows × inner)·(inner × columns) product in each dtype on device, after a warm-up: the
+    fastest of `repeats` timed repeats, the types taking turns. Other work on the machine only lengthens a repeat,
+    so the fastest is the hardware's speed, and taking turns puts a busy spell on both types, not on one."""
     rows, inner, cols = shape
     gen = torch.Generator().manual_seed(0)
-    a, b = (torch.randn(*s, generator=gen).to(device, dtype) for s in ((rows, inner), (inner, cols)))
-    out = torch.empty(rows, cols, dtype=dtype, device=device)
+    host = [torch.randn(rows, inner, generator=gen), torch.randn(inner, cols, generator=gen)]
     sync = (lambda: torch.cuda.synchronize(device)) if torch.device(device).type == "cuda" else (lambda: None)
-    torch.mm(a, b, out=out)
+    operands = {}
+    for dtype in dtypes:
+        a, b = (t.to(device, dtype) for t in host)
+        operands[dtype] = a, b, torch.empty(rows, cols, dtype=dtype, device=device)
+        torch.mm(*operands[dtype][:2], out=operands[dtype][2])
     sync()
-    times = []
+    fastest = {dtype: float("inf") for dtype in dtypes}
     for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(PRECISION_PRODUCTS):
-            torch.mm(a, b, out=out)
-        sync()
-        times.append((time.perf_counter() - start) / PRECISION_PRODUCTS)
-    return statistics.median(times)
+        for dtype, (a, b, out) in operands.items():
+            start = time.perf_counter()
+            for _ in range(PRECISION_PRODUCTS):
+                torch.mm(a, b, out=out)
+            sync()
+            fastest[dtype] = min(fastest[dtype], (time.perf_counter() - start) / PRECISION_PRODUCTS)
+    return fastest
 
 
 def device_precision_problem(device: DeviceId, precision: Precision) -> str:
@@ -225,7 +231,8 @@ def device_precision_problem(device: DeviceId, precision: Precision) -> str:
 @functools.cache
 def bf16_problem(device: str) -> str:
     """`precision_verdict` of bfloat16 against float32 products on the torch device, timed once per process."""
-    fp32_s, bf16_s = time_product(device, torch.float32), time_product(device, torch.bfloat16)
+    times = time_products(device, (torch.float32, torch.bfloat16))
+    fp32_s, bf16_s = times[torch.float32], times[torch.bfloat16]
     if torch.device(device).type == "cuda":
         props = torch.cuda.get_device_properties(device)
         where = f"{device} ({props.name}, compute capability {props.major}.{props.minor})"
