@@ -43,11 +43,11 @@ SIDES = {"fp32": (Precision.FP32, nets.MIXED_MIN_WIDTH), "bf16-mixed": (Precisio
 
 def build(cpu: TorchAdapter, config, spec, params, side: str):
     precision, min_width = SIDES[side]
-    nets.MIXED_MIN_WIDTH = min_width  # read when each network is built
+    previous, nets.MIXED_MIN_WIDTH = nets.MIXED_MIN_WIDTH, min_width  # read when each network is built
     try:
         return cpu.make_learn(config, spec, params, precision=precision)
     finally:
-        nets.MIXED_MIN_WIDTH = SIDES["fp32"][1]
+        nets.MIXED_MIN_WIDTH = previous
 
 
 def compare(cpu: TorchAdapter, algo: str, rounds: int, updates: int) -> None:

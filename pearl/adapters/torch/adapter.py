@@ -206,8 +206,9 @@ def time_products(device: str, dtypes: tuple[torch.dtype, ...], shape: tuple[int
     operands = {}
     for dtype in dtypes:
         a, b = (t.to(device, dtype) for t in host)
-        operands[dtype] = a, b, torch.empty(rows, cols, dtype=dtype, device=device)
-        torch.mm(*operands[dtype][:2], out=operands[dtype][2])
+        out = torch.empty(rows, cols, dtype=dtype, device=device)
+        torch.mm(a, b, out=out)  # the warm-up
+        operands[dtype] = a, b, out
     sync()
     fastest = {dtype: float("inf") for dtype in dtypes}
     for _ in range(repeats):
